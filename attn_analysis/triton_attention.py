@@ -1,0 +1,315 @@
+"""Our own contender: a FlashAttention-style forward kernel written in Triton.
+
+One program computes one ``BLOCK_M`` tile of query rows of one (batch, head): it walks
+the keys and values in ``BLOCK_N`` tiles, keeps a running row maximum ``m`` and row sum
+``l`` (online softmax, base 2 with log2(e) folded into the scale) and an fp32
+accumulator, and divides by ``l`` once at the end. Inputs are fp16 or bf16; both
+matrix products accumulate in fp32. Key tiles that need no mask (fully inside the
+sequence and, if causal, fully below the diagonal) run in a loop without masks; the
+at most few tiles on the diagonal or past the sequence end run in a second, masked loop.
+
+Public API (the candidate registry calls exactly these):
+
+* :func:`attention` runs the kernel with a given (or default) configuration.
+* :func:`tune` times candidate configurations on given inputs and returns the fastest.
+* :func:`build` tunes once and returns ``(fn, tuning)``; the timed region then calls
+  ``fn`` only, so autotuning never lands inside it.
+
+Under ``TRITON_INTERPRET=1`` (set before this module is imported) the kernel runs on the
+CPU through Triton's interpreter, on CPU tensors, for the tests. The interpreter computes
+bf16 ``tl.dot`` wrongly without an error, so CPU tests use fp16 only.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Callable
+
+import torch
+import triton
+import triton.language as tl
+
+INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") == "1"
+LOG2E = 1.4426950408889634
+HEAD_DIMS = (64, 128)
+DTYPES = (torch.float16, torch.bfloat16)
+CONFIG_KEYS = ("BLOCK_M", "BLOCK_N", "num_warps", "num_stages")
+# Keys that ``tune`` adds to a configuration; ``attention`` accepts and ignores them.
+TUNING_KEYS = ("tuned_ms", "n_tried", "n_failed", "interpreted")
+_BLOCKS = (16, 32, 64, 128, 256)
+_WARPS = (1, 2, 4, 8, 16)
+
+DEFAULT_CONFIGS = {
+    64: {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3},
+    128: {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 3},
+}
+INTERPRETER_CONFIG = {"BLOCK_M": 16, "BLOCK_N": 16, "num_warps": 1, "num_stages": 1}
+
+
+def _candidates(head_dim: int) -> list[dict]:
+    """Default search space for ``tune``: block shapes, warps and stages for Hopper."""
+    shapes = [  # (BLOCK_M, BLOCK_N, num_warps, num_stages)
+        (128, 64, 4, 3), (128, 64, 4, 4), (128, 64, 8, 3), (128, 128, 8, 3),
+        (128, 128, 4, 3), (128, 32, 4, 3), (64, 64, 4, 3), (64, 64, 4, 4),
+        (64, 128, 4, 3), (256, 64, 8, 3), (128, 128, 8, 2), (256, 128, 8, 2),
+    ]
+    return [dict(zip(CONFIG_KEYS, s)) for s in shapes]
+
+
+# --------------------------------------------------------------------------- kernel
+
+
+@triton.jit
+def _kv_loop(acc, l_i, m_i, q, k_ptrs, v_ptrs, offs_m, offs_n, lo, hi, S, qk_scale,
+             BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, MASKED: tl.constexpr,
+             CAUSAL: tl.constexpr):
+    """Fold key/value tiles ``[lo, hi)`` into the running (acc, l, m) of one query tile."""
+    for start_n in range(lo, hi, BLOCK_N):
+        cols = start_n + offs_n
+        if MASKED:
+            kt = tl.load(k_ptrs + start_n * HEAD_DIM, mask=cols[None, :] < S, other=0.0)
+            v = tl.load(v_ptrs + start_n * HEAD_DIM, mask=cols[:, None] < S, other=0.0)
+        else:
+            kt = tl.load(k_ptrs + start_n * HEAD_DIM)
+            v = tl.load(v_ptrs + start_n * HEAD_DIM)
+        qk = tl.dot(q, kt)  # (BLOCK_M, BLOCK_N), fp32
+        if MASKED:
+            keep = cols[None, :] < S
+            if CAUSAL:
+                keep = keep & (offs_m[:, None] >= cols[None, :])
+            qk = tl.where(keep, qk * qk_scale, float("-inf"))
+            m_new = tl.maximum(m_i, tl.max(qk, 1))
+            p = tl.math.exp2(qk - m_new[:, None])
+        else:
+            m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+            p = tl.math.exp2(qk * qk_scale - m_new[:, None])
+        alpha = tl.math.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None]
+        acc = tl.dot(p.to(v.dtype), v, acc)
+        m_i = m_new
+    return acc, l_i, m_i
+
+
+@triton.jit
+def _attn_fwd(Q, K, V, O, S, qk_scale,
+              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
+              CAUSAL: tl.constexpr):
+    """Grid (cdiv(S, BLOCK_M), B*H); contiguous (B, H, S, D) tensors."""
+    pid_m = tl.program_id(0)
+    if CAUSAL:  # longest rows first: better tail balance
+        pid_m = tl.num_programs(0) - 1 - pid_m
+    base = tl.program_id(1).to(tl.int64) * S * HEAD_DIM
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, HEAD_DIM)
+    row_ok = offs_m[:, None] < S
+    q = tl.load(Q + base + offs_m[:, None] * HEAD_DIM + offs_d[None, :], mask=row_ok, other=0.0)
+    k_ptrs = K + base + offs_n[None, :] * HEAD_DIM + offs_d[:, None]  # K^T tile (D, BLOCK_N)
+    v_ptrs = V + base + offs_n[:, None] * HEAD_DIM + offs_d[None, :]  # V tile (BLOCK_N, D)
+
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    if CAUSAL:
+        end = tl.minimum((pid_m + 1) * BLOCK_M, S)
+        full_end = (tl.minimum(pid_m * BLOCK_M, S) // BLOCK_N) * BLOCK_N
+    else:
+        end = S
+        full_end = (S // BLOCK_N) * BLOCK_N
+    # Unmasked tiles first, so every row has seen key 0 (a finite max) before masking.
+    acc, l_i, m_i = _kv_loop(acc, l_i, m_i, q, k_ptrs, v_ptrs, offs_m, offs_n, 0, full_end,
+                             S, qk_scale, BLOCK_N, HEAD_DIM, False, CAUSAL)
+    acc, l_i, m_i = _kv_loop(acc, l_i, m_i, q, k_ptrs, v_ptrs, offs_m, offs_n, full_end, end,
+                             S, qk_scale, BLOCK_N, HEAD_DIM, True, CAUSAL)
+    acc = acc / l_i[:, None]
+    tl.store(O + base + offs_m[:, None] * HEAD_DIM + offs_d[None, :],
+             acc.to(O.dtype.element_ty), mask=row_ok)
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def _tensor_iv(name: str, t, ref=None) -> None:
+    """Check one of q, k, v, out: a 4-D contiguous fp16/bf16 tensor on an allowed device."""
+    if not isinstance(t, torch.Tensor):
+        raise ValueError(f"`{name}` must be a torch.Tensor; got {type(t).__name__}.")
+    if ref is None:
+        if t.dtype not in DTYPES:
+            raise ValueError(f"`{name}` dtype must be torch.float16 or torch.bfloat16; "
+                             f"got {t.dtype}.")
+        if t.dim() != 4:
+            raise ValueError(f"`{name}` must be 4-D (B, H, S, D); got shape {tuple(t.shape)}.")
+        if t.shape[3] not in HEAD_DIMS:
+            raise ValueError(f"`{name}` head dim (last axis) must be one of {HEAD_DIMS}; "
+                             f"got {t.shape[3]}.")
+        if min(t.shape) < 1:
+            raise ValueError(f"`{name}` must have B, H, S >= 1; got shape {tuple(t.shape)}.")
+        if t.device.type != "cuda" and not (INTERPRETED and t.device.type == "cpu"):
+            raise ValueError(f"`{name}` must be a CUDA tensor (CPU only under "
+                             f"TRITON_INTERPRET=1); got device {t.device}.")
+    else:
+        if t.dtype != ref.dtype:
+            raise ValueError(f"`{name}` dtype must equal `q` dtype {ref.dtype}; got {t.dtype}.")
+        if t.shape != ref.shape:
+            raise ValueError(f"`{name}` shape must equal `q` shape {tuple(ref.shape)}; "
+                             f"got {tuple(t.shape)}.")
+        if t.device != ref.device:
+            raise ValueError(f"`{name}` must be on `q`'s device {ref.device}; got {t.device}.")
+    if not t.is_contiguous():
+        raise ValueError(f"`{name}` must be contiguous; call .contiguous() first.")
+
+
+def _config_iv(config, head_dim: int) -> dict:
+    """Return a full configuration dict; None gives the default for ``head_dim``."""
+    if config is None:
+        return dict(INTERPRETER_CONFIG if INTERPRETED else DEFAULT_CONFIGS[head_dim])
+    if not isinstance(config, dict):
+        raise ValueError(f"`config` must be a dict with keys {CONFIG_KEYS} or None; "
+                         f"got {type(config).__name__}.")
+    unknown = set(config) - set(CONFIG_KEYS) - set(TUNING_KEYS)
+    if unknown:
+        raise ValueError(f"`config` keys must be among {CONFIG_KEYS}; got {sorted(unknown)}.")
+    full = {**DEFAULT_CONFIGS[head_dim], **{k: config[k] for k in CONFIG_KEYS if k in config}}
+    for key, allowed in (("BLOCK_M", _BLOCKS), ("BLOCK_N", _BLOCKS), ("num_warps", _WARPS),
+                         ("num_stages", tuple(range(1, 9)))):
+        if isinstance(full[key], bool) or full[key] not in allowed:
+            raise ValueError(f"`config['{key}']` must be one of {allowed}; got {full[key]!r}.")
+    return full
+
+
+def _attention_iv(q, k, v, causal, sm_scale, config, out):
+    """Validate every argument of :func:`attention`; return (scale, config)."""
+    _tensor_iv("q", q)
+    _tensor_iv("k", k, q)
+    _tensor_iv("v", v, q)
+    if out is not None:
+        _tensor_iv("out", out, q)
+    if not isinstance(causal, bool):
+        raise ValueError(f"`causal` must be True or False; got {causal!r}.")
+    if sm_scale is None:
+        sm_scale = 1.0 / math.sqrt(q.shape[3])
+    elif (isinstance(sm_scale, bool) or not isinstance(sm_scale, (int, float))
+          or not math.isfinite(sm_scale) or sm_scale <= 0):
+        raise ValueError(f"`sm_scale` must be a finite positive number or None; "
+                         f"got {sm_scale!r}.")
+    return float(sm_scale), _config_iv(config, q.shape[3])
+
+
+# --------------------------------------------------------------------------- public API
+
+
+def attention(q, k, v, *, causal=False, sm_scale=None, config=None, out=None) -> torch.Tensor:
+    """Scaled-dot-product attention forward, ``softmax(q k^T * sm_scale [+ causal]) v``.
+
+    Parameters
+    ----------
+    q, k, v : torch.Tensor
+        Contiguous (B, H, S, D) tensors of one dtype (float16 or bfloat16), D in (64, 128),
+        on a CUDA device (or the CPU under ``TRITON_INTERPRET=1``).
+    causal : bool
+        Mask keys after each query (the upper triangle). Default False.
+    sm_scale : float or None
+        Scale of the scores; None (default) gives ``1 / sqrt(D)``.
+    config : dict or None
+        ``BLOCK_M``, ``BLOCK_N``, ``num_warps``, ``num_stages``; missing keys take the
+        default for D; the keys :func:`tune` adds are ignored. None gives the default
+        (a 16x16 tile under the interpreter).
+    out : torch.Tensor or None
+        Buffer to write into (same shape, dtype, device as ``q``); allocated if None.
+
+    Returns
+    -------
+    torch.Tensor
+        O of shape (B, H, S, D) in the input dtype (``out`` itself when given).
+    """
+    scale, cfg = _attention_iv(q, k, v, causal, sm_scale, config, out)
+    return _launch(q, k, v, out, causal, scale * LOG2E, cfg)
+
+
+def _launch(q, k, v, out, causal, qk_scale, cfg):
+    """Launch the kernel on validated arguments; the only per-call host work is the grid."""
+    B, H, S, D = q.shape
+    if out is None:
+        out = torch.empty_like(q)
+    grid = (triton.cdiv(S, cfg["BLOCK_M"]), B * H)
+    _attn_fwd[grid](q, k, v, out, S, qk_scale, BLOCK_M=cfg["BLOCK_M"],
+                    BLOCK_N=cfg["BLOCK_N"], HEAD_DIM=D, CAUSAL=causal,
+                    num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+    return out
+
+
+def _next_pow2(n: int) -> int:
+    return 1 << max(n - 1, 0).bit_length()
+
+
+def tune(q, k, v, *, causal=False, candidates=None, warmup_ms=10, rep_ms=40) -> dict:
+    """Time candidate configurations on these inputs; return the fastest.
+
+    Each candidate is compiled and run once (outside the timing), its output checked for
+    NaN, then timed with ``triton.testing.do_bench`` (median, L2 flushed before each
+    call). Candidates that fail to compile, exceed shared memory or write NaN are skipped.
+    Blocks much larger than the sequence are dropped first (at least one candidate stays).
+
+    Returns
+    -------
+    dict
+        The fastest configuration (``CONFIG_KEYS``) plus ``tuned_ms`` (its median ms),
+        ``n_tried`` (candidates timed) and ``n_failed`` (candidates skipped on error).
+    """
+    _attention_iv(q, k, v, causal, None, None, None)
+    D, S = q.shape[3], q.shape[2]
+    if candidates is None:
+        candidates = _candidates(D)
+    if not isinstance(candidates, (list, tuple)) or not candidates:
+        raise ValueError("`candidates` must be a non-empty list of config dicts or None.")
+    cands = [_config_iv(c, D) for c in candidates]
+    if INTERPRETED:
+        raise RuntimeError("`tune` times on a GPU; under TRITON_INTERPRET=1 use `build`.")
+    cap = max(16, _next_pow2(S))
+    fitting = [c for c in cands if c["BLOCK_M"] <= cap and c["BLOCK_N"] <= cap]
+    cands = fitting or cands
+    out = torch.empty_like(q)
+    best, best_ms, n_tried, n_failed = None, math.inf, 0, 0
+    for cfg in cands:
+        def fn(cfg=cfg):
+            return attention(q, k, v, causal=causal, config=cfg, out=out)
+        try:
+            out.fill_(float("nan"))
+            fn()
+            torch.cuda.synchronize()
+            if torch.isnan(out).any().item():
+                n_failed += 1
+                continue
+            ms = triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median")
+        except Exception:  # compile error, out of shared memory or registers  # noqa: BLE001
+            n_failed += 1
+            continue
+        n_tried += 1
+        if ms < best_ms:
+            best, best_ms = cfg, ms
+    if best is None:
+        raise RuntimeError(f"every one of {len(cands)} candidate configurations failed.")
+    return {**best, "tuned_ms": float(best_ms), "n_tried": n_tried, "n_failed": n_failed}
+
+
+def build(q, k, v, *, causal=False) -> tuple[Callable, dict]:
+    """Tune once on these inputs; return ``(fn, tuning)`` with ``fn(q, k, v) -> out``.
+
+    ``fn`` calls :func:`attention` with the tuned configuration, so all tuning happens
+    here and never inside a timed region. Under ``TRITON_INTERPRET=1`` no timing is done
+    and the small interpreter configuration is used (``tuning['interpreted']`` is True).
+    """
+    if INTERPRETED:
+        _attention_iv(q, k, v, causal, None, None, None)
+        tuning = {**INTERPRETER_CONFIG, "tuned_ms": None, "n_tried": 0, "n_failed": 0,
+                  "interpreted": True}
+    else:
+        tuning = tune(q, k, v, causal=causal)
+    cfg = {key: tuning[key] for key in CONFIG_KEYS}
+
+    def fn(q, k, v):
+        return attention(q, k, v, causal=causal, config=cfg)
+
+    return fn, tuning
