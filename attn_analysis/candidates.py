@@ -1,0 +1,329 @@
+"""Registry of forward-attention implementations and the float64 correctness gate.
+
+Each candidate is *built* once for a configuration and device into a ready callable
+``fn(q, k, v) -> out``: backend selection, compilation and autotuning happen in
+``build``, never inside a timed region. Before any candidate is timed, ``check`` runs it
+on fresh random inputs against a float64 reference.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import math
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+
+from .configs import Config
+
+DEVICES = ("cuda", "cpu")
+
+# Relative-error thresholds ||out - ref|| / ||ref|| against a float64 reference, for
+# N(0, 1) inputs. fp16 keeps 11 significant bits (unit roundoff 4.9e-4), bf16 keeps 8
+# (3.9e-3); a correct kernel with fp32 accumulation lands at a small multiple of the
+# roundoff, while a wrong scale, a missing mask or a skipped tile gives errors of order
+# 0.1 to 1. The thresholds sit about ten roundoffs up.
+REL_ERROR_THRESHOLD = {"float16": 5e-3, "bfloat16": 4e-2}
+
+
+class Unsupported(Exception):
+    """A candidate cannot run this configuration on this device; the message says why."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Built:
+    """A candidate built for one configuration: the callable and what was chosen to build it."""
+
+    fn: Callable
+    info: dict
+    accepts_out: bool = False  # fn(q, k, v, out=buffer) writes into a caller's buffer
+
+
+@dataclasses.dataclass(frozen=True)
+class Candidate:
+    """One implementation: a name, what it is, when it applies, and how to build it."""
+
+    name: str
+    description: str
+    build: Callable[[Config, str], Built]
+    devices: tuple = DEVICES
+    min_capability: tuple | None = None  # CUDA compute capability, e.g. (8, 0)
+
+    def unsupported_reason(self, config: Config, device: str) -> str | None:
+        """None when this candidate can be tried on ``config`` and ``device``, else why not."""
+        if device not in self.devices:
+            return f"{self.name} runs on {'/'.join(self.devices)} only, not {device}"
+        if device == "cuda" and self.min_capability is not None:
+            cap = torch.cuda.get_device_capability()
+            if cap < self.min_capability:
+                return (f"{self.name} needs compute capability >= "
+                        f"{self.min_capability[0]}.{self.min_capability[1]}, device has "
+                        f"{cap[0]}.{cap[1]}")
+        return None
+
+
+@dataclasses.dataclass(frozen=True)
+class CorrectnessResult:
+    """Outcome of the float64 correctness gate for one candidate at one configuration."""
+
+    candidate: str
+    config: str
+    passed: bool
+    rel_error: float
+    max_abs_error: float
+    threshold: float
+    nonfinite: int
+    reason: str
+
+
+CANDIDATES: dict[str, Candidate] = {}
+
+
+def register(candidate: Candidate) -> Candidate:
+    """Add a candidate to the registry (names are unique)."""
+    if candidate.name in CANDIDATES:
+        raise ValueError(f"`name` {candidate.name!r} is already registered.")
+    CANDIDATES[candidate.name] = candidate
+    return candidate
+
+
+def load_plugins(modules) -> None:
+    """Import modules that register extra candidates (e.g. a user's own kernel)."""
+    for name in modules or ():
+        importlib.import_module(name)
+
+
+def get(name: str) -> Candidate:
+    """Look a candidate up by name."""
+    if name not in CANDIDATES:
+        raise ValueError(f"`candidate` must be one of {sorted(CANDIDATES)}; got {name!r}.")
+    return CANDIDATES[name]
+
+
+def _device_iv(device: str) -> str:
+    """Check the device name and that CUDA is present when asked for."""
+    if device not in DEVICES:
+        raise ValueError(f"`device` must be one of {DEVICES}; got {device!r}.")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("`device` is 'cuda' but no CUDA device is available.")
+    return device
+
+
+def make_inputs(config: Config, device: str, seed: int) -> tuple[torch.Tensor, ...]:
+    """Fresh N(0, 1) query, key and value tensors (never zeros), reproducible by seed."""
+    gen = torch.Generator(device=device).manual_seed(int(seed))
+    shape = (config.batch, config.heads, config.seq_len, config.head_dim)
+    dtype = getattr(torch, config.dtype)
+    return tuple(torch.randn(shape, generator=gen, device=device, dtype=dtype) for _ in range(3))
+
+
+def reference(q, k, v, causal: bool, max_chunk_bytes: int = 1 << 30) -> torch.Tensor:
+    """Attention in float64, chunked over batch*heads so the score matrix stays bounded."""
+    b, h, s, d = q.shape
+    qf, kf, vf = (t.reshape(b * h, s, d) for t in (q, k, v))
+    out = torch.empty((b * h, s, d), dtype=torch.float64, device=q.device)
+    step = max(1, int(max_chunk_bytes // (s * s * 8)))
+    mask = None
+    if causal:
+        mask = torch.ones(s, s, dtype=torch.bool, device=q.device).triu(1)
+    for i in range(0, b * h, step):
+        qi, ki, vi = (t[i:i + step].double() for t in (qf, kf, vf))
+        scores = qi @ ki.transpose(-1, -2) / math.sqrt(d)
+        if mask is not None:
+            scores.masked_fill_(mask, float("-inf"))
+        out[i:i + step] = torch.softmax(scores, dim=-1) @ vi
+    return out.reshape(b, h, s, d)
+
+
+def _poison_allocator(like: torch.Tensor, copies: int = 4) -> None:
+    """Leave NaN-filled blocks of the output's size in the caching allocator.
+
+    A candidate that allocates its own output gets one of these blocks back for a
+    same-sized request, so elements it never writes read as NaN instead of stale data.
+    """
+    blocks = [torch.full_like(like, float("nan")) for _ in range(copies)]
+    del blocks
+
+
+def check(built: Built, config: Config, device: str, seed: int, name: str = "") -> CorrectnessResult:
+    """Run a built candidate on fresh random inputs and compare with float64 attention.
+
+    The output is poisoned with NaN first (a caller's buffer when the candidate accepts
+    one, otherwise the allocator's free blocks), so unwritten elements are caught; any
+    non-finite element fails the check, and so does a relative error over the threshold.
+    """
+    q, k, v = make_inputs(config, device, seed)
+    if built.accepts_out:
+        out = torch.full_like(q, float("nan"))
+        result = built.fn(q, k, v, out=out)
+        out = out if result is None else result
+    else:
+        _poison_allocator(q)
+        out = built.fn(q, k, v)
+    if device == "cuda":
+        torch.cuda.synchronize()
+    threshold = REL_ERROR_THRESHOLD[config.dtype]
+    if tuple(out.shape) != tuple(q.shape):
+        return CorrectnessResult(name, config.key, False, math.inf, math.inf, threshold, 0,
+                                 f"output shape {tuple(out.shape)} != {tuple(q.shape)}")
+    nonfinite = int((~torch.isfinite(out)).sum().item())
+    ref = reference(q, k, v, config.causal)
+    diff = out.double() - ref
+    finite = torch.isfinite(diff)
+    rel = float(torch.linalg.vector_norm(torch.where(finite, diff, 0.0)) /
+                torch.linalg.vector_norm(ref))
+    max_abs = float(diff[finite].abs().max()) if bool(finite.any()) else math.inf
+    if nonfinite:
+        return CorrectnessResult(name, config.key, False, math.inf if rel == 0 else rel,
+                                 max_abs, threshold, nonfinite,
+                                 f"{nonfinite} non-finite output elements (unwritten or NaN)")
+    passed = rel < threshold
+    reason = "" if passed else f"relative error {rel:.3g} >= threshold {threshold:.3g}"
+    return CorrectnessResult(name, config.key, passed, rel, max_abs, threshold, 0, reason)
+
+
+# --------------------------------------------------------------------------- builders
+
+def _sdpa_fn(config: Config, backend):
+    """SDPA, with the default dispatch (backend None) or forced to one backend."""
+    from torch.nn.attention import sdpa_kernel
+    causal = config.causal
+
+    if backend is None:
+        def fn(q, k, v):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    else:
+        def fn(q, k, v):
+            with sdpa_kernel(backend):
+                return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    return fn
+
+
+def _try_once(fn, config: Config, device: str):
+    """Call fn once on random inputs; a 'no kernel' refusal becomes Unsupported."""
+    q, k, v = make_inputs(config, device, seed=0)
+    try:
+        fn(q, k, v)
+    except RuntimeError as exc:
+        text = str(exc)
+        if "No available kernel" in text or "not supported" in text.lower():
+            raise Unsupported(text.splitlines()[0][:300]) from None
+        raise
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def _build_sdpa(backend_name: str | None):
+    def build(config: Config, device: str) -> Built:
+        from torch.nn.attention import SDPBackend
+        backend = None if backend_name is None else getattr(SDPBackend, backend_name)
+        fn = _sdpa_fn(config, backend)
+        _try_once(fn, config, device)
+        return Built(fn, {"backend": backend_name or "default dispatch"})
+    return build
+
+
+def _eager(config: Config):
+    scale = 1.0 / math.sqrt(config.head_dim)
+    causal, s = config.causal, config.seq_len
+
+    def fn(q, k, v):
+        scores = (q @ k.transpose(-1, -2)) * scale
+        if causal:
+            mask = torch.ones(s, s, dtype=torch.bool, device=q.device).triu(1)
+            scores = scores.masked_fill(mask, float("-inf"))
+        return torch.softmax(scores, dim=-1) @ v
+    return fn
+
+
+def _raise_recompile_limits(limit: int = 256) -> None:
+    """Let one process compile every shape of a sweep without hitting dynamo's limit."""
+    cfg = torch._dynamo.config
+    for key in ("recompile_limit", "cache_size_limit",
+                "accumulated_recompile_limit", "accumulated_cache_size_limit"):
+        if hasattr(cfg, key):
+            setattr(cfg, key, max(getattr(cfg, key), limit))
+
+
+def _build_eager(config: Config, device: str) -> Built:
+    fn = _eager(config)
+    _try_once(fn, config, device)
+    return Built(fn, {"implementation": "matmul, softmax, matmul"})
+
+
+def _build_eager_compiled(config: Config, device: str) -> Built:
+    _raise_recompile_limits()
+    fn = torch.compile(_eager(config), dynamic=False, fullgraph=True)
+    _try_once(fn, config, device)  # compiles here, outside any timed region
+    _try_once(fn, config, device)
+    return Built(fn, {"implementation": "torch.compile(eager)", "dynamic": False})
+
+
+def _build_flex(config: Config, device: str) -> Built:
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+    _raise_recompile_limits()
+    compiled = torch.compile(flex_attention, dynamic=False)
+    block_mask = None
+    if config.causal:
+        def causal_mask(b, h, q_idx, kv_idx):
+            return q_idx >= kv_idx
+        block_mask = create_block_mask(causal_mask, B=None, H=None, Q_LEN=config.seq_len,
+                                       KV_LEN=config.seq_len, device=device)
+
+    def fn(q, k, v):
+        return compiled(q, k, v, block_mask=block_mask)
+    _try_once(fn, config, device)
+    _try_once(fn, config, device)
+    return Built(fn, {"implementation": "torch.compile(flex_attention)", "dynamic": False,
+                      "block_mask": "causal" if config.causal else None})
+
+
+def _build_triton(config: Config, device: str) -> Built:
+    try:
+        from . import triton_attention
+    except ImportError as exc:  # triton missing on this machine
+        raise Unsupported(f"triton is not importable: {exc}") from None
+    q, k, v = make_inputs(config, device, seed=0)
+    fn, tuning = triton_attention.build(q, k, v, causal=config.causal)
+    return Built(fn, {"implementation": "attn_analysis.triton_attention", "tuning": tuning},
+                 accepts_out="out" in _parameters(fn))
+
+
+def _parameters(fn) -> tuple[str, ...]:
+    import inspect
+    try:
+        return tuple(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return ()
+
+
+register(Candidate("sdpa", "SDPA, default dispatch", _build_sdpa(None)))
+register(Candidate("sdpa_flash", "SDPA forced to the flash backend",
+                   _build_sdpa("FLASH_ATTENTION"), devices=("cuda",), min_capability=(8, 0)))
+register(Candidate("sdpa_efficient", "SDPA forced to the memory-efficient backend",
+                   _build_sdpa("EFFICIENT_ATTENTION"), devices=("cuda",)))
+register(Candidate("sdpa_cudnn", "SDPA forced to the cuDNN backend",
+                   _build_sdpa("CUDNN_ATTENTION"), devices=("cuda",), min_capability=(8, 0)))
+register(Candidate("sdpa_math", "SDPA forced to the math (reference) backend",
+                   _build_sdpa("MATH")))
+register(Candidate("eager", "matmul, softmax, matmul in eager PyTorch", _build_eager))
+register(Candidate("eager_compiled", "the eager version under torch.compile",
+                   _build_eager_compiled))
+register(Candidate("flex", "FlexAttention under torch.compile, one compile per shape",
+                   _build_flex, devices=("cuda",), min_capability=(8, 0)))
+register(Candidate("triton", "our FlashAttention-style Triton kernel (autotuned at build)",
+                   _build_triton, devices=("cuda",), min_capability=(8, 0)))
+
+DEFAULT_CANDIDATES = tuple(CANDIDATES)
+
+
+def build(name: str, config: Config, device: str) -> Built:
+    """Build candidate ``name`` for ``config`` on ``device``; raise Unsupported with a reason."""
+    candidate = get(name)
+    _device_iv(device)
+    reason = candidate.unsupported_reason(config, device)
+    if reason:
+        raise Unsupported(reason)
+    return candidate.build(config, device)

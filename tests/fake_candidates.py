@@ -1,0 +1,58 @@
+"""Deliberately broken candidates for the sweep and correctness-gate tests (a plugin)."""
+
+import math
+import os
+import time
+
+import torch
+
+from attn_analysis import candidates as cands
+
+
+def _attention(q, k, v, scale):
+    return torch.softmax((q @ k.transpose(-1, -2)) * scale, dim=-1) @ v
+
+
+def _wrong_scale(config, device):
+    # Forgets the 1/sqrt(D) scale: runs fine, gives the wrong function.
+    return cands.Built(lambda q, k, v: _attention(q, k, v, 1.0), {"bug": "no scale"})
+
+
+def _half_written(config, device):
+    # Writes only the first half of the sequence into the caller's buffer.
+    def fn(q, k, v, out):
+        half = q.shape[2] // 2
+        out[:, :, :half] = _attention(q, k, v, 1 / math.sqrt(q.shape[-1]))[:, :, :half]
+        return out
+    return cands.Built(fn, {"bug": "half written"}, accepts_out=True)
+
+
+def _oom(config, device):
+    raise torch.OutOfMemoryError("simulated: CUDA out of memory. Tried to allocate 64.00 GiB")
+
+
+def _crash(config, device):
+    os._exit(17)  # a segfault-like death of the worker process
+
+
+def _slow(config, device):
+    def fn(q, k, v):
+        time.sleep(0.02)
+        return _attention(q, k, v, 1 / math.sqrt(q.shape[-1]))
+    return cands.Built(fn, {"note": "sleeps 20 ms a call"})
+
+
+def _correct(config, device):
+    return cands.Built(lambda q, k, v: _attention(q, k, v, 1 / math.sqrt(q.shape[-1])), {})
+
+
+for _name, _build, _devices in [
+    ("fake_wrong_scale", _wrong_scale, cands.DEVICES),
+    ("fake_half_written", _half_written, cands.DEVICES),
+    ("fake_oom", _oom, cands.DEVICES),
+    ("fake_crash", _crash, cands.DEVICES),
+    ("fake_slow", _slow, cands.DEVICES),
+    ("fake_gpu_only", _correct, ("cuda",)),
+]:
+    if _name not in cands.CANDIDATES:
+        cands.register(cands.Candidate(_name, "test double", _build, devices=_devices))
