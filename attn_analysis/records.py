@@ -1,0 +1,391 @@
+"""The recorded-data format: write units atomically, consolidate, verify, load.
+
+A run lives in ``data/runs/<run-id>/``:
+
+``journal/*.json``
+    One self-checksummed file per finished unit of work, written atomically (temporary
+    name, then rename) the moment the unit completes. Units are ``timing`` (one
+    configuration x candidate x mode x trial), ``correctness``, ``kernels`` (profiler
+    evidence), ``trial`` (a trial process's fingerprint) and ``ceilings``. The journal is
+    what a resumed sweep reads to skip finished work.
+``samples.parquet``
+    Tidy long table, one row per raw sample: configuration fields, candidate, mode,
+    trial, sample index, milliseconds.
+``units.parquet``, ``correctness.parquet``, ``kernels.parquet``, ``ceilings.json``,
+``fingerprint.json``, ``run.json``
+    Consolidated views of the journal.
+``manifest.json``
+    SHA-256 of every other file, and the format version.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+from . import RECORD_FORMAT_VERSION
+from .configs import Config
+
+KNOWN_FORMAT_VERSIONS = (1,)
+UNIT_KINDS = ("timing", "correctness", "kernels", "trial", "ceilings")
+STATUSES = ("ok", "unsupported", "failed_correctness", "oom", "error", "crashed")
+MANIFEST = "manifest.json"
+TABLES = ("samples.parquet", "units.parquet", "correctness.parquet", "kernels.parquet")
+JSON_VIEWS = ("ceilings.json", "fingerprint.json", "run.json")
+
+SAMPLE_COLUMNS = ("config", "batch", "heads", "seq_len", "head_dim", "dtype", "causal",
+                  "candidate", "mode", "trial", "sample", "ms")
+UNIT_COLUMNS = ("config", "candidate", "mode", "trial", "status", "reason", "n_samples",
+                "median_ms", "clock", "stop_reason", "ci_rel_halfwidth", "calls_per_sample",
+                "sm_clock_start_mhz", "sm_clock_end_mhz", "temperature_start_c",
+                "temperature_end_c", "started_utc", "elapsed_s", "measurement_id", "info")
+CORRECTNESS_COLUMNS = ("config", "candidate", "trial", "status", "passed", "rel_error",
+                       "max_abs_error", "threshold", "nonfinite", "reason")
+KERNEL_COLUMNS = ("config", "candidate", "kernel", "calls_per_call", "device_ms_per_call")
+
+
+class RecordError(ValueError):
+    """A recorded run is malformed, corrupted or of an unknown format; the message says which file."""
+
+
+# ----------------------------------------------------------------------------- units
+
+def unit_name(kind: str, *, config: str = "", candidate: str = "", mode: str = "",
+              trial: int | None = None) -> str:
+    """File name of a journal unit; the name is the unit's identity."""
+    if kind not in UNIT_KINDS:
+        raise ValueError(f"`kind` must be one of {UNIT_KINDS}; got {kind!r}.")
+    parts = [kind]
+    if trial is not None:
+        parts.append(f"t{trial}")
+    parts += [p for p in (config, candidate, mode) if p]
+    return "__".join(parts) + ".json"
+
+
+def _canonical(obj) -> bytes:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=True).encode()
+
+
+def _sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same folder, then rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def write_unit(run_dir, unit: dict) -> Path:
+    """Seal a unit with the format version and its own checksum, and write it atomically."""
+    kind = unit.get("kind")
+    name = unit_name(kind, config=unit.get("config", ""), candidate=unit.get("candidate", ""),
+                     mode=unit.get("mode", ""), trial=unit.get("trial"))
+    body = dict(unit, format_version=RECORD_FORMAT_VERSION)
+    body.pop("sha256", None)
+    body["sha256"] = _sha256_bytes(_canonical(body))
+    path = Path(run_dir) / "journal" / name
+    atomic_write_bytes(path, json.dumps(body, indent=1, allow_nan=True).encode())
+    return path
+
+
+def read_unit(path) -> dict:
+    """Read a journal unit and check its checksum and format version."""
+    path = Path(path)
+    try:
+        unit = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise RecordError(f"{path.name}: unreadable ({exc})") from None
+    if not isinstance(unit, dict) or "sha256" not in unit:
+        raise RecordError(f"{path.name}: not a journal unit (no sha256)")
+    if unit.get("format_version") not in KNOWN_FORMAT_VERSIONS:
+        raise RecordError(f"{path.name}: unknown format version {unit.get('format_version')!r}")
+    claimed = unit.pop("sha256")
+    if _sha256_bytes(_canonical(unit)) != claimed:
+        raise RecordError(f"{path.name}: checksum mismatch (file edited or corrupted)")
+    if path.name != unit_name(unit["kind"], config=unit.get("config", ""),
+                              candidate=unit.get("candidate", ""), mode=unit.get("mode", ""),
+                              trial=unit.get("trial")):
+        raise RecordError(f"{path.name}: file name does not match its contents")
+    return unit
+
+
+def finished_units(run_dir) -> tuple[set[str], list[str]]:
+    """Names of journal units that verify, and one-line complaints about those that do not."""
+    journal = Path(run_dir) / "journal"
+    good, bad = set(), []
+    if not journal.is_dir():
+        return good, bad
+    for path in sorted(journal.glob("*.json")):
+        try:
+            read_unit(path)
+            good.add(path.name)
+        except RecordError as exc:
+            bad.append(str(exc))
+    return good, bad
+
+
+def clean_temporaries(run_dir) -> int:
+    """Remove temporary files an interrupted writer left behind; return how many."""
+    n = 0
+    for path in Path(run_dir).rglob(".tmp-*"):
+        path.unlink()
+        n += 1
+    return n
+
+
+# ----------------------------------------------------------------------- consolidate
+
+def _units(run_dir) -> list[dict]:
+    units = []
+    for path in sorted((Path(run_dir) / "journal").glob("*.json")):
+        units.append(read_unit(path))
+    return units
+
+
+def _config_fields(key: str) -> dict:
+    return Config.from_key(key).as_dict()
+
+
+def _tables(units: list[dict]) -> dict[str, pd.DataFrame]:
+    samples, rows, corr, kern = [], [], [], []
+    for u in units:
+        if u["kind"] == "timing":
+            start, end = u.get("gpu_state_start") or {}, u.get("gpu_state_end") or {}
+            times = u.get("times_ms") or []
+            timing = u.get("timing") or {}
+            rows.append({
+                "config": u["config"], "candidate": u["candidate"], "mode": u["mode"],
+                "trial": u["trial"], "status": u["status"], "reason": u.get("reason") or "",
+                "n_samples": len(times),
+                "median_ms": float(pd.Series(times).median()) if times else math.nan,
+                "clock": timing.get("clock", ""), "stop_reason": timing.get("stop_reason", ""),
+                "ci_rel_halfwidth": timing.get("ci_rel_halfwidth", math.nan),
+                "calls_per_sample": timing.get("calls_per_sample", 0) or 0,
+                "sm_clock_start_mhz": start.get("sm_clock_mhz"),
+                "sm_clock_end_mhz": end.get("sm_clock_mhz"),
+                "temperature_start_c": start.get("temperature_c"),
+                "temperature_end_c": end.get("temperature_c"),
+                "started_utc": u.get("started_utc", ""), "elapsed_s": u.get("elapsed_s", math.nan),
+                "measurement_id": u.get("measurement_id", ""),
+                "info": json.dumps(u.get("info") or {}, sort_keys=True),
+            })
+            if u["status"] == "ok":
+                fields = _config_fields(u["config"])
+                for i, ms in enumerate(times):
+                    samples.append({"config": u["config"], **fields, "candidate": u["candidate"],
+                                    "mode": u["mode"], "trial": u["trial"], "sample": i,
+                                    "ms": float(ms)})
+        elif u["kind"] == "correctness":
+            c = u.get("result") or {}
+            corr.append({"config": u["config"], "candidate": u["candidate"], "trial": u["trial"],
+                         "status": u["status"], "passed": bool(c.get("passed", False)),
+                         "rel_error": c.get("rel_error", math.nan),
+                         "max_abs_error": c.get("max_abs_error", math.nan),
+                         "threshold": c.get("threshold", math.nan),
+                         "nonfinite": int(c.get("nonfinite", 0)),
+                         "reason": u.get("reason") or c.get("reason") or ""})
+        elif u["kind"] == "kernels":
+            for k in u.get("kernels") or []:
+                kern.append({"config": u["config"], "candidate": u["candidate"],
+                             "kernel": k["name"], "calls_per_call": k["calls_per_call"],
+                             "device_ms_per_call": k["device_ms_per_call"]})
+    frames = {
+        "samples.parquet": pd.DataFrame(samples, columns=list(SAMPLE_COLUMNS)),
+        "units.parquet": pd.DataFrame(rows, columns=list(UNIT_COLUMNS)),
+        "correctness.parquet": pd.DataFrame(corr, columns=list(CORRECTNESS_COLUMNS)),
+        "kernels.parquet": pd.DataFrame(kern, columns=list(KERNEL_COLUMNS)),
+    }
+    s = frames["samples.parquet"]
+    if len(s):
+        s["causal"] = s["causal"].astype(bool)
+        for col in ("batch", "heads", "seq_len", "head_dim", "trial", "sample"):
+            s[col] = s[col].astype("int64")
+    return frames
+
+
+def finalize(run_dir, run_info: dict) -> Path:
+    """Write the consolidated tables, the JSON views and the manifest from the journal."""
+    run_dir = Path(run_dir)
+    units = _units(run_dir)
+    for name, frame in _tables(units).items():
+        tmp = run_dir / f".tmp-{name}"
+        frame.to_parquet(tmp, index=False)
+        os.replace(tmp, run_dir / name)
+    trials = {str(u["trial"]): u["fingerprint"] for u in units if u["kind"] == "trial"}
+    hashes = sorted({fp.get("fingerprint_hash") for fp in trials.values()})
+    ceilings = next((u["ceilings"] for u in units if u["kind"] == "ceilings"), {})
+    views = {
+        "ceilings.json": ceilings,
+        "fingerprint.json": {"fingerprint_hashes": hashes, "trials": trials},
+        "run.json": dict(run_info, format_version=RECORD_FORMAT_VERSION,
+                         run_id=run_dir.name),
+    }
+    for name, obj in views.items():
+        atomic_write_bytes(run_dir / name, json.dumps(obj, indent=1, sort_keys=True,
+                                                      allow_nan=True).encode())
+    return write_manifest(run_dir)
+
+
+def _hash_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _run_files(run_dir: Path) -> list[str]:
+    return sorted(p.relative_to(run_dir).as_posix() for p in run_dir.rglob("*")
+                  if p.is_file() and p.name != MANIFEST)
+
+
+def write_manifest(run_dir) -> Path:
+    """Record the SHA-256 of every file of the run (except the manifest itself)."""
+    run_dir = Path(run_dir)
+    files = {rel: _hash_file(run_dir / rel) for rel in _run_files(run_dir)}
+    body = {"format_version": RECORD_FORMAT_VERSION, "algorithm": "sha256", "files": files}
+    path = run_dir / MANIFEST
+    atomic_write_bytes(path, json.dumps(body, indent=1, sort_keys=True).encode())
+    return path
+
+
+# ---------------------------------------------------------------------------- verify
+
+def verify(run_dir) -> list[str]:
+    """Check a run's manifest, checksums, journal and table schemas.
+
+    Returns one line per problem, each naming the file; an empty list means the run
+    verifies.
+    """
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        return [f"{run_dir}: no such run folder"]
+    problems = []
+    manifest_path = run_dir / MANIFEST
+    if not manifest_path.is_file():
+        return [f"{MANIFEST}: missing (the run was never finalized)"]
+    try:
+        manifest = json.loads(manifest_path.read_text())
+        files = manifest["files"]
+        version = manifest["format_version"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return [f"{MANIFEST}: unreadable ({exc})"]
+    if version not in KNOWN_FORMAT_VERSIONS:
+        return [f"{MANIFEST}: unknown format version {version!r} "
+                f"(this code reads {KNOWN_FORMAT_VERSIONS})"]
+    present = set(_run_files(run_dir))
+    for rel, digest in sorted(files.items()):
+        if rel not in present:
+            problems.append(f"{rel}: listed in the manifest but missing")
+        elif _hash_file(run_dir / rel) != digest:
+            problems.append(f"{rel}: SHA-256 does not match the manifest")
+    for rel in sorted(present - set(files)):
+        problems.append(f"{rel}: present but not listed in the manifest")
+    for name in TABLES + JSON_VIEWS:
+        if name not in present:
+            problems.append(f"{name}: missing")
+    if problems:
+        return problems
+    _, bad = finished_units(run_dir)
+    problems += [f"journal/{b}" for b in bad]
+    expected = {"samples.parquet": SAMPLE_COLUMNS, "units.parquet": UNIT_COLUMNS,
+                "correctness.parquet": CORRECTNESS_COLUMNS, "kernels.parquet": KERNEL_COLUMNS}
+    for name, columns in expected.items():
+        try:
+            frame = pd.read_parquet(run_dir / name)
+        except Exception as exc:  # pyarrow raises several types for damaged files
+            problems.append(f"{name}: unreadable ({exc})")
+            continue
+        missing = [c for c in columns if c not in frame.columns]
+        if missing:
+            problems.append(f"{name}: missing columns {missing}")
+        if name == "samples.parquet" and not missing and len(frame):
+            if not (frame["ms"] > 0).all() or frame["ms"].isna().any():
+                problems.append(f"{name}: latencies must be positive and finite")
+    if not problems:
+        problems += _journal_agrees(run_dir)
+    return problems
+
+
+def _journal_agrees(run_dir: Path) -> list[str]:
+    """The consolidated tables must be exactly what the journal says."""
+    rebuilt = _tables(_units(run_dir))
+    problems = []
+    for name in ("samples.parquet", "correctness.parquet"):
+        stored = pd.read_parquet(run_dir / name)
+        fresh = rebuilt[name]
+        if len(stored) != len(fresh):
+            problems.append(f"{name}: {len(stored)} rows, the journal has {len(fresh)}")
+            continue
+        numeric = "ms" if name == "samples.parquet" else "rel_error"
+        if len(stored) and not stored[numeric].reset_index(drop=True).equals(
+                fresh[numeric].reset_index(drop=True).astype(stored[numeric].dtype)):
+            problems.append(f"{name}: column {numeric!r} differs from the journal")
+    return problems
+
+
+# ------------------------------------------------------------------------------ load
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    """A verified recorded run as pandas tables plus its JSON views."""
+
+    run_id: str
+    path: Path
+    samples: pd.DataFrame
+    units: pd.DataFrame
+    correctness: pd.DataFrame
+    kernels: pd.DataFrame
+    ceilings: dict
+    fingerprint: dict
+    info: dict
+
+    @property
+    def device(self) -> str:
+        """The device name the run was measured on (or 'cpu')."""
+        trials = self.fingerprint.get("trials") or {}
+        first = next(iter(trials.values()), {})
+        return first.get("gpu_name") or first.get("device_kind") or "unknown"
+
+
+def load(run_dir) -> Run:
+    """Load a recorded run; refuse (RecordError) one that does not verify, saying why."""
+    run_dir = Path(run_dir)
+    problems = verify(run_dir)
+    if problems:
+        raise RecordError(f"run {run_dir.name} does not verify: " + "; ".join(problems[:10]))
+
+    def read_json(name):
+        return json.loads((run_dir / name).read_text())
+    return Run(run_dir.name, run_dir,
+               samples=pd.read_parquet(run_dir / "samples.parquet"),
+               units=pd.read_parquet(run_dir / "units.parquet"),
+               correctness=pd.read_parquet(run_dir / "correctness.parquet"),
+               kernels=pd.read_parquet(run_dir / "kernels.parquet"),
+               ceilings=read_json("ceilings.json"), fingerprint=read_json("fingerprint.json"),
+               info=read_json("run.json"))
+
+
+def find_runs(root="data/runs") -> list[Path]:
+    """Folders under ``root`` that hold a manifest (finalized runs), sorted by name."""
+    root = Path(root)
+    return sorted(p.parent for p in root.glob(f"*/{MANIFEST}"))
