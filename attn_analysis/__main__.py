@@ -1,0 +1,124 @@
+"""Command line: ``python -m attn_analysis sweep | verify | show``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _shape(text: str):
+    """Parse 'B,H,S[,D]' into a Config (dtype and causal come from other flags)."""
+    from .configs import Config
+    parts = text.split(",")
+    if len(parts) not in (3, 4) or not all(p.strip().isdigit() for p in parts):
+        raise argparse.ArgumentTypeError(f"--shape must look like B,H,S or B,H,S,D; got {text!r}")
+    return tuple(int(p) for p in parts)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .configs import MATRICES
+    from .candidates import DEFAULT_CANDIDATES
+    from .sweep import MODES
+    parser = argparse.ArgumentParser(prog="python -m attn_analysis",
+                                     description="Measure, verify and show attention runs.")
+    sub = parser.add_subparsers(dest="verb", required=True)
+
+    sw = sub.add_parser("sweep", help="measure a matrix of configurations (resumable)")
+    sw.add_argument("--out", required=True, help="run folder, e.g. data/runs/<run-id>")
+    sw.add_argument("--device", default="cuda", help="cuda or cpu (default cuda)")
+    group = sw.add_mutually_exclusive_group()
+    group.add_argument("--matrix", choices=sorted(MATRICES), help="a named matrix")
+    group.add_argument("--shape", type=_shape, action="append",
+                       help="explicit B,H,S[,D]; repeat for several")
+    sw.add_argument("--head-dim", type=int, default=64, help="D for --shape without D")
+    sw.add_argument("--dtype", default="float16", help="float16 or bfloat16 (with --shape)")
+    sw.add_argument("--causal", action="store_true", help="causal masking (with --shape)")
+    sw.add_argument("--candidates", nargs="+", default=list(DEFAULT_CANDIDATES))
+    sw.add_argument("--modes", nargs="+", default=list(MODES))
+    sw.add_argument("--trials", type=int, default=3, help="independent processes (default 3)")
+    stop = sw.add_mutually_exclusive_group()
+    stop.add_argument("--samples", type=int, help="fixed number of samples per unit")
+    stop.add_argument("--ci-target", type=float, default=0.005,
+                      help="stop when the median's 95%% CI half-width / median falls below")
+    sw.add_argument("--budget", type=float, default=0.5, help="seconds per unit at most")
+    sw.add_argument("--seed", type=int, default=0)
+    sw.add_argument("--plugin", action="append", default=[],
+                    help="module that registers extra candidates")
+    sw.add_argument("--no-profile", action="store_true", help="skip kernel evidence")
+    sw.add_argument("--no-ceilings", action="store_true", help="skip measured ceilings")
+    sw.add_argument("--allow-mixed", action="store_true",
+                    help="resume on a machine with a different fingerprint")
+    sw.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    ve = sub.add_parser("verify", help="check a run's schema and checksums")
+    ve.add_argument("runs", nargs="+", help="run folders")
+
+    sh = sub.add_parser("show", help="summarise a run and warn about unstable data")
+    sh.add_argument("run", help="run folder")
+    return parser
+
+
+def cmd_sweep(args) -> int:
+    from . import configs, sweep
+    if args.shape:
+        cfgs = tuple(configs.Config(*s[:3], s[3] if len(s) == 4 else args.head_dim,
+                                    args.dtype, args.causal) for s in args.shape)
+        matrix_name = ""
+    else:
+        matrix_name = args.matrix or "reports-v1"
+        cfgs = configs.matrix(matrix_name)
+    timing = ({"n_samples": args.samples} if args.samples is not None
+              else {"ci_target": args.ci_target, "budget_s": args.budget})
+    plan = sweep.Plan(configs=cfgs, candidates=tuple(args.candidates), modes=tuple(args.modes),
+                      trials=args.trials, device=args.device, timing=timing, seed=args.seed,
+                      plugins=tuple(args.plugin), matrix=matrix_name,
+                      profile=not args.no_profile, ceilings=not args.no_ceilings,
+                      allow_mixed=args.allow_mixed)
+    summary = sweep.run(args.out, plan, progress=not args.quiet)
+    print(f"recorded {summary['units']} units into {summary['out']} "
+          f"in {summary['wall_s']:.1f} s")
+    return 0
+
+
+def cmd_verify(args) -> int:
+    from . import records
+    status = 0
+    for run in args.runs:
+        problems = records.verify(run)
+        if problems:
+            status = 1
+            print(f"{run}: FAILED")
+            for p in problems:
+                print(f"  {p}")
+        else:
+            print(f"{run}: ok")
+    return status
+
+
+def cmd_show(args) -> int:
+    from . import records, show
+    run = records.load(args.run)
+    print(show.summary(run))
+    return 0
+
+
+COMMANDS = {"sweep": cmd_sweep, "verify": cmd_verify, "show": cmd_show}
+
+
+def main(argv=None) -> int:
+    """Run a verb. Exit codes: 0 success, 1 failure (an error or a run that does not
+    verify), 2 bad command line (argparse), 130 interrupted."""
+    args = build_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.verb](args)
+    except KeyboardInterrupt:
+        print("interrupted: finished units are on disk; rerun the same command to resume",
+              file=sys.stderr)
+        return 130
+    except (ValueError, RuntimeError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
