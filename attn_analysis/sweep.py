@@ -1,0 +1,432 @@
+"""The resumable sweep runner: plan, skip finished work, one process per trial, record failures.
+
+Each trial runs in a fresh process (so process-to-process variance is measured, not
+assumed away). Inside it every (configuration, candidate) is built once, checked against
+float64, then timed in each mode; each finished unit is written atomically to the run's
+journal at once. Rerunning the same sweep on the same folder measures only what is
+missing. An unsupported candidate, an out-of-memory error, a failed correctness check or a
+crashed worker is recorded with its reason, and the sweep goes on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import gc
+import json
+import multiprocessing as mp
+import os
+import queue as _queue
+import random
+import time
+import uuid
+from pathlib import Path
+
+from . import __version__
+from . import records
+from .configs import Config
+
+MODES = ("per_call", "cold_l2", "graph")
+SETTINGS_THAT_MUST_MATCH = ("device", "timing", "seed")
+
+
+class SweepError(RuntimeError):
+    """The sweep cannot go on (for example, a resumed run on a different machine)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """What a sweep measures. Validated when built; nothing touches a GPU before that."""
+
+    configs: tuple
+    candidates: tuple
+    modes: tuple = MODES
+    trials: int = 3
+    device: str = "cuda"
+    timing: dict = dataclasses.field(default_factory=lambda: {"ci_target": 0.005,
+                                                              "budget_s": 0.5})
+    seed: int = 0
+    plugins: tuple = ()
+    matrix: str = ""
+    profile: bool = True
+    ceilings: bool = True
+    allow_mixed: bool = False
+
+    def __post_init__(self):
+        from . import candidates as cands
+        cands.load_plugins(self.plugins)
+        if not self.configs or not all(isinstance(c, Config) for c in self.configs):
+            raise ValueError("`configs` must be a non-empty sequence of Config.")
+        if not self.candidates:
+            raise ValueError(f"`candidates` must name at least one of {sorted(cands.CANDIDATES)}.")
+        for name in self.candidates:
+            cands.get(name)
+        for mode in self.modes:
+            if mode not in MODES:
+                raise ValueError(f"`modes` must be drawn from {MODES}; got {mode!r}.")
+        if not self.modes:
+            raise ValueError(f"`modes` must name at least one of {MODES}.")
+        if isinstance(self.trials, bool) or not isinstance(self.trials, int) or self.trials < 1:
+            raise ValueError(f"`trials` must be a positive integer; got {self.trials!r}.")
+        if self.device not in cands.DEVICES:
+            raise ValueError(f"`device` must be one of {cands.DEVICES}; got {self.device!r}.")
+        _timing_iv(self.timing)
+
+    def to_json(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["configs"] = [c.key for c in self.configs]
+        d["candidates"], d["modes"], d["plugins"] = (list(self.candidates), list(self.modes),
+                                                     list(self.plugins))
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Plan":
+        d = dict(d)
+        d["configs"] = tuple(Config.from_key(k) for k in d["configs"])
+        for key in ("candidates", "modes", "plugins"):
+            d[key] = tuple(d[key])
+        return cls(**d)
+
+
+def _timing_iv(timing: dict) -> None:
+    """Check the timing settings: either a fixed sample count or a CI target and budget."""
+    allowed = {"n_samples", "ci_target", "budget_s", "min_samples", "max_samples",
+               "warmup_ms", "confidence"}
+    unknown = set(timing) - allowed
+    if unknown:
+        raise ValueError(f"`timing` keys must be drawn from {sorted(allowed)}; got {sorted(unknown)}.")
+    n = timing.get("n_samples")
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+        raise ValueError(f"`samples` must be a positive integer; got {n!r}.")
+    for key in ("ci_target", "budget_s"):
+        value = timing.get(key)
+        if value is not None and not (isinstance(value, (int, float)) and value > 0):
+            raise ValueError(f"`{key}` must be a positive number; got {value!r}.")
+
+
+def plan_units(plan: Plan) -> dict[int, list[str]]:
+    """Every journal unit the plan calls for, grouped by trial."""
+    out = {}
+    for t in range(plan.trials):
+        names = [records.unit_name("trial", trial=t)]
+        if t == 0 and plan.ceilings:
+            names.append(records.unit_name("ceilings"))
+        for c in plan.configs:
+            for cand in plan.candidates:
+                names += _candidate_units(plan, c, cand, t)
+        out[t] = names
+    return out
+
+
+def _candidate_units(plan: Plan, config: Config, cand: str, trial: int) -> list[str]:
+    names = [records.unit_name("correctness", config=config.key, candidate=cand, trial=trial)]
+    names += [records.unit_name("timing", config=config.key, candidate=cand, mode=m, trial=trial)
+              for m in plan.modes]
+    if trial == 0 and plan.profile:
+        names.append(records.unit_name("kernels", config=config.key, candidate=cand))
+    return names
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+# ---------------------------------------------------------------------------- parent
+
+def run(out_dir, plan: Plan, *, progress: bool = True, max_restarts: int = 3) -> dict:
+    """Run (or resume) a sweep into ``out_dir`` and finalize it; return a summary dict."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    records.clean_temporaries(out_dir)
+    _check_resume(out_dir, plan)
+    started = time.monotonic()
+    expected = plan_units(plan)
+    total = sum(len(v) for v in expected.values())
+    done, bad = records.finished_units(out_dir)
+    if bad:
+        print(f"warning: {len(bad)} journal file(s) do not verify and will be re-measured: "
+              + "; ".join(bad[:3]))
+    from tqdm import tqdm
+    bar = tqdm(total=total, initial=len(done & set(sum(expected.values(), []))),
+               desc="sweep", unit="unit", disable=not progress)
+    ctx = mp.get_context("spawn")
+    try:
+        for trial, names in expected.items():
+            restarts = 0
+            while True:
+                done, _ = records.finished_units(out_dir)
+                missing = [n for n in names if n not in done]
+                if not missing:
+                    break
+                code = _run_worker(ctx, out_dir, plan, trial, bar)
+                if code == 0:
+                    continue
+                if code == _FATAL:
+                    raise SweepError((out_dir / ".fatal").read_text().strip())
+                restarts += 1
+                _record_crash(out_dir, plan, trial, code)
+                if restarts > max_restarts:
+                    raise SweepError(f"trial {trial}: worker crashed {restarts} times; "
+                                     f"last exit code {code}")
+    finally:
+        bar.close()
+    info = {"plan": plan.to_json(), "attn_analysis_version": __version__,
+            "finished_utc": _now(), "sweep_wall_s_last_invocation": time.monotonic() - started}
+    records.finalize(out_dir, info)
+    return {"units": total, "wall_s": time.monotonic() - started, "out": str(out_dir)}
+
+
+_FATAL = 3
+
+
+def _check_resume(out_dir: Path, plan: Plan) -> None:
+    """Refuse to resume a folder recorded with settings that change what a unit means."""
+    path = out_dir / "plan.json"
+    if path.exists():
+        old = json.loads(path.read_text())
+        new = plan.to_json()
+        diff = [k for k in SETTINGS_THAT_MUST_MATCH if old.get(k) != new.get(k)]
+        if diff:
+            raise SweepError(f"{out_dir} was recorded with other settings ({', '.join(diff)}): "
+                             f"recorded {[old.get(k) for k in diff]}, asked "
+                             f"{[new.get(k) for k in diff]}; use a new --out folder.")
+    records.atomic_write_bytes(path, json.dumps(plan.to_json(), indent=1).encode())
+
+
+def _run_worker(ctx, out_dir: Path, plan: Plan, trial: int, bar) -> int:
+    """Start one trial's process and move the progress bar as its units land."""
+    messages = ctx.Queue()
+    proc = ctx.Process(target=_worker_main, args=(str(out_dir), plan.to_json(), trial, messages),
+                       name=f"attn-trial-{trial}")
+    proc.start()
+    try:
+        while proc.is_alive() or not messages.empty():
+            try:
+                kind, payload = messages.get(timeout=0.5)
+            except _queue.Empty:
+                continue
+            if kind == "done":
+                bar.update(1)
+            elif kind == "status":
+                bar.set_postfix_str(payload, refresh=False)
+    except KeyboardInterrupt:
+        proc.terminate()
+        proc.join(10)
+        raise
+    proc.join()
+    return proc.exitcode
+
+
+def _record_crash(out_dir: Path, plan: Plan, trial: int, code: int) -> None:
+    """Record the units of the (configuration, candidate) a crashed worker was on."""
+    marker = out_dir / f".current-t{trial}"
+    if not marker.exists():
+        return
+    current = json.loads(marker.read_text())
+    config = Config.from_key(current["config"])
+    reason = f"worker process crashed (exit code {code}) while on this candidate"
+    done, _ = records.finished_units(out_dir)
+    for name in _candidate_units(plan, config, current["candidate"], trial):
+        if name not in done:
+            _write_failure(out_dir, name, config, current["candidate"], trial, "crashed", reason)
+    marker.unlink()
+
+
+def _write_failure(out_dir, name, config, cand, trial, status, reason) -> None:
+    kind = name.split("__")[0]
+    unit = {"kind": kind, "config": config.key, "candidate": cand, "status": status,
+            "reason": reason, "started_utc": _now(), "measurement_id": uuid.uuid4().hex}
+    if kind != "kernels":
+        unit["trial"] = trial
+    if kind == "timing":
+        unit["mode"] = name.rsplit("__", 1)[1][:-5]
+        unit["times_ms"] = []
+    records.write_unit(out_dir, unit)
+
+
+# ---------------------------------------------------------------------------- worker
+
+def _worker_main(out_dir: str, plan_json: dict, trial: int, messages) -> None:
+    """Entry point of a trial process."""
+    import sys
+    try:
+        _Worker(Path(out_dir), Plan.from_json(plan_json), trial, messages).run()
+    except SweepError as exc:
+        records.atomic_write_bytes(Path(out_dir) / ".fatal", str(exc).encode())
+        sys.exit(_FATAL)
+
+
+class _Worker:
+    """Runs one trial: every configuration and candidate of the plan, in a shuffled order."""
+
+    def __init__(self, out_dir: Path, plan: Plan, trial: int, messages):
+        self.out, self.plan, self.trial, self.messages = out_dir, plan, trial, messages
+        self.done, _ = records.finished_units(out_dir)
+
+    def _emit(self, path) -> None:
+        self.done.add(Path(path).name)
+        self.messages.put(("done", Path(path).name))
+
+    def _write(self, unit: dict) -> None:
+        unit.setdefault("measurement_id", uuid.uuid4().hex)
+        self._emit(records.write_unit(self.out, unit))
+
+    def run(self) -> None:
+        import torch
+        from . import env
+        if self.plan.device == "cuda":
+            env.lock(seed=self.plan.seed + self.trial)
+        else:
+            try:
+                env.lock(seed=self.plan.seed + self.trial)
+            except env.EnvironmentNotLocked:
+                torch.manual_seed(self.plan.seed + self.trial)
+        fp = env.fingerprint()
+        self._check_machine(fp)
+        name = records.unit_name("trial", trial=self.trial)
+        if name not in self.done:
+            self._write({"kind": "trial", "trial": self.trial, "fingerprint": fp,
+                         "started_utc": _now(), "pid": os.getpid()})
+        if self.trial == 0 and self.plan.ceilings and \
+                records.unit_name("ceilings") not in self.done:
+            from .ceilings import measure_ceilings
+            self._write({"kind": "ceilings", "ceilings": measure_ceilings(self.plan.device),
+                         "started_utc": _now()})
+        rng = random.Random(self.plan.seed * 1_000_003 + self.trial)
+        for ci, config in enumerate(self.plan.configs):
+            order = list(self.plan.candidates)
+            rng.shuffle(order)  # no candidate always runs first (or hottest)
+            for cand in order:
+                names = _candidate_units(self.plan, config, cand, self.trial)
+                if all(n in self.done for n in names):
+                    continue
+                self.messages.put(("status", f"t{self.trial} {config.key} {cand}"))
+                marker = self.out / f".current-t{self.trial}"
+                records.atomic_write_bytes(marker, json.dumps(
+                    {"config": config.key, "candidate": cand}).encode())
+                self._candidate(config, ci, cand, names)
+                marker.unlink()
+                gc.collect()
+                if self.plan.device == "cuda":
+                    torch.cuda.empty_cache()
+
+    def _check_machine(self, fp: dict) -> None:
+        if self.plan.allow_mixed:
+            return
+        for path in sorted((self.out / "journal").glob("trial__*.json")):
+            other = records.read_unit(path)["fingerprint"].get("fingerprint_hash")
+            if other != fp.get("fingerprint_hash"):
+                raise SweepError(
+                    f"this machine's fingerprint {fp.get('fingerprint_hash')} differs from the "
+                    f"run's {other} ({path.name}); record into a new folder or pass --allow-mixed")
+
+    def _fail_rest(self, names, config, cand, status, reason) -> None:
+        for name in names:
+            if name not in self.done:
+                _write_failure(self.out, name, config, cand, self.trial, status, reason)
+                self._emit(name)
+
+    def _candidate(self, config: Config, ci: int, cand: str, names: list[str]) -> None:
+        import torch
+        from . import candidates as cands
+        try:
+            built = cands.build(cand, config, self.plan.device)
+        except cands.Unsupported as exc:
+            return self._fail_rest(names, config, cand, "unsupported", str(exc))
+        except torch.OutOfMemoryError as exc:
+            return self._fail_rest(names, config, cand, "oom", _short(exc))
+        except Exception as exc:  # compile failures and the like: record and go on
+            return self._fail_rest(names, config, cand, "error", _short(exc))
+        seed = (self.plan.seed * 7919 + self.trial * 104_729 + ci * 131 + 17) % (2**31)
+        corr_name = names[0]
+        if corr_name in self.done:
+            passed = records.read_unit(self.out / "journal" / corr_name)["status"] == "ok"
+        else:
+            try:
+                result = cands.check(built, config, self.plan.device, seed=seed, name=cand)
+            except torch.OutOfMemoryError as exc:
+                return self._fail_rest(names, config, cand, "oom", _short(exc))
+            except Exception as exc:
+                return self._fail_rest(names, config, cand, "error", _short(exc))
+            passed = result.passed
+            self._write({"kind": "correctness", "config": config.key, "candidate": cand,
+                         "trial": self.trial, "status": "ok" if passed else "failed_correctness",
+                         "reason": result.reason, "result": dataclasses.asdict(result),
+                         "input_seed": seed, "started_utc": _now()})
+        if not passed:
+            return self._fail_rest(names, config, cand, "failed_correctness",
+                                   "failed the float64 correctness gate; not timed")
+        q, k, v = cands.make_inputs(config, self.plan.device, seed=seed + 1)
+
+        def call():
+            return built.fn(q, k, v)
+        for mode in self.plan.modes:
+            name = records.unit_name("timing", config=config.key, candidate=cand, mode=mode,
+                                     trial=self.trial)
+            if name not in self.done:
+                self._time(call, config, cand, mode, built.info)
+        kname = records.unit_name("kernels", config=config.key, candidate=cand)
+        if kname in names and kname not in self.done:
+            self._kernels(call, config, cand)
+
+    def _time(self, call, config, cand, mode, info) -> None:
+        import torch
+        from . import env, timing
+        unit = {"kind": "timing", "config": config.key, "candidate": cand, "mode": mode,
+                "trial": self.trial, "info": _jsonable(info), "started_utc": _now(),
+                "gpu_state_start": env.gpu_state()}
+        t0 = time.monotonic()
+        try:
+            sample = timing.measure(call, mode=mode, device=self.plan.device, **self.plan.timing)
+        except torch.OutOfMemoryError as exc:
+            unit.update(status="oom", reason=_short(exc), times_ms=[])
+        except Exception as exc:
+            unit.update(status="error", reason=_short(exc), times_ms=[])
+        else:
+            settings = {k: v for k, v in dataclasses.asdict(sample).items() if k != "times_ms"}
+            unit.update(status="ok", reason="", times_ms=[float(x) for x in sample.times_ms],
+                        timing=_jsonable(settings))
+        unit["gpu_state_end"] = env.gpu_state()
+        unit["elapsed_s"] = time.monotonic() - t0
+        self._write(unit)
+
+    def _kernels(self, call, config, cand) -> None:
+        from . import timing
+        unit = {"kind": "kernels", "config": config.key, "candidate": cand,
+                "started_utc": _now()}
+        try:
+            evidence = timing.profile_device_time(call)
+        except Exception as exc:
+            unit.update(status="error", reason=_short(exc), kernels=[])
+        else:
+            unit.update(status="ok", reason="", evidence=_jsonable(evidence),
+                        kernels=_kernel_rows(evidence))
+        self._write(unit)
+
+
+def _kernel_rows(evidence: dict) -> list[dict]:
+    """Normalise the profiler's kernel list to name, calls per call, device ms per call."""
+    rows = []
+    for k in evidence.get("kernels", []):
+        rows.append({"name": str(k.get("name")),
+                     "calls_per_call": float(k.get("count_per_call", 1)),
+                     "device_ms_per_call": float(k.get("ms_per_call", 0.0))})
+    return rows
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:400] if text else ''}"
+
+
+def _jsonable(obj):
+    """Convert settings (numpy scalars, tuples, torch dtypes) to plain JSON values."""
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, (str, int, float, bool)) or obj is None:
+        return obj
+    if hasattr(obj, "item"):
+        return obj.item()
+    return str(obj)
