@@ -1,0 +1,321 @@
+"""Work and traffic of forward attention, device peaks, and roofline ceilings. Pure, no I/O.
+
+A :class:`~attn_analysis.configs.Config` fixes the work: ``flops`` counts the two matrix
+products, ``min_bytes`` the least device-memory traffic (Q, K, V read once, O written once).
+``HARDWARE`` holds datasheet peaks with the source of every figure, and ``roofline_bound``
+turns a peak and a bandwidth into the fastest time either ceiling allows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+import re
+
+from attn_analysis.configs import Config
+
+ELEMENT_BYTES = {"float16": 2, "bfloat16": 2}
+
+
+# --------------------------------------------------------------------------- validation
+
+def _config_iv(config) -> Config:
+    """Check that ``config`` is a :class:`Config`."""
+    if not isinstance(config, Config):
+        raise ValueError(
+            f"`config` must be an attn_analysis.configs.Config; got {type(config).__name__}.")
+    return config
+
+
+def _positive_iv(name: str, value) -> float:
+    """Return ``value`` as a float, or raise ValueError unless it is finite and > 0."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"`{name}` must be a positive finite number; got {value!r}.")
+    value = float(value)
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"`{name}` must be a positive finite number; got {value!r}.")
+    return value
+
+
+# --------------------------------------------------------------------------- work, traffic
+
+def flops(config: Config) -> float:
+    """Floating-point operations of one forward attention, ``4*B*H*S**2*D``.
+
+    Two matrix products, ``Q @ K^T`` and ``P @ V``, each ``B*H*S*S*D`` multiply-adds at
+    2 FLOPs per multiply-add. Causal attention is counted as half of that (the usual
+    convention; the exact count keeps the diagonal, ``S*(S+1)/2`` pairs). Softmax, scaling
+    and masking are not counted: they are O(S**2) per head rather than O(S**2*D).
+    """
+    c = _config_iv(config)
+    total = 4.0 * c.batch * c.heads * c.seq_len * c.seq_len * c.head_dim
+    return total / 2 if c.causal else total
+
+
+def min_bytes(config: Config) -> float:
+    """Fewest bytes that must cross device memory: ``4*B*H*S*D*element_size``.
+
+    Q, K and V are read once and O written once; fp16 and bf16 elements are 2 bytes, so
+    the target shape B=32, H=8, S=512, D=64 moves 67,108,864 B (16,777,216 B per tensor).
+    Causal masking does not change it. The original reports' roofline table used 25.6e6 B
+    at S=512 (and 6.4e6 ... 102.4e6 B at S=128 ... 2048), which matches no tensor count;
+    their GB/s columns, by contrast, imply this count.
+    """
+    c = _config_iv(config)
+    return 4.0 * c.batch * c.heads * c.seq_len * c.head_dim * ELEMENT_BYTES[c.dtype]
+
+
+def intensity(config: Config) -> float:
+    """Arithmetic intensity ``flops / min_bytes`` in FLOP/byte (``S/2`` for fp16 non-causal)."""
+    return flops(config) / min_bytes(config)
+
+
+def achieved_tflops(config: Config, ms: float) -> float:
+    """TFLOP/s implied by running ``config`` in ``ms`` milliseconds (``flops`` counting)."""
+    ms = _positive_iv("ms", ms)
+    return flops(config) / (ms * 1e-3) / 1e12
+
+
+def effective_bandwidth_gbs(config: Config, ms: float) -> float:
+    """``min_bytes`` over the time, in GB/s (1e9 B/s).
+
+    A rate of useful bytes, not a measured DRAM bandwidth: when inputs are served from
+    L2 (small shapes fit in it, and timing loops re-read the same tensors) it can exceed
+    the DRAM peak without anything running faster than the hardware allows; it is then
+    not a bandwidth at all.
+    """
+    ms = _positive_iv("ms", ms)
+    return min_bytes(config) / (ms * 1e-3) / 1e9
+
+
+# --------------------------------------------------------------------------- roofline
+
+@dataclasses.dataclass(frozen=True)
+class RooflineBound:
+    """Lower bound on time from a compute ceiling and a memory ceiling.
+
+    ``bound_ms`` is the larger of the two times; ``limiter`` names the ceiling that sets
+    it ("compute" on a tie). ``ridge_intensity`` is the intensity (FLOP/byte) where the
+    ceilings meet; ``intensity`` is the workload's; ``attainable_tflops`` is the roofline
+    ceiling ``min(peak, intensity * bandwidth)`` in TFLOP/s.
+    """
+
+    compute_time_ms: float
+    memory_time_ms: float
+    bound_ms: float
+    limiter: str
+    ridge_intensity: float
+    intensity: float
+    attainable_tflops: float
+
+
+def roofline_bound(config: Config, peak_tflops: float, bandwidth_gbs: float) -> RooflineBound:
+    """Fastest time the roofline model allows for ``config`` on a device.
+
+    Parameters
+    ----------
+    config : Config
+        The workload; its ``flops`` and ``min_bytes`` are used.
+    peak_tflops : float
+        Compute ceiling in TFLOP/s (1e12 FLOP/s), > 0. Use dense tensor-core figures.
+    bandwidth_gbs : float
+        Memory ceiling in GB/s (1e9 B/s), > 0.
+
+    Returns
+    -------
+    RooflineBound
+        ``compute_time_ms = flops / peak``, ``memory_time_ms = min_bytes / bandwidth``,
+        ``bound_ms`` the larger, ``limiter`` "compute" or "memory", and
+        ``ridge_intensity = peak / bandwidth`` in FLOP/byte, the workload's ``intensity``
+        and ``attainable_tflops = flops / bound``.
+
+    Notes
+    -----
+    A bound, not a prediction: it ignores softmax, launch overhead and imperfect overlap,
+    so a real kernel is slower. The memory ceiling uses the minimum traffic, so a kernel
+    that re-reads K and V from DRAM sits further from it.
+    """
+    c = _config_iv(config)
+    peak = _positive_iv("peak_tflops", peak_tflops)
+    bw = _positive_iv("bandwidth_gbs", bandwidth_gbs)
+    compute_ms = flops(c) / (peak * 1e12) * 1e3
+    memory_ms = min_bytes(c) / (bw * 1e9) * 1e3
+    limiter = "memory" if memory_ms > compute_ms else "compute"
+    bound_ms = max(compute_ms, memory_ms)
+    return RooflineBound(compute_ms, memory_ms, bound_ms, limiter, peak * 1e12 / (bw * 1e9),
+                         intensity(c), flops(c) / (bound_ms * 1e-3) / 1e12)
+
+
+# --------------------------------------------------------------------------- hardware
+
+@dataclasses.dataclass(frozen=True)
+class DeviceSpec:
+    """Datasheet peaks of one GPU, each figure with its source in ``sources``.
+
+    Tensor-core TFLOP/s are dense (NVIDIA datasheets often quote "with sparsity", twice
+    the dense rate; those are halved). ``fp32_tflops`` is the non-tensor (CUDA-core) FP32
+    peak. ``l2_mb`` is in MiB (2**20 B), the unit of ``cudaDeviceProp.l2CacheSize`` and of
+    the datasheets' "MB". ``torch_names`` are the names ``torch.cuda.get_device_name``
+    gives this exact product (other memory sizes or form factors have other peaks).
+    """
+
+    name: str
+    fp16_tflops_dense: float
+    bf16_tflops_dense: float
+    mem_bandwidth_gbs: float
+    l2_mb: float
+    sm_count: int
+    sources: tuple[str, ...]
+    fp32_tflops: float = float("nan")
+    torch_names: tuple[str, ...] = ()
+    notes: str = ""
+
+    def peak_tflops(self, dtype: str) -> float:
+        """Dense tensor-core peak for ``dtype`` ("float16" or "bfloat16")."""
+        if dtype == "float16":
+            return self.fp16_tflops_dense
+        if dtype == "bfloat16":
+            return self.bf16_tflops_dense
+        raise ValueError(f"`dtype` must be one of {tuple(ELEMENT_BYTES)}; got {dtype!r}.")
+
+
+# Sources were checked with public pages (2025 copies); "measured" means read here with
+# torch.cuda.get_device_properties(0) on this project's device machines (torch 2.11.0+cu130).
+_L4 = DeviceSpec(
+    name="NVIDIA L4",
+    fp16_tflops_dense=121.0,  # datasheet 242 with sparsity, halved
+    bf16_tflops_dense=121.0,  # datasheet 242 with sparsity, halved
+    mem_bandwidth_gbs=300.0,
+    l2_mb=48.0,
+    sm_count=58,
+    fp32_tflops=30.3,  # CUDA cores; FP16 without tensor cores runs at the same rate (1:1)
+    torch_names=("NVIDIA L4",),
+    sources=(
+        "fp16_tflops_dense=121: NVIDIA L4 Tensor Core GPU datasheet "
+        "(https://www.nvidia.com/en-us/data-center/l4/), row 'FP16 Tensor Core 242 "
+        "teraFLOPS*', footnote '* Shown with sparsity'; halved. Agrees with 58 SMs x "
+        "1024 dense FP16 FLOP/clock/SM x 2.04 GHz boost = 121.2.",
+        "bf16_tflops_dense=121: same datasheet, row 'BFLOAT16 Tensor Core 242 teraFLOPS*'; "
+        "halved.",
+        "fp32_tflops=30.3: same datasheet, row 'FP32 30.3 teraFLOPs' (58 x 128 cores x 2 x "
+        "2.04 GHz = 30.29); spec aggregators list non-tensor FP16 at the same 30.29 (1:1). "
+        "This is the '30 TFLOPS FP16' the original reports divided by.",
+        "mem_bandwidth_gbs=300: same datasheet, row 'GPU memory bandwidth 300GB/s' "
+        "(192-bit GDDR6 at 12.5 Gbps = 300.1 GB/s). The reports' '242 GB/s' is not it.",
+        "l2_mb=48: deviceQuery output for 'NVIDIA L4' in a public GitHub README "
+        "('L2 Cache Size: 50331648 bytes'); datasheet aggregators list 48 MB.",
+        "sm_count=58: same deviceQuery output ('(58) Multiprocessors, (128) CUDA Cores/MP: "
+        "7424 CUDA Cores'); some aggregators list 60 SMs, the full AD104 die.",
+    ),
+    notes="Ada Lovelace (sm_89), 72 W, 24 GB GDDR6. Not measured on this project's machines.",
+)
+
+_A100 = DeviceSpec(
+    name="NVIDIA A100 SXM4 80GB",
+    fp16_tflops_dense=312.0,
+    bf16_tflops_dense=312.0,
+    mem_bandwidth_gbs=2039.0,
+    l2_mb=40.0,
+    sm_count=108,
+    fp32_tflops=19.5,
+    torch_names=("NVIDIA A100-SXM4-80GB",),
+    sources=(
+        "fp16_tflops_dense=312: NVIDIA A100 datasheet "
+        "(nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf), row 'FP16 Tensor Core "
+        "312 TFLOPS | 624 TFLOPS*', '* With sparsity'; the dense figure is stated.",
+        "bf16_tflops_dense=312: same datasheet, row 'BFLOAT16 Tensor Core 312 TFLOPS | "
+        "624 TFLOPS*'.",
+        "fp32_tflops=19.5: same datasheet, row 'FP32 19.5 TFLOPS'.",
+        "mem_bandwidth_gbs=2039: same datasheet, column 'A100 80GB SXM', row 'GPU Memory "
+        "Bandwidth 2,039GB/s' (the 40GB part has 1,555 GB/s).",
+        "l2_mb=40: NVIDIA Ampere (GA100) architecture whitepaper, 40 MB L2 "
+        "(40960 KB); an A100 deviceQuery reports 'L2 Cache Size: 41943040 bytes'.",
+        "sm_count=108: Ampere whitepaper (108 SMs enabled of 128); deviceQuery "
+        "'(108) Multiprocessors'.",
+    ),
+    notes="Ampere (sm_80). Not measured on this project's machines.",
+)
+
+_H100 = DeviceSpec(
+    name="NVIDIA H100 SXM5 80GB",
+    fp16_tflops_dense=989.4,  # datasheet 1,979 with sparsity; whitepaper dense 989.4
+    bf16_tflops_dense=989.4,
+    mem_bandwidth_gbs=3350.0,
+    l2_mb=50.0,
+    sm_count=132,
+    fp32_tflops=67.0,
+    torch_names=("NVIDIA H100 80GB HBM3",),
+    sources=(
+        "fp16_tflops_dense=989.4: NVIDIA H100 datasheet "
+        "(https://www.nvidia.com/en-us/data-center/h100/), column 'H100 SXM', row "
+        "'FP16 Tensor Core 1,979 teraFLOPS*', '* With sparsity'; the NVIDIA H100 Tensor "
+        "Core GPU Architecture whitepaper lists 989.4 dense / 1978.9 sparse.",
+        "bf16_tflops_dense=989.4: same datasheet row 'BFLOAT16 Tensor Core 1,979 "
+        "teraFLOPS*'; whitepaper 989.4 dense.",
+        "fp32_tflops=67: same datasheet, row 'FP32 67 teraFLOPS'.",
+        "mem_bandwidth_gbs=3350: same datasheet, row 'GPU memory bandwidth 3.35TB/s'.",
+        "l2_mb=50: Hopper whitepaper table 'L2 Cache Size 50 MB' (H100 SXM5); measured "
+        "L2_cache_size = 52428800 B on 'NVIDIA H100 80GB HBM3'.",
+        "sm_count=132: Hopper whitepaper (132 SMs for SXM5); measured "
+        "multi_processor_count = 132.",
+    ),
+    notes="Hopper (sm_90). torch reports 'NVIDIA H100 80GB HBM3' for the SXM5 part; the "
+          "PCIe part ('NVIDIA H100 PCIe', 114 SMs, 2.0 TB/s) is a different entry.",
+)
+
+_H200 = DeviceSpec(
+    name="NVIDIA H200 SXM 141GB",
+    fp16_tflops_dense=989.4,  # datasheet 1,979 with sparsity; same GH100 SXM as H100
+    bf16_tflops_dense=989.4,
+    mem_bandwidth_gbs=4800.0,
+    l2_mb=60.0,
+    sm_count=132,
+    fp32_tflops=67.0,
+    torch_names=("NVIDIA H200",),
+    sources=(
+        "fp16_tflops_dense=989.4: NVIDIA H200 datasheet "
+        "(https://www.nvidia.com/en-us/data-center/h200/), column 'H200 SXM', row "
+        "'FP16 Tensor Core 1,979 TFLOPS', footnote 'With sparsity'; halved (989.5) and "
+        "set to the H100 SXM5 whitepaper's 989.4: same die, SMs and 1980 MHz max SM clock "
+        "(nvidia-smi clocks.max.sm on both machines).",
+        "bf16_tflops_dense=989.4: same datasheet, row 'BFLOAT16 Tensor Core 1,979 TFLOPS'; "
+        "as above.",
+        "fp32_tflops=67: same datasheet, row 'FP32 67 TFLOPS'.",
+        "mem_bandwidth_gbs=4800: same datasheet, row 'GPU Memory Bandwidth 4.8TB/s'.",
+        "l2_mb=60: measured L2_cache_size = 62914560 B on 'NVIDIA H200' (the datasheet "
+        "gives no L2 size; pages that assume the H100's 50 MB are contradicted by this).",
+        "sm_count=132: measured multi_processor_count = 132.",
+    ),
+    notes="Hopper (sm_90), HBM3e. The H200 NVL (PCIe) part has other clocks and peaks.",
+)
+
+HARDWARE: dict[str, DeviceSpec] = {s.name: s for s in (_L4, _A100, _H100, _H200)}
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"\s+", " ", name).strip().casefold()
+
+
+_BY_NAME = {_norm(n): spec for spec in HARDWARE.values()
+            for n in (spec.name, *spec.torch_names)}
+
+
+def device_spec_or_none(name: str) -> DeviceSpec | None:
+    """The ``HARDWARE`` entry for a GPU name (as torch reports it, or a table key), else None.
+
+    Matching ignores case and repeated spaces, nothing else: "NVIDIA H100 PCIe" is not
+    the SXM5 entry, because its peaks differ.
+    """
+    if not isinstance(name, str):
+        raise ValueError(f"`name` must be a string; got {type(name).__name__}.")
+    return _BY_NAME.get(_norm(name))
+
+
+def device_spec(name: str) -> DeviceSpec:
+    """Like :func:`device_spec_or_none`, but raise ValueError for an unknown name."""
+    spec = device_spec_or_none(name)
+    if spec is None:
+        known = sorted({n for s in HARDWARE.values() for n in (s.name, *s.torch_names)})
+        raise ValueError(f"`name` must be one of {known}; got {name!r}.")
+    return spec
