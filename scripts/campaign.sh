@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The GPU campaign in one device call, resumable across calls.
+#
+# Usage (on the GPU machine, from the repository root):
+#   bash scripts/campaign.sh RUN_ID [extra `python -m attn_analysis sweep` arguments]
+# Records into data/runs/RUN_ID (resuming whatever is already there) and leaves a tarball
+# of the run folder in $OUT (the device tool returns at most 8 files, 2 folders deep).
+# The sweep gets SIGINT before the call's limit, so a cut-short run still comes back
+# consistent and the next call resumes it.
+set -uo pipefail
+RUN=${1:?usage: campaign.sh RUN_ID [sweep args]}; shift
+DIR=data/runs/$RUN
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+start=$(date +%s)
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.limit \
+  --format=csv > "$OUT/nvidia-smi-start.csv" 2>&1 || true
+timeout -s INT -k 30 "${SWEEP_TIMEOUT_S:-500}" \
+  python3 -m attn_analysis sweep --out "$DIR" "$@" > "$OUT/sweep.log" 2>&1
+code=$?
+echo "sweep exit code $code after $(( $(date +%s) - start )) s" | tee -a "$OUT/sweep.log"
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu \
+  --format=csv > "$OUT/nvidia-smi-end.csv" 2>&1 || true
+tar czf "$OUT/$RUN.tar.gz" -C data/runs "$RUN"
+tail -c 3000 "$OUT/sweep.log" | tr '\r' '\n' | tail -20
+python3 -m attn_analysis verify "$DIR" && python3 -m attn_analysis show "$DIR" | tail -80
+exit 0

@@ -1,0 +1,147 @@
+"""The sweep runner on the CPU with tiny shapes: recording, failures, crash and resume."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from attn_analysis import records, sweep
+from attn_analysis.configs import Config
+
+import fake_candidates  # noqa: F401
+
+TESTS = Path(__file__).parent
+TINY = (Config(1, 2, 16, 64), Config(2, 1, 9, 64, "bfloat16", True))
+FAST = {"n_samples": 4}
+
+
+def make_plan(**overrides):
+    base = dict(configs=TINY, candidates=("sdpa", "eager"), modes=("per_call", "graph"),
+                trials=2, device="cpu", timing=FAST, plugins=("fake_candidates",),
+                ceilings=False, profile=False)
+    base.update(overrides)
+    return sweep.Plan(**base)
+
+
+def unit_status(run, candidate):
+    units = records.load(run).units
+    return set(units[units["candidate"] == candidate]["status"])
+
+
+def test_sweep_records_every_unit_and_every_failure_with_its_reason(tmp_path):
+    cands = ("sdpa", "eager", "fake_wrong_scale", "fake_oom", "fake_gpu_only",
+             "fake_half_written")
+    plan = make_plan(candidates=cands, profile=True, ceilings=True)
+    out = tmp_path / "run"
+    summary = sweep.run(out, plan, progress=False)
+    expected = sum(len(v) for v in sweep.plan_units(plan).values())
+    assert summary["units"] == expected
+    assert records.verify(out) == []
+    run = records.load(out)
+    s = run.samples
+    # Only correct, supported candidates are timed: 2 configs x 2 modes x 2 trials x 4 samples.
+    assert set(s["candidate"]) == {"sdpa", "eager"}
+    assert len(s) == 2 * 2 * 2 * 2 * 4
+    assert unit_status(out, "fake_wrong_scale") == {"failed_correctness"}
+    assert unit_status(out, "fake_half_written") == {"failed_correctness"}
+    assert unit_status(out, "fake_oom") == {"oom"}
+    assert unit_status(out, "fake_gpu_only") == {"unsupported"}
+    oom = run.units[run.units["candidate"] == "fake_oom"]["reason"].iloc[0]
+    assert "OutOfMemoryError" in oom and "simulated" in oom
+    c = run.correctness
+    assert c[c["candidate"] == "fake_wrong_scale"]["rel_error"].min() > 0.05
+    assert c[c["candidate"] == "sdpa"]["passed"].all()
+    # CPU runs are labelled as CPU wall-clock samples.
+    assert set(run.units[run.units["status"] == "ok"]["clock"]) == {"cpu_wall"}
+    assert run.ceilings["device"] == "cpu" and run.ceilings["matmul"]["tflops"] > 0
+    assert len(run.fingerprint["trials"]) == 2
+
+
+def test_worker_crash_is_recorded_and_the_sweep_goes_on(tmp_path):
+    plan = make_plan(configs=TINY[:1], candidates=("fake_crash", "sdpa"), trials=1)
+    out = tmp_path / "run"
+    sweep.run(out, plan, progress=False)
+    run = records.load(out)
+    crashed = run.units[run.units["candidate"] == "fake_crash"]
+    assert set(crashed["status"]) == {"crashed"}
+    assert "exit code 17" in crashed["reason"].iloc[0]
+    assert set(run.samples["candidate"]) == {"sdpa"}
+
+
+def _cli(out, *extra):
+    return [sys.executable, "-m", "attn_analysis", "sweep", "--out", str(out), "--device", "cpu",
+            "--shape", "1,2,16", "--shape", "1,1,24", "--candidates", "fake_slow", "sdpa",
+            "--modes", "per_call", "graph", "--trials", "2", "--samples", "6",
+            "--plugin", "fake_candidates", "--no-profile", "--no-ceilings", "--quiet", *extra]
+
+
+def test_killed_sweep_resumes_without_losing_or_remeasuring(tmp_path):
+    out = tmp_path / "run"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.Popen(_cli(out), env=env, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    journal = out / "journal"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if journal.is_dir() and len(list(journal.glob("timing__*.json"))) >= 3:
+            break
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)  # no clean-up at all, worse than Ctrl-C
+    proc.wait()
+    before = {p.name: p.read_bytes() for p in journal.glob("*.json")}
+    assert 3 <= len([n for n in before if n.startswith("timing")])
+    assert records.verify(out)  # not finalized yet: must not verify
+    result = subprocess.run(_cli(out), env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    after = {p.name: p.read_bytes() for p in journal.glob("*.json")}
+    for name, data in before.items():  # nothing lost, nothing measured twice
+        assert after[name] == data, name
+    expected = 2 * (1 + 2 * 2 * (1 + 2))  # trials x (trial unit + configs x cands x (corr + modes))
+    assert len(after) == expected
+    assert records.verify(out) == []
+    ids = records.load(out).units["measurement_id"]
+    assert ids.is_unique
+
+
+def test_resume_refuses_changed_timing_settings(tmp_path):
+    out = tmp_path / "run"
+    sweep.run(out, make_plan(configs=TINY[:1], candidates=("sdpa",), trials=1), progress=False)
+    with pytest.raises(sweep.SweepError, match="other settings"):
+        sweep.run(out, make_plan(configs=TINY[:1], candidates=("sdpa",), trials=1,
+                                 timing={"n_samples": 9}), progress=False)
+
+
+def test_resume_refuses_a_different_machine(tmp_path):
+    out = tmp_path / "run"
+    records.write_unit(out, {"kind": "trial", "trial": 5,
+                             "fingerprint": {"fingerprint_hash": "0ther0machine"}})
+    with pytest.raises(sweep.SweepError, match="differs from the run's"):
+        sweep.run(out, make_plan(configs=TINY[:1], candidates=("sdpa",), trials=1),
+                  progress=False)
+
+
+def test_plan_validation_names_the_parameter():
+    with pytest.raises(ValueError, match="`candidate` must be one of"):
+        make_plan(candidates=("nope",))
+    with pytest.raises(ValueError, match="`modes` must be drawn from"):
+        make_plan(modes=("warm",))
+    with pytest.raises(ValueError, match="`trials` must be a positive integer"):
+        make_plan(trials=0)
+    with pytest.raises(ValueError, match="`device` must be one of"):
+        make_plan(device="tpu")
+    with pytest.raises(ValueError, match="`samples` must be a positive integer"):
+        make_plan(timing={"n_samples": 0})
+    with pytest.raises(ValueError, match="`budget_s` must be a positive number"):
+        make_plan(timing={"ci_target": 0.01, "budget_s": -1})
+    with pytest.raises(ValueError, match="`configs` must be a non-empty"):
+        make_plan(configs=())
+
+
+def test_plan_round_trips_through_json():
+    plan = make_plan()
+    assert sweep.Plan.from_json(json.loads(json.dumps(plan.to_json()))) == plan
