@@ -180,8 +180,10 @@ class DeviceSpec:
         raise ValueError(f"`dtype` must be one of {tuple(ELEMENT_BYTES)}; got {dtype!r}.")
 
 
-# Sources were checked with public pages (2025 copies); "measured" means read here with
-# torch.cuda.get_device_properties(0) on this project's device machines (torch 2.11.0+cu130).
+# Each figure names the datasheet it comes from and the public page it was checked against
+# (stored copies; the datasheet PDFs themselves were not in reach). "Measured" means read with
+# torch.cuda.get_device_properties(0) and nvidia-smi on this project's device machines
+# (torch 2.11.0+cu130). data/reference/SOURCES.md lists the same sources.
 _L4 = DeviceSpec(
     name="NVIDIA L4",
     fp16_tflops_dense=121.0,  # datasheet 242 with sparsity, halved
@@ -192,21 +194,23 @@ _L4 = DeviceSpec(
     fp32_tflops=30.3,  # CUDA cores; FP16 without tensor cores runs at the same rate (1:1)
     torch_names=("NVIDIA L4",),
     sources=(
-        "fp16_tflops_dense=121: NVIDIA L4 Tensor Core GPU datasheet "
-        "(https://www.nvidia.com/en-us/data-center/l4/), row 'FP16 Tensor Core 242 "
-        "teraFLOPS*', footnote '* Shown with sparsity'; halved. Agrees with 58 SMs x "
-        "1024 dense FP16 FLOP/clock/SM x 2.04 GHz boost = 121.2.",
-        "bf16_tflops_dense=121: same datasheet, row 'BFLOAT16 Tensor Core 242 teraFLOPS*'; "
-        "halved.",
-        "fp32_tflops=30.3: same datasheet, row 'FP32 30.3 teraFLOPs' (58 x 128 cores x 2 x "
-        "2.04 GHz = 30.29); spec aggregators list non-tensor FP16 at the same 30.29 (1:1). "
+        "fp16_tflops_dense=121: NVIDIA L4 datasheet (https://www.nvidia.com/en-us/data-center/"
+        "l4/), FP16 Tensor Core 242 TFLOPS marked 'with sparsity'; halved. Checked: "
+        "grokipedia.com/page/NVIDIA_L4_vs_L40S ('242 TFLOPS in FP16 Tensor Core operations "
+        "(with sparsity)'); 58 SMs x 1024 dense FP16 FLOP/clock/SM x 2.04 GHz = 121.2 "
+        "(hmc-tech.com lists 125.34 dense for 60 SMs at the same clock, the same rate).",
+        "bf16_tflops_dense=121: same datasheet, BFLOAT16 Tensor Core 242 TFLOPS with "
+        "sparsity; halved (hmc-tech.com lists BF16 at the FP16 rate).",
+        "fp32_tflops=30.3: same datasheet, FP32 30.3 TFLOPS; 58 SMs x 128 cores x 2 x "
+        "2.04 GHz = 30.29; fpsbench.com lists FP32 30.29 and FP16 (non-tensor) 30.29 (1:1). "
         "This is the '30 TFLOPS FP16' the original reports divided by.",
-        "mem_bandwidth_gbs=300: same datasheet, row 'GPU memory bandwidth 300GB/s' "
-        "(192-bit GDDR6 at 12.5 Gbps = 300.1 GB/s). The reports' '242 GB/s' is not it.",
+        "mem_bandwidth_gbs=300: same datasheet, GPU memory bandwidth 300 GB/s; checked: "
+        "store.sourcecode.com L4 spec ('Max Memory Bandwidth 300 GB/s'), fpsbench.com "
+        "(192-bit GDDR6 at 12.5 Gbps, 300.1 GB/s). The reports' '242 GB/s' is not it.",
         "l2_mb=48: deviceQuery output for 'NVIDIA L4' in a public GitHub README "
-        "('L2 Cache Size: 50331648 bytes'); datasheet aggregators list 48 MB.",
-        "sm_count=58: same deviceQuery output ('(58) Multiprocessors, (128) CUDA Cores/MP: "
-        "7424 CUDA Cores'); some aggregators list 60 SMs, the full AD104 die.",
+        "('L2 Cache Size: 50331648 bytes'); fpsbench.com lists 48 MB.",
+        "sm_count=58: the same deviceQuery output ('(58) Multiprocessors, (128) CUDA "
+        "Cores/MP: 7424 CUDA Cores'); some aggregators list 60 SMs / 7680 cores (full AD104).",
     ),
     notes="Ada Lovelace (sm_89), 72 W, 24 GB GDDR6. Not measured on this project's machines.",
 )
@@ -222,16 +226,17 @@ _A100 = DeviceSpec(
     torch_names=("NVIDIA A100-SXM4-80GB",),
     sources=(
         "fp16_tflops_dense=312: NVIDIA A100 datasheet "
-        "(nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf), row 'FP16 Tensor Core "
-        "312 TFLOPS | 624 TFLOPS*', '* With sparsity'; the dense figure is stated.",
-        "bf16_tflops_dense=312: same datasheet, row 'BFLOAT16 Tensor Core 312 TFLOPS | "
-        "624 TFLOPS*'.",
-        "fp32_tflops=19.5: same datasheet, row 'FP32 19.5 TFLOPS'.",
-        "mem_bandwidth_gbs=2039: same datasheet, column 'A100 80GB SXM', row 'GPU Memory "
-        "Bandwidth 2,039GB/s' (the 40GB part has 1,555 GB/s).",
-        "l2_mb=40: NVIDIA Ampere (GA100) architecture whitepaper, 40 MB L2 "
-        "(40960 KB); an A100 deviceQuery reports 'L2 Cache Size: 41943040 bytes'.",
-        "sm_count=108: Ampere whitepaper (108 SMs enabled of 128); deviceQuery "
+        "(nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf), FP16 Tensor Core 312 TFLOPS, "
+        "624 with sparsity; the dense figure is stated. Checked: glennklockwood.com/garden/"
+        "processors/A100 (FP16 matrix 312, sparse 624, citing that datasheet).",
+        "bf16_tflops_dense=312: same datasheet, BFLOAT16 Tensor Core 312 TFLOPS (624 sparse).",
+        "fp32_tflops=19.5: same datasheet, FP32 19.5 TFLOPS.",
+        "mem_bandwidth_gbs=2039: same datasheet, A100 80GB SXM GPU memory bandwidth "
+        "2,039 GB/s (the 40GB part: 1,555 GB/s); checked: glennklockwood.com A100 page.",
+        "l2_mb=40: NVIDIA Ampere architecture whitepaper, 40 MB L2 (40960 KB, as quoted by "
+        "fudzilla.com); an A100 deviceQuery (upb-pc2 wiki) reports 'L2 Cache Size: "
+        "41943040 bytes'.",
+        "sm_count=108: Ampere whitepaper (108 SMs); the same deviceQuery reports "
         "'(108) Multiprocessors'.",
     ),
     notes="Ampere (sm_80). Not measured on this project's machines.",
@@ -247,21 +252,21 @@ _H100 = DeviceSpec(
     fp32_tflops=67.0,
     torch_names=("NVIDIA H100 80GB HBM3",),
     sources=(
-        "fp16_tflops_dense=989.4: NVIDIA H100 datasheet "
-        "(https://www.nvidia.com/en-us/data-center/h100/), column 'H100 SXM', row "
-        "'FP16 Tensor Core 1,979 teraFLOPS*', '* With sparsity'; the NVIDIA H100 Tensor "
-        "Core GPU Architecture whitepaper lists 989.4 dense / 1978.9 sparse.",
-        "bf16_tflops_dense=989.4: same datasheet row 'BFLOAT16 Tensor Core 1,979 "
-        "teraFLOPS*'; whitepaper 989.4 dense.",
-        "fp32_tflops=67: same datasheet, row 'FP32 67 teraFLOPS'.",
-        "mem_bandwidth_gbs=3350: same datasheet, row 'GPU memory bandwidth 3.35TB/s'.",
-        "l2_mb=50: Hopper whitepaper table 'L2 Cache Size 50 MB' (H100 SXM5); measured "
+        "fp16_tflops_dense=989.4: NVIDIA H100 datasheet (https://www.nvidia.com/en-us/"
+        "data-center/h100/), H100 SXM FP16 Tensor Core 1,979 TFLOPS with sparsity; the H100 "
+        "architecture whitepaper gives 989.4 dense / 1978.9 sparse. Checked: "
+        "archive-lib.hpctech.co.jp/gpuproduct/nvidia-h100.html ('1,979 TFLOPS*', '* Shown "
+        "with sparsity. Specifications 1/2 lower without sparsity'); glennklockwood.com/"
+        "garden/processors/h100 (FP16 matrix 989.4, sparse 1978.9).",
+        "bf16_tflops_dense=989.4: same sources, BFLOAT16 at the FP16 rate.",
+        "fp32_tflops=67: same datasheet, FP32 67 TFLOPS (hpctech.co.jp table: 67).",
+        "mem_bandwidth_gbs=3350: same datasheet, 3.35 TB/s (hpctech.co.jp: 3,350 GB/sec).",
+        "l2_mb=50: hpctech.co.jp table 'L2 Cache Size 50 MB' (from NVIDIA's spec); measured "
         "L2_cache_size = 52428800 B on 'NVIDIA H100 80GB HBM3'.",
-        "sm_count=132: Hopper whitepaper (132 SMs for SXM5); measured "
-        "multi_processor_count = 132.",
+        "sm_count=132: hpctech.co.jp table 'SMs 132'; measured multi_processor_count = 132.",
     ),
     notes="Hopper (sm_90). torch reports 'NVIDIA H100 80GB HBM3' for the SXM5 part; the "
-          "PCIe part ('NVIDIA H100 PCIe', 114 SMs, 2.0 TB/s) is a different entry.",
+          "PCIe part ('NVIDIA H100 PCIe', 114 SMs, 2.0 TB/s) would need its own entry.",
 )
 
 _H200 = DeviceSpec(
@@ -274,18 +279,18 @@ _H200 = DeviceSpec(
     fp32_tflops=67.0,
     torch_names=("NVIDIA H200",),
     sources=(
-        "fp16_tflops_dense=989.4: NVIDIA H200 datasheet "
-        "(https://www.nvidia.com/en-us/data-center/h200/), column 'H200 SXM', row "
-        "'FP16 Tensor Core 1,979 TFLOPS', footnote 'With sparsity'; halved (989.5) and "
-        "set to the H100 SXM5 whitepaper's 989.4: same die, SMs and 1980 MHz max SM clock "
-        "(nvidia-smi clocks.max.sm on both machines).",
-        "bf16_tflops_dense=989.4: same datasheet, row 'BFLOAT16 Tensor Core 1,979 TFLOPS'; "
-        "as above.",
-        "fp32_tflops=67: same datasheet, row 'FP32 67 TFLOPS'.",
-        "mem_bandwidth_gbs=4800: same datasheet, row 'GPU Memory Bandwidth 4.8TB/s'.",
-        "l2_mb=60: measured L2_cache_size = 62914560 B on 'NVIDIA H200' (the datasheet "
-        "gives no L2 size; pages that assume the H100's 50 MB are contradicted by this).",
-        "sm_count=132: measured multi_processor_count = 132.",
+        "fp16_tflops_dense=989.4: NVIDIA H200 datasheet (https://www.nvidia.com/en-us/"
+        "data-center/h200/), H200 SXM FP16 Tensor Core 1,979 TFLOPS with sparsity; halved "
+        "(989.5) and set to the H100 SXM5 whitepaper's 989.4, the same die and SM count, "
+        "both at 1980 MHz max SM clock (nvidia-smi clocks.max.sm, measured on both). Some "
+        "pages (ai-hpc.github.io) call 1,979 'dense'; the H100 whitepaper contradicts that.",
+        "bf16_tflops_dense=989.4: as for FP16.",
+        "fp32_tflops=67: same datasheet, FP32 67 TFLOPS.",
+        "mem_bandwidth_gbs=4800: same datasheet, 4.8 TB/s; checked: aiminingco.com/gpu/h200/"
+        "specs, geektopia.es (six 1024-bit HBM3e stacks at 6.2 Gb/s).",
+        "l2_mb=60: measured L2_cache_size = 62914560 B on 'NVIDIA H200' (the datasheet gives "
+        "no L2 size; pages that assume the H100's 50 MB are contradicted by this).",
+        "sm_count=132: measured multi_processor_count = 132 (saulelectric.com lists 132).",
     ),
     notes="Hopper (sm_90), HBM3e. The H200 NVL (PCIe) part has other clocks and peaks.",
 )
