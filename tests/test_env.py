@@ -1,0 +1,408 @@
+"""Tests for attn_analysis.env: the lock catches every way back to TF32 or nondeterminism,
+and the fingerprint is complete, stable, hashed only on what matters, and leak-free."""
+
+from __future__ import annotations
+
+import copy
+import getpass
+import os
+import re
+import socket
+import types
+
+import pytest
+import torch
+
+from attn_analysis import env
+from attn_analysis.env import EnvironmentNotLocked
+
+B = torch.backends
+HAS_FP32_API = env.lock_state()["cuda_matmul_fp32_precision"] is not None
+
+
+@pytest.fixture(autouse=True)
+def restore_torch_state():
+    """Every test leaves the global torch state, env var and RNGs as it found them."""
+    before = env.lock_state()
+    with env.preserved_state():
+        # Exported, as on a GPU run: other tests may already have initialised CUDA in this
+        # process, after which lock() refuses to set the variable itself.
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        yield
+    assert env.lock_state() == before
+
+
+def _raise_message() -> str:
+    with pytest.raises(EnvironmentNotLocked) as info:
+        env.assert_locked()
+    return str(info.value)
+
+
+# ------------------------------------------------------------------ lock
+
+def test_lock_then_assert_locked_passes():
+    result = env.lock(seed=3)
+    env.assert_locked()
+    assert env.is_locked()
+    assert result.seed == 3
+    assert result.cublas_workspace_config == os.environ["CUBLAS_WORKSPACE_CONFIG"]
+    assert dict(result.state) == env.lock_state()
+    with pytest.raises(TypeError):
+        result.state["cudnn_benchmark"] = True  # read-only record of what was applied
+
+
+def test_lock_sets_the_first_accepted_value_of_every_setting():
+    os.environ.pop("CUBLAS_WORKSPACE_CONFIG")
+    if torch.cuda.is_initialized():
+        os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"
+    state = env.lock().state
+    for setting in env.LOCK_SETTINGS:
+        if not (setting.optional and state[setting.key] is None):
+            assert state[setting.key] == setting.accepted[0], setting.key
+
+
+def test_unlocked_default_state_is_reported_with_every_fault():
+    torch.use_deterministic_algorithms(False)
+    B.cudnn.deterministic = False
+    os.environ.pop("CUBLAS_WORKSPACE_CONFIG", None)
+    message = _raise_message()
+    assert "torch.are_deterministic_algorithms_enabled() is False" in message
+    assert "torch.backends.cudnn.deterministic is False" in message
+    assert "CUBLAS_WORKSPACE_CONFIG is None, want ':4096:8' or ':16:8'" in message
+    assert not env.is_locked()
+
+
+def test_original_reports_ordering_bug_is_caught():
+    # The reports' env_lock: allow_tf32 = False, then set_float32_matmul_precision("high").
+    env.lock()
+    B.cuda.matmul.allow_tf32 = False
+    torch.set_float32_matmul_precision("high")
+    message = _raise_message()
+    assert "float32 matmul precision is 'high' (TF32 allowed), want 'highest'" in message
+    # the second statement silently re-enabled the first one's flag as well
+    assert "torch.backends.cuda.matmul.allow_tf32 is True, want False" in message
+
+
+@pytest.mark.parametrize("undo, named", [
+    (lambda: setattr(B.cudnn, "allow_tf32", True), "torch.backends.cudnn.allow_tf32 is True"),
+    (lambda: setattr(B.cuda.matmul, "allow_tf32", True),
+     "torch.backends.cuda.matmul.allow_tf32 is True"),
+    (lambda: torch.set_float32_matmul_precision("medium"),
+     "float32 matmul precision is 'medium' (bf16 allowed)"),
+    (lambda: torch.use_deterministic_algorithms(False),
+     "torch.are_deterministic_algorithms_enabled() is False"),
+    (lambda: torch.use_deterministic_algorithms(True, warn_only=True),
+     "deterministic algorithms warn_only is True"),
+    (lambda: setattr(B.cudnn, "benchmark", True), "torch.backends.cudnn.benchmark is True"),
+    (lambda: setattr(B.cudnn, "deterministic", False),
+     "torch.backends.cudnn.deterministic is False"),
+    (lambda: os.environ.pop("CUBLAS_WORKSPACE_CONFIG"), "CUBLAS_WORKSPACE_CONFIG is None"),
+    (lambda: os.environ.update(CUBLAS_WORKSPACE_CONFIG=":0:0"),
+     "CUBLAS_WORKSPACE_CONFIG is ':0:0'"),
+    (lambda: setattr(torch.utils.deterministic, "fill_uninitialized_memory", True),
+     "fill_uninitialized_memory is True"),
+    (lambda: setattr(B.cuda.matmul, "allow_fp16_reduced_precision_reduction", False),
+     "allow_fp16_reduced_precision_reduction is False"),
+    (lambda: B.cuda.allow_fp16_bf16_reduction_math_sdp(True),
+     "fp16_bf16_reduction_math_sdp_allowed() is True"),
+])
+def test_each_way_back_is_caught(undo, named):
+    env.lock()
+    undo()
+    assert named in _raise_message()
+    assert not env.is_locked()
+
+
+@pytest.mark.skipif(not HAS_FP32_API, reason="this torch has no fp32_precision API")
+@pytest.mark.parametrize("node, label", [
+    (lambda: B.cuda.matmul, "torch.backends.cuda.matmul.fp32_precision"),
+    (lambda: B.cudnn.conv, "torch.backends.cudnn.conv.fp32_precision"),
+    (lambda: B.cudnn.rnn, "torch.backends.cudnn.rnn.fp32_precision"),
+    (lambda: B, "torch.backends.fp32_precision"),
+])
+def test_new_fp32_precision_api_is_caught(node, label):
+    env.lock()
+    node().fp32_precision = "tf32"
+    message = _raise_message()
+    assert re.search(re.escape(label) + r" is 'tf32' \(TF32 allowed\)", message)
+
+
+@pytest.mark.skipif(not HAS_FP32_API, reason="this torch has no fp32_precision API")
+def test_lock_survives_a_tf32_root_set_beforehand():
+    # Under a 'tf32' root, cudnn.allow_tf32 = False alone leaves conv/rnn inheriting TF32;
+    # lock() must set the leaves too.
+    B.fp32_precision = "tf32"
+    env.lock()
+    state = env.lock_state()
+    assert state["cudnn_conv_fp32_precision"] == state["cudnn_rnn_fp32_precision"] == "ieee"
+
+
+@pytest.mark.skipif(not HAS_FP32_API, reason="this torch has no fp32_precision API")
+def test_mixed_api_state_that_torch_cannot_report_is_a_fault():
+    env.lock()
+    torch.set_float32_matmul_precision("high")
+    B.cuda.matmul.allow_tf32 = False  # precision getter now raises on mixed APIs (torch 2.13)
+    state = env.lock_state()
+    if not str(state["float32_matmul_precision"]).startswith("<unreadable"):
+        pytest.skip("this torch reports the mixed state")
+    assert "float32 matmul precision cannot be read" in _raise_message()
+
+
+def test_two_faults_are_both_named():
+    env.lock()
+    B.cudnn.allow_tf32 = True
+    B.cudnn.benchmark = True
+    message = _raise_message()
+    assert "torch.backends.cudnn.allow_tf32 is True, want False" in message
+    assert "torch.backends.cudnn.benchmark is True, want False" in message
+    assert message.count(";") >= 1
+
+
+def test_lock_keeps_an_existing_deterministic_cublas_value():
+    os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":16:8"
+    result = env.lock()
+    assert result.cublas_workspace_config == ":16:8"
+    assert result.previous_cublas_workspace_config == ":16:8"
+
+
+def test_lock_sets_the_cublas_variable_before_cuda_starts(monkeypatch):
+    os.environ.pop("CUBLAS_WORKSPACE_CONFIG", None)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    result = env.lock()
+    assert result.previous_cublas_workspace_config is None
+    assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == result.cublas_workspace_config == ":4096:8"
+
+
+def test_lock_replaces_a_nondeterministic_cublas_value(monkeypatch):
+    os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":0:0"
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    assert env.lock().previous_cublas_workspace_config == ":0:0"
+    assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
+
+
+def test_lock_refuses_when_cuda_was_initialised_without_the_cublas_variable(monkeypatch):
+    os.environ.pop("CUBLAS_WORKSPACE_CONFIG", None)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    with pytest.raises(EnvironmentNotLocked, match="CUDA is already initialised"):
+        env.lock()
+    assert "CUBLAS_WORKSPACE_CONFIG" not in os.environ  # nothing half-applied to the variable
+
+
+def test_lock_seeds_every_generator():
+    import random
+
+    import numpy as np
+    env.lock(seed=1)
+    first = (torch.rand(4), np.random.rand(2), random.random())
+    env.lock(seed=1)
+    second = (torch.rand(4), np.random.rand(2), random.random())
+    assert torch.equal(first[0], second[0])
+    assert (first[1] == second[1]).all() and first[2] == second[2]
+    env.lock(seed=2)
+    assert not torch.equal(first[0], torch.rand(4))
+
+
+@pytest.mark.parametrize("seed", [-1, 2**32, 1.5, "0", True, None])
+def test_lock_rejects_bad_seed(seed):
+    with pytest.raises(ValueError, match=r"`seed` must be an integer in \[0, 2\*\*32\)"):
+        env.lock(seed=seed)
+
+
+def test_lock_default_seed_is_zero():
+    assert env.lock().seed == 0
+
+
+# ------------------------------------------------------------------ fingerprint
+
+def _fp(**changes) -> dict:
+    """A fingerprint of this machine with some fields replaced and the hash recomputed."""
+    fp = copy.deepcopy(env.fingerprint())
+    fp.update(changes)
+    fp["fingerprint_hash"] = env.fingerprint_hash(fp)
+    return fp
+
+
+def test_fingerprint_has_every_declared_key_and_validates():
+    env.lock()
+    fp = env.fingerprint()
+    assert list(fp) == [f.name for f in env.FINGERPRINT_FIELDS]
+    assert env.validate_fingerprint(fp) is fp
+    assert fp["locked"] is True and fp["lock_state"] == env.lock_state()
+    assert re.fullmatch(r"[0-9a-f]{12}", fp["fingerprint_hash"])
+
+
+def test_fingerprint_without_gpu():
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    fp = env.fingerprint()
+    assert fp["device_kind"] == "cpu"
+    assert fp["note"] == "no CUDA device: CPU wall-clock run"
+    for key in ("gpu_name", "sm_count", "l2_bytes", "memory_bytes", "compute_capability",
+                "sm_clock_mhz", "temperature_c", "power_draw_w"):
+        assert fp[key] is None
+    assert set(env.gpu_state()) == {"sm_clock_mhz", "mem_clock_mhz", "temperature_c",
+                                    "power_draw_w", "timestamp_utc"}
+    assert env.gpu_state()["sm_clock_mhz"] is None
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00",
+                        env.gpu_state()["timestamp_utc"])
+
+
+class _FakeNVML:
+    """pynvml stand-in: fixed readings (power in mW, as NVML gives it), or every call raising."""
+
+    NVML_CLOCK_SM, NVML_CLOCK_MEM, NVML_TEMPERATURE_GPU = 1, 2, 0
+
+    def __init__(self, fail: bool):
+        self.fail = fail
+
+    def __getattr__(self, name):
+        readings = {"nvmlDeviceGetHandleByUUID": "handle", "nvmlDeviceGetPowerUsage": 70500,
+                    "nvmlDeviceGetTemperature": 64, "nvmlDeviceGetEnforcedPowerLimit": 72000,
+                    "nvmlSystemGetDriverVersion": b"570.172.08"}
+
+        def call(*args):
+            if self.fail:
+                raise RuntimeError("NVML call failed")
+            if name in ("nvmlDeviceGetClockInfo", "nvmlDeviceGetMaxClockInfo"):
+                return {1: 2040 if "Max" in name else 1500, 2: 6251}[args[1]]
+            return readings[name]
+        return call
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_nvml_readings_convert_units_and_never_raise(monkeypatch, fail):
+    monkeypatch.setattr(env, "_nvml", lambda: _FakeNVML(fail))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties",
+                        lambda i: types.SimpleNamespace(uuid="0000-1111"))
+    state = env.gpu_state()
+    readings = env._nvml_readings(with_static=True)
+    if fail:
+        assert state["sm_clock_mhz"] is None and state["power_draw_w"] is None
+        assert set(readings.values()) == {None}
+    else:
+        assert state["sm_clock_mhz"] == 1500 and state["mem_clock_mhz"] == 6251
+        assert state["temperature_c"] == 64 and state["power_draw_w"] == 70.5
+        assert readings["power_limit_w"] == 72.0 and readings["max_sm_clock_mhz"] == 2040
+        assert readings["driver_version"] == "570.172.08"
+
+
+def test_nvml_missing_device_properties_gives_none(monkeypatch):
+    monkeypatch.setattr(env, "_nvml", lambda: _FakeNVML(False))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 1 / 0)
+    assert env.gpu_state()["temperature_c"] is None
+
+
+def test_hash_is_stable_and_ignores_volatile_readings():
+    env.lock()
+    a, b = env.fingerprint(), env.fingerprint()
+    assert a["fingerprint_hash"] == b["fingerprint_hash"]
+    volatile = _fp(sm_clock_mhz=1500, mem_clock_mhz=6251, max_sm_clock_mhz=2040,
+                   temperature_c=71, power_limit_w=72.0, power_draw_w=70.5,
+                   note="a different note", numpy_version="0.0", python_version="3.11.99")
+    assert volatile["fingerprint_hash"] == a["fingerprint_hash"]
+
+
+@pytest.mark.parametrize("key, value", [
+    ("torch_version", "2.2.1+cu121"), ("gpu_name", "NVIDIA L4"), ("sm_count", 58),
+    ("l2_bytes", 48 * 2**20), ("driver_version", "570.172.08"), ("triton_version", None),
+    ("python_version", "3.12.1"), ("locked", False),
+])
+def test_hash_changes_with_environment_critical_fields(key, value):
+    env.lock()
+    base = _fp()
+    changed = _fp(**{key: value})
+    assert changed["fingerprint_hash"] != base["fingerprint_hash"]
+    assert env.compatible(base, changed) == [key]
+
+
+def test_hash_changes_with_lock_state():
+    base = _fp()
+    state = dict(base["lock_state"], cudnn_benchmark=not base["lock_state"]["cudnn_benchmark"])
+    assert _fp(lock_state=state)["fingerprint_hash"] != base["fingerprint_hash"]
+
+
+def test_fingerprint_leaks_no_host_user_or_path():
+    fp = env.fingerprint()
+    secrets = {socket.gethostname(), getpass.getuser()}
+    paths = {os.getcwd(), os.path.expanduser("~")}
+
+    def strings(value):
+        if isinstance(value, dict):
+            for k, v in value.items():
+                yield str(k)
+                yield from strings(v)
+        elif value is not None:
+            yield str(value)
+
+    for text in strings(fp):
+        tokens = set(re.split(r"[^A-Za-z0-9_.-]+", text))
+        assert not secrets & tokens, text  # host/user names, however short, as whole tokens
+        assert not any(p in text for p in paths if len(p) > 1), text
+        assert not re.search(r"\b\d{1,3}(\.\d{1,3}){3}\b", text), text  # IPv4 address
+
+
+def test_validate_fingerprint_names_missing_and_mistyped_keys():
+    fp = _fp()
+    del fp["sm_count"]
+    with pytest.raises(ValueError, match="missing key `sm_count`"):
+        env.validate_fingerprint(fp)
+    with pytest.raises(ValueError, match="`l2_bytes` must be int or None; got 'big'"):
+        env.validate_fingerprint(dict(_fp(), l2_bytes="big"))
+    with pytest.raises(ValueError, match="`sm_count` must be int or None; got True"):
+        env.validate_fingerprint(dict(_fp(), sm_count=True))
+    with pytest.raises(ValueError, match="`torch_version` must be str; got None"):
+        env.validate_fingerprint(dict(_fp(), torch_version=None))
+    with pytest.raises(ValueError, match="unknown key `hostname`"):
+        env.validate_fingerprint(dict(_fp(), hostname="x"))
+    with pytest.raises(ValueError, match="`fingerprint_hash` does not match"):
+        env.validate_fingerprint(dict(_fp(), gpu_name="tampered"))
+    bad_state = dict(_fp()["lock_state"], extra=1)
+    with pytest.raises(ValueError, match=r"`lock_state` has .* \['extra'\]"):
+        env.validate_fingerprint(_fp(lock_state=bad_state))
+    with pytest.raises(ValueError, match="`fingerprint` must be a dict"):
+        env.validate_fingerprint([])
+
+
+def test_float_fields_accept_ints_but_not_text():
+    env.validate_fingerprint(_fp(power_draw_w=70))
+    with pytest.raises(ValueError, match="`power_draw_w` must be float or int or None"):
+        env.validate_fingerprint(_fp(power_draw_w="70 W"))
+
+
+def test_every_field_declares_type_unit_and_hashing():
+    names = [f.name for f in env.FINGERPRINT_FIELDS]
+    assert len(names) == len(set(names))
+    volatile = {"sm_clock_mhz", "mem_clock_mhz", "max_sm_clock_mhz", "temperature_c",
+                "power_limit_w", "power_draw_w", "fingerprint_hash"}
+    assert not volatile & set(env.HASHED_KEYS)
+    assert {"gpu_name", "sm_count", "l2_bytes", "memory_bytes", "compute_capability",
+            "driver_version", "cuda_version", "cudnn_version", "torch_version",
+            "triton_version", "python_version", "lock_state"} <= set(env.HASHED_KEYS)
+    assert {f.unit for f in env.FINGERPRINT_FIELDS if f.name.endswith("_mhz")} == {"MHz"}
+
+
+def test_compatible_lists_differences_and_respects_keys():
+    a = _fp()
+    assert env.compatible(a, copy.deepcopy(a)) == []
+    b = _fp(gpu_name="NVIDIA L4", torch_version="2.2.1", temperature_c=90)
+    assert env.compatible(a, b) == ["gpu_name", "torch_version"]
+    assert env.compatible(a, b, keys=["gpu_name"]) == ["gpu_name"]
+    assert env.compatible(a, b, keys=["temperature_c"]) == (
+        [] if a["temperature_c"] == 90 else ["temperature_c"])
+    cpu = _fp(device_kind="cpu")
+    assert env.compatible(cpu, dict(cpu, cpu_name="another CPU")) == ["cpu_name"]
+
+
+def test_compatible_validates_arguments():
+    a = _fp()
+    with pytest.raises(ValueError, match="`keys` must be a sequence of names"):
+        env.compatible(a, a, keys=["hostname"])
+    with pytest.raises(ValueError, match="`keys` must be a sequence of names"):
+        env.compatible(a, a, keys="gpu_name")
+    with pytest.raises(ValueError, match=r"`fp_b` lacks key\(s\) \['gpu_name'\]"):
+        env.compatible(a, {k: v for k, v in a.items() if k != "gpu_name"})
+    with pytest.raises(ValueError, match="`fp_a` must be a fingerprint dict"):
+        env.compatible(None, a)
