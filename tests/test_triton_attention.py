@@ -22,19 +22,26 @@ import torch
 
 from attn_analysis import triton_attention as ta
 
-# (B, H, S, D, causal, config or None, sm_scale or None). Odd S, S below one block,
+# (B, H, S, D, causal, config or None, sm_scale or None, path). Odd S, S below one block,
 # BLOCK_M != BLOCK_N both ways (the causal diagonal then spans part of a tile), B*H > 1.
+# path "tma" goes through `attention` (tensor descriptors, as on Hopper); "ptr" forces the
+# pointer path used on older GPUs and for misaligned tensors. EXP_F16 is emulated here
+# (fp16 argument and result); its PTX instruction itself runs only on the GPU.
 CASES = [
-    (1, 2, 17, 64, False, None, None),
-    (1, 2, 17, 64, True, None, None),
-    (2, 1, 33, 128, True, {"BLOCK_M": 32, "BLOCK_N": 16}, None),
-    (1, 1, 33, 128, False, {"BLOCK_M": 16, "BLOCK_N": 32}, None),
-    (1, 1, 40, 64, True, {"BLOCK_M": 16, "BLOCK_N": 32}, None),
-    (1, 1, 8, 64, False, None, None),
-    (1, 1, 8, 128, True, None, None),
-    (2, 3, 20, 64, True, {"BLOCK_M": 32, "BLOCK_N": 32}, None),
-    (1, 1, 1, 64, True, None, None),
-    (1, 2, 32, 64, False, None, 0.3),
+    (1, 2, 17, 64, False, None, None, "tma"),
+    (1, 2, 17, 64, True, None, None, "tma"),
+    (2, 1, 33, 128, True, {"BLOCK_M": 32, "BLOCK_N": 16}, None, "tma"),
+    (1, 1, 33, 128, False, {"BLOCK_M": 16, "BLOCK_N": 32}, None, "tma"),
+    (1, 1, 40, 64, True, {"BLOCK_M": 16, "BLOCK_N": 32}, None, "tma"),
+    (1, 1, 8, 64, False, None, None, "tma"),
+    (1, 1, 8, 128, True, None, None, "tma"),
+    (2, 3, 20, 64, True, {"BLOCK_M": 32, "BLOCK_N": 32}, None, "tma"),
+    (1, 1, 1, 64, True, None, None, "tma"),
+    (1, 2, 32, 64, False, None, 0.3, "tma"),
+    (1, 2, 33, 64, True, {"BLOCK_M": 32, "BLOCK_N": 16, "EXP_F16": True}, None, "tma"),
+    (1, 2, 17, 64, False, None, None, "ptr"),
+    (2, 1, 33, 128, True, {"BLOCK_M": 32, "BLOCK_N": 16}, None, "ptr"),
+    (1, 1, 40, 64, True, {"BLOCK_M": 16, "BLOCK_N": 32, "EXP_F16": True}, None, "ptr"),
 ]
 
 _CHILD = r"""
@@ -54,10 +61,14 @@ def rel(out, ref):
 
 torch.manual_seed(1234)
 results = []
-for B, H, S, D, causal, cfg, scale in json.loads(sys.argv[1]):
+for B, H, S, D, causal, cfg, scale, path in json.loads(sys.argv[1]):
     q, k, v = (torch.randn(B, H, S, D, dtype=torch.float16) for _ in range(3))
     out = torch.full_like(q, float("nan"))
-    got = ta.attention(q, k, v, causal=causal, config=cfg, sm_scale=scale, out=out)
+    if path == "tma":
+        got = ta.attention(q, k, v, causal=causal, config=cfg, sm_scale=scale, out=out)
+    else:
+        s, full = ta._attention_iv(q, k, v, causal, scale, cfg, out)
+        got = ta._launch(q, k, v, out, causal, s * ta.LOG2E, full, tma=False)
     ref = reference(q, k, v, causal, D ** -0.5 if scale is None else scale)
     results.append({"same_buffer": got is out, "nan": bool(torch.isnan(out).any()),
                     "err": rel(out, ref),
@@ -88,7 +99,7 @@ def interpreted():
 
 
 @pytest.mark.parametrize("i", range(len(CASES)), ids=[
-    f"B{c[0]}H{c[1]}S{c[2]}D{c[3]}{'-causal' if c[4] else ''}{'-cfg' if c[5] else ''}"
+    f"B{c[0]}H{c[1]}S{c[2]}D{c[3]}{'-causal' if c[4] else ''}{'-cfg' if c[5] else ''}-{c[7]}"
     for c in CASES])
 def test_matches_float64_reference(interpreted, i):
     res = interpreted["cases"][i]
@@ -157,6 +168,8 @@ def test_tensor_validation(no_launch, change, match):
     ({"config": {"num_warps": 3}}, r"`config\['num_warps'\]` must be one of"),
     ({"config": {"num_stages": 0}}, r"`config\['num_stages'\]` must be one of"),
     ({"config": {"BLOCK_K": 64}}, r"`config` keys must be among"),
+    ({"config": {"EXP_F16": 1}}, r"`config\['EXP_F16'\]` must be one of \(False, True\)"),
+    ({"config": {"BLOCK_N": True}}, r"`config\['BLOCK_N'\]` must be one of"),
     ({"config": [128, 64]}, r"`config` must be a dict"),
     ({"out": torch.empty(1, 2, 8, 64, dtype=torch.bfloat16)}, r"`out` dtype must equal"),
     ({"out": torch.empty(1, 2, 9, 64, dtype=torch.float16)}, r"`out` shape must equal"),
@@ -190,5 +203,7 @@ def test_documented_defaults(monkeypatch):
     assert got == {**ta.DEFAULT_CONFIGS[128], "BLOCK_N": 32}
     monkeypatch.setattr(ta, "INTERPRETED", True)
     assert ta._config_iv(None, 64) == ta.INTERPRETER_CONFIG
-    assert ta.DEFAULT_CONFIGS[64] == {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4,
-                                      "num_stages": 3}
+    assert ta.DEFAULT_CONFIGS[64] == {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8,
+                                      "num_stages": 3, "EXP_F16": False}
+    assert ta.DEFAULT_CONFIGS[128] == {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8,
+                                       "num_stages": 3, "EXP_F16": False}
