@@ -362,7 +362,8 @@ def measure(fn, mode="graph", *, device=None, n_samples=None, ci_target=0.005, b
         Bounds of the adaptive rule; defaults 20 and 5000.
     warmup_ms : float
         Warm-up length; the call count is derived from a 5-call estimate (triton's do_bench
-        habit); default 25.0.
+        habit); default 25.0. That may not lift an idle GPU's clocks: on an H100 fresh
+        processes spread far less with 500 ms (data/checks/check_timer_h100*.json).
     calls_per_sample : int or None
         Graph mode only: calls per replay; None sizes a replay to >= 0.2 ms (1..100).
     flush_bytes : int or None
