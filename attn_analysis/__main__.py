@@ -41,6 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     stop.add_argument("--ci-target", type=float, default=0.005,
                       help="stop when the median's 95%% CI half-width / median falls below")
     sw.add_argument("--budget", type=float, default=0.5, help="seconds per unit at most")
+    sw.add_argument("--warmup-ms", type=float, default=100.0,
+                    help="warm-up per unit in milliseconds (default 100)")
     sw.add_argument("--seed", type=int, default=0)
     sw.add_argument("--plugin", action="append", default=[],
                     help="module that registers extra candidates")
@@ -48,6 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--no-ceilings", action="store_true", help="skip measured ceilings")
     sw.add_argument("--allow-mixed", action="store_true",
                     help="resume on a machine with a different fingerprint")
+    sw.add_argument("--deterministic", action="store_true",
+                    help="time under torch.use_deterministic_algorithms(True) (changes SDPA's "
+                         "dispatch; default off, as for a user who never asked)")
     sw.add_argument("--quiet", action="store_true", help="no progress bar")
 
     ve = sub.add_parser("verify", help="check a run's schema and checksums")
@@ -69,11 +74,12 @@ def cmd_sweep(args) -> int:
         cfgs = configs.matrix(matrix_name)
     timing = ({"n_samples": args.samples} if args.samples is not None
               else {"ci_target": args.ci_target, "budget_s": args.budget})
+    timing["warmup_ms"] = args.warmup_ms
     plan = sweep.Plan(configs=cfgs, candidates=tuple(args.candidates), modes=tuple(args.modes),
                       trials=args.trials, device=args.device, timing=timing, seed=args.seed,
                       plugins=tuple(args.plugin), matrix=matrix_name,
                       profile=not args.no_profile, ceilings=not args.no_ceilings,
-                      allow_mixed=args.allow_mixed)
+                      allow_mixed=args.allow_mixed, deterministic=args.deterministic)
     summary = sweep.run(args.out, plan, progress=not args.quiet)
     print(f"recorded {summary['units']} units into {summary['out']} "
           f"in {summary['wall_s']:.1f} s")

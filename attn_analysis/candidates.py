@@ -280,13 +280,24 @@ def _build_flex(config: Config, device: str) -> Built:
                       "block_mask": "causal" if config.causal else None})
 
 
-def _build_triton(config: Config, device: str) -> Built:
+def _build_triton(config: Config, device: str, hint: dict | None = None) -> Built:
+    """Autotune on this shape, or reuse the configuration an earlier trial tuned (``hint``)."""
     try:
         from . import triton_attention
     except ImportError as exc:  # triton missing on this machine
         raise Unsupported(f"triton is not importable: {exc}") from None
-    q, k, v = make_inputs(config, device, seed=0)
-    fn, tuning = triton_attention.build(q, k, v, causal=config.causal)
+    tuned = (hint or {}).get("tuning")
+    if tuned and all(key in tuned for key in triton_attention.CONFIG_KEYS):
+        cfg = {key: tuned[key] for key in triton_attention.CONFIG_KEYS}
+        causal = config.causal
+
+        def fn(q, k, v):
+            return triton_attention.attention(q, k, v, causal=causal, config=cfg)
+        _try_once(fn, config, device)
+        tuning = dict(tuned, reused_from_earlier_trial=True)
+    else:
+        q, k, v = make_inputs(config, device, seed=0)
+        fn, tuning = triton_attention.build(q, k, v, causal=config.causal)
     return Built(fn, {"implementation": "attn_analysis.triton_attention", "tuning": tuning},
                  accepts_out="out" in _parameters(fn))
 
@@ -319,11 +330,17 @@ register(Candidate("triton", "our FlashAttention-style Triton kernel (autotuned 
 DEFAULT_CANDIDATES = tuple(CANDIDATES)
 
 
-def build(name: str, config: Config, device: str) -> Built:
-    """Build candidate ``name`` for ``config`` on ``device``; raise Unsupported with a reason."""
+def build(name: str, config: Config, device: str, hint: dict | None = None) -> Built:
+    """Build candidate ``name`` for ``config`` on ``device``; raise Unsupported with a reason.
+
+    ``hint`` is what an earlier build of the same candidate and configuration recorded
+    (its ``Built.info``); builders that autotune may reuse it instead of tuning again.
+    """
     candidate = get(name)
     _device_iv(device)
     reason = candidate.unsupported_reason(config, device)
     if reason:
         raise Unsupported(reason)
+    if hint is not None and "hint" in _parameters(candidate.build):
+        return candidate.build(config, device, hint=hint)
     return candidate.build(config, device)

@@ -128,34 +128,45 @@ def lock_state() -> dict:
     return state
 
 
-def _faults(state: dict) -> list[str]:
+def _accepted(setting: LockSetting, deterministic: bool) -> tuple:
+    """Accepted values of a setting under the deterministic or the default-dispatch lock."""
+    if setting.key == "deterministic_algorithms" and not deterministic:
+        return (False,)
+    return setting.accepted
+
+
+def _faults(state: dict, deterministic: bool = True) -> list[str]:
     """One message per setting in ``state`` that the lock does not accept."""
     faults = []
     for s in LOCK_SETTINGS:
         value = state.get(s.key)
-        if value in s.accepted or (value is None and s.optional):
+        accepted = _accepted(s, deterministic)
+        if value in accepted or (value is None and s.optional):
             continue
         if isinstance(value, str) and value.startswith("<unreadable"):
             faults.append(f"{s.label} cannot be read ({value[1:-1]}: the legacy allow_tf32/"
                           f"set_float32_matmul_precision and the fp32_precision APIs were "
-                          f"mixed), want {s.accepted[0]!r}")
+                          f"mixed), want {accepted[0]!r}")
         else:
             hint = _HINTS.get(value, "") if isinstance(value, str) else ""
-            want = " or ".join(repr(a) for a in s.accepted if a not in ("none", "default"))
+            want = " or ".join(repr(a) for a in accepted if a not in ("none", "default"))
             faults.append(f"{s.label} is {value!r}{hint}, want {want}")
     return faults
 
 
-def assert_locked() -> None:
-    """Raise EnvironmentNotLocked naming every setting that differs from the lock."""
-    faults = _faults(lock_state())
+def assert_locked(deterministic: bool = True) -> None:
+    """Raise EnvironmentNotLocked naming every setting that differs from the lock.
+
+    ``deterministic=False`` checks the default-dispatch lock (see :func:`lock`).
+    """
+    faults = _faults(lock_state(), deterministic)
     if faults:
         raise EnvironmentNotLocked("environment not locked: " + "; ".join(faults) + ".")
 
 
-def is_locked() -> bool:
+def is_locked(deterministic: bool = True) -> bool:
     """True when :func:`assert_locked` would pass."""
-    return not _faults(lock_state())
+    return not _faults(lock_state(), deterministic)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -186,7 +197,7 @@ def _has(obj, name: str) -> bool:
     return True
 
 
-def lock(seed: int = 0) -> LockResult:
+def lock(seed: int = 0, deterministic: bool = True) -> LockResult:
     """Lock torch into true fp32, deterministic algorithms and seeded generators.
 
     Sets ``CUBLAS_WORKSPACE_CONFIG=:4096:8`` unless it already holds a deterministic
@@ -196,8 +207,16 @@ def lock(seed: int = 0) -> LockResult:
     ``fp32_precision`` leaves, so neither can re-enable TF32 through the other), the
     determinism flags, and the seeds of ``random``, numpy and torch (all devices).
     Ends with :func:`assert_locked`. ``seed`` defaults to 0.
+
+    ``deterministic`` (default True) turns on ``torch.use_deterministic_algorithms``.
+    With False every other setting is locked the same, but deterministic algorithms stay
+    off: PyTorch then dispatches as it does for a user who never asked for determinism.
+    This matters for timing, because deterministic mode changes which kernel SDPA runs
+    (on Hopper it refuses cuDNN attention); the run records which lock it used.
     """
     seed = _lock_iv(seed)
+    if not isinstance(deterministic, bool):
+        raise ValueError(f"`deterministic` must be True or False; got {deterministic!r}.")
     previous = os.environ.get("CUBLAS_WORKSPACE_CONFIG")
     if previous not in CUBLAS_WORKSPACE_CONFIGS:
         if torch.cuda.is_initialized():
@@ -221,7 +240,7 @@ def lock(seed: int = 0) -> LockResult:
         b.cuda.matmul.allow_fp16_accumulation = False
     if hasattr(b.cuda, "allow_fp16_bf16_reduction_math_sdp"):
         b.cuda.allow_fp16_bf16_reduction_math_sdp(False)
-    torch.use_deterministic_algorithms(True, warn_only=False)
+    torch.use_deterministic_algorithms(deterministic, warn_only=False)
     if hasattr(torch.utils, "deterministic"):
         torch.utils.deterministic.fill_uninitialized_memory = False
     b.cudnn.deterministic = True
@@ -229,7 +248,7 @@ def lock(seed: int = 0) -> LockResult:
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)  # seeds every CUDA device too (lazily if CUDA is not up yet)
-    assert_locked()
+    assert_locked(deterministic)
     return LockResult(seed, os.environ["CUBLAS_WORKSPACE_CONFIG"], previous,
                       types.MappingProxyType(lock_state()))
 
@@ -324,7 +343,7 @@ FINGERPRINT_FIELDS: tuple[FingerprintField, ...] = (
     FingerprintField("device_kind", _S, "", True, "'cuda' or 'cpu'", False),
     FingerprintField("note", _S, "", False, "human note, e.g. for CPU runs"),
     FingerprintField("lock_state", (dict,), "", True, "lock_state() at fingerprint time", False),
-    FingerprintField("locked", (bool,), "", True, "is_locked() at fingerprint time", False),
+    FingerprintField("locked", (bool,), "", True, "the lock holds, under the deterministic or the default-dispatch profile that lock_state shows", False),
     FingerprintField("sm_clock_mhz", _I, "MHz", False, "current SM clock (NVML)"),
     FingerprintField("mem_clock_mhz", _I, "MHz", False, "current memory clock (NVML)"),
     FingerprintField("max_sm_clock_mhz", _I, "MHz", False, "maximum SM clock (NVML)"),
@@ -454,7 +473,7 @@ def fingerprint() -> dict:
         "device_kind": "cuda" if cuda else "cpu",
         "note": None if cuda else "no CUDA device: CPU wall-clock run",
         "lock_state": state,
-        "locked": not _faults(state),
+        "locked": not _faults(state, bool(state.get("deterministic_algorithms"))),
     }
     fp.update(_nvml_readings(with_static=True))
     fp = {f.name: fp.get(f.name) for f in FINGERPRINT_FIELDS}

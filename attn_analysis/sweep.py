@@ -27,7 +27,7 @@ from . import records
 from .configs import Config
 
 MODES = ("per_call", "cold_l2", "graph")
-SETTINGS_THAT_MUST_MATCH = ("device", "timing", "seed")
+SETTINGS_THAT_MUST_MATCH = ("device", "timing", "seed", "deterministic")
 
 
 class SweepError(RuntimeError):
@@ -51,6 +51,9 @@ class Plan:
     profile: bool = True
     ceilings: bool = True
     allow_mixed: bool = False
+    # Deterministic algorithms change which kernel SDPA dispatches to (on Hopper they rule
+    # out cuDNN attention), so the default measures what a user gets without asking.
+    deterministic: bool = False
 
     def __post_init__(self):
         from . import candidates as cands
@@ -274,13 +277,10 @@ class _Worker:
     def run(self) -> None:
         import torch
         from . import env
-        if self.plan.device == "cuda":
-            env.lock(seed=self.plan.seed + self.trial)
-        else:
-            try:
-                env.lock(seed=self.plan.seed + self.trial)
-            except env.EnvironmentNotLocked:
-                torch.manual_seed(self.plan.seed + self.trial)
+        try:
+            env.lock(seed=self.plan.seed + self.trial, deterministic=self.plan.deterministic)
+        except env.EnvironmentNotLocked as exc:
+            raise SweepError(f"trial {self.trial}: {exc}") from None
         fp = env.fingerprint()
         self._check_machine(fp)
         name = records.unit_name("trial", trial=self.trial)
@@ -320,6 +320,15 @@ class _Worker:
                     f"this machine's fingerprint {fp.get('fingerprint_hash')} differs from the "
                     f"run's {other} ({path.name}); record into a new folder or pass --allow-mixed")
 
+    def _earlier_info(self, config: Config, cand: str) -> dict | None:
+        """What another trial's build of this candidate recorded (e.g. its tuning), if any."""
+        pattern = f"timing__t*__{config.key}__{cand}__*.json"
+        for path in sorted((self.out / "journal").glob(pattern)):
+            unit = records.read_unit(path)
+            if unit["trial"] != self.trial and unit.get("status") == "ok" and unit.get("info"):
+                return unit["info"]
+        return None
+
     def _fail_rest(self, names, config, cand, status, reason) -> None:
         for name in names:
             if name not in self.done:
@@ -330,7 +339,7 @@ class _Worker:
         import torch
         from . import candidates as cands
         try:
-            built = cands.build(cand, config, self.plan.device)
+            built = cands.build(cand, config, self.plan.device, hint=self._earlier_info(config, cand))
         except cands.Unsupported as exc:
             return self._fail_rest(names, config, cand, "unsupported", str(exc))
         except torch.OutOfMemoryError as exc:

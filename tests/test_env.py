@@ -408,3 +408,31 @@ def test_compatible_validates_arguments():
         env.compatible(a, {k: v for k, v in a.items() if k != "gpu_name"})
     with pytest.raises(ValueError, match="`fp_a` must be a fingerprint dict"):
         env.compatible(None, a)
+
+
+def test_default_dispatch_lock_keeps_everything_but_deterministic_algorithms():
+    with env.preserved_state():
+        env.lock(seed=3, deterministic=False)
+        env.assert_locked(deterministic=False)
+        assert not torch.are_deterministic_algorithms_enabled()
+        assert torch.get_float32_matmul_precision() == "highest"
+        with pytest.raises(env.EnvironmentNotLocked, match="deterministic_algorithms_enabled"):
+            env.assert_locked(deterministic=True)
+        assert env.fingerprint()["locked"] is True
+        torch.set_float32_matmul_precision("high")  # the reports' bug is still caught
+        with pytest.raises(env.EnvironmentNotLocked, match="TF32 allowed"):
+            env.assert_locked(deterministic=False)
+
+
+def test_lock_profile_changes_the_fingerprint_hash():
+    with env.preserved_state():
+        env.lock(seed=0, deterministic=True)
+        a = env.fingerprint()["fingerprint_hash"]
+        env.lock(seed=0, deterministic=False)
+        b = env.fingerprint()["fingerprint_hash"]
+    assert a != b
+
+
+def test_lock_validates_deterministic():
+    with pytest.raises(ValueError, match="`deterministic` must be True or False"):
+        env.lock(deterministic="yes")
