@@ -345,3 +345,16 @@ def test_exact_j_matches_gammaln():
     j = special.gamma(df / 2) / (math.sqrt(df / 2) * special.gamma((df - 1) / 2))
     sp = math.sqrt((29 * a.var(ddof=1) + 29 * b.var(ddof=1)) / df)
     assert S.hedges_g(a, b) == pytest.approx(j * -3 / sp, rel=1e-12)
+
+
+def test_median_ci_trials_widens_with_between_process_spread():
+    rng = np.random.default_rng(7)
+    same = [rng.normal(1.0, 0.01, 300) for _ in range(5)]
+    shifted = [rng.normal(1.0 + 0.05 * t, 0.01, 300) for t in range(5)]
+    a = S.median_ci_trials(same, n_resamples=2000)
+    b = S.median_ci_trials(shifted, n_resamples=2000)
+    assert a.low < np.median(np.concatenate(same)) < a.high
+    assert (b.high - b.low) > 5 * (a.high - a.low)
+    assert a.method == "hierarchical percentile"
+    with pytest.raises(ValueError, match="`confidence`"):
+        S.median_ci_trials(same, confidence=1.5)
