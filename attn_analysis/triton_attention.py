@@ -38,12 +38,13 @@ HEAD_DIMS = (64, 128)
 DTYPES = (torch.float16, torch.bfloat16)
 CONFIG_KEYS = ("BLOCK_M", "BLOCK_N", "num_warps", "num_stages", "EXP_F16")
 # Keys that ``tune`` adds to a configuration; ``attention`` accepts and ignores them.
-TUNING_KEYS = ("tuned_ms", "n_tried", "n_failed", "interpreted", "TMA")
+TUNING_KEYS = ("tuned_ms", "n_tried", "n_failed", "interpreted", "TMA", "fast_launch")
 _BLOCKS = (16, 32, 64, 128, 256)
 _WARPS = (1, 2, 4, 8, 16)
 
 # Defaults (chosen from the H100 runs in notes/triton_kernel.md). EXP_F16 computes the
-# softmax exponentials two at a time in fp16: faster, with a larger (still small) error.
+# softmax exponentials two at a time in fp16 (a larger, still small, error); it measured
+# slower on the H100, so it is off by default and out of the default tuning candidates.
 DEFAULT_CONFIGS = {
     64: {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 3, "EXP_F16": False},
     128: {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3, "EXP_F16": False},
@@ -53,14 +54,16 @@ INTERPRETER_CONFIG = {"BLOCK_M": 16, "BLOCK_N": 16, "num_warps": 1, "num_stages"
 
 
 def _candidates(head_dim: int) -> list[dict]:
-    """Default search space for ``tune``: block shapes, warps, stages, exp precision."""
+    """Default search space for ``tune``: block shapes, warps and stages."""
     shapes = {  # (BLOCK_M, BLOCK_N, num_warps, num_stages)
         64: [(128, 64, 8, 3), (128, 64, 4, 3), (128, 128, 8, 3), (64, 64, 4, 3),
              (128, 32, 4, 3), (64, 32, 4, 2), (128, 64, 8, 4)],
         128: [(128, 128, 8, 3), (128, 64, 8, 3), (64, 64, 4, 3), (128, 128, 8, 2),
               (64, 128, 4, 2), (128, 64, 4, 3)],
     }[head_dim]
-    return [dict(zip(CONFIG_KEYS, s + (e,))) for e in (False, True) for s in shapes]
+    # EXP_F16 stays out of the default search: on the H100 it was slower at every shape
+    # timed (notes/triton_kernel.md, run 5); pass candidates with it to try it.
+    return [dict(zip(CONFIG_KEYS, s + (False,))) for s in shapes]
 
 
 # --------------------------------------------------------------------------- kernel
@@ -265,7 +268,7 @@ def attention(q, k, v, *, causal=False, sm_scale=None, config=None, out=None) ->
     return _launch(q, k, v, out, causal, scale * LOG2E, cfg)
 
 
-def _launch(q, k, v, out, causal, qk_scale, cfg, tma=None):
+def _launch(q, k, v, out, causal, qk_scale, cfg, tma=None, return_kernel=False):
     """Launch the kernel on validated arguments. ``tma=None`` picks the copy-engine path
     where it works (Hopper or newer, or the interpreter, with 16-byte aligned tensors)."""
     B, H, S, D = q.shape
@@ -274,19 +277,72 @@ def _launch(q, k, v, out, causal, qk_scale, cfg, tma=None):
     BM, BN = cfg["BLOCK_M"], cfg["BLOCK_N"]
     if tma is None:
         tma = _tma_ok(q.device) and all(t.data_ptr() % 16 == 0 for t in (q, k, v, out))
-    if tma:
-        shape, strides = [B * H, S, D], [S * D, D, 1]
-        args = (TensorDescriptor(q, shape, strides, [1, BM, D]),
-                TensorDescriptor(k, shape, strides, [1, BN, D]),
-                TensorDescriptor(v, shape, strides, [1, BN, D]),
-                TensorDescriptor(out, shape, strides, [1, BM, D]))
-    else:
-        args = (q, k, v, out)
-    grid = (triton.cdiv(S, BM), B * H)
-    _attn_fwd[grid](*args, S, qk_scale, BLOCK_M=BM, BLOCK_N=BN, HEAD_DIM=D, CAUSAL=causal,
-                    TMA=tma, EXP16=cfg["EXP_F16"], INTERP=INTERPRETED,
-                    num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
-    return out
+    args = (*_descriptors(q, k, v, BM, BN), _descriptor(out, BM)) if tma else (q, k, v, out)
+    grid = (triton.cdiv(S, BM), B * H, 1)
+    kernel = _attn_fwd[grid](*args, S, qk_scale, BLOCK_M=BM, BLOCK_N=BN, HEAD_DIM=D,
+                             CAUSAL=causal, TMA=tma, EXP16=cfg["EXP_F16"],
+                             INTERP=INTERPRETED, num_warps=cfg["num_warps"],
+                             num_stages=cfg["num_stages"])
+    return (out, kernel, args) if return_kernel else out
+
+
+def _descriptor(t, rows):
+    """Tensor descriptor of a contiguous (B, H, S, D) tensor as (B*H, S, D), tile 1 x rows x D."""
+    B, H, S, D = t.shape
+    return TensorDescriptor(t, [B * H, S, D], [S * D, D, 1], [1, rows, D])
+
+
+def _descriptors(q, k, v, block_m, block_n):
+    return _descriptor(q, block_m), _descriptor(k, block_n), _descriptor(v, block_n)
+
+
+def _fast_fn(q, k, v, causal, cfg):
+    """Return ``fn(q, k, v)`` that launches the already compiled kernel directly, skipping
+    Triton's per-call argument binding (tens of microseconds of host time), or None.
+
+    The fast path serves only inputs like the ones built with (shape, dtype, device,
+    contiguous, 16-byte aligned), for which the compiled specialisation is valid; others go
+    through :func:`attention`. Descriptors of the last (q, k, v) are reused when the same
+    tensor objects come back (holding references to them, so their memory stays theirs).
+    It is checked once here, bit for bit, against :func:`attention`.
+    """
+    if INTERPRETED:
+        return None
+    B, H, S, D = shape = q.shape
+    dtype, device = q.dtype, q.device
+    qk_scale = LOG2E / math.sqrt(D)
+    BM, BN = cfg["BLOCK_M"], cfg["BLOCK_N"]
+    ref = attention(q, k, v, causal=causal, config=cfg)
+    out, kernel, args = _launch(q, k, v, torch.empty_like(q), causal, qk_scale, cfg,
+                                return_kernel=True)
+    tma = isinstance(args[0], TensorDescriptor)
+    run = kernel[(triton.cdiv(S, BM), B * H, 1)]
+    consts = (S, qk_scale, BM, BN, D, causal, tma, cfg["EXP_F16"], False)
+    last = [None, None, None, None]  # q, k, v, their descriptors
+
+    def fn(q, k, v):
+        if not (q.shape == shape and k.shape == shape and v.shape == shape
+                and q.dtype == dtype and k.dtype == dtype and v.dtype == dtype
+                and q.device == device and k.device == device and v.device == device
+                and q.is_contiguous() and k.is_contiguous() and v.is_contiguous()
+                and q.data_ptr() % 16 == 0 and k.data_ptr() % 16 == 0
+                and v.data_ptr() % 16 == 0):
+            return attention(q, k, v, causal=causal, config=cfg)
+        out = torch.empty_like(q)
+        if not tma:
+            run(q, k, v, out, *consts)
+            return out
+        if not (q is last[0] and k is last[1] and v is last[2]):
+            last[:] = q, k, v, _descriptors(q, k, v, BM, BN)
+        run(*last[3], _descriptor(out, BM), *consts)
+        return out
+
+    try:
+        got = fn(q, k, v)
+        ok = torch.equal(got, ref)
+    except Exception:  # noqa: BLE001  (a Triton version whose launcher differs)
+        ok = False
+    return fn if ok else None
 
 
 @functools.lru_cache(maxsize=None)
@@ -305,8 +361,10 @@ def tune(q, k, v, *, causal=False, candidates=None, warmup_ms=10, rep_ms=40) -> 
     """Time candidate configurations on these inputs; return the fastest.
 
     Each candidate is compiled and run once (outside the timing), its output checked for
-    NaN, then timed with ``triton.testing.do_bench`` (median, L2 flushed before each
-    call). Candidates that fail to compile, exceed shared memory or write NaN are skipped.
+    NaN, then timed as ``build`` would return it (the direct launcher, see ``_fast_fn``)
+    with ``triton.testing.do_bench`` (median, L2 flushed before each call); the three
+    fastest are timed again, three times longer, and the fastest of that second look wins.
+    Candidates that fail to compile, exceed shared memory or write NaN are skipped.
     Blocks much larger than the sequence are dropped first (at least one candidate stays).
 
     Returns
@@ -330,10 +388,9 @@ def tune(q, k, v, *, causal=False, candidates=None, warmup_ms=10, rep_ms=40) -> 
     cands = fitting or cands
     out = torch.empty_like(q)
 
-    def bench(cfg, rep):
-        def fn():
-            return attention(q, k, v, causal=causal, config=cfg, out=out)
-        return triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep, return_mode="median")
+    def bench(fn, rep):
+        return triton.testing.do_bench(lambda: fn(q, k, v), warmup=warmup_ms, rep=rep,
+                                       return_mode="median")
 
     timed, n_failed = [], 0
     for cfg in cands:
@@ -344,24 +401,32 @@ def tune(q, k, v, *, causal=False, candidates=None, warmup_ms=10, rep_ms=40) -> 
             if torch.isnan(out).any().item():
                 n_failed += 1
                 continue
-            timed.append((bench(cfg, rep_ms), cfg))
+            # Time what `build` would return: the direct launcher where it works, so that
+            # Triton's per-call dispatch (tens of us of host time) stays out of the numbers.
+            fn = _fast_fn(q, k, v, causal, cfg) or (
+                lambda q, k, v, cfg=cfg: attention(q, k, v, causal=causal, config=cfg))
+            timed.append((bench(fn, rep_ms), cfg, fn))
         except Exception:  # compile error, out of shared memory or registers  # noqa: BLE001
             n_failed += 1
     if not timed:
         raise RuntimeError(f"every one of {len(cands)} candidate configurations failed.")
     # Second, longer look at the three fastest: one short median is noisy at small shapes.
     timed.sort(key=lambda t: t[0])
-    final = sorted(((bench(cfg, 3 * rep_ms), cfg) for _, cfg in timed[:3]), key=lambda t: t[0])
+    final = sorted(((bench(fn, 3 * rep_ms), cfg) for _, cfg, fn in timed[:3]),
+                   key=lambda t: t[0])
     best_ms, best = final[0]
+    tma = _tma_ok(q.device) and all(t.data_ptr() % 16 == 0 for t in (q, k, v))
     return {**best, "tuned_ms": float(best_ms), "n_tried": len(timed), "n_failed": n_failed,
-            "TMA": _tma_ok(q.device)}
+            "TMA": tma}
 
 
 def build(q, k, v, *, causal=False) -> tuple[Callable, dict]:
     """Tune once on these inputs; return ``(fn, tuning)`` with ``fn(q, k, v) -> out``.
 
-    ``fn`` calls :func:`attention` with the tuned configuration, so all tuning happens
-    here and never inside a timed region. Under ``TRITON_INTERPRET=1`` no timing is done
+    ``fn`` runs the tuned configuration, so all tuning happens here and never inside a
+    timed region. On a GPU ``fn`` launches the compiled kernel directly for inputs like
+    these (``tuning['fast_launch']``; see ``_fast_fn``) and calls :func:`attention` for
+    any others. Under ``TRITON_INTERPRET=1`` no timing is done
     and the small interpreter configuration is used (``tuning['interpreted']`` is True).
     """
     if INTERPRETED:
@@ -371,6 +436,10 @@ def build(q, k, v, *, causal=False) -> tuple[Callable, dict]:
     else:
         tuning = tune(q, k, v, causal=causal)
     cfg = {key: tuning[key] for key in CONFIG_KEYS}
+    fast = _fast_fn(q, k, v, causal, cfg)
+    tuning["fast_launch"] = fast is not None
+    if fast is not None:
+        return fast, tuning
 
     def fn(q, k, v):
         return attention(q, k, v, causal=causal, config=cfg)

@@ -207,3 +207,12 @@ def test_documented_defaults(monkeypatch):
                                       "num_stages": 3, "EXP_F16": False}
     assert ta.DEFAULT_CONFIGS[128] == {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8,
                                        "num_stages": 3, "EXP_F16": False}
+
+
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_default_candidates_are_valid(monkeypatch, head_dim):
+    monkeypatch.setattr(ta, "INTERPRETED", False)
+    cands = ta._candidates(head_dim)
+    assert len(cands) >= 4
+    assert all(ta._config_iv(c, head_dim) == c for c in cands)
+    assert not any(c["EXP_F16"] for c in cands)  # opt-in only: slower on the H100
