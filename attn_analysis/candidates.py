@@ -287,17 +287,9 @@ def _build_triton(config: Config, device: str, hint: dict | None = None) -> Buil
     except ImportError as exc:  # triton missing on this machine
         raise Unsupported(f"triton is not importable: {exc}") from None
     tuned = (hint or {}).get("tuning")
-    if tuned and all(key in tuned for key in triton_attention.CONFIG_KEYS):
-        cfg = {key: tuned[key] for key in triton_attention.CONFIG_KEYS}
-        causal = config.causal
-
-        def fn(q, k, v):
-            return triton_attention.attention(q, k, v, causal=causal, config=cfg)
-        _try_once(fn, config, device)
-        tuning = dict(tuned, reused_from_earlier_trial=True)
-    else:
-        q, k, v = make_inputs(config, device, seed=0)
-        fn, tuning = triton_attention.build(q, k, v, causal=config.causal)
+    reuse = tuned if tuned and all(key in tuned for key in triton_attention.CONFIG_KEYS) else None
+    q, k, v = make_inputs(config, device, seed=0)
+    fn, tuning = triton_attention.build(q, k, v, causal=config.causal, config=reuse)
     return Built(fn, {"implementation": "attn_analysis.triton_attention", "tuning": tuning},
                  accepts_out="out" in _parameters(fn))
 

@@ -420,8 +420,11 @@ def tune(q, k, v, *, causal=False, candidates=None, warmup_ms=10, rep_ms=40) -> 
             "TMA": tma}
 
 
-def build(q, k, v, *, causal=False) -> tuple[Callable, dict]:
+def build(q, k, v, *, causal=False, config=None) -> tuple[Callable, dict]:
     """Tune once on these inputs; return ``(fn, tuning)`` with ``fn(q, k, v) -> out``.
+
+    With ``config`` (a tuning dict an earlier build returned) no tuning is done: the
+    configuration is reused, so every trial of a sweep times the same kernel the same way.
 
     ``fn`` runs the tuned configuration, so all tuning happens here and never inside a
     timed region. On a GPU ``fn`` launches the compiled kernel directly for inputs like
@@ -433,6 +436,9 @@ def build(q, k, v, *, causal=False) -> tuple[Callable, dict]:
         _attention_iv(q, k, v, causal, None, None, None)
         tuning = {**INTERPRETER_CONFIG, "tuned_ms": None, "n_tried": 0, "n_failed": 0,
                   "interpreted": True, "TMA": True}
+    elif config is not None:
+        _config_iv({key: config[key] for key in CONFIG_KEYS if key in config}, q.shape[-1])
+        tuning = dict(config, reused=True)
     else:
         tuning = tune(q, k, v, causal=causal)
     cfg = {key: tuning[key] for key in CONFIG_KEYS}
