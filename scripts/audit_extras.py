@@ -109,6 +109,9 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."),
                                                   "audit_extras.json"))
     args = ap.parse_args(argv)
+    # This process locks more than once (between settings); the lock wants cuBLAS's
+    # workspace setting exported before CUDA starts.
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     if not torch.cuda.is_available():
         raise SystemExit("audit_extras.py needs a CUDA device")
     started = time.time()
