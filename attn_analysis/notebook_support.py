@@ -1,0 +1,180 @@
+"""What every notebook of the book does first: find the repository, check the papermill
+parameters, optionally measure a new run, discover and load the recorded runs, glue.
+
+The notebooks stay short by sharing this; everything numeric lives in
+:mod:`attn_analysis.summaries` and every figure in :mod:`attn_analysis.plots`.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import numbers
+import re
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from . import records, summaries
+
+DEFAULT_LEAD_RUN = "h100-reports-v1"
+DEFAULT_TRITON_RUN = "h100-triton-v2"
+DEVICE_CHOICES = ("auto", "cuda", "cpu")
+_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def repo_root(start=None) -> Path:
+    """The repository root: the first of ``start`` (default: cwd) and its parents that
+    holds ``attn_analysis/``. Put first on ``sys.path`` so that a copy of the repository
+    imports its own package."""
+    here = Path(start or Path.cwd()).resolve()
+    for p in (here, *here.parents):
+        if (p / "attn_analysis" / "__init__.py").is_file():
+            if str(p) not in sys.path:
+                sys.path.insert(0, str(p))
+            return p
+    raise ValueError(f"`start` must lie inside the repository (no attn_analysis/ above "
+                     f"{here}).")
+
+
+def _bool_iv(name: str, value) -> bool:
+    """Check a True/False parameter."""
+    if not isinstance(value, bool):
+        raise ValueError(f"`{name}` must be True or False; got {value!r}.")
+    return value
+
+
+def _int_iv(name: str, value, minimum: int) -> int:
+    """Check an integer parameter of at least ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise ValueError(f"`{name}` must be an integer >= {minimum}; got {value!r}.")
+    return int(value)
+
+
+def check_parameters(*, root: Path, runs_dir: str, run: str, measure: bool, device: str,
+                     shapes: str, candidates: str, trials: int, samples: int, run_id: str,
+                     n_resamples: int) -> dict:
+    """Validate a notebook's parameters; return them normalised (``runs_dir`` absolute,
+    ``device`` resolved from "auto"). Raise ValueError naming the first bad one."""
+    if not isinstance(runs_dir, str) or not runs_dir:
+        raise ValueError(f"`runs_dir` must be a non-empty path string; got {runs_dir!r}.")
+    path = (root / runs_dir).resolve()
+    if not path.is_dir() and not measure:
+        raise ValueError(f"`runs_dir` must be an existing folder of recorded runs; "
+                         f"{path} is not one.")
+    if not isinstance(run, str):
+        raise ValueError(f"`run` must be a run folder name or ''; got {run!r}.")
+    measure = _bool_iv("measure", measure)
+    if device not in DEVICE_CHOICES:
+        raise ValueError(f"`device` must be one of {DEVICE_CHOICES}; got {device!r}.")
+    if device == "auto":
+        import torch
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if not isinstance(shapes, str):
+        raise ValueError(f"`shapes` must be a string such as '2,2,64;2,2,128'; got {shapes!r}.")
+    summaries.parse_shapes(shapes)  # raises on a malformed entry
+    if not isinstance(candidates, str):
+        raise ValueError(f"`candidates` must be a comma-separated string; got {candidates!r}.")
+    trials = _int_iv("trials", trials, 1)
+    samples = _int_iv("samples", samples, 0)
+    n_resamples = _int_iv("n_resamples", n_resamples, 100)
+    if not isinstance(run_id, str) or (run_id and not _RUN_ID.fullmatch(run_id)):
+        raise ValueError(f"`run_id` must be '' or a folder name of letters, digits, '.', '_' "
+                         f"and '-'; got {run_id!r}.")
+    return dict(runs_dir=path, run=run, measure=measure, device=device, shapes=shapes,
+                candidates=candidates, trials=trials, samples=samples, run_id=run_id,
+                n_resamples=n_resamples)
+
+
+def measure_new_run(params: dict) -> str:
+    """Measure with ``summaries.measurement_plan`` into ``runs_dir/<run_id>`` (resumable);
+    return the run id. The default id names the device and the UTC time."""
+    from . import sweep
+    run_id = params["run_id"] or (f"{params['device']}-"
+                                  f"{_dt.datetime.now(_dt.timezone.utc):%Y%m%dT%H%M%SZ}")
+    plan = summaries.measurement_plan(params["device"], shapes=params["shapes"],
+                                      candidates=params["candidates"], trials=params["trials"],
+                                      samples=params["samples"])
+    sweep.run(Path(params["runs_dir"]) / run_id, plan, progress=False)
+    return run_id
+
+
+def load_runs(runs_dir) -> dict:
+    """Every finalized run under ``runs_dir`` (``records.find_runs``), loaded and verified,
+    keyed by run id, in name order."""
+    return {p.name: records.load(p) for p in records.find_runs(runs_dir)}
+
+
+def run_catalog(runs: dict) -> pd.DataFrame:
+    """One row per run: device kind, device label, matrix, candidates, modes and unit count
+    (the input of ``summaries.choose_lead``)."""
+    rows = []
+    for run_id, r in runs.items():
+        trials = (r.fingerprint or {}).get("trials") or {}
+        fp = next(iter(trials.values()), {})
+        plan = (r.info or {}).get("plan", {})
+        rows.append({"run": run_id, "device_kind": fp.get("device_kind", "unknown"),
+                     "label": summaries.run_label(r), "matrix": plan.get("matrix") or "",
+                     "n_configs": int(r.samples["config"].nunique()),
+                     "candidates": ", ".join(sorted(r.samples["candidate"].unique())),
+                     "modes": ", ".join(m for m in summaries.MODES
+                                        if m in set(r.samples["mode"])),
+                     "n_trials": int(r.samples["trial"].nunique()),
+                     "n_units": int((r.units["status"] == "ok").sum()),
+                     "n_samples": len(r.samples)})
+    return pd.DataFrame(rows, columns=["run", "device_kind", "label", "matrix", "n_configs",
+                                       "candidates", "modes", "n_trials", "n_units",
+                                       "n_samples"])
+
+
+def lead_run(catalog: pd.DataFrame, requested: str, measured: str = "") -> str:
+    """The run a notebook leads with: the run just measured, else ``requested`` when it is
+    recorded, else (for the documented default only) ``summaries.choose_lead``'s pick."""
+    if measured:
+        return measured
+    if requested == DEFAULT_LEAD_RUN and requested not in set(catalog["run"]):
+        requested = ""
+    return summaries.choose_lead(catalog, requested)
+
+
+def as_number(value) -> float:
+    """A plain Python float (glue's text form of numpy scalars does not parse back)."""
+    value = float(value)
+    return value if math.isfinite(value) else math.nan
+
+
+def glue_text(key: str, value) -> None:
+    """Glue a number (as a float) or a string without displaying it."""
+    from myst_nb import glue
+    if isinstance(value, str):
+        glue(key, value, display=False)
+    else:
+        glue(key, as_number(value), display=False)
+
+
+def glue_figure(key: str, fig) -> None:
+    """Glue a matplotlib Figure as a PNG without displaying it here (the book pastes it).
+
+    The PNG is rendered here, so no matplotlib backend or IPython formatter is involved.
+    """
+    import io
+
+    from IPython.display import Image
+    from myst_nb import glue
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    glue(key, Image(data=buf.getvalue(), format="png"), display=False)
+
+
+def start(root: Path, **parameters) -> tuple[dict, dict, pd.DataFrame, str]:
+    """A notebook's first step: check ``parameters`` (see :func:`check_parameters`),
+    measure a new run if ``measure`` is true, load every recorded run and pick the lead.
+
+    Returns ``(params, runs, catalog, lead)``.
+    """
+    params = check_parameters(root=root, **parameters)
+    measured = measure_new_run(params) if params["measure"] else ""
+    runs = load_runs(params["runs_dir"])
+    catalog = run_catalog(runs)
+    return params, runs, catalog, lead_run(catalog, params["run"], measured)

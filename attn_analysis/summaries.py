@@ -1,0 +1,615 @@
+"""The paper's tables, computed from a loaded run's tables. Pure functions, no I/O.
+
+Each function takes DataFrames shaped like :class:`attn_analysis.records.Run`'s tables
+(or the output of another function here) and returns a new DataFrame: latency medians with
+hierarchical-bootstrap intervals over trials (:func:`latency_table`), speedups against the
+default SDPA dispatch with an equivalence verdict (:func:`speedup_table`), the fastest
+candidate per configuration (:func:`fastest_table`), throughput against datasheet and
+measured ceilings (:func:`throughput_table`), the kernels a candidate ran
+(:func:`kernel_table`), fingerprints (:func:`fingerprint_table`) and the original reports'
+L4 figures beside our devices (:func:`reported_latency`, :func:`cross_device_table`).
+The notebooks glue what these return into the book.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import re
+
+import numpy as np
+import pandas as pd
+
+from . import stats, workload
+from .configs import MATRICES, TARGET, Config
+
+BASELINE = "sdpa"
+MODES = ("per_call", "cold_l2", "graph")
+CONFIG_FIELDS = ("batch", "heads", "seq_len", "head_dim", "dtype", "causal")
+SWEEP_AXES = ("seq_len", "batch", "heads")
+SAMPLE_KEYS = ("config", "candidate", "mode", "trial", "ms")
+
+# Kernel-name patterns, first match wins: which implementation a profiled kernel belongs to.
+KERNEL_FAMILIES = (
+    (r"cudnn.*(sdpa|fmha|attn)|fmha.*cudnn", "cuDNN attention"),
+    (r"pytorch_flash|flash_fwd", "FlashAttention-2 (PyTorch's copy)"),
+    (r"fmha_cutlass|MemEffAttention|mem_eff", "memory-efficient (CUTLASS)"),
+    (r"flex_attention", "FlexAttention (Triton)"),
+    (r"^_attn_fwd", "attn_analysis Triton kernel"),
+    (r"gemm|nvjet|xmma|cutlass", "GEMM"),
+    (r"softmax", "softmax"),
+    (r"^Memset|memset|fill", "memset / fill"),
+)
+
+
+# --------------------------------------------------------------------------- validation
+
+def _frame_iv(name: str, df, columns) -> pd.DataFrame:
+    """Check that ``df`` is a DataFrame holding ``columns``; name the missing ones."""
+    if not isinstance(df, pd.DataFrame):
+        raise ValueError(f"`{name}` must be a pandas DataFrame; got {type(df).__name__}.")
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise ValueError(f"`{name}` must have columns {list(columns)}; missing {missing}.")
+    return df
+
+
+def _modes_iv(modes) -> tuple[str, ...]:
+    """Return ``modes`` (a name or a sequence of names from MODES) as a tuple."""
+    modes = (modes,) if isinstance(modes, str) else tuple(modes)
+    bad = [m for m in modes if m not in MODES]
+    if not modes or bad:
+        raise ValueError(f"`modes` must be drawn from {MODES}; got {modes!r}.")
+    return modes
+
+
+def _resamples_iv(n_resamples) -> int:
+    """Check that ``n_resamples`` is a positive integer."""
+    if (isinstance(n_resamples, bool) or not isinstance(n_resamples, numbers.Integral)
+            or n_resamples < 1):
+        raise ValueError(f"`n_resamples` must be a positive integer; got {n_resamples!r}.")
+    return int(n_resamples)
+
+
+def _samples_iv(samples) -> pd.DataFrame:
+    """Check the tidy samples table and that its times are positive and finite."""
+    df = _frame_iv("samples", samples, SAMPLE_KEYS)
+    ms = df["ms"].to_numpy(dtype=float)
+    if len(ms) and not (np.isfinite(ms) & (ms > 0)).all():
+        raise ValueError("`samples` column `ms` must hold positive finite times.")
+    return df
+
+
+# --------------------------------------------------------------------------- helpers
+
+def config_fields(key: str) -> dict:
+    """The shape fields of a configuration key such as ``B32-H8-S512-D64-fp16``."""
+    return Config.from_key(key).as_dict()
+
+
+def _with_fields(df: pd.DataFrame) -> pd.DataFrame:
+    """Add the shape columns parsed from ``config`` and sort rows by configuration."""
+    fields = pd.DataFrame([config_fields(k) for k in df["config"]], index=df.index)
+    out = pd.concat([df.drop(columns=[c for c in CONFIG_FIELDS if c in df.columns]), fields],
+                    axis=1)
+    order = out["config"].map(lambda k: Config.from_key(k))
+    return out.iloc[sorted(range(len(out)), key=lambda i: order.iloc[i])].reset_index(drop=True)
+
+
+def trial_arrays(samples: pd.DataFrame, config: str, candidate: str, mode: str
+                 ) -> list[np.ndarray]:
+    """The samples of one (config, candidate, mode), one array per trial, in trial order."""
+    df = _samples_iv(samples)
+    sel = df[(df["config"] == config) & (df["candidate"] == candidate) & (df["mode"] == mode)]
+    return [g["ms"].to_numpy(dtype=float) for _, g in sel.groupby("trial", sort=True)]
+
+
+def trial_medians(samples: pd.DataFrame) -> pd.DataFrame:
+    """Median of each trial (process) per configuration, candidate and mode."""
+    df = _samples_iv(samples)
+    out = (df.groupby(["config", "candidate", "mode", "trial"])["ms"]
+           .agg(median_ms="median", n_samples="size").reset_index())
+    return _with_fields(out)
+
+
+# --------------------------------------------------------------------------- latency
+
+def latency_table(samples: pd.DataFrame, modes=MODES, ci_modes=None, confidence: float = 0.95,
+                  n_resamples: int = 2000, seed: int = 42) -> pd.DataFrame:
+    """Median latency per (configuration, candidate, mode) with a CI over trials.
+
+    ``ci_low_ms``/``ci_high_ms`` come from :func:`stats.median_ci_trials` (trials
+    resampled, then samples within them) for the modes in ``ci_modes`` (default: all of
+    ``modes``) and are NaN for the others, which saves time where thousands of samples
+    per trial make the bootstrap slow. ``trial_spread`` is max/min of the trial medians
+    minus one: the between-process spread that a pooled bootstrap would hide.
+    """
+    df = _samples_iv(samples)
+    modes = _modes_iv(modes)
+    ci_modes = modes if ci_modes is None else _modes_iv(ci_modes)
+    n_resamples = _resamples_iv(n_resamples)
+    rows = []
+    for (config, cand, mode), g in df[df["mode"].isin(modes)].groupby(
+            ["config", "candidate", "mode"], sort=True):
+        trials = [t["ms"].to_numpy(dtype=float) for _, t in g.groupby("trial", sort=True)]
+        tmed = [float(np.median(t)) for t in trials]
+        low = high = math.nan
+        if mode in ci_modes:
+            ci = stats.median_ci_trials(trials, confidence=confidence,
+                                        n_resamples=n_resamples, seed=seed)
+            low, high = ci.low, ci.high
+        rows.append({"config": config, "candidate": cand, "mode": mode,
+                     "n_trials": len(trials), "n_samples": int(sum(t.size for t in trials)),
+                     "median_ms": float(np.median(np.concatenate(trials))),
+                     "ci_low_ms": low, "ci_high_ms": high,
+                     "trial_spread": max(tmed) / min(tmed) - 1.0})
+    cols = ["config", "candidate", "mode", "n_trials", "n_samples", "median_ms", "ci_low_ms",
+            "ci_high_ms", "trial_spread"]
+    return _with_fields(pd.DataFrame(rows, columns=cols))
+
+
+# --------------------------------------------------------------------------- speedups
+
+def speedup_table(samples: pd.DataFrame, baseline: str = BASELINE, modes=("graph",),
+                  margin: float = 0.02, confidence: float = 0.95, alpha: float = 0.05,
+                  n_resamples: int = 2000, seed: int = 42, configs=None,
+                  include_baseline: bool = True) -> pd.DataFrame:
+    """Speedup of every candidate over ``baseline`` with :func:`stats.compare`'s verdict.
+
+    ``speedup = median(baseline) / median(candidate)`` (above 1: the candidate is faster),
+    with its hierarchical-bootstrap interval at ``confidence`` (``ci_low``, ``ci_high``),
+    the ``1 - 2 alpha`` interval of the equivalence test (``tost_low``, ``tost_high``),
+    ``verdict`` (equivalent / faster / slower / inconclusive) and its one-line ``reason``.
+    ``resolvable_margin`` is the smallest equivalence margin this data could have
+    established: ``max(1 - tost_low, tost_high - 1)``. With ``include_baseline`` the
+    baseline is also compared with itself (resampled independently on both sides), which
+    shows the resolution of the method on identical data. Configurations without baseline
+    samples are skipped.
+    """
+    df = _samples_iv(samples)
+    modes = _modes_iv(modes)
+    n_resamples = _resamples_iv(n_resamples)
+    if not isinstance(baseline, str) or baseline not in set(df["candidate"]):
+        raise ValueError(f"`baseline` must be a candidate present in `samples` "
+                         f"({sorted(set(df['candidate']))}); got {baseline!r}.")
+    if configs is not None:
+        configs = [configs] if isinstance(configs, str) else list(configs)
+        df = df[df["config"].isin(configs)]
+    rows = []
+    for (config, mode), g in df[df["mode"].isin(modes)].groupby(["config", "mode"], sort=True):
+        groups = {c: [t["ms"].to_numpy(dtype=float) for _, t in x.groupby("trial", sort=True)]
+                  for c, x in g.groupby("candidate", sort=True)}
+        if baseline not in groups:
+            continue
+        for cand, trials in groups.items():
+            if cand == baseline and not include_baseline:
+                continue
+            cmp = stats.compare(groups[baseline], trials, margin=margin, confidence=confidence,
+                                alpha=alpha, n_resamples=n_resamples, seed=seed)
+            r, t = cmp.ratio_ci, cmp.tost
+            rows.append({"config": config, "mode": mode, "candidate": cand,
+                         "baseline": baseline, "speedup": r.ratio, "ci_low": r.low,
+                         "ci_high": r.high, "confidence": r.confidence, "tost_low": t.low,
+                         "tost_high": t.high, "margin": t.margin,
+                         "equivalent": t.equivalent, "verdict": cmp.verdict.value,
+                         "reason": cmp.reason, "n_trials_baseline": r.n_trials_baseline,
+                         "n_trials_candidate": r.n_trials_candidate,
+                         "resolvable_margin": max(1.0 - t.low, t.high - 1.0)})
+    cols = ["config", "mode", "candidate", "baseline", "speedup", "ci_low", "ci_high",
+            "confidence", "tost_low", "tost_high", "margin", "equivalent", "verdict", "reason",
+            "n_trials_baseline", "n_trials_candidate", "resolvable_margin"]
+    return _with_fields(pd.DataFrame(rows, columns=cols))
+
+
+def verdict_counts(speedups: pd.DataFrame, exclude_baseline: bool = True) -> pd.DataFrame:
+    """How many comparisons per mode ended in each verdict (baseline-vs-itself left out)."""
+    df = _frame_iv("speedups", speedups, ("mode", "candidate", "baseline", "verdict"))
+    if exclude_baseline:
+        df = df[df["candidate"] != df["baseline"]]
+    out = df.groupby(["mode", "verdict"]).size().unstack("verdict", fill_value=0)
+    for v in (x.value for x in stats.Verdict):
+        if v not in out.columns:
+            out[v] = 0
+    return out[[v.value for v in stats.Verdict]]
+
+
+def fastest_table(latency: pd.DataFrame, speedups: pd.DataFrame, mode: str = "graph",
+                  baseline: str = BASELINE) -> pd.DataFrame:
+    """Per configuration: the candidate with the lowest median in ``mode``, and whether
+    that lead over ``baseline`` is established (its verdict from ``speedups``).
+
+    ``established`` lists every candidate whose verdict is "faster"; when it is empty, no
+    candidate is shown faster than the baseline at that configuration, whatever the point
+    estimates say.
+    """
+    lat = _frame_iv("latency", latency, ("config", "candidate", "mode", "median_ms",
+                                         "ci_low_ms", "ci_high_ms"))
+    spd = _frame_iv("speedups", speedups, ("config", "candidate", "mode", "speedup",
+                                           "ci_low", "ci_high", "verdict"))
+    (mode,) = _modes_iv(mode)
+    lat, spd = lat[lat["mode"] == mode], spd[spd["mode"] == mode]
+    rows = []
+    for config, g in lat.groupby("config", sort=False):
+        best = g.loc[g["median_ms"].idxmin()]
+        base = g[g["candidate"] == baseline]
+        s = spd[(spd["config"] == config)]
+        hit = s[s["candidate"] == best["candidate"]]
+        faster = s[(s["verdict"] == "faster") & (s["candidate"] != baseline)]
+        rows.append({
+            "config": config, "mode": mode, "fastest": best["candidate"],
+            "median_ms": best["median_ms"], "ci_low_ms": best["ci_low_ms"],
+            "ci_high_ms": best["ci_high_ms"],
+            "baseline_median_ms": float(base["median_ms"].iloc[0]) if len(base) else math.nan,
+            "speedup": float(hit["speedup"].iloc[0]) if len(hit) else math.nan,
+            "speedup_ci_low": float(hit["ci_low"].iloc[0]) if len(hit) else math.nan,
+            "speedup_ci_high": float(hit["ci_high"].iloc[0]) if len(hit) else math.nan,
+            "verdict": ("is the baseline" if best["candidate"] == baseline
+                        else (hit["verdict"].iloc[0] if len(hit) else "not compared")),
+            "established": ", ".join(sorted(faster["candidate"])),
+        })
+    cols = ["config", "mode", "fastest", "median_ms", "ci_low_ms", "ci_high_ms",
+            "baseline_median_ms", "speedup", "speedup_ci_low", "speedup_ci_high", "verdict",
+            "established"]
+    return _with_fields(pd.DataFrame(rows, columns=cols))
+
+
+LIBRARY_BACKENDS = ("sdpa", "sdpa_flash", "sdpa_efficient", "sdpa_cudnn")
+
+
+def kernel_vs_library(samples: pd.DataFrame, kernel: str = "triton",
+                      libraries=LIBRARY_BACKENDS, mode: str = "graph", margin: float = 0.02,
+                      n_resamples: int = 2000, seed: int = 42) -> pd.DataFrame:
+    """Per configuration: ``kernel`` against the fastest of ``libraries`` (lowest median).
+
+    ``speedup = median(library) / median(kernel)`` (above 1: the kernel is faster) with
+    :func:`stats.compare`'s hierarchical interval and verdict; ``ratio`` is its inverse,
+    kernel time over library time. Configurations lacking the kernel or every library are
+    skipped.
+    """
+    df = _samples_iv(samples)
+    (mode,) = _modes_iv(mode)
+    libraries = (libraries,) if isinstance(libraries, str) else tuple(libraries)
+    if not libraries:
+        raise ValueError("`libraries` must name at least one candidate.")
+    n_resamples = _resamples_iv(n_resamples)
+    df = df[df["mode"] == mode]
+    rows = []
+    for config, g in df.groupby("config", sort=True):
+        med = g.groupby("candidate")["ms"].median()
+        libs = med[med.index.isin(libraries)]
+        if kernel not in med.index or libs.empty:
+            continue
+        lib = str(libs.idxmin())
+        cmp = stats.compare(trial_arrays(g, config, lib, mode),
+                            trial_arrays(g, config, kernel, mode), margin=margin,
+                            n_resamples=n_resamples, seed=seed)
+        r = cmp.ratio_ci
+        rows.append({"config": config, "mode": mode, "kernel": kernel, "library": lib,
+                     "kernel_ms": float(med[kernel]), "library_ms": float(libs.min()),
+                     "speedup": r.ratio, "ci_low": r.low, "ci_high": r.high,
+                     "ratio": 1.0 / r.ratio, "verdict": cmp.verdict.value})
+    cols = ["config", "mode", "kernel", "library", "kernel_ms", "library_ms", "speedup",
+            "ci_low", "ci_high", "ratio", "verdict"]
+    return _with_fields(pd.DataFrame(rows, columns=cols))
+
+
+def tuning_table(units: pd.DataFrame, candidate: str = "triton") -> pd.DataFrame:
+    """Per configuration: the tuning a candidate recorded in its timing units' ``info``
+    (the first trial that has one), one column per tuning key."""
+    import json
+    df = _frame_iv("units", units, ("config", "candidate", "trial", "info"))
+    df = df[df["candidate"] == candidate].sort_values("trial")
+    rows = {}
+    for config, info in zip(df["config"], df["info"]):
+        tuning = (json.loads(info or "{}") or {}).get("tuning")
+        if tuning and config not in rows:
+            rows[config] = {"config": config, **tuning}
+    out = pd.DataFrame(list(rows.values()))
+    if out.empty:
+        return pd.DataFrame(columns=["config"])
+    return _with_fields(out)
+
+
+# --------------------------------------------------------------------------- throughput
+
+def throughput_table(latency: pd.DataFrame, ceilings: dict | None = None,
+                     device_name: str | None = None) -> pd.DataFrame:
+    """Add work, traffic and rates to a latency table, against measured and datasheet ceilings.
+
+    Columns added: ``flops``, ``min_bytes``, ``intensity`` (FLOP/B), ``tflops`` (with
+    ``tflops_low``/``tflops_high`` from the latency CI), ``eff_gbs`` (minimum bytes over
+    time, an effective rate that can exceed DRAM bandwidth when L2 serves the inputs),
+    ``frac_matmul`` and ``frac_copy`` (of the run's measured matrix-product TFLOPS and copy
+    GB/s; NaN without ``ceilings``), ``frac_peak_tflops`` and ``frac_peak_bw`` (of
+    ``workload.HARDWARE``'s dense tensor-core and memory peaks for ``device_name``; NaN
+    for a device not in that table).
+    """
+    df = _frame_iv("latency", latency, ("config", "median_ms", "ci_low_ms", "ci_high_ms"))
+    df = df.copy()
+    cfgs = [Config.from_key(k) for k in df["config"]]
+    ceilings = ceilings or {}
+    mm = (ceilings.get("matmul") or {}).get("tflops", math.nan)
+    cp = (ceilings.get("copy") or {}).get("gbs", math.nan)
+    spec = workload.device_spec_or_none(device_name) if device_name else None
+    df["flops"] = [workload.flops(c) for c in cfgs]
+    df["min_bytes"] = [workload.min_bytes(c) for c in cfgs]
+    df["intensity"] = df["flops"] / df["min_bytes"]
+    df["tflops"] = df["flops"] / (df["median_ms"] * 1e-3) / 1e12
+    df["tflops_low"] = df["flops"] / (df["ci_high_ms"] * 1e-3) / 1e12
+    df["tflops_high"] = df["flops"] / (df["ci_low_ms"] * 1e-3) / 1e12
+    df["eff_gbs"] = df["min_bytes"] / (df["median_ms"] * 1e-3) / 1e9
+    df["frac_matmul"] = df["tflops"] / mm
+    df["frac_copy"] = df["eff_gbs"] / cp
+    peak = [spec.peak_tflops(c.dtype) if spec else math.nan for c in cfgs]
+    df["frac_peak_tflops"] = df["tflops"] / np.array(peak, dtype=float)
+    df["frac_peak_bw"] = df["eff_gbs"] / (spec.mem_bandwidth_gbs if spec else math.nan)
+    return df
+
+
+def sweep_table(df: pd.DataFrame, axis: str) -> pd.DataFrame:
+    """Rows of the longest one-dimensional slice of ``df`` along ``axis``.
+
+    The other shape fields are held fixed at the values whose slice has the most distinct
+    ``axis`` values; ties go to the slice through the target shape (B=32, H=8, S=512, D=64),
+    then to the first in sort order. For the reports' matrix this gives S = 128 ... 2048 at
+    B=32, H=8; B = 8 ... 64 at H=8, S=512; H = 4 ... 16 at B=32, S=512.
+    """
+    if axis not in SWEEP_AXES:
+        raise ValueError(f"`axis` must be one of {SWEEP_AXES}; got {axis!r}.")
+    df = _frame_iv("df", df, CONFIG_FIELDS)
+    if df.empty:
+        return df.copy()
+    fixed = [f for f in CONFIG_FIELDS if f != axis]
+    target = TARGET.as_dict()
+    best, best_key = None, None
+    for values, g in df.groupby(fixed, sort=True):
+        through_target = all(target[f] == v for f, v in zip(fixed, values))
+        key = (g[axis].nunique(), through_target)
+        if best_key is None or key > best_key:
+            best, best_key = g, key
+    return best.sort_values(axis).reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------- kernels
+
+def kernel_family(name: str) -> str:
+    """Which implementation a profiled kernel name belongs to (``KERNEL_FAMILIES``)."""
+    if not isinstance(name, str):
+        raise ValueError(f"`name` must be a string; got {type(name).__name__}.")
+    for pattern, family in KERNEL_FAMILIES:
+        if re.search(pattern, name, flags=re.IGNORECASE):
+            return family
+    return "other"
+
+
+def kernel_table(kernels: pd.DataFrame, candidate: str = BASELINE) -> pd.DataFrame:
+    """Per configuration: the kernel that takes most of ``candidate``'s device time.
+
+    Columns: ``main_kernel`` (the name, as the profiler gives it), ``family``
+    (:func:`kernel_family`), ``main_ms`` and ``total_ms`` (device ms per call of that
+    kernel and of all the call's kernels), ``share`` and ``n_kernels``.
+    """
+    df = _frame_iv("kernels", kernels, ("config", "candidate", "kernel", "calls_per_call",
+                                         "device_ms_per_call"))
+    df = df[df["candidate"] == candidate]
+    rows = []
+    for config, g in df.groupby("config", sort=True):
+        main = g.loc[g["device_ms_per_call"].idxmax()]
+        total = float(g["device_ms_per_call"].sum())
+        rows.append({"config": config, "candidate": candidate, "main_kernel": main["kernel"],
+                     "family": kernel_family(main["kernel"]),
+                     "main_ms": float(main["device_ms_per_call"]), "total_ms": total,
+                     "share": float(main["device_ms_per_call"]) / total if total else math.nan,
+                     "n_kernels": len(g)})
+    cols = ["config", "candidate", "main_kernel", "family", "main_ms", "total_ms", "share",
+            "n_kernels"]
+    return _with_fields(pd.DataFrame(rows, columns=cols))
+
+
+def mode_table(latency: pd.DataFrame, kernels: pd.DataFrame, candidate: str = BASELINE
+               ) -> pd.DataFrame:
+    """One candidate's median in each timing mode beside the profiler's device time.
+
+    ``<mode>_over_device`` is the mode's median over the summed kernel time per call: near
+    1 the mode reads the kernels; well above 1 it reads host launch cost or idle gaps.
+    """
+    lat = _frame_iv("latency", latency, ("config", "candidate", "mode", "median_ms"))
+    ker = kernel_table(kernels, candidate)[["config", "total_ms"]]
+    wide = (lat[lat["candidate"] == candidate]
+            .pivot_table(index="config", columns="mode", values="median_ms").reset_index())
+    wide.columns.name = None
+    out = wide.merge(ker.rename(columns={"total_ms": "device_ms"}), on="config", how="left")
+    for m in MODES:
+        if m in out.columns:
+            out[f"{m}_over_device"] = out[m] / out["device_ms"]
+    return _with_fields(out)
+
+
+# --------------------------------------------------------------------------- runs
+
+def run_label(run) -> str:
+    """Device and software of a run for titles: 'NVIDIA H100 80GB HBM3, torch 2.11.0+cu130'.
+
+    CPU runs say so: their times are host wall-clock, never GPU time.
+    """
+    trials = (run.fingerprint or {}).get("trials") or {}
+    fp = next(iter(trials.values()), {})
+    torch_version = fp.get("torch_version", "?")
+    if fp.get("device_kind") == "cpu":
+        return f"CPU ({fp.get('cpu_name') or 'unknown'}, wall-clock), torch {torch_version}"
+    return f"{fp.get('gpu_name') or run.device}, torch {torch_version}"
+
+
+def fingerprint_table(runs) -> pd.DataFrame:
+    """One row per run and trial: device, software versions, lock state, fingerprint hash."""
+    rows = []
+    for run in runs:
+        plan = (run.info or {}).get("plan", {})
+        for trial, fp in sorted(((run.fingerprint or {}).get("trials") or {}).items(),
+                                key=lambda kv: int(kv[0])):
+            lock = fp.get("lock_state") or {}
+            rows.append({
+                "run": run.run_id, "trial": int(trial), "device_kind": fp.get("device_kind"),
+                "device": fp.get("gpu_name") or fp.get("cpu_name"),
+                "torch": fp.get("torch_version"), "cuda": fp.get("cuda_version"),
+                "cudnn": fp.get("cudnn_version"), "triton": fp.get("triton_version"),
+                "driver": fp.get("driver_version"), "python": fp.get("python_version"),
+                "tf32_matmul": lock.get("cuda_matmul_allow_tf32"),
+                "fp32_precision": lock.get("float32_matmul_precision"),
+                "deterministic": lock.get("deterministic_algorithms"),
+                "plan_deterministic": plan.get("deterministic"),
+                "locked": fp.get("locked"), "hash": fp.get("fingerprint_hash")})
+    return pd.DataFrame(rows, columns=[
+        "run", "trial", "device_kind", "device", "torch", "cuda", "cudnn", "triton", "driver",
+        "python", "tf32_matmul", "fp32_precision", "deterministic", "plan_deterministic",
+        "locked", "hash"])
+
+
+# --------------------------------------------------------------------------- reports
+
+def reported_latency(reported: pd.DataFrame, device: str = "NVIDIA L4",
+                     exclude_backends=("memory_efficient",)) -> pd.DataFrame:
+    """The reports' median latencies on ``device``: one row per distinct value per report.
+
+    The same figure restated in several sections of one report counts once
+    (``n_mentions`` says how often it was stated); different reports' values stay apart.
+    Rows for a backend in ``exclude_backends`` are left out (by default the forced
+    memory-efficient backend, which is not the default dispatch). Every row is a claim
+    "as reported", never our measurement.
+    """
+    df = _frame_iv("reported", reported, ("quantity", "value", "batch", "heads", "seq_len",
+                                           "head_dim", "dtype", "source_file", "device",
+                                           "backend", "status"))
+    df = df[(df["quantity"] == "median_latency_ms") & (df["device"] == device)
+            & ~df["backend"].isin(list(exclude_backends))]
+    df = df.dropna(subset=["batch", "heads", "seq_len", "head_dim"])
+    if df.empty:
+        return pd.DataFrame(columns=["config", "source_file", "value_ms", "n_mentions",
+                                     "status", "device"])
+    keys = [Config(int(b), int(h), int(s), int(d), dt).key for b, h, s, d, dt in
+            zip(df["batch"], df["heads"], df["seq_len"], df["head_dim"], df["dtype"])]
+    df = df.assign(config=keys)
+    out = (df.groupby(["config", "source_file", "value"]).size().rename("n_mentions")
+           .reset_index().rename(columns={"value": "value_ms"}))
+    out["status"] = "as reported"
+    out["device"] = device
+    return _with_fields(out)
+
+
+def cross_device_table(latency_by_run: pd.DataFrame, reported: pd.DataFrame,
+                       candidate: str = BASELINE) -> pd.DataFrame:
+    """Every run's ``candidate`` median per configuration and mode beside the L4 values
+    the reports give for the same shape (their minimum, maximum and count, as reported).
+
+    ``latency_by_run`` is :func:`latency_table` output with ``run`` and ``device`` columns.
+    ``l4_over_ours`` is the reports' smallest L4 median over ours: how many times slower
+    the L4 figure is (not a like-for-like timing: the reports used one process and a
+    synchronise after every call, closest to our ``per_call``).
+    """
+    lat = _frame_iv("latency_by_run", latency_by_run, ("run", "device", "config", "candidate",
+                                                       "mode", "median_ms"))
+    rep = reported_latency(reported)
+    agg = (rep.groupby("config")["value_ms"].agg(l4_min_ms="min", l4_max_ms="max",
+                                                 l4_n_values="size").reset_index())
+    wide = lat[lat["candidate"] == candidate][["run", "device", "config", "mode", "median_ms"]]
+    out = wide.merge(agg, on="config", how="left")
+    out["l4_over_ours"] = out["l4_min_ms"] / out["median_ms"]
+    return _with_fields(out)
+
+
+def reports_protocol_table(results: dict) -> pd.DataFrame:
+    """One row per comparison from :func:`stats.reports_protocol` results keyed by label."""
+    rows = []
+    for label, r in results.items():
+        if not isinstance(r, stats.ReportsProtocol):
+            raise ValueError(f"`results` values must be stats.ReportsProtocol; got "
+                             f"{type(r).__name__} for {label!r}.")
+        rows.append({"comparison": label, "baseline_median_ms": r.baseline_ci.estimate,
+                     "baseline_ci_low": r.baseline_ci.low, "baseline_ci_high": r.baseline_ci.high,
+                     "candidate_median_ms": r.candidate_ci.estimate,
+                     "candidate_ci_low": r.candidate_ci.low,
+                     "candidate_ci_high": r.candidate_ci.high, "speedup": r.speedup,
+                     "hedges_g": r.hedges_g, "cliffs_delta": r.cliffs_delta,
+                     "p_value": r.p_value, "cis_overlap": r.cis_overlap})
+    return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------- notebooks
+
+CPU_SHAPES = "2,2,64;2,2,128"
+CPU_CANDIDATES = ("sdpa", "sdpa_math", "eager")
+
+
+def parse_shapes(shapes, head_dim: int = 64) -> tuple[Config, ...]:
+    """Parse ``"B,H,S[,D];B,H,S[,D]"`` (or a list of such strings, or a matrix name).
+
+    An empty value gives an empty tuple (the caller's default applies).
+    """
+    if isinstance(shapes, str) and shapes.strip() in MATRICES:
+        return MATRICES[shapes.strip()]
+    if isinstance(shapes, str):
+        parts = [p for p in re.split(r"[;\s]+", shapes.strip()) if p]
+    elif isinstance(shapes, (list, tuple)) and all(isinstance(p, str) for p in shapes):
+        parts = list(shapes)
+    else:
+        raise ValueError(f"`shapes` must be a string like '2,2,64;2,2,128' or a matrix name "
+                         f"({sorted(MATRICES)}); got {shapes!r}.")
+    out = []
+    for p in parts:
+        nums = p.split(",")
+        if len(nums) not in (3, 4) or not all(n.strip().isdigit() for n in nums):
+            raise ValueError(f"`shapes` entries must look like B,H,S or B,H,S,D; got {p!r}.")
+        b, h, s, *d = (int(n) for n in nums)
+        out.append(Config(b, h, s, d[0] if d else head_dim))
+    return tuple(out)
+
+
+def measurement_plan(device: str, shapes="", candidates="", trials: int = 2,
+                     samples: int = 0):
+    """The sweep a notebook runs with ``measure=True`` on ``device`` ("cuda" or "cpu").
+
+    Defaults: on a GPU the reports' ten configurations and every registered candidate;
+    on a CPU the small shapes ``CPU_SHAPES`` and ``CPU_CANDIDATES`` (CPU times are host
+    wall-clock and labelled so). ``samples`` > 0 fixes the samples per unit; 0 keeps the
+    adaptive stopping rule (CI target 0.5 %, at most 0.4 s per unit).
+    """
+    from . import candidates as cands
+    from . import sweep
+    if device not in ("cuda", "cpu"):
+        raise ValueError(f"`device` must be 'cuda' or 'cpu'; got {device!r}.")
+    if isinstance(trials, bool) or not isinstance(trials, numbers.Integral) or trials < 1:
+        raise ValueError(f"`trials` must be a positive integer; got {trials!r}.")
+    if isinstance(samples, bool) or not isinstance(samples, numbers.Integral) or samples < 0:
+        raise ValueError(f"`samples` must be a non-negative integer (0: adaptive); "
+                         f"got {samples!r}.")
+    cfgs = parse_shapes(shapes) or (MATRICES["reports-v1"] if device == "cuda"
+                                    else parse_shapes(CPU_SHAPES))
+    if isinstance(candidates, str):
+        names = tuple(candidates.replace(",", " ").split())
+    else:
+        names = tuple(candidates)
+    names = names or (cands.DEFAULT_CANDIDATES if device == "cuda" else CPU_CANDIDATES)
+    timing = ({"n_samples": int(samples)} if samples
+              else {"ci_target": 0.005, "budget_s": 0.4, "warmup_ms": 100.0})
+    matrix = next((name for name, m in MATRICES.items() if m == cfgs), "")
+    return sweep.Plan(configs=cfgs, candidates=names, trials=int(trials), device=device,
+                      timing=timing, matrix=matrix, profile=device == "cuda")
+
+
+def choose_lead(runs: pd.DataFrame, requested: str = "") -> str:
+    """The run a notebook leads with: ``requested`` if given, else the GPU run with the
+    most timing units (ties: first by name), else the largest CPU run.
+
+    ``runs`` has columns ``run``, ``device_kind`` and ``n_units``.
+    """
+    df = _frame_iv("runs", runs, ("run", "device_kind", "n_units"))
+    if df.empty:
+        raise ValueError("`runs` is empty: no recorded run was found (run a sweep, or set "
+                         "measure=True).")
+    if requested:
+        if requested not in set(df["run"]):
+            raise ValueError(f"`run` must be one of {sorted(df['run'])}; got {requested!r}.")
+        return requested
+    ranked = df.assign(gpu=df["device_kind"] == "cuda").sort_values(
+        ["gpu", "n_units", "run"], ascending=[False, False, True])
+    return str(ranked["run"].iloc[0])

@@ -1,0 +1,128 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Environment: the lock, its check, and every run's fingerprint
+#
+# Every timing in this book was taken inside `attn_analysis.env.lock()`, which turns TF32
+# off through both of PyTorch's precision interfaces, seeds every generator and fixes the
+# cuDNN and cuBLAS settings; `assert_locked()` then re-reads each setting and names every
+# one that differs. This notebook shows the fingerprint each recorded run stored, and
+# replays the ordering bug of the original reports, which `assert_locked()` catches.
+
+# %% tags=["parameters"]
+runs_dir = "data/runs"    # recorded runs, relative to the repository root
+run = "h100-reports-v1"   # documented default lead run ("" picks the largest GPU run)
+measure = False           # True: measure a new run on this machine first (see 03_matrix)
+device = "auto"           # "auto" (GPU if present, else CPU), "cuda" or "cpu"
+shapes = ""               # "B,H,S[,D];..." or a matrix name; "" = default for the device
+candidates = ""           # comma-separated names; "" = default for the device
+trials = 2                # independent processes per unit
+samples = 0               # samples per unit; 0 = adaptive stopping rule
+run_id = ""               # folder name of the new run; "" = device and UTC time
+n_resamples = 1000        # bootstrap resamples (unused here; shared parameter set)
+
+# %% tags=["remove-cell"]
+from pathlib import Path
+import sys
+
+here = Path.cwd().resolve()
+root = next(p for p in (here, *here.parents) if (p / "attn_analysis").is_dir())
+sys.path.insert(0, str(root))
+
+import pandas as pd
+import torch
+from IPython.display import display
+
+from attn_analysis import env, notebook_support as nbs, summaries
+
+params, runs, catalog, lead = nbs.start(
+    root, runs_dir=runs_dir, run=run, measure=measure, device=device, shapes=shapes,
+    candidates=candidates, trials=trials, samples=samples, run_id=run_id,
+    n_resamples=n_resamples)
+nbs.glue_text("env_n_runs", len(runs))
+nbs.glue_text("env_lead_run", lead)
+nbs.glue_text("env_lead_label", catalog.set_index("run").loc[lead, "label"])
+
+# %% [markdown]
+# ## The recorded runs
+#
+# The book found {glue:text}`env_n_runs:d` finalized runs under `data/runs/` (each
+# verified against its SHA-256 manifest when loaded); the lead run is
+# `{glue:text}`env_lead_run:s``, measured on {glue:text}`env_lead_label:s`.
+
+# %% tags=["remove-input"]
+display(catalog.drop(columns=["label"]).set_index("run"))
+
+# %% [markdown]
+# ## The fingerprint of each run
+#
+# One row per run and trial (each trial is a separate process). `locked` is the result
+# of `assert_locked()` inside that process just before it timed anything; `tf32_matmul`
+# and `fp32_precision` are the two settings the original reports' bug concerned.
+# `deterministic` is off on purpose: deterministic algorithms change which kernel SDPA
+# dispatches to, and the question is what a user gets by default.
+
+# %% tags=["remove-input"]
+fingerprints = summaries.fingerprint_table(runs.values())
+all_locked = bool(fingerprints["locked"].fillna(False).astype(bool).all())
+tf32_off = bool((fingerprints["tf32_matmul"] == False).all())  # noqa: E712
+nbs.glue_text("env_n_trials", len(fingerprints))
+nbs.glue_text("env_all_locked", "every" if all_locked else "not every")
+nbs.glue_text("env_tf32_off", "off" if tf32_off else "NOT off")
+display(fingerprints.set_index(["run", "trial"]))
+
+# %% [markdown]
+# Of {glue:text}`env_n_trials:d` trial processes, {glue:text}`env_all_locked:s` one passed
+# `assert_locked()`, and TF32 for matrix products was {glue:text}`env_tf32_off:s` in all
+# of them.
+#
+# ## The original reports' TF32 ordering bug, replayed
+#
+# The reports switched TF32 off through the legacy flag and then called
+# `torch.set_float32_matmul_precision("high")`, which switches it back on: the two calls
+# write the same underlying setting, and the last one wins. Below, on this machine's
+# PyTorch, the lock is applied, then the reports' two lines run in their order, then
+# `assert_locked()` is asked. The settings are restored afterwards.
+
+# %%
+from attn_analysis.env import EnvironmentNotLocked
+
+with env.preserved_state():
+    env.lock(seed=0, deterministic=False)
+    locked_before = env.is_locked(deterministic=False)
+    torch.backends.cuda.matmul.allow_tf32 = False    # the reports' first line
+    torch.set_float32_matmul_precision("high")       # their second line: TF32 is back
+    tf32_after = torch.backends.cuda.matmul.allow_tf32
+    try:
+        env.assert_locked(deterministic=False)
+        caught = ""
+    except EnvironmentNotLocked as exc:
+        caught = str(exc)
+print("locked before the two lines:", locked_before)
+print("allow_tf32 after them:      ", tf32_after)
+print("assert_locked() raised:     ", caught or "nothing")
+
+# %% tags=["remove-cell"]
+if not caught or not locked_before:
+    raise RuntimeError("the TF32 ordering bug was not caught: the lock check is broken")
+nbs.glue_text("env_bug_caught", "raised EnvironmentNotLocked" if caught else "did not raise")
+nbs.glue_text("env_bug_tf32_after", str(bool(tf32_after)))
+nbs.glue_text("env_torch", torch.__version__)
+
+# %% [markdown]
+# With PyTorch {glue:text}`env_torch:s`, `allow_tf32` reads
+# {glue:text}`env_bug_tf32_after:s` after the reports' two lines, and `assert_locked()`
+# {glue:text}`env_bug_caught:s`, naming each setting that differs. The reports' own fix
+# (precision "highest" first, then the flag) is what `lock()` does, followed by the
+# check that they did not have.

@@ -1,0 +1,152 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Sweeps: sequence length, batch and heads, and the roofline
+#
+# The reports' matrix holds three one-dimensional sweeps through the target shape. Each
+# is drawn as latency against the swept size for every candidate, on log axes, with each
+# median's interval over trials. The roofline places every configuration under two roofs:
+# the datasheet's dense tensor-core peak and memory bandwidth, and the rates this run
+# measured on the same device (an 8192³ fp16 matrix product and a large copy).
+
+# %% tags=["parameters"]
+runs_dir = "data/runs"    # recorded runs, relative to the repository root
+run = "h100-reports-v1"   # documented default lead run ("" picks the largest GPU run)
+measure = False           # True: measure a new run on this machine first
+device = "auto"           # "auto" (GPU if present, else CPU), "cuda" or "cpu"
+shapes = ""               # "B,H,S[,D];..." or a matrix name; "" = default for the device
+candidates = ""           # comma-separated names; "" = default for the device
+trials = 2                # independent processes per unit
+samples = 0               # samples per unit; 0 = adaptive stopping rule
+run_id = ""               # folder name of the new run; "" = device and UTC time
+n_resamples = 1000        # bootstrap resamples per interval
+mode = "graph"            # timing mode of the figures
+roofline_candidates = "sdpa,sdpa_flash,sdpa_cudnn,triton"  # drawn on the roofline
+
+# %% tags=["remove-cell"]
+from pathlib import Path
+import sys
+
+here = Path.cwd().resolve()
+root = next(p for p in (here, *here.parents) if (p / "attn_analysis").is_dir())
+sys.path.insert(0, str(root))
+
+import numpy as np
+import pandas as pd
+from IPython.display import display
+
+from attn_analysis import notebook_support as nbs, plots, reference, stats, summaries, workload
+
+params, runs, catalog, lead = nbs.start(
+    root, runs_dir=runs_dir, run=run, measure=measure, device=device, shapes=shapes,
+    candidates=candidates, trials=trials, samples=samples, run_id=run_id,
+    n_resamples=n_resamples)
+if mode not in summaries.MODES:
+    raise ValueError(f"`mode` must be one of {summaries.MODES}; got {mode!r}.")
+if not isinstance(roofline_candidates, str):
+    raise ValueError(f"`roofline_candidates` must be a comma-separated string; "
+                     f"got {roofline_candidates!r}.")
+R = runs[lead]
+if mode not in set(R.samples["mode"]):
+    raise ValueError(f"`mode` {mode!r} was not recorded in run {lead!r}.")
+label = summaries.run_label(R)
+latency = summaries.latency_table(R.samples, modes=(mode,),
+                                  n_resamples=params["n_resamples"])
+nbs.glue_text("sw_label", label)
+nbs.glue_text("sw_run", lead)
+nbs.glue_text("sw_mode", mode)
+for axis in summaries.SWEEP_AXES:
+    rows = summaries.sweep_table(latency, axis)
+    nbs.glue_text(f"sw_{axis}_n", rows[axis].nunique())
+    nbs.glue_text(f"sw_{axis}_range", f"{rows[axis].min()} to {rows[axis].max()}")
+    if rows[axis].nunique() > 1:
+        fig = plots.latency_sweep(rows, axis, label, mode=mode)
+    else:  # a run without this sweep: a labelled empty panel keeps the figure slot
+        fig = plots._figure(6.4, 2.0)
+        fig.subplots().set_title(f"run {lead} has no sweep along {axis}\n{label}", fontsize=9)
+    nbs.glue_figure(f"sw_{axis}_figure", fig)
+
+# %% [markdown]
+# Lead run `{glue:text}`sw_run:s`` ({glue:text}`sw_label:s`), mode `{glue:text}`sw_mode:s``.
+#
+# ```{glue:figure} sw_seq_len_figure
+# :name: fig-sweep-seq
+#
+# Median latency per call against sequence length S ({glue:text}`sw_seq_len_range:s`,
+# the other sizes fixed), one line per candidate, 95 % intervals over trials as error
+# bars. Measured on {glue:text}`sw_label:s` (run `{glue:text}`sw_run:s``).
+# ```
+#
+# ```{glue:figure} sw_batch_figure
+# :name: fig-sweep-batch
+#
+# Median latency per call against batch size B ({glue:text}`sw_batch_range:s`). Measured
+# on {glue:text}`sw_label:s` (run `{glue:text}`sw_run:s``).
+# ```
+#
+# ```{glue:figure} sw_heads_figure
+# :name: fig-sweep-heads
+#
+# Median latency per call against the number of heads H ({glue:text}`sw_heads_range:s`).
+# Measured on {glue:text}`sw_label:s` (run `{glue:text}`sw_run:s``).
+# ```
+#
+# ## Roofline
+
+# %% tags=["remove-cell"]
+through = summaries.throughput_table(latency, R.ceilings, R.device)
+names = [c for c in roofline_candidates.replace(",", " ").split()
+         if c in set(through["candidate"])] or sorted(set(through["candidate"]))
+spec = workload.device_spec_or_none(R.device)
+dtype = through["dtype"].iloc[0]
+datasheet = (spec.peak_tflops(dtype), spec.mem_bandwidth_gbs) if spec else None
+mm = (R.ceilings.get("matmul") or {}).get("tflops")
+cp = (R.ceilings.get("copy") or {}).get("gbs")
+measured_roof = (mm, cp) if mm and cp else None
+nbs.glue_figure("sw_roofline", plots.roofline(through, label, datasheet=datasheet,
+                                              measured=measured_roof, candidates=names))
+sel = through[through["candidate"].isin(names)]
+nbs.glue_text("sw_datasheet", "the datasheet roof (dashed) and " if spec else "")
+nbs.glue_text("sw_max_frac_matmul", sel["frac_matmul"].max())
+nbs.glue_text("sw_max_frac_peak", sel["frac_peak_tflops"].max())
+ridge = (mm * 1e12 / (cp * 1e9)) if measured_roof else float("nan")
+nbs.glue_text("sw_ridge", ridge)
+nbs.glue_text("sw_min_intensity", sel["intensity"].min())
+nbs.glue_text("sw_max_intensity", sel["intensity"].max())
+
+# %% [markdown]
+# ```{glue:figure} sw_roofline
+# :name: fig-roofline
+#
+# Achieved TFLOP/s (two matrix products per call) against arithmetic intensity (FLOP per
+# byte of minimum traffic), with {glue:text}`sw_datasheet:s`the roof of the rates measured
+# in the same run (solid); error bars from the latency intervals. Measured on
+# {glue:text}`sw_label:s` (run `{glue:text}`sw_run:s``).
+# ```
+#
+# The configurations span intensities from {glue:text}`sw_min_intensity:.0f` to
+# {glue:text}`sw_max_intensity:.0f` FLOP/B; the measured roofs meet at
+# {glue:text}`sw_ridge:.0f` FLOP/B, so by this accounting the longer sequences are
+# compute-bound. The best point reaches {glue:text}`sw_max_frac_matmul:.0%` of the measured
+# matrix-product rate and {glue:text}`sw_max_frac_peak:.0%` of the datasheet peak. The
+# roofline counts only the two products: softmax (exponentials on the special-function
+# unit) is not in it, which is one reason attention stays well under the product roof.
+
+# %% tags=["remove-input"]
+cols = ["intensity", "tflops", "frac_matmul", "frac_peak_tflops", "eff_gbs", "frac_copy",
+        "frac_peak_bw"]
+display(sel.set_index(["config", "candidate"])[cols].style
+        .format({"intensity": "{:.0f}", "tflops": "{:.1f}", "eff_gbs": "{:.0f}"}
+                | {c: "{:.1%}" for c in cols if c.startswith("frac")})
+        .set_caption(f"Roofline coordinates ({mode}). {label}."))

@@ -1,0 +1,128 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Cross-device: every recorded run beside the reports' L4 figures
+#
+# Every recorded run's default SDPA dispatch, per configuration and timing mode, next to
+# the median latencies the original reports give for the NVIDIA L4. The L4 values are
+# **as reported**: we had no L4, and the reports' timing differs from ours (one process,
+# a synchronisation after every call), so the comparison is of orders of magnitude and
+# of shape trends, not of percentages.
+
+# %% tags=["parameters"]
+runs_dir = "data/runs"    # recorded runs, relative to the repository root
+run = "h100-reports-v1"   # documented default lead run ("" picks the largest GPU run)
+measure = False           # True: measure a new run on this machine first
+device = "auto"           # "auto" (GPU if present, else CPU), "cuda" or "cpu"
+shapes = ""               # "B,H,S[,D];..." or a matrix name; "" = default for the device
+candidates = ""           # comma-separated names; "" = default for the device
+trials = 2                # independent processes per unit
+samples = 0               # samples per unit; 0 = adaptive stopping rule
+run_id = ""               # folder name of the new run; "" = device and UTC time
+n_resamples = 1000        # bootstrap resamples per interval
+candidate = "sdpa"        # which candidate to compare across devices
+
+# %% tags=["remove-cell"]
+from pathlib import Path
+import sys
+
+here = Path.cwd().resolve()
+root = next(p for p in (here, *here.parents) if (p / "attn_analysis").is_dir())
+sys.path.insert(0, str(root))
+
+import numpy as np
+import pandas as pd
+from IPython.display import display
+
+from attn_analysis import notebook_support as nbs, plots, reference, stats, summaries, workload
+
+params, runs, catalog, lead = nbs.start(
+    root, runs_dir=runs_dir, run=run, measure=measure, device=device, shapes=shapes,
+    candidates=candidates, trials=trials, samples=samples, run_id=run_id,
+    n_resamples=n_resamples)
+with_candidate = [r for r, R in runs.items() if candidate in set(R.samples["candidate"])]
+if not isinstance(candidate, str) or not with_candidate:
+    raise ValueError(f"`candidate` must be recorded in at least one run; got {candidate!r}.")
+frames = []
+for run_id in with_candidate:
+    R = runs[run_id]
+    s = R.samples[R.samples["candidate"] == candidate]
+    lat = summaries.latency_table(s, modes=tuple(m for m in summaries.MODES
+                                                 if m in set(s["mode"])),
+                                  ci_modes=("graph",) if "graph" in set(s["mode"]) else None,
+                                  n_resamples=params["n_resamples"])
+    frames.append(lat.assign(run=run_id, device=summaries.run_label(R)))
+by_run = pd.concat(frames, ignore_index=True)
+reported = reference.load_reported()
+table = summaries.cross_device_table(by_run, reported, candidate=candidate)
+l4 = summaries.reported_latency(reported)
+devices = sorted(set(by_run["device"]))
+nbs.glue_text("xd_n_runs", len(with_candidate))
+nbs.glue_text("xd_n_devices", len(devices))
+nbs.glue_text("xd_devices", "; ".join(devices))
+nbs.glue_text("xd_candidate", candidate)
+nbs.glue_text("xd_n_l4_values", len(l4))
+nbs.glue_text("xd_n_l4_configs", l4["config"].nunique())
+target = table[(table["config"] == summaries.TARGET.key) & (table["mode"] == "graph")]
+for run_id in with_candidate:
+    row = target[target["run"] == run_id]
+    nbs.glue_text(f"xd_target_ms_{run_id}", row["median_ms"].iloc[0] if len(row) else np.nan)
+    nbs.glue_text(f"xd_l4_over_{run_id}", row["l4_over_ours"].iloc[0] if len(row) else np.nan)
+lead_row = target[target["run"] == lead]
+nbs.glue_text("xd_lead_run", lead)
+nbs.glue_text("xd_lead_label", summaries.run_label(runs[lead]))
+nbs.glue_text("xd_lead_target_ms", lead_row["median_ms"].iloc[0] if len(lead_row) else np.nan)
+nbs.glue_text("xd_lead_l4_over", lead_row["l4_over_ours"].iloc[0] if len(lead_row) else np.nan)
+nbs.glue_text("xd_l4_target_min", l4.loc[l4["config"] == summaries.TARGET.key, "value_ms"].min())
+nbs.glue_text("xd_l4_target_max", l4.loc[l4["config"] == summaries.TARGET.key, "value_ms"].max())
+shared = table.dropna(subset=["l4_min_ms"])
+nbs.glue_text("xd_ratio_min", shared["l4_over_ours"].min() if len(shared) else np.nan)
+nbs.glue_text("xd_ratio_max", shared["l4_over_ours"].max() if len(shared) else np.nan)
+nbs.glue_figure("xd_figure", plots.cross_device(
+    table[table["mode"].isin(["graph", "per_call"])], l4,
+    title_note=f"candidate {candidate}; L4 values as reported, not measured by us"))
+
+# %% [markdown]
+# {glue:text}`xd_n_runs:d` recorded runs on {glue:text}`xd_n_devices:d` devices
+# ({glue:text}`xd_devices:s`) hold `{glue:text}`xd_candidate:s``. The reports give
+# {glue:text}`xd_n_l4_values:d` distinct L4 medians for
+# {glue:text}`xd_n_l4_configs:d` configurations (as reported). For the target shape they
+# range from {glue:text}`xd_l4_target_min:.4f` to {glue:text}`xd_l4_target_max:.4f` ms on
+# the L4 (as reported); where both exist, the reports' smallest L4 median is
+# {glue:text}`xd_ratio_min:.1f` to {glue:text}`xd_ratio_max:.1f` times our median on the
+# recorded devices.
+#
+# ```{glue:figure} xd_figure
+# :name: fig-cross-device
+#
+# Median latency of the default SDPA dispatch per configuration for every recorded run
+# (legend: device, torch version, run and timing mode), with the L4 medians of the
+# original reports drawn as hollow black markers from their smallest to their largest
+# value, **as reported** (PyTorch 2.2.1 on an NVIDIA L4, not measured by us).
+# ```
+
+# %% tags=["remove-input"]
+display(table.set_index(["config", "device", "run", "mode"])[
+    ["median_ms", "l4_min_ms", "l4_max_ms", "l4_n_values", "l4_over_ours"]]
+    .style.format({"median_ms": "{:.4f}", "l4_min_ms": "{:.4f}", "l4_max_ms": "{:.4f}",
+                   "l4_over_ours": "{:.1f}"}, na_rep="")
+    .set_caption(f"{candidate} per run and mode beside the reports' L4 medians "
+                 f"(l4_* columns: NVIDIA L4, as reported)."))
+
+# %% [markdown]
+# ## The reports' L4 values, with their sources (as reported)
+
+# %% tags=["remove-input"]
+display(l4.set_index(["config", "source_file"])[["value_ms", "n_mentions", "status",
+                                                 "device"]])
