@@ -59,7 +59,7 @@ nbs.glue_text("env_lead_label", catalog.set_index("run").loc[lead, "label"])
 #
 # The book found {glue:text}`env_n_runs:d` finalized runs under `data/runs/` (each
 # verified against its SHA-256 manifest when loaded); the lead run is
-# `{glue:text}`env_lead_run:s``, measured on {glue:text}`env_lead_label:s`.
+# {glue:text}`env_lead_run:s`, measured on {glue:text}`env_lead_label:s`.
 
 # %% tags=["remove-input"]
 display(catalog.drop(columns=["label"]).set_index("run"))
@@ -81,6 +81,25 @@ nbs.glue_text("env_n_trials", len(fingerprints))
 nbs.glue_text("env_all_locked", "every" if all_locked else "not every")
 nbs.glue_text("env_tf32_off", "off" if tf32_off else "NOT off")
 display(fingerprints.set_index(["run", "trial"]))
+from myst_nb import glue
+from attn_analysis import candidates as cands
+per_run = (fingerprints.groupby("run")
+           .agg(device=("device", "first"), torch=("torch", "first"), cuda=("cuda", "first"),
+                cudnn=("cudnn", "first"), triton=("triton", "first"),
+                driver=("driver", "first"), python=("python", "first"),
+                trials=("trial", "size"), locked=("locked", "all")))
+glue("env_runs_table", per_run, display=False)
+plan = (runs[lead].info or {}).get("plan", {})
+timing = plan.get("timing", {})
+nbs.glue_text("env_lead_trials", plan.get("trials", float("nan")))
+nbs.glue_text("env_ci_target", timing.get("ci_target", float("nan")))
+nbs.glue_text("env_budget_s", timing.get("budget_s", float("nan")))
+nbs.glue_text("env_warmup_ms", timing.get("warmup_ms", float("nan")))
+nbs.glue_text("env_rel_threshold_fp16", cands.REL_ERROR_THRESHOLD["float16"])
+corr = runs[lead].correctness
+nbs.glue_text("env_corr_total", len(corr))
+nbs.glue_text("env_corr_passed", int(corr["passed"].sum()))
+nbs.glue_text("env_corr_max_rel", corr.loc[corr["passed"], "rel_error"].max())
 
 # %% [markdown]
 # Of {glue:text}`env_n_trials:d` trial processes, {glue:text}`env_all_locked:s` one passed

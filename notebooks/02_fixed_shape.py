@@ -73,8 +73,8 @@ nbs.glue_text("fx_margin", float(margin))
 nbs.glue_text("fx_mode", main_mode)
 
 # %% [markdown]
-# Lead run `{glue:text}`fx_run:s`` ({glue:text}`fx_label:s`), configuration
-# `{glue:text}`fx_config:s``, main timing mode `{glue:text}`fx_mode:s`` (see the methods
+# Lead run {glue:text}`fx_run:s` ({glue:text}`fx_label:s`), configuration
+# {glue:text}`fx_config:s`, main timing mode {glue:text}`fx_mode:s` (see the methods
 # chapter for why).
 #
 # ## Speedup over the default dispatch, with its interval and verdict
@@ -90,6 +90,9 @@ latency = summaries.latency_table(R.samples[R.samples["config"] == config], mode
                                   ci_modes=(main_mode,), n_resamples=params["n_resamples"])
 base_lat = latency[(latency["candidate"] == "sdpa") & (latency["mode"] == main_mode)].iloc[0]
 counts = others["verdict"].value_counts()
+kernels = summaries.kernel_table(R.kernels) if len(R.kernels) else pd.DataFrame()
+family = kernels.loc[kernels["config"] == config, "family"] if len(kernels) else []
+nbs.glue_text("fx_sdpa_family", family.iloc[0] if len(family) else "a kernel not profiled")
 
 nbs.glue_text("fx_sdpa_ms", base_lat["median_ms"])
 nbs.glue_text("fx_sdpa_lo", base_lat["ci_low_ms"])
@@ -123,19 +126,19 @@ nbs.glue_figure("fx_spread", plots.trial_spread(summaries.trial_medians(R.sample
 # ```{glue:figure} fx_forest
 # :name: fig-fixed-forest
 #
-# Speedup of each candidate over the default SDPA dispatch at `{glue:text}`fx_config:s``,
+# Speedup of each candidate over the default SDPA dispatch at {glue:text}`fx_config:s`,
 # with its 95 % hierarchical-bootstrap interval, one panel per timing mode; the band is the
 # ±{glue:text}`fx_margin:.0%` equivalence margin. Measured on {glue:text}`fx_label:s`
-# (run `{glue:text}`fx_run:s``).
+# (run {glue:text}`fx_run:s`).
 # ```
 #
-# In `{glue:text}`fx_mode:s`` mode the default dispatch took {glue:text}`fx_sdpa_ms:.4f` ms
+# In {glue:text}`fx_mode:s` mode the default dispatch took {glue:text}`fx_sdpa_ms:.4f` ms
 # (95 % CI {glue:text}`fx_sdpa_lo:.4f`–{glue:text}`fx_sdpa_hi:.4f` ms over
 # {glue:text}`fx_n_trials:d` processes). Of the {glue:text}`fx_n_candidates:d` other
 # candidates, {glue:text}`fx_n_faster:d` were shown faster, {glue:text}`fx_n_equivalent:d`
 # equivalent within the margin, {glue:text}`fx_n_slower:d` slower and
 # {glue:text}`fx_n_inconclusive:d` could not be told apart either way. The fastest point
-# estimate is `{glue:text}`fx_best:s``, speedup {glue:text}`fx_best_speedup:.3f`
+# estimate is {glue:text}`fx_best:s`, speedup {glue:text}`fx_best_speedup:.3f`
 # (95 % CI {glue:text}`fx_best_lo:.3f`–{glue:text}`fx_best_hi:.3f`, verdict
 # *{glue:text}`fx_best_verdict:s`*).
 #
@@ -159,7 +162,7 @@ display(speedups.set_index(["mode", "candidate"])[cols].sort_index()
 # :name: fig-fixed-spread
 #
 # Median of each independent process (trial) relative to the median of the trial medians,
-# per candidate, at `{glue:text}`fx_config:s`` in `{glue:text}`fx_mode:s`` mode.
+# per candidate, at {glue:text}`fx_config:s` in {glue:text}`fx_mode:s` mode.
 # Measured on {glue:text}`fx_label:s`.
 # ```
 #
@@ -219,6 +222,7 @@ reported = reference.load_reported()
 l4 = summaries.reported_latency(reported)
 l4_here = l4[l4["config"] == config]
 nbs.glue_text("fx_l4_n", len(l4_here))
+nbs.glue_text("fx_l4_software", str(reported["software"].mode().iloc[0]))
 nbs.glue_text("fx_l4_min", l4_here["value_ms"].min() if len(l4_here) else float("nan"))
 nbs.glue_text("fx_l4_max", l4_here["value_ms"].max() if len(l4_here) else float("nan"))
 

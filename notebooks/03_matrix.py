@@ -89,8 +89,8 @@ nbs.glue_text("mx_copy_ceiling", (R.ceilings.get("copy") or {}).get("gbs", np.na
 nbs.glue_figure("mx_heatmap", plots.speedup_heatmap(speedups, label, mode=mode))
 
 # %% [markdown]
-# Lead run `{glue:text}`mx_run:s`` ({glue:text}`mx_label:s`), mode
-# `{glue:text}`mx_mode:s``: {glue:text}`mx_n_configs:d` configurations,
+# Lead run {glue:text}`mx_run:s` ({glue:text}`mx_label:s`), mode
+# {glue:text}`mx_mode:s`: {glue:text}`mx_n_configs:d` configurations,
 # {glue:text}`mx_n_candidates:d` candidates. Of {glue:text}`mx_n_comparisons:d`
 # comparisons with the default dispatch, {glue:text}`mx_n_faster:d` are faster (interval
 # above one), {glue:text}`mx_n_equivalent:d` equivalent within the margin,
@@ -101,7 +101,7 @@ nbs.glue_figure("mx_heatmap", plots.speedup_heatmap(speedups, label, mode=mode))
 #
 # Speedup of every candidate over the default SDPA dispatch at every configuration, with
 # the verdict of the hierarchical comparison. Measured on {glue:text}`mx_label:s` (run
-# `{glue:text}`mx_run:s``, mode `{glue:text}`mx_mode:s``).
+# {glue:text}`mx_run:s`, mode {glue:text}`mx_mode:s`).
 # ```
 #
 # ## The fastest candidate per configuration
@@ -144,14 +144,14 @@ display(through.set_index(["config", "candidate"])[cols].style
 # %% [markdown]
 # ## Our Triton kernel against the fastest library backend
 #
-# Run `{glue:text}`mx_tr_run:s`` ({glue:text}`mx_tr_label:s`) timed our kernel
+# Run {glue:text}`mx_tr_run:s` ({glue:text}`mx_tr_label:s`) timed our kernel
 # (`attn_analysis/triton_attention.py`) and the four SDPA entry points on
 # {glue:text}`mx_tr_n_configs:d` shapes, including long sequences and head dimension 128.
 # Per configuration the kernel is compared with the fastest of them; a speedup above one
 # means ours is faster. Ours was shown faster at {glue:text}`mx_tr_n_faster:d`
 # configurations, slower at {glue:text}`mx_tr_n_slower:d`, and could not be told apart at
 # {glue:text}`mx_tr_n_inconclusive:d`. At the target shape it took
-# {glue:text}`mx_tr_target_ratio:.2f` times the time of `{glue:text}`mx_tr_target_lib:s``
+# {glue:text}`mx_tr_target_ratio:.2f` times the time of {glue:text}`mx_tr_target_lib:s`
 # (speedup 95 % CI {glue:text}`mx_tr_target_lo:.3f`–{glue:text}`mx_tr_target_hi:.3f`).
 
 # %% tags=["remove-cell"]
@@ -193,7 +193,7 @@ nbs.glue_figure("mx_tr_figure", fig_tr)
 #
 # Speedup of our Triton kernel over the fastest SDPA backend at each configuration (the
 # backend is named beside the shape), with its 95 % hierarchical-bootstrap interval.
-# Measured on {glue:text}`mx_tr_label:s` (run `{glue:text}`mx_tr_run:s``).
+# Measured on {glue:text}`mx_tr_label:s` (run {glue:text}`mx_tr_run:s`).
 # ```
 
 # %% tags=["remove-input"]

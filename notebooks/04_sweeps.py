@@ -78,28 +78,28 @@ for axis in summaries.SWEEP_AXES:
     nbs.glue_figure(f"sw_{axis}_figure", fig)
 
 # %% [markdown]
-# Lead run `{glue:text}`sw_run:s`` ({glue:text}`sw_label:s`), mode `{glue:text}`sw_mode:s``.
+# Lead run {glue:text}`sw_run:s` ({glue:text}`sw_label:s`), mode {glue:text}`sw_mode:s`.
 #
 # ```{glue:figure} sw_seq_len_figure
 # :name: fig-sweep-seq
 #
 # Median latency per call against sequence length S ({glue:text}`sw_seq_len_range:s`,
 # the other sizes fixed), one line per candidate, 95 % intervals over trials as error
-# bars. Measured on {glue:text}`sw_label:s` (run `{glue:text}`sw_run:s``).
+# bars. Measured on {glue:text}`sw_label:s` (run {glue:text}`sw_run:s`).
 # ```
 #
 # ```{glue:figure} sw_batch_figure
 # :name: fig-sweep-batch
 #
 # Median latency per call against batch size B ({glue:text}`sw_batch_range:s`). Measured
-# on {glue:text}`sw_label:s` (run `{glue:text}`sw_run:s``).
+# on {glue:text}`sw_label:s` (run {glue:text}`sw_run:s`).
 # ```
 #
 # ```{glue:figure} sw_heads_figure
 # :name: fig-sweep-heads
 #
 # Median latency per call against the number of heads H ({glue:text}`sw_heads_range:s`).
-# Measured on {glue:text}`sw_label:s` (run `{glue:text}`sw_run:s``).
+# Measured on {glue:text}`sw_label:s` (run {glue:text}`sw_run:s`).
 # ```
 #
 # ## Roofline
@@ -132,7 +132,7 @@ nbs.glue_text("sw_max_intensity", sel["intensity"].max())
 # Achieved TFLOP/s (two matrix products per call) against arithmetic intensity (FLOP per
 # byte of minimum traffic), with {glue:text}`sw_datasheet:s`the roof of the rates measured
 # in the same run (solid); error bars from the latency intervals. Measured on
-# {glue:text}`sw_label:s` (run `{glue:text}`sw_run:s``).
+# {glue:text}`sw_label:s` (run {glue:text}`sw_run:s`).
 # ```
 #
 # The configurations span intensities from {glue:text}`sw_min_intensity:.0f` to

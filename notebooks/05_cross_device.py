@@ -95,7 +95,7 @@ nbs.glue_figure("xd_figure", plots.cross_device(
 
 # %% [markdown]
 # {glue:text}`xd_n_runs:d` recorded runs on {glue:text}`xd_n_devices:d` devices
-# ({glue:text}`xd_devices:s`) hold `{glue:text}`xd_candidate:s``. The reports give
+# ({glue:text}`xd_devices:s`) hold {glue:text}`xd_candidate:s`. The reports give
 # {glue:text}`xd_n_l4_values:d` distinct L4 medians for
 # {glue:text}`xd_n_l4_configs:d` configurations (as reported). For the target shape they
 # range from {glue:text}`xd_l4_target_min:.4f` to {glue:text}`xd_l4_target_max:.4f` ms on
