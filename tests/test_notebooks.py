@@ -1,0 +1,83 @@
+"""The notebooks re-execute with new parameters, and a measured run reaches the book.
+
+In a temporary copy of the repository (the real ``data/`` is never touched), papermill
+runs ``03_matrix`` with ``measure=True`` on the CPU with a tiny new shape; the new run is
+recorded under the copy's ``data/runs``, and the cross-device notebook, executed before
+and after, gains a row for the new configuration.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NEW_SHAPE = "2,2,48"
+NEW_CONFIG = "B2-H2-S48-D64-fp16"
+IGNORE = shutil.ignore_patterns("_build", ".jupyter_cache", ".git", ".pytest_cache",
+                                "__pycache__", "*.egg-info", "out", ".benchmarks",
+                                "h100-calibration-v1")
+
+
+def _papermill(copy: Path, notebook: str, out: Path, *params: str) -> nbformat.NotebookNode:
+    """jupytext -> papermill, run from the copy's notebooks/ folder; return the output."""
+    ipynb = out.with_suffix(".in.ipynb")
+    subprocess.run([sys.executable, "-m", "jupytext", "--to", "ipynb", "-o", str(ipynb),
+                    str(copy / "notebooks" / notebook)], check=True, capture_output=True)
+    proc = subprocess.run([sys.executable, "-m", "papermill", str(ipynb), str(out),
+                           "--cwd", str(copy / "notebooks"), "-k", "python3", *params],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return nbformat.read(out, as_version=4)
+
+
+def _html_outputs(nb) -> str:
+    return "\n".join(o.get("data", {}).get("text/html", "") for c in nb.cells
+                     if c.cell_type == "code" for o in c.get("outputs", []))
+
+
+@pytest.fixture(scope="module")
+def repo_copy(tmp_path_factory):
+    copy = tmp_path_factory.mktemp("repo") / "attn"
+    shutil.copytree(ROOT, copy, ignore=IGNORE)
+    return copy
+
+
+def test_measure_on_cpu_reaches_the_cross_device_table(repo_copy, tmp_path):
+    before = _papermill(repo_copy, "05_cross_device.py", tmp_path / "05_before.ipynb",
+                        "-p", "n_resamples", "200")
+    assert NEW_CONFIG not in _html_outputs(before)
+
+    measured = _papermill(repo_copy, "03_matrix.py", tmp_path / "03.ipynb",
+                          "-p", "measure", "True", "-p", "device", "cpu",
+                          "-p", "shapes", NEW_SHAPE, "-p", "samples", "8",
+                          "-p", "trials", "2", "-p", "run_id", "cpu-test",
+                          "-p", "n_resamples", "200")
+    run_dir = repo_copy / "data" / "runs" / "cpu-test"
+    assert (run_dir / "manifest.json").is_file()
+    assert not (ROOT / "data" / "runs" / "cpu-test").exists()
+    html = _html_outputs(measured)
+    assert NEW_CONFIG in html and "CPU" in html  # the lead table is the new CPU run
+
+    after = _papermill(repo_copy, "05_cross_device.py", tmp_path / "05_after.ipynb",
+                       "-p", "n_resamples", "200")
+    assert NEW_CONFIG in _html_outputs(after)
+    assert "cpu-test" in _html_outputs(after)
+
+
+def test_bad_parameter_stops_with_a_named_value_error(repo_copy, tmp_path):
+    ipynb = tmp_path / "in.ipynb"
+    subprocess.run([sys.executable, "-m", "jupytext", "--to", "ipynb", "-o", str(ipynb),
+                    str(repo_copy / "notebooks" / "04_sweeps.py")], check=True,
+                   capture_output=True)
+    proc = subprocess.run([sys.executable, "-m", "papermill", str(ipynb),
+                           str(tmp_path / "out.ipynb"), "--cwd",
+                           str(repo_copy / "notebooks"), "-p", "mode", "warm"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0
+    assert "`mode` must be one of" in proc.stderr
