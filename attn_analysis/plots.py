@@ -136,10 +136,10 @@ def latency_sweep(latency: pd.DataFrame, axis: str, device_label: str, mode: str
                   candidates=None) -> Figure:
     """Median latency against one shape parameter, one line per candidate, log-log axes,
     with each median's CI as an error bar."""
-    df = _frame_iv("latency", latency, ("candidate", "mode", "median_ms", "ci_low_ms",
-                                        "ci_high_ms", axis if isinstance(axis, str) else "?"))
     if axis not in AXIS_LABELS:
         raise ValueError(f"`axis` must be one of {tuple(AXIS_LABELS)}; got {axis!r}.")
+    df = _frame_iv("latency", latency, ("candidate", "mode", "median_ms", "ci_low_ms",
+                                        "ci_high_ms", axis))
     label = _label_iv(device_label)
     df = _frame_iv("latency (in `mode`)", df[df["mode"] == mode], ("mode",))
     if candidates is not None:
