@@ -1,0 +1,588 @@
+"""Calibration of comparison protocols, timing fidelity, cache and cost. Pure, no I/O.
+
+A protocol that says "no difference" or "faster" must first be shown to say so at the
+rate it claims. The calibration run holds an A/A control (``sdpa_twin``: the same call as
+``sdpa``) and positive controls of small known slowdown (``sdpa_spin<N>``). Here:
+
+- :func:`protocol_a_decisions`: the original reports' protocol, one process, N samples of
+  each arm, two-sided Mann-Whitney U at ``alpha``; one decision per process (trial).
+- :func:`protocol_b_decisions`: this project's protocol, :func:`stats.compare` on disjoint
+  groups of ``k`` consecutive processes; one verdict per group.
+- :func:`outcome_rates` and :func:`headline_rates`: false-positive rate (A/A) and power
+  (positive controls) with Clopper-Pearson intervals.
+- :func:`true_effects`: what each control really costs (pooled median ratio over every
+  process, and the profiler's extra kernel time).
+- :func:`timing_fidelity`, :func:`cache_table`, :func:`unit_costs`, :func:`protocol_cost`:
+  what each timing mode reads, what "effective bandwidth" means hot and cold, and the GPU
+  time a calibrated comparison costs.
+
+Inputs are the tables of :class:`attn_analysis.records.Run`; outputs are DataFrames or
+frozen dataclasses.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+
+import numpy as np
+import pandas as pd
+
+from . import stats, workload
+from .configs import Config
+
+BASELINE = "sdpa"
+AA_CONTROLS = ("sdpa_twin",)
+CLAIM_VERDICTS = ("holds", "fails", "cannot be tested here")
+PROTOCOL_A = "reports: Mann-Whitney U, one process"
+PROTOCOL_B = "ours: compare() over k processes"
+SAMPLE_KEYS = ("config", "candidate", "mode", "trial", "ms")
+KERNEL_KEYS = ("config", "candidate", "kernel", "device_ms_per_call")
+
+
+# --------------------------------------------------------------------------- validation
+
+def _frame_iv(name: str, df, columns) -> pd.DataFrame:
+    """Check that ``df`` is a DataFrame holding ``columns``; name the missing ones."""
+    if not isinstance(df, pd.DataFrame):
+        raise ValueError(f"`{name}` must be a pandas DataFrame; got {type(df).__name__}.")
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise ValueError(f"`{name}` must have columns {list(columns)}; missing {missing}.")
+    return df
+
+
+def _samples_iv(samples) -> pd.DataFrame:
+    """Check the tidy samples table and that its times are positive and finite."""
+    df = _frame_iv("samples", samples, SAMPLE_KEYS)
+    ms = df["ms"].to_numpy(dtype=float)
+    if len(ms) and not (np.isfinite(ms) & (ms > 0)).all():
+        raise ValueError("`samples` column `ms` must hold positive finite times.")
+    return df
+
+
+def _int_iv(name: str, value, minimum: int) -> int:
+    """Check an integer of at least ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise ValueError(f"`{name}` must be an integer >= {minimum}; got {value!r}.")
+    return int(value)
+
+
+def _unit_interval_iv(name: str, value, high: float = 1.0) -> float:
+    """Check a number strictly inside (0, high)."""
+    if (isinstance(value, bool) or not isinstance(value, numbers.Real)
+            or not 0.0 < float(value) < high):
+        raise ValueError(f"`{name}` must be a number in (0, {high:g}); got {value!r}.")
+    return float(value)
+
+
+def _positive_iv(name: str, value) -> float:
+    """Check a positive finite number."""
+    if (isinstance(value, bool) or not isinstance(value, numbers.Real)
+            or not math.isfinite(float(value)) or float(value) <= 0):
+        raise ValueError(f"`{name}` must be a positive finite number; got {value!r}.")
+    return float(value)
+
+
+def _select_iv(df: pd.DataFrame, baseline, candidates, mode, config):
+    """Resolve the configuration, check the mode, baseline and candidates are present."""
+    configs = sorted(set(df["config"]))
+    if config is None:
+        if len(configs) != 1:
+            raise ValueError(f"`config` must be given when `samples` holds several "
+                             f"configurations ({configs}); got None.")
+        config = configs[0]
+    elif config not in configs:
+        raise ValueError(f"`config` must be one of {configs}; got {config!r}.")
+    df = df[df["config"] == config]
+    modes = sorted(set(df["mode"]))
+    if mode not in modes:
+        raise ValueError(f"`mode` must be one of {modes} for {config}; got {mode!r}.")
+    df = df[df["mode"] == mode]
+    present = sorted(set(df["candidate"]))
+    if not isinstance(baseline, str) or baseline not in present:
+        raise ValueError(f"`baseline` must be one of {present}; got {baseline!r}.")
+    if candidates is None:
+        candidates = [c for c in present if c != baseline]
+    else:
+        candidates = [candidates] if isinstance(candidates, str) else list(candidates)
+        bad = [c for c in candidates if c not in present or c == baseline]
+        if not candidates or bad:
+            raise ValueError(f"`candidates` must be drawn from {present} without the "
+                             f"baseline; got {candidates!r}.")
+    return df, config, candidates
+
+
+def _by_trial(df: pd.DataFrame, candidate: str) -> dict[int, np.ndarray]:
+    """Samples of one candidate keyed by trial, in sample order where given."""
+    sel = df[df["candidate"] == candidate]
+    if "sample" in sel.columns:
+        sel = sel.sort_values(["trial", "sample"])
+    return {int(t): g["ms"].to_numpy(dtype=float) for t, g in sel.groupby("trial", sort=True)}
+
+
+# --------------------------------------------------------------------------- protocols
+
+def replication_groups(trials, k: int) -> list[tuple[int, ...]]:
+    """Disjoint groups of ``k`` consecutive trials, in order; an incomplete rest is dropped.
+
+    >>> replication_groups(range(7), 3)
+    [(0, 1, 2), (3, 4, 5)]
+    """
+    k = _int_iv("k", k, 1)
+    ordered = sorted(int(t) for t in trials)
+    return [tuple(ordered[i:i + k]) for i in range(0, len(ordered) - k + 1, k)]
+
+
+def protocol_a_decisions(samples: pd.DataFrame, baseline: str = BASELINE, candidates=None,
+                         mode: str = "per_call", alpha: float = 0.05, config=None
+                         ) -> pd.DataFrame:
+    """The reports' protocol, replicated once per process: Mann-Whitney U within a trial.
+
+    Parameters
+    ----------
+    samples : DataFrame
+        Tidy samples (``config, candidate, mode, trial, ms``).
+    baseline : str
+        Reference arm; default "sdpa".
+    candidates : str or sequence of str, optional
+        Arms compared with the baseline; default every other candidate of ``mode``.
+    mode : str
+        Timing mode; default "per_call" (the reports synchronised after every call).
+    alpha : float
+        Level of the two-sided test, in (0, 1); default 0.05.
+    config : str, optional
+        Configuration key; needed when ``samples`` holds more than one.
+
+    Returns
+    -------
+    DataFrame
+        One row per (candidate, trial) where both arms were measured in the same process:
+        ``n_baseline``, ``n_candidate``, both medians, ``p_value``, ``significant``
+        (p < alpha), ``slower`` (significant and the candidate's median above the
+        baseline's) and ``faster`` (significant, below).
+
+    Notes
+    -----
+    Each trial is an independent replication of what the reports did once: N samples of
+    each arm from one process, one test. For an A/A pair ``significant`` is a false
+    positive; for a positive control ``slower`` is a detection.
+    """
+    df = _samples_iv(samples)
+    alpha = _unit_interval_iv("alpha", alpha)
+    df, config, candidates = _select_iv(df, baseline, candidates, mode, config)
+    base = _by_trial(df, baseline)
+    rows = []
+    for cand in candidates:
+        for trial, c in _by_trial(df, cand).items():
+            if trial not in base:
+                continue
+            b = base[trial]
+            p = stats.mann_whitney(b, c)
+            mb, mc = float(np.median(b)), float(np.median(c))
+            rows.append({"config": config, "mode": mode, "candidate": cand, "trial": trial,
+                         "n_baseline": b.size, "n_candidate": c.size,
+                         "baseline_median_ms": mb, "candidate_median_ms": mc,
+                         "p_value": p, "significant": p < alpha,
+                         "slower": bool(p < alpha and mc > mb),
+                         "faster": bool(p < alpha and mc < mb)})
+    cols = ["config", "mode", "candidate", "trial", "n_baseline", "n_candidate",
+            "baseline_median_ms", "candidate_median_ms", "p_value", "significant", "slower",
+            "faster"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def protocol_b_decisions(samples: pd.DataFrame, baseline: str = BASELINE, candidates=None,
+                         mode: str = "graph", k: int = 3, margin: float = 0.02,
+                         n_resamples: int = 2000, seed: int = 42, config=None
+                         ) -> pd.DataFrame:
+    """This project's protocol, replicated on disjoint groups of ``k`` processes.
+
+    Parameters
+    ----------
+    samples, baseline, candidates, config
+        As in :func:`protocol_a_decisions`.
+    mode : str
+        Timing mode; default "graph".
+    k : int
+        Processes (trials) per replication, at least 1; default 3.
+    margin : float
+        Equivalence margin of :func:`stats.compare`, in (0, 1); default 0.02.
+    n_resamples, seed
+        Bootstrap resamples (at least 1) and seed of each comparison.
+
+    Returns
+    -------
+    DataFrame
+        One row per (candidate, replication): the ``trials`` used, ``speedup``
+        (median(baseline) / median(candidate); below 1 the candidate is slower), its 95 %
+        interval, the 90 % equivalence interval and the ``verdict`` ("equivalent",
+        "faster", "slower" or "inconclusive").
+
+    Notes
+    -----
+    Groups are consecutive trials ``(0..k-1), (k..2k-1), ...``, using only trials where
+    both arms were measured; a final incomplete group is dropped, so the replications
+    share no process and are independent.
+    """
+    df = _samples_iv(samples)
+    k = _int_iv("k", k, 1)
+    margin = _unit_interval_iv("margin", margin)
+    n_resamples = _int_iv("n_resamples", n_resamples, 1)
+    seed = _int_iv("seed", seed, 0)
+    df, config, candidates = _select_iv(df, baseline, candidates, mode, config)
+    base = _by_trial(df, baseline)
+    rows = []
+    for cand in candidates:
+        arm = _by_trial(df, cand)
+        common = sorted(set(base) & set(arm))
+        for rep, group in enumerate(replication_groups(common, k)):
+            cmp = stats.compare([base[t] for t in group], [arm[t] for t in group],
+                                margin=margin, n_resamples=n_resamples, seed=seed + rep)
+            r, t = cmp.ratio_ci, cmp.tost
+            rows.append({"config": config, "mode": mode, "candidate": cand, "k": k,
+                         "replication": rep, "trials": ",".join(map(str, group)),
+                         "speedup": r.ratio, "ci_low": r.low, "ci_high": r.high,
+                         "tost_low": t.low, "tost_high": t.high, "margin": margin,
+                         "verdict": cmp.verdict.value})
+    cols = ["config", "mode", "candidate", "k", "replication", "trials", "speedup", "ci_low",
+            "ci_high", "tost_low", "tost_high", "margin", "verdict"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+# --------------------------------------------------------------------------- rates
+
+def _rate_row(events: int, n: int, confidence: float) -> dict:
+    ci = stats.binomial_rate_ci(int(events), int(n), confidence)
+    return {"events": int(events), "n": int(n), "rate": ci.estimate, "ci_low": ci.low,
+            "ci_high": ci.high}
+
+
+def outcome_rates(a_decisions: pd.DataFrame | None = None,
+                  b_decisions: pd.DataFrame | None = None, confidence: float = 0.95
+                  ) -> pd.DataFrame:
+    """Rate of every outcome per protocol, ``k`` and candidate, with Clopper-Pearson CIs.
+
+    Outcomes of protocol (a): "significant" (p < alpha, either direction), "significant,
+    slower" and "significant, faster". Of protocol (b): each verdict, and "claimed
+    difference" (faster or slower). Columns: ``protocol``, ``k`` (1 for protocol (a): one
+    process), ``candidate``, ``outcome``, ``events``, ``n``, ``rate``, ``ci_low``,
+    ``ci_high``.
+    """
+    confidence = _unit_interval_iv("confidence", confidence)
+    if a_decisions is None and b_decisions is None:
+        raise ValueError("`a_decisions` and `b_decisions` must not both be None.")
+    rows = []
+    if a_decisions is not None:
+        a = _frame_iv("a_decisions", a_decisions, ("candidate", "significant", "slower",
+                                                   "faster"))
+        for cand, g in a.groupby("candidate", sort=True):
+            for outcome, col in (("significant", "significant"),
+                                 ("significant, slower", "slower"),
+                                 ("significant, faster", "faster")):
+                rows.append({"protocol": PROTOCOL_A, "k": 1, "candidate": cand,
+                             "outcome": outcome,
+                             **_rate_row(g[col].astype(bool).sum(), len(g), confidence)})
+    if b_decisions is not None:
+        b = _frame_iv("b_decisions", b_decisions, ("candidate", "k", "verdict"))
+        bad = sorted(set(b["verdict"]) - {v.value for v in stats.Verdict})
+        if bad:
+            raise ValueError(f"`b_decisions` column `verdict` must hold "
+                             f"{[v.value for v in stats.Verdict]}; got {bad}.")
+        for (k, cand), g in b.groupby(["k", "candidate"], sort=True):
+            v = g["verdict"]
+            for outcome in [x.value for x in stats.Verdict] + ["claimed difference"]:
+                hit = (v.isin(["faster", "slower"]) if outcome == "claimed difference"
+                       else v == outcome)
+                rows.append({"protocol": PROTOCOL_B, "k": int(k), "candidate": cand,
+                             "outcome": outcome,
+                             **_rate_row(hit.sum(), len(g), confidence)})
+    cols = ["protocol", "k", "candidate", "outcome", "events", "n", "rate", "ci_low",
+            "ci_high"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def headline_rates(rates: pd.DataFrame, aa_controls=AA_CONTROLS) -> pd.DataFrame:
+    """False-positive rate of the A/A controls and power of the others, one row each.
+
+    For a candidate in ``aa_controls`` the event is a claimed difference ("significant"
+    under protocol (a), "faster" or "slower" under (b)): any is false. For the others
+    (positive controls, truly slower) it is a detected slowdown ("significant, slower",
+    or the verdict "slower").
+    """
+    df = _frame_iv("rates", rates, ("protocol", "k", "candidate", "outcome", "rate",
+                                    "ci_low", "ci_high"))
+    aa = (aa_controls,) if isinstance(aa_controls, str) else tuple(aa_controls)
+    event = {(PROTOCOL_A, True): "significant", (PROTOCOL_A, False): "significant, slower",
+             (PROTOCOL_B, True): "claimed difference", (PROTOCOL_B, False): "slower"}
+    keep = [event.get((p, c in aa)) == o
+            for p, c, o in zip(df["protocol"], df["candidate"], df["outcome"])]
+    out = df[keep].copy()
+    out.insert(3, "role", ["A/A (false positive)" if c in aa else "positive control (power)"
+                           for c in out["candidate"]])
+    return out.reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------- effects
+
+def extra_kernel_ms(kernels: pd.DataFrame, candidate: str, baseline: str = BASELINE,
+                    config=None) -> float:
+    """Device ms per call of ``candidate``'s kernels whose names ``baseline`` does not run
+    (for a spin control: the spin kernel's own time, from the profiler)."""
+    df = _frame_iv("kernels", kernels, KERNEL_KEYS)
+    if config is not None:
+        df = df[df["config"] == config]
+    names = set(df.loc[df["candidate"] == baseline, "kernel"])
+    if not names:
+        raise ValueError(f"`baseline` must have profiled kernels; {baseline!r} has none.")
+    mine = df[df["candidate"] == candidate]
+    if mine.empty:
+        raise ValueError(f"`candidate` must have profiled kernels; {candidate!r} has none.")
+    return float(mine.loc[~mine["kernel"].isin(names), "device_ms_per_call"].sum())
+
+
+def true_effects(samples: pd.DataFrame, kernels: pd.DataFrame | None = None,
+                 baseline: str = BASELINE, candidates=None, mode: str = "graph",
+                 confidence: float = 0.95, n_resamples: int = 2000, seed: int = 42,
+                 config=None) -> pd.DataFrame:
+    """Each control's effect from every process pooled: the truth the protocols chase.
+
+    ``slowdown = median(candidate) / median(baseline)`` over all trials (above 1: slower)
+    with its hierarchical-bootstrap interval (:func:`stats.ratio_ci`, inverted);
+    ``slowdown_pct`` is ``slowdown - 1``. With ``kernels``: ``baseline_device_ms`` (sum
+    of the baseline's kernels per call), ``extra_device_ms`` (:func:`extra_kernel_ms`)
+    and ``extra_share`` (their ratio: the slowdown the profiler predicts if nothing
+    overlaps).
+    """
+    df = _samples_iv(samples)
+    confidence = _unit_interval_iv("confidence", confidence)
+    n_resamples = _int_iv("n_resamples", n_resamples, 1)
+    seed = _int_iv("seed", seed, 0)
+    df, config, candidates = _select_iv(df, baseline, candidates, mode, config)
+    base = _by_trial(df, baseline)
+    base_dev = math.nan
+    if kernels is not None:
+        k = _frame_iv("kernels", kernels, KERNEL_KEYS)
+        k = k[k["config"] == config]
+        base_dev = float(k.loc[k["candidate"] == baseline, "device_ms_per_call"].sum())
+    rows = []
+    for cand in candidates:
+        arm = _by_trial(df, cand)
+        r = stats.ratio_ci(list(base.values()), list(arm.values()), confidence=confidence,
+                           n_resamples=n_resamples, seed=seed)
+        extra = (extra_kernel_ms(kernels, cand, baseline, config) if kernels is not None
+                 else math.nan)
+        rows.append({"config": config, "mode": mode, "candidate": cand,
+                     "n_trials": len(arm), "slowdown": 1.0 / r.ratio,
+                     "slowdown_low": 1.0 / r.high, "slowdown_high": 1.0 / r.low,
+                     "slowdown_pct": 1.0 / r.ratio - 1.0, "baseline_device_ms": base_dev,
+                     "extra_device_ms": extra,
+                     "extra_share": extra / base_dev if base_dev > 0 else math.nan})
+    cols = ["config", "mode", "candidate", "n_trials", "slowdown", "slowdown_low",
+            "slowdown_high", "slowdown_pct", "baseline_device_ms", "extra_device_ms",
+            "extra_share"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def within_process_coverage(trials, confidence: float = 0.95) -> stats.ConfidenceInterval:
+    """How often one process's CI of the median contains the median of all processes.
+
+    ``trials`` is a sequence of 1-D samples, one per process (at least 2). Each process's
+    distribution-free interval (:func:`stats.median_ci`) is the interval a one-process
+    protocol reports; the target is the median of the per-process medians. Returns the
+    covered fraction with its Clopper-Pearson interval; far below ``confidence`` means
+    the per-process interval ignores the spread between processes.
+    """
+    confidence = _unit_interval_iv("confidence", confidence)
+    trials = list(trials)
+    if len(trials) < 2:
+        raise ValueError(f"`trials` must hold at least 2 samples (processes); "
+                         f"got {len(trials)}.")
+    arrays = [np.asarray(t, dtype=float) for t in trials]
+    target = float(np.median([np.median(a) for a in arrays]))
+    hits = 0
+    for a in arrays:
+        lo, hi = stats.median_ci(a, confidence)
+        hits += lo <= target <= hi
+    return stats.binomial_rate_ci(hits, len(arrays), confidence)
+
+
+# --------------------------------------------------------------------------- fidelity
+
+def _pooled_medians(df: pd.DataFrame, candidate: str) -> pd.DataFrame:
+    sel = df[df["candidate"] == candidate]
+    return (sel.groupby(["config", "mode"])["ms"].median().unstack("mode")
+            if len(sel) else pd.DataFrame())
+
+
+def timing_fidelity(samples: pd.DataFrame, kernels: pd.DataFrame,
+                    baseline: str = BASELINE) -> pd.DataFrame:
+    """Per configuration: ``baseline``'s pooled median per timing mode beside the
+    profiler's device time per call (``device_ms``, the sum over its kernels).
+
+    ``<mode>_over_device`` is the ratio; ``host_share`` is ``1 - device_ms / per_call``,
+    the part of a per-call figure that is not kernel time (launch and synchronisation on
+    the host), and ``host_share_graph`` is ``1 - graph / per_call``, the same read against
+    graph replay instead of the profiler.
+    """
+    df = _samples_iv(samples)
+    ker = _frame_iv("kernels", kernels, KERNEL_KEYS)
+    wide = _pooled_medians(df, baseline)
+    if wide.empty:
+        raise ValueError(f"`baseline` must have samples; {baseline!r} has none.")
+    dev = ker[ker["candidate"] == baseline].groupby("config")["device_ms_per_call"].sum()
+    out = wide.reset_index()
+    out.columns.name = None
+    out["device_ms"] = out["config"].map(dev).astype(float)
+    for m in ("per_call", "cold_l2", "graph"):
+        if m not in out.columns:
+            out[m] = math.nan
+        out[f"{m}_over_device"] = out[m] / out["device_ms"]
+    out["host_share"] = 1.0 - out["device_ms"] / out["per_call"]
+    out["host_share_graph"] = 1.0 - out["graph"] / out["per_call"]
+    out["flops"] = [workload.flops(Config.from_key(c)) for c in out["config"]]
+    out = out.sort_values("config", key=lambda s: s.map(Config.from_key))
+    return out.reset_index(drop=True)
+
+
+def cache_table(samples: pd.DataFrame, copy_gbs: float, l2_bytes: float,
+                baseline: str = BASELINE) -> pd.DataFrame:
+    """Hot (graph replay, inputs left in L2) against cold (L2 flushed) per configuration.
+
+    Columns: ``hot_ms``, ``cold_ms``, ``cold_over_hot``, ``min_bytes``
+    (:func:`workload.min_bytes`), ``working_set_over_l2`` (min_bytes / ``l2_bytes``),
+    ``hot_gbs`` and ``cold_gbs`` (min_bytes over each time: an effective rate, not a
+    measured DRAM bandwidth) and each over ``copy_gbs``, the measured copy ceiling.
+    """
+    df = _samples_iv(samples)
+    copy_gbs = _positive_iv("copy_gbs", copy_gbs)
+    l2_bytes = _positive_iv("l2_bytes", l2_bytes)
+    wide = _pooled_medians(df, baseline)
+    missing = [m for m in ("graph", "cold_l2") if m not in wide.columns]
+    if wide.empty or missing:
+        raise ValueError(f"`samples` must hold {baseline!r} in modes graph and cold_l2; "
+                         f"missing {missing or ['all']}.")
+    out = wide[["graph", "cold_l2"]].rename(columns={"graph": "hot_ms", "cold_l2": "cold_ms"})
+    out = out.reset_index()
+    out.columns.name = None
+    out["cold_over_hot"] = out["cold_ms"] / out["hot_ms"]
+    out["min_bytes"] = [workload.min_bytes(Config.from_key(c)) for c in out["config"]]
+    out["working_set_over_l2"] = out["min_bytes"] / l2_bytes
+    out["hot_gbs"] = out["min_bytes"] / (out["hot_ms"] * 1e-3) / 1e9
+    out["cold_gbs"] = out["min_bytes"] / (out["cold_ms"] * 1e-3) / 1e9
+    out["hot_over_copy"] = out["hot_gbs"] / copy_gbs
+    out["cold_over_copy"] = out["cold_gbs"] / copy_gbs
+    out = out.sort_values("config", key=lambda s: s.map(Config.from_key))
+    return out.reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------- cost
+
+def unit_costs(units: pd.DataFrame) -> pd.DataFrame:
+    """Wall time of the recorded timing units per (candidate, mode), status "ok" only.
+
+    Columns: ``n_units``, ``median_unit_s``, ``total_s`` and ``ms_per_sample`` (total
+    elapsed over total samples, warm-up included in the elapsed time).
+    """
+    df = _frame_iv("units", units, ("candidate", "mode", "status", "n_samples", "elapsed_s"))
+    df = df[df["status"] == "ok"]
+    out = (df.groupby(["candidate", "mode"])
+           .agg(n_units=("elapsed_s", "size"), median_unit_s=("elapsed_s", "median"),
+                total_s=("elapsed_s", "sum"), n_samples=("n_samples", "sum")).reset_index())
+    out["ms_per_sample"] = out["total_s"] * 1e3 / out["n_samples"]
+    return out
+
+
+def process_overhead_s(units: pd.DataFrame, wall_s: float, n_processes: int) -> float:
+    """Per-process time outside the timing units: ``(wall_s - sum(elapsed)) / n``.
+
+    Start-up, CUDA context, building candidates, correctness checks and profiling all
+    land here. ``wall_s`` must exceed the units' summed elapsed time.
+    """
+    df = _frame_iv("units", units, ("elapsed_s",))
+    wall_s = _positive_iv("wall_s", wall_s)
+    n = _int_iv("n_processes", n_processes, 1)
+    busy = float(df["elapsed_s"].sum())
+    if wall_s <= busy:
+        raise ValueError(f"`wall_s` must exceed the units' summed elapsed time "
+                         f"({busy:.1f} s); got {wall_s!r}.")
+    return (wall_s - busy) / n
+
+
+@dataclasses.dataclass(frozen=True)
+class ProtocolCost:
+    """GPU wall time of one comparison: ``k`` processes each timing ``arms`` arms."""
+
+    k: int
+    arms: int
+    unit_s: float
+    process_overhead_s: float
+    comparison_s: float
+    calibration_s: float
+    replications: int
+
+
+def protocol_cost(unit_s: float, k: int, arms: int = 2, process_overhead_s: float = 0.0,
+                  replications: int = 30) -> ProtocolCost:
+    """Cost of a comparison, and of calibrating it with ``replications`` of each control.
+
+    ``comparison_s = k * (arms * unit_s + process_overhead_s)``; ``calibration_s`` is
+    ``replications`` comparisons. ``unit_s`` is a typical timing unit's wall time
+    (:func:`unit_costs`), ``process_overhead_s`` the per-process rest
+    (:func:`process_overhead_s`, 0 to count timing only).
+    """
+    unit_s = _positive_iv("unit_s", unit_s)
+    k = _int_iv("k", k, 1)
+    arms = _int_iv("arms", arms, 1)
+    if (isinstance(process_overhead_s, bool) or not isinstance(process_overhead_s, numbers.Real)
+            or not math.isfinite(process_overhead_s) or process_overhead_s < 0):
+        raise ValueError(f"`process_overhead_s` must be a finite number >= 0; "
+                         f"got {process_overhead_s!r}.")
+    replications = _int_iv("replications", replications, 1)
+    comparison = k * (arms * unit_s + float(process_overhead_s))
+    return ProtocolCost(k, arms, unit_s, float(process_overhead_s), comparison,
+                        comparison * replications, replications)
+
+
+# --------------------------------------------------------------------------- claims
+
+@dataclasses.dataclass(frozen=True)
+class Claim:
+    """One audited claim: what was said, where, what we found, the verdict and evidence.
+
+    ``verdict`` is one of :data:`CLAIM_VERDICTS`; ``evidence`` is a label of a section or
+    figure of the book. Every field is a non-empty string (checked when built).
+    """
+
+    claim: str
+    source: str
+    measured: str
+    verdict: str
+    why: str
+    evidence: str
+
+    def __post_init__(self):
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if not isinstance(value, str) or not value.strip():
+                raise ValueError(f"`{f.name}` must be a non-empty string; got {value!r}.")
+        if self.verdict not in CLAIM_VERDICTS:
+            raise ValueError(f"`verdict` must be one of {CLAIM_VERDICTS}; "
+                             f"got {self.verdict!r}.")
+
+
+def claims_markdown(claims) -> str:
+    """A MyST table of ``claims`` (:class:`Claim`), the evidence column as ``{ref}`` links."""
+    claims = list(claims)
+    if not claims or not all(isinstance(c, Claim) for c in claims):
+        raise ValueError("`claims` must be a non-empty sequence of Claim.")
+
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|").replace("\n", " ")
+    lines = ["| # | claim | source | what we measured or computed | verdict | evidence |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for i, c in enumerate(claims, 1):
+        lines.append(f"| {i} | {cell(c.claim)} | {cell(c.source)} | {cell(c.measured)} | "
+                     f"**{c.verdict}**: {cell(c.why)} | {{ref}}`{c.evidence}` |")
+    return "\n".join(lines)

@@ -1,0 +1,262 @@
+"""Tests of attn_analysis.calibration: hand-built frames, closed forms, every ValueError."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats as st
+
+from attn_analysis import calibration as cal
+from attn_analysis import workload
+from attn_analysis.configs import Config
+
+CFG = "B32-H8-S512-D64-fp16"
+
+
+def make_samples(arms: dict, n_trials: int, n: int, mode: str = "graph", config: str = CFG,
+                 trial_sd: float = 0.0, seed: int = 0) -> pd.DataFrame:
+    """Tidy samples: ``arms`` maps candidate -> (median ms, within-trial relative sd).
+
+    Lognormal times; ``trial_sd`` adds a per-(trial, candidate) lognormal offset, the
+    between-process spread."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for cand, (med, sd) in arms.items():
+        for t in range(n_trials):
+            shift = rng.normal(0, trial_sd) if trial_sd else 0.0
+            ms = med * np.exp(shift + rng.normal(0, sd, n))
+            rows += [{"config": config, "candidate": cand, "mode": mode, "trial": t,
+                      "sample": i, "ms": float(x)} for i, x in enumerate(ms)]
+    return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------- groups
+
+def test_replication_groups_disjoint_and_drop_rest():
+    assert cal.replication_groups(range(90), 3)[-1] == (87, 88, 89)
+    assert len(cal.replication_groups(range(90), 3)) == 30
+    assert len(cal.replication_groups(range(90), 4)) == 22  # 88 trials used, 2 dropped
+    assert cal.replication_groups([5, 1, 3, 2], 2) == [(1, 2), (3, 5)]
+    with pytest.raises(ValueError, match="`k` must be an integer >= 1"):
+        cal.replication_groups(range(4), 0)
+
+
+# --------------------------------------------------------------------------- protocol (a)
+
+def test_protocol_a_aa_false_positive_rate_consistent_with_alpha():
+    # Identical distributions, independent draws, no between-process spread: the
+    # per-process Mann-Whitney test is valid, so the rate of p < 0.05 is near 0.05.
+    df = make_samples({"sdpa": (1.0, 0.05), "twin": (1.0, 0.05)}, n_trials=400, n=50,
+                      mode="per_call", seed=1)
+    a = cal.protocol_a_decisions(df, mode="per_call")
+    assert len(a) == 400 and set(a["candidate"]) == {"twin"}
+    k = int(a["significant"].sum())
+    # Two-sided binomial test of the rate against alpha (scipy, independent of our code).
+    assert st.binomtest(k, 400, 0.05).pvalue > 0.001
+    rates = cal.outcome_rates(a_decisions=a)
+    sig = rates[rates["outcome"] == "significant"].iloc[0]
+    assert sig["events"] == k and sig["n"] == 400
+    assert sig["ci_low"] <= 0.05 <= sig["ci_high"]
+
+
+def test_protocol_a_detects_shift_and_direction():
+    df = make_samples({"sdpa": (1.0, 0.01), "slow": (1.05, 0.01)}, n_trials=20, n=100,
+                      mode="per_call", seed=2)
+    a = cal.protocol_a_decisions(df, mode="per_call")
+    assert a["slower"].all() and not a["faster"].any()
+    assert (a["candidate_median_ms"] > a["baseline_median_ms"]).all()
+
+
+def test_protocol_a_breaks_under_between_process_spread():
+    # Each process has its own offset for each arm: within-process tests flag it.
+    df = make_samples({"sdpa": (1.0, 0.01), "twin": (1.0, 0.01)}, n_trials=60, n=100,
+                      mode="per_call", trial_sd=0.03, seed=3)
+    a = cal.protocol_a_decisions(df, mode="per_call")
+    assert a["significant"].mean() > 0.5
+
+
+def test_protocol_a_pairs_only_shared_trials():
+    df = make_samples({"sdpa": (1.0, 0.01), "twin": (1.0, 0.01)}, n_trials=3, n=10, seed=4)
+    df = df[~((df["candidate"] == "sdpa") & (df["trial"] == 2))]
+    assert len(cal.protocol_a_decisions(df, mode="graph")) == 2
+
+
+# --------------------------------------------------------------------------- protocol (b)
+
+def test_protocol_b_verdicts_equivalent_and_slower():
+    df = make_samples({"sdpa": (1.0, 0.002), "twin": (1.0, 0.002), "slow": (1.10, 0.002)},
+                      n_trials=9, n=60, seed=5)
+    b = cal.protocol_b_decisions(df, k=3, n_resamples=500)
+    assert len(b) == 6 and set(b["replication"]) == {0, 1, 2}
+    assert b["trials"].iloc[0] == "0,1,2"
+    assert (b.loc[b["candidate"] == "twin", "verdict"] == "equivalent").all()
+    slow = b[b["candidate"] == "slow"]
+    assert (slow["verdict"] == "slower").all()
+    assert np.allclose(slow["speedup"], 1 / 1.10, rtol=0.01)
+    rates = cal.outcome_rates(b_decisions=b)
+    head = cal.headline_rates(rates, aa_controls=("twin",))
+    row = head.set_index("candidate")
+    assert row.loc["twin", "outcome"] == "claimed difference" and row.loc["twin", "rate"] == 0
+    assert row.loc["slow", "outcome"] == "slower" and row.loc["slow", "rate"] == 1
+    # Clopper-Pearson for 0 of 3: upper bound 1 - 0.025**(1/3).
+    assert row.loc["twin", "ci_high"] == pytest.approx(1 - 0.025 ** (1 / 3))
+
+
+def test_outcome_rates_every_verdict_sums_to_one():
+    b = pd.DataFrame({"candidate": ["x"] * 4, "k": [3] * 4,
+                      "verdict": ["equivalent", "faster", "slower", "inconclusive"]})
+    r = cal.outcome_rates(b_decisions=b)
+    plain = r[r["outcome"] != "claimed difference"]
+    assert plain["rate"].sum() == pytest.approx(1.0)
+    assert r.set_index("outcome").loc["claimed difference", "events"] == 2
+
+
+# --------------------------------------------------------------------------- effects
+
+def test_true_effects_and_extra_kernel():
+    df = make_samples({"sdpa": (1.0, 0.001), "spin": (1.04, 0.001)}, n_trials=6, n=50, seed=6)
+    kernels = pd.DataFrame({"config": [CFG] * 3, "candidate": ["sdpa", "spin", "spin"],
+                            "kernel": ["attn", "attn", "spin_kernel"],
+                            "device_ms_per_call": [0.05, 0.05, 0.002]})
+    te = cal.true_effects(df, kernels, n_resamples=500).iloc[0]
+    assert te["slowdown"] == pytest.approx(1.04, rel=2e-3)
+    assert te["slowdown_low"] < 1.04 < te["slowdown_high"]
+    assert te["extra_device_ms"] == pytest.approx(0.002)
+    assert te["extra_share"] == pytest.approx(0.04)
+    with pytest.raises(ValueError, match="`candidate` must have profiled kernels"):
+        cal.extra_kernel_ms(kernels, "nope")
+
+
+def test_within_process_coverage_low_when_processes_differ():
+    rng = np.random.default_rng(7)
+    same = [rng.normal(1.0, 0.01, 200) for _ in range(100)]
+    spread = [rng.normal(1.0 + rng.normal(0, 0.02), 0.01, 200) for _ in range(100)]
+    assert cal.within_process_coverage(same).estimate > 0.85
+    assert cal.within_process_coverage(spread).estimate < 0.3
+    with pytest.raises(ValueError, match="`trials` must hold at least 2"):
+        cal.within_process_coverage([np.ones(5)])
+
+
+# --------------------------------------------------------------------------- fidelity, cache
+
+def _modes_frame():
+    rows = []
+    for cfg, meds in {"B32-H8-S128-D64-fp16": (0.04, 0.012, 0.008),
+                      "B32-H8-S512-D64-fp16": (0.08, 0.06, 0.05)}.items():
+        for mode, med in zip(("per_call", "cold_l2", "graph"), meds):
+            rows += [{"config": cfg, "candidate": "sdpa", "mode": mode, "trial": 0,
+                      "sample": i, "ms": med} for i in range(3)]
+    return pd.DataFrame(rows)
+
+
+def test_timing_fidelity_closed_form():
+    kernels = pd.DataFrame({"config": ["B32-H8-S128-D64-fp16", "B32-H8-S128-D64-fp16",
+                                       "B32-H8-S512-D64-fp16"],
+                            "candidate": ["sdpa"] * 3, "kernel": ["a", "memset", "a"],
+                            "device_ms_per_call": [0.007, 0.001, 0.048]})
+    f = cal.timing_fidelity(_modes_frame(), kernels).set_index("config")
+    s128 = f.loc["B32-H8-S128-D64-fp16"]
+    assert s128["device_ms"] == pytest.approx(0.008)
+    assert s128["host_share"] == pytest.approx(1 - 0.008 / 0.04)
+    assert s128["host_share_graph"] == pytest.approx(1 - 0.008 / 0.04)
+    assert s128["graph_over_device"] == pytest.approx(1.0)
+    assert list(f.index) == ["B32-H8-S128-D64-fp16", "B32-H8-S512-D64-fp16"]
+
+
+def test_cache_table_closed_form():
+    c = cal.cache_table(_modes_frame(), copy_gbs=3000.0, l2_bytes=50 * 2**20).set_index("config")
+    row = c.loc["B32-H8-S128-D64-fp16"]
+    nbytes = workload.min_bytes(Config(32, 8, 128))
+    assert row["min_bytes"] == nbytes == 4 * 32 * 8 * 128 * 64 * 2
+    assert row["hot_gbs"] == pytest.approx(nbytes / 0.008e-3 / 1e9)
+    assert row["cold_over_hot"] == pytest.approx(1.5)
+    assert row["hot_over_copy"] == pytest.approx(row["hot_gbs"] / 3000.0)
+    assert row["working_set_over_l2"] == pytest.approx(nbytes / (50 * 2**20))
+    with pytest.raises(ValueError, match="`copy_gbs` must be a positive finite number"):
+        cal.cache_table(_modes_frame(), copy_gbs=0, l2_bytes=1.0)
+    with pytest.raises(ValueError, match="modes graph and cold_l2"):
+        cal.cache_table(_modes_frame().query("mode != 'cold_l2'"), 1.0, 1.0)
+
+
+# --------------------------------------------------------------------------- cost
+
+def test_unit_costs_and_protocol_cost():
+    units = pd.DataFrame({"candidate": ["sdpa", "sdpa", "x"], "mode": ["graph"] * 3,
+                          "status": ["ok", "ok", "error"], "n_samples": [100, 100, 0],
+                          "elapsed_s": [0.06, 0.08, 1.0]})
+    u = cal.unit_costs(units)
+    assert len(u) == 1 and u["total_s"].iloc[0] == pytest.approx(0.14)
+    assert u["ms_per_sample"].iloc[0] == pytest.approx(0.7)
+    assert cal.process_overhead_s(units, wall_s=5.14, n_processes=2) == pytest.approx(2.0)
+    with pytest.raises(ValueError, match="`wall_s` must exceed"):
+        cal.process_overhead_s(units, wall_s=1.0, n_processes=1)
+    c = cal.protocol_cost(0.07, k=3, arms=2, process_overhead_s=1.5, replications=30)
+    assert c.comparison_s == pytest.approx(3 * (2 * 0.07 + 1.5))
+    assert c.calibration_s == pytest.approx(30 * c.comparison_s)
+    with pytest.raises(ValueError, match="`process_overhead_s` must be a finite number >= 0"):
+        cal.protocol_cost(0.07, k=3, process_overhead_s=-1)
+
+
+# --------------------------------------------------------------------------- claims
+
+def test_claims_markdown_and_validation():
+    c = cal.Claim("a | b", "000.txt, Summary", "x", "fails", "because", "audit-tf32")
+    md = cal.claims_markdown([c])
+    assert "{ref}`audit-tf32`" in md and "a \\| b" in md and "**fails**" in md
+    with pytest.raises(ValueError, match="`verdict` must be one of"):
+        cal.Claim("a", "b", "c", "maybe", "d", "e")
+    with pytest.raises(ValueError, match="`why` must be a non-empty string"):
+        cal.Claim("a", "b", "c", "holds", " ", "e")
+    with pytest.raises(ValueError, match="`claims` must be a non-empty sequence"):
+        cal.claims_markdown([])
+
+
+# --------------------------------------------------------------------------- validation
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"alpha": 0}, r"`alpha` must be a number in \(0, 1\)"),
+    ({"mode": "cold_l2"}, "`mode` must be one of"),
+    ({"baseline": "nope"}, "`baseline` must be one of"),
+    ({"candidates": ["sdpa"]}, "`candidates` must be drawn from"),
+    ({"config": "B1-H1-S16-D64-fp16"}, "`config` must be one of"),
+])
+def test_protocol_a_validation(kwargs, message):
+    df = make_samples({"sdpa": (1.0, 0.01), "twin": (1.0, 0.01)}, n_trials=2, n=5)
+    with pytest.raises(ValueError, match=message):
+        cal.protocol_a_decisions(df, **{"mode": "graph", **kwargs})
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"k": 0}, "`k` must be an integer >= 1"),
+    ({"margin": 1.5}, r"`margin` must be a number in \(0, 1\)"),
+    ({"n_resamples": 0}, "`n_resamples` must be an integer >= 1"),
+    ({"seed": -1}, "`seed` must be an integer >= 0"),
+])
+def test_protocol_b_validation(kwargs, message):
+    df = make_samples({"sdpa": (1.0, 0.01), "twin": (1.0, 0.01)}, n_trials=2, n=5)
+    with pytest.raises(ValueError, match=message):
+        cal.protocol_b_decisions(df, **kwargs)
+
+
+def test_samples_and_config_validation():
+    df = make_samples({"sdpa": (1.0, 0.01), "twin": (1.0, 0.01)}, n_trials=2, n=5)
+    with pytest.raises(ValueError, match="`samples` must be a pandas DataFrame"):
+        cal.protocol_a_decisions([1, 2])
+    with pytest.raises(ValueError, match=r"`samples` must have columns .* missing \['ms'\]"):
+        cal.protocol_a_decisions(df.drop(columns="ms"))
+    bad = df.copy()
+    bad.loc[0, "ms"] = -1.0
+    with pytest.raises(ValueError, match="`samples` column `ms` must hold positive"):
+        cal.protocol_a_decisions(bad, mode="graph")
+    two = pd.concat([df, df.assign(config="B32-H8-S128-D64-fp16")])
+    with pytest.raises(ValueError, match="`config` must be given"):
+        cal.protocol_a_decisions(two, mode="graph")
+    with pytest.raises(ValueError, match="must not both be None"):
+        cal.outcome_rates()
+    with pytest.raises(ValueError, match="`b_decisions` column `verdict` must hold"):
+        cal.outcome_rates(b_decisions=pd.DataFrame({"candidate": ["x"], "k": [3],
+                                                    "verdict": ["maybe"]}))
+    with pytest.raises(ValueError, match=r"`confidence` must be a number in \(0, 1\)"):
+        cal.outcome_rates(b_decisions=pd.DataFrame({"candidate": ["x"], "k": [3],
+                                                    "verdict": ["faster"]}), confidence=1)
