@@ -20,7 +20,9 @@ def main(run_dir: str, mode: str = "graph") -> str:
     out = [f"# Campaign record: {run.run_id}", "",
            f"Device: {run.device}; torch {fp.get('torch_version')}, CUDA {fp.get('cuda_version')}, "
            f"driver {fp.get('driver_version')}, triton {fp.get('triton_version')}.", "",
-           f"Plan: matrix `{plan['matrix']}`, {len(plan['candidates'])} candidates, modes "
+           (f"Plan: matrix `{plan['matrix']}`, " if plan.get('matrix') else
+            f"Plan: {len(run.units.groupby('config'))} explicit shapes, ") +
+           f"{len(plan['candidates'])} candidates, modes "
            f"{', '.join(plan['modes'])}, {plan['trials']} trials (one process each), timing "
            f"{plan['timing']}, deterministic algorithms {plan.get('deterministic')}.", "",
            f"Wall time of the sweep (the invocation that finished it): "

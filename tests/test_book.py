@@ -1,6 +1,6 @@
 """The book builds with warnings as errors, and its pages render in headless Chromium.
 
-The build goes into the repository's ``_build`` (execution cached in ``.jupyter_cache``,
+The build goes into the repository's ``_build`` (execution cached in ``_build/.jupyter_cache``,
 so an unchanged tree rebuilds in seconds). Chromium loads every chapter through a small
 check page in the same folder, reads each figure's ``naturalWidth`` and looks for error
 output; a screenshot of the results page is saved into ``_build``.
@@ -23,9 +23,10 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or (
 CHAPTERS = ["book/index", "book/claim", "book/methods", "book/results", "book/negative_result",
             "book/limitations", "book/reproducibility", "book/cite",
             "notebooks/01_environment", "notebooks/02_fixed_shape", "notebooks/03_matrix",
-            "notebooks/04_sweeps", "notebooks/05_cross_device"]
+            "notebooks/04_sweeps", "notebooks/05_cross_device", "book/audit", "notebooks/06_audit"]
 FIGURE_PAGES = {"notebooks/02_fixed_shape": 2, "notebooks/03_matrix": 2,
-                "notebooks/04_sweeps": 4, "notebooks/05_cross_device": 1}
+                "notebooks/04_sweeps": 4, "notebooks/05_cross_device": 1,
+                "notebooks/06_audit": 3}
 
 CHECK_PAGE = """<!doctype html><html><body><pre id="result">pending</pre><script>
 const pages = %s;
