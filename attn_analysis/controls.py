@@ -19,6 +19,7 @@ tests; those times are wall-clock and say nothing about a GPU.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import torch
@@ -42,7 +43,7 @@ def _spin_cpu(n_ns: int) -> None:
 
 def _build_twin(config: Config, device: str) -> cands.Built:
     built = cands.CANDIDATES["sdpa"].build(config, device)
-    return cands.Built(built.fn, {"control": "A/A twin of sdpa", **built.info})
+    return dataclasses.replace(built, info={"control": "A/A twin of sdpa", **built.info})
 
 
 def _build_spin(cycles: int):

@@ -369,14 +369,15 @@ class _Worker:
 
         def call():
             return built.fn(q, k, v)
-        for mode in self.plan.modes:
-            name = records.unit_name("timing", config=config.key, candidate=cand, mode=mode,
-                                     trial=self.trial)
-            if name not in self.done:
-                self._time(call, config, cand, mode, built.info)
-        kname = records.unit_name("kernels", config=config.key, candidate=cand)
-        if kname in names and kname not in self.done:
-            self._kernels(call, config, cand)
+        with built.context():  # e.g. SDPA's forced backend: set once, outside every timer
+            for mode in self.plan.modes:
+                name = records.unit_name("timing", config=config.key, candidate=cand,
+                                         mode=mode, trial=self.trial)
+                if name not in self.done:
+                    self._time(call, config, cand, mode, built.info)
+            kname = records.unit_name("kernels", config=config.key, candidate=cand)
+            if kname in names and kname not in self.done:
+                self._kernels(call, config, cand)
 
     def _time(self, call, config, cand, mode, info) -> None:
         import torch

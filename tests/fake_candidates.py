@@ -42,6 +42,28 @@ def _slow(config, device):
     return cands.Built(fn, {"note": "sleeps 20 ms a call"})
 
 
+class _SlowContext:
+    """A context that costs 50 ms to enter, and outside which the candidate refuses to run."""
+
+    inside = False
+
+    def __enter__(self):
+        time.sleep(0.05)
+        _SlowContext.inside = True
+
+    def __exit__(self, *exc):
+        _SlowContext.inside = False
+
+
+def _needs_context(config, device):
+    # Like SDPA forced to one backend: correct only inside its context, which is costly.
+    def fn(q, k, v):
+        if not _SlowContext.inside:
+            raise RuntimeError("called outside its context")
+        return _attention(q, k, v, 1 / math.sqrt(q.shape[-1]))
+    return cands.Built(fn, {"note": "needs its context"}, context=_SlowContext)
+
+
 def _correct(config, device):
     return cands.Built(lambda q, k, v: _attention(q, k, v, 1 / math.sqrt(q.shape[-1])), {})
 
@@ -53,6 +75,7 @@ for _name, _build, _devices in [
     ("fake_crash", _crash, cands.DEVICES),
     ("fake_slow", _slow, cands.DEVICES),
     ("fake_gpu_only", _correct, ("cuda",)),
+    ("fake_needs_context", _needs_context, cands.DEVICES),
 ]:
     if _name not in cands.CANDIDATES:
         cands.register(cands.Candidate(_name, "test double", _build, devices=_devices))

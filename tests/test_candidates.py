@@ -1,5 +1,6 @@
 """The candidate registry and the float64 correctness gate, on the CPU."""
 
+import contextlib
 import math
 
 import pytest
@@ -37,6 +38,28 @@ def test_gpu_only_candidates_say_why_on_cpu(name):
     assert reason and "cpu" in reason
     with pytest.raises(cands.Unsupported, match="cuda only"):
         cands.build(name, TINY, "cpu")
+
+
+def test_forced_backend_is_chosen_by_context_not_inside_the_call():
+    built = cands.build("sdpa_math", TINY, "cpu")
+    assert built.info["backend_selection"] == "outside the timed call"
+    flash_before = torch.backends.cuda.flash_sdp_enabled()
+    with built.context():
+        assert torch.backends.cuda.math_sdp_enabled()
+        assert not torch.backends.cuda.flash_sdp_enabled()
+        assert not torch.backends.cuda.mem_efficient_sdp_enabled()
+    assert torch.backends.cuda.flash_sdp_enabled() == flash_before
+    # The call itself changes no backend flag: selection is the context's job.
+    q, k, v = cands.make_inputs(TINY, "cpu", seed=2)
+    built.fn(q, k, v)
+    assert torch.backends.cuda.flash_sdp_enabled() == flash_before
+    assert cands.check(built, TINY, "cpu", seed=2).passed
+    assert cands.build("sdpa", TINY, "cpu").context is contextlib.nullcontext
+
+
+def test_check_enters_the_candidates_context():
+    built = cands.build("fake_needs_context", TINY, "cpu")
+    assert cands.check(built, TINY, "cpu", seed=1).passed
 
 
 def test_wrong_candidate_is_caught():

@@ -62,6 +62,21 @@ def test_sweep_records_every_unit_and_every_failure_with_its_reason(tmp_path):
     assert len(run.fingerprint["trials"]) == 2
 
 
+def test_candidate_context_is_entered_once_outside_every_timer(tmp_path):
+    # The fake's context costs 50 ms to enter and its fn refuses to run outside it: the
+    # sweep must enter it around the check and the timers, never inside a timed call.
+    plan = make_plan(configs=TINY[:1], candidates=("fake_needs_context",), trials=1,
+                     modes=("per_call", "cold_l2", "graph"), profile=True)
+    out = tmp_path / "run"
+    sweep.run(out, plan, progress=False)
+    run = records.load(out)
+    assert set(run.units["status"]) == {"ok"}, run.units[["kind", "status", "reason"]]
+    assert run.correctness["passed"].all()
+    medians = run.samples.groupby("mode")["ms"].median()
+    assert set(medians.index) == {"per_call", "cold_l2", "graph"}
+    assert (medians < 25).all(), medians
+
+
 def test_worker_crash_is_recorded_and_the_sweep_goes_on(tmp_path):
     plan = make_plan(configs=TINY[:1], candidates=("fake_crash", "sdpa"), trials=1)
     out = tmp_path / "run"
