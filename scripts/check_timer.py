@@ -130,7 +130,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seq", type=int, nargs="*", default=[], help="extra sequence lengths")
     ap.add_argument("--out", default=None)
-    ap.add_argument("--trials", type=int, default=3, help="fresh processes per mode")
+    ap.add_argument("--trials", type=int, default=3,
+                    help="fresh processes per mode (0 skips that section)")
     ap.add_argument("--budget-s", type=float, default=2.0, help="budget of each measure")
     ap.add_argument("--warmup-ms", type=float, default=25.0, help="warm-up of each measure")
     ap.add_argument("--proc-budget-s", type=float, default=1.0, help="budget in each process")
@@ -146,6 +147,12 @@ def main(argv=None) -> int:
     doc = dict(lock=lock_env(), meta=meta(device), shape=shape, seqs=seqs,
                warmup_ms=args.warmup_ms, budget_s=args.budget_s, proc_budget_s=args.proc_budget_s,
                gpu_state_before=gpu_state() if device == "cuda" else None, results={})
+    def save():  # after every section, atomically, so a cut-short run keeps what it has
+        os.makedirs(os.path.dirname(os.path.abspath(out_path)), exist_ok=True)
+        with open(out_path + ".tmp", "w") as fh:
+            json.dump(doc, fh, indent=1, default=str, allow_nan=True)
+        os.replace(out_path + ".tmp", out_path)
+
     log("env:", doc["lock"])
     log("meta:", json.dumps(doc["meta"]))
     fns = {s: make_sdpa(s, device=device, **shape) for s in seqs}
@@ -166,6 +173,7 @@ def main(argv=None) -> int:
             except Exception as exc:
                 res[s]["modes"][mode] = {"error": f"{type(exc).__name__}: {exc}"}
                 log(f"S={s} {mode} FAILED: {exc}")
+    save()
     if device == "cuda":
         import triton.testing as tt
         for s in seqs:
@@ -184,7 +192,8 @@ def main(argv=None) -> int:
             except Exception as exc:
                 res[s]["profiler"] = {"error": f"{type(exc).__name__}: {exc}"}
             log(f"S={s} profiler:", json.dumps(res[s]["profiler"])[:600])
-    for s in seqs:
+        save()
+    for s in seqs if args.trials > 0 else []:
         factory = functools.partial(make_sdpa, s, device=device, lock=True, **shape)
         res[s]["processes"] = {}
         for mode in timing.MODES:
@@ -197,6 +206,7 @@ def main(argv=None) -> int:
             except Exception as exc:
                 res[s]["processes"][mode] = {"error": f"{type(exc).__name__}: {exc}"}
                 log(f"S={s} {mode} processes FAILED: {exc}")
+        save()
     doc["gpu_state_after"] = gpu_state() if device == "cuda" else None
 
     def med(s, mode):
@@ -210,9 +220,7 @@ def main(argv=None) -> int:
     ratio = res[512]["ratio_graph_over_profiler"] if 512 in res else math.nan
     ok = bool(abs(ratio - 1) <= 0.10)
     doc["acceptance"] = dict(rule="S=512: |graph / profiler - 1| <= 0.10", ratio=ratio, passed=ok)
-    os.makedirs(os.path.dirname(os.path.abspath(out_path)), exist_ok=True)
-    with open(out_path, "w") as fh:
-        json.dump(doc, fh, indent=1, default=str, allow_nan=True)
+    save()
 
     log("\nkernels per call (profiler):")
     for s in seqs:
@@ -234,7 +242,7 @@ def main(argv=None) -> int:
         "(min / max, spread = max/min - 1):")
     for s in seqs:
         for mode in timing.MODES:
-            p = res[s]["processes"].get(mode)
+            p = res[s].get("processes", {}).get(mode)
             if isinstance(p, list) and p:
                 m = [t["median_ms"] for t in p]
                 log(f"{s:>5} {mode:9s} {min(m):9.5f} {max(m):9.5f}  {max(m) / min(m) - 1:6.1%}")
