@@ -1,0 +1,116 @@
+"""Sentences computed from verdict tables, so the book's prose follows the data it is built from.
+
+A chapter that types "no candidate was faster" is wrong the day a run shows one. These
+functions turn a :func:`summaries.speedup_table` (and the profiler's kernel table) into
+plain text that the notebooks glue into the prose; rebuilt from other runs, the sentences
+change with the numbers.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+VERDICT_ORDER = ("faster", "equivalent", "slower", "inconclusive")
+_COLUMNS = ("candidate", "speedup", "ci_low", "ci_high", "verdict")
+
+
+def _table_iv(speedups) -> pd.DataFrame:
+    """Check the table has one row per candidate with the columns the sentences need."""
+    if not isinstance(speedups, pd.DataFrame):
+        raise ValueError(f"`speedups` must be a pandas DataFrame; got {type(speedups).__name__}.")
+    missing = [c for c in _COLUMNS if c not in speedups.columns]
+    if missing:
+        raise ValueError(f"`speedups` lacks columns {missing}; it needs {list(_COLUMNS)}.")
+    if speedups["candidate"].duplicated().any():
+        raise ValueError("`speedups` must hold one row per candidate (filter one mode and "
+                         "configuration first).")
+    bad = set(speedups["verdict"]) - set(VERDICT_ORDER)
+    if bad:
+        raise ValueError(f"`verdict` values must be drawn from {VERDICT_ORDER}; got {sorted(bad)}.")
+    return speedups
+
+
+def _join(items: list[str]) -> str:
+    if len(items) <= 1:
+        return "".join(items)
+    return ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def describe(row) -> str:
+    """``name (speedup x.xxx, 95 % CI a.aaa-b.bbb)`` for one comparison."""
+    return (f"{row['candidate']} (speedup {row['speedup']:.3f}, 95 % CI "
+            f"{row['ci_low']:.3f}–{row['ci_high']:.3f})")
+
+
+def verdict_sentence(speedups: pd.DataFrame, baseline: str = "sdpa", margin: float = 0.02
+                     ) -> str:
+    """One sentence: which candidates were faster than, equivalent to, slower than
+    ``baseline`` or inconclusive, naming the faster and equivalent ones with their intervals.
+
+    ``speedups`` holds one row per candidate (one mode, one configuration); the baseline's
+    own row, if present, is left out.
+    """
+    df = _table_iv(speedups)
+    if not 0 < margin < 1:
+        raise ValueError(f"`margin` must lie in (0, 1); got {margin!r}.")
+    df = df[df["candidate"] != baseline].sort_values("speedup", ascending=False)
+    if df.empty:
+        return f"No candidate other than {baseline} was measured."
+    parts = []
+    for verdict in VERDICT_ORDER:
+        rows = df[df["verdict"] == verdict]
+        if rows.empty:
+            continue
+        n = len(rows)
+        if verdict in ("faster", "equivalent"):
+            names = _join([describe(r) for _, r in rows.iterrows()])
+        else:
+            names = _join(list(rows["candidate"]))
+        what = {"faster": f"faster than {baseline}",
+                "equivalent": f"equivalent to {baseline} within ±{margin:.0%}",
+                "slower": "slower",
+                "inconclusive": "inconclusive (neither shown different nor equivalent)"}[verdict]
+        parts.append(f"{n} {what}: {names}")
+    return f"Of {len(df)} candidates, " + "; ".join(parts) + "."
+
+
+def same_kernels(kernels: pd.DataFrame, config: str, baseline: str = "sdpa") -> list[str]:
+    """Candidates whose profiled kernels at ``config`` have the same names as ``baseline``'s.
+
+    Such candidates differ from the baseline only outside the kernels (launch, allocation,
+    gaps between kernels), which is worth knowing before reading their speedup.
+    """
+    if not isinstance(kernels, pd.DataFrame) or not {"config", "candidate", "kernel"} <= set(
+            kernels.columns):
+        raise ValueError("`kernels` must be a DataFrame with columns config, candidate, kernel.")
+    df = kernels[kernels["config"] == config]
+    sets = {c: frozenset(g["kernel"]) for c, g in df.groupby("candidate")}
+    if baseline not in sets:
+        return []
+    return sorted(c for c, s in sets.items() if c != baseline and s == sets[baseline])
+
+
+def negative_result_verdict(speedups: pd.DataFrame, same_kernel_candidates=(),
+                            baseline: str = "sdpa") -> str:
+    """The claim "nothing beats ``baseline`` here", judged from one configuration's table.
+
+    Refuted when a candidate's interval lies above one; when every candidate that did so
+    runs the baseline's own kernels (``same_kernel_candidates``), the sentence says that
+    no faster *kernel* was found. Supported only when every candidate is slower or
+    equivalent; otherwise it stays open, naming what is inconclusive.
+    """
+    df = _table_iv(speedups)
+    df = df[df["candidate"] != baseline]
+    faster = list(df.loc[df["verdict"] == "faster", "candidate"])
+    open_ = list(df.loc[df["verdict"] == "inconclusive", "candidate"])
+    same = set(same_kernel_candidates)
+    if faster:
+        text = f"refuted: {_join(faster)} {'was' if len(faster) == 1 else 'were'} faster than {baseline}"
+        if set(faster) <= same:
+            text += (f", but {'it runs' if len(faster) == 1 else 'they run'} {baseline}'s own "
+                     "kernels, so the gain lies outside the kernels and no faster kernel was found")
+        return text
+    if not open_:
+        return f"supported: every candidate was slower than or equivalent to {baseline}"
+    return (f"open: no candidate was shown faster, but {_join(open_)} could be neither told "
+            f"apart from {baseline} nor shown equivalent")
