@@ -124,6 +124,39 @@ def _by_trial(df: pd.DataFrame, candidate: str) -> dict[int, np.ndarray]:
 
 # --------------------------------------------------------------------------- protocols
 
+RUN_TRIAL_STRIDE = 1_000_000  # trial ids of pooled run i become i * stride + trial
+
+
+def pool_runs(runs) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Several calibration runs as one: samples with a ``run`` column and renumbered trials,
+    and each profiled kernel's time averaged over the runs.
+
+    ``runs`` maps a run id to ``(samples, kernels)``. Trial ``t`` of the ``i``-th run becomes
+    ``i * RUN_TRIAL_STRIDE + t``, so no two runs share a trial id; the ``run`` column lets
+    :func:`protocol_b_decisions` form its groups of processes within one run (runs on other
+    machines or days are never mixed inside a replication). Kernel rows are averaged per
+    (config, candidate, kernel), so sums over a candidate's kernels stay per call.
+    """
+    if not isinstance(runs, dict) or not runs:
+        raise ValueError("`runs` must be a non-empty dict: run id -> (samples, kernels).")
+    samples, kernels = [], []
+    for i, (run_id, (s, k)) in enumerate(runs.items()):
+        s = _samples_iv(s).copy()
+        if int(s["trial"].max()) >= RUN_TRIAL_STRIDE:
+            raise ValueError(f"`runs`: {run_id!r} has trial ids >= {RUN_TRIAL_STRIDE}.")
+        s["trial"] = s["trial"].astype(int) + i * RUN_TRIAL_STRIDE
+        s["run"] = str(run_id)
+        samples.append(s)
+        if k is not None and len(k):
+            kernels.append(_frame_iv("kernels", k, KERNEL_KEYS).assign(run=str(run_id)))
+    keys = ["config", "candidate", "kernel"]
+    pooled_k = (pd.concat(kernels, ignore_index=True)
+                .groupby(keys, as_index=False, sort=True)
+                .mean(numeric_only=True) if kernels else
+                pd.DataFrame(columns=list(KERNEL_KEYS)))
+    return pd.concat(samples, ignore_index=True), pooled_k
+
+
 def replication_groups(trials, k: int) -> list[tuple[int, ...]]:
     """Disjoint groups of ``k`` consecutive trials, in order; an incomplete rest is dropped.
 
@@ -224,7 +257,8 @@ def protocol_b_decisions(samples: pd.DataFrame, baseline: str = BASELINE, candid
     -----
     Groups are consecutive trials ``(0..k-1), (k..2k-1), ...``, using only trials where
     both arms were measured; a final incomplete group is dropped, so the replications
-    share no process and are independent.
+    share no process and are independent. Samples pooled from several runs
+    (:func:`pool_runs`, a ``run`` column) are grouped within each run.
     """
     df = _samples_iv(samples)
     k = _int_iv("k", k, 1)
@@ -233,11 +267,15 @@ def protocol_b_decisions(samples: pd.DataFrame, baseline: str = BASELINE, candid
     seed = _int_iv("seed", seed, 0)
     df, config, candidates = _select_iv(df, baseline, candidates, mode, config)
     base = _by_trial(df, baseline)
+    run_of = (df.groupby("trial")["run"].first().to_dict() if "run" in df.columns
+              else {t: "" for t in base})
     rows = []
     for cand in candidates:
         arm = _by_trial(df, cand)
         common = sorted(set(base) & set(arm))
-        for rep, group in enumerate(replication_groups(common, k)):
+        groups = [g for r in dict.fromkeys(run_of[t] for t in common)
+                  for g in replication_groups([t for t in common if run_of[t] == r], k)]
+        for rep, group in enumerate(groups):
             cmp = stats.compare([base[t] for t in group], [arm[t] for t in group],
                                 margin=margin, n_resamples=n_resamples, seed=seed + rep)
             r, t = cmp.ratio_ci, cmp.tost
@@ -494,20 +532,26 @@ def unit_costs(units: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def process_overhead_s(units: pd.DataFrame, wall_s: float, n_processes: int) -> float:
-    """Per-process time outside the timing units: ``(wall_s - sum(elapsed)) / n``.
+def process_overhead_s(units: pd.DataFrame) -> float:
+    """Median per-process time outside the timing units, from the units' own clocks.
 
-    Start-up, CUDA context, building candidates, correctness checks and profiling all
-    land here. ``wall_s`` must exceed the units' summed elapsed time.
+    A trial ends when its last timing unit ends (``started_utc + elapsed_s``). For each
+    trial after the first, ``end - previous end - sum(elapsed_s of its units)`` is the time
+    its process spent on everything else: start-up, CUDA context, building and checking
+    candidates, profiling, teardown. The median over trials ignores the long pauses of a
+    run recorded over several invocations. Needs at least two trials; the clock has
+    one-second resolution, so the median is good to about a second divided by the spread
+    of trial counts, not better.
     """
-    df = _frame_iv("units", units, ("elapsed_s",))
-    wall_s = _positive_iv("wall_s", wall_s)
-    n = _int_iv("n_processes", n_processes, 1)
-    busy = float(df["elapsed_s"].sum())
-    if wall_s <= busy:
-        raise ValueError(f"`wall_s` must exceed the units' summed elapsed time "
-                         f"({busy:.1f} s); got {wall_s!r}.")
-    return (wall_s - busy) / n
+    df = _frame_iv("units", units, ("trial", "started_utc", "elapsed_s"))
+    df = df.dropna(subset=["started_utc", "elapsed_s"])
+    start = pd.to_datetime(df["started_utc"], utc=True)
+    df = df.assign(end=start + pd.to_timedelta(df["elapsed_s"], unit="s"))
+    per = df.groupby("trial").agg(end=("end", "max"), busy=("elapsed_s", "sum")).sort_values("end")
+    if len(per) < 2:
+        raise ValueError(f"`units` must cover at least 2 trials; got {len(per)}.")
+    gaps = per["end"].diff().dt.total_seconds().iloc[1:] - per["busy"].iloc[1:]
+    return float(max(0.0, gaps.median()))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -42,6 +42,27 @@ def test_replication_groups_disjoint_and_drop_rest():
         cal.replication_groups(range(4), 0)
 
 
+def test_pool_runs_renumbers_trials_averages_kernels_and_groups_within_runs():
+    a = make_samples({"sdpa": (1.0, 0.01), "twin": (1.0, 0.01)}, n_trials=6, n=5, seed=1)
+    b = make_samples({"sdpa": (1.0, 0.01), "twin": (1.0, 0.01)}, n_trials=5, n=5, seed=2)
+    ka = pd.DataFrame({"config": CFG, "candidate": ["sdpa", "twin"], "kernel": "k",
+                       "calls_per_call": 1.0, "device_ms_per_call": [1.0, 1.0]})
+    kb = ka.assign(device_ms_per_call=[3.0, 3.0])
+    s, k = cal.pool_runs({"r1": (a, ka), "r2": (b, kb)})
+    assert set(s["run"]) == {"r1", "r2"}
+    assert s["trial"].nunique() == 11
+    assert set(s.loc[s["run"] == "r2", "trial"]) == {cal.RUN_TRIAL_STRIDE + t for t in range(5)}
+    assert k.set_index("candidate").loc["sdpa", "device_ms_per_call"] == 2.0
+    d = cal.protocol_b_decisions(s, k=4, n_resamples=50)
+    # r1: one group of 4 (2 trials left over), r2: one group of 4; never a mixed group.
+    assert len(d) == 2
+    for trials in d["trials"]:
+        ids = [int(t) for t in trials.split(",")]
+        assert len({t // cal.RUN_TRIAL_STRIDE for t in ids}) == 1
+    with pytest.raises(ValueError, match="`runs` must be a non-empty dict"):
+        cal.pool_runs({})
+
+
 # --------------------------------------------------------------------------- protocol (a)
 
 def test_protocol_a_aa_false_positive_rate_consistent_with_alpha():
@@ -188,9 +209,15 @@ def test_unit_costs_and_protocol_cost():
     u = cal.unit_costs(units)
     assert len(u) == 1 and u["total_s"].iloc[0] == pytest.approx(0.14)
     assert u["ms_per_sample"].iloc[0] == pytest.approx(0.7)
-    assert cal.process_overhead_s(units, wall_s=5.14, n_processes=2) == pytest.approx(2.0)
-    with pytest.raises(ValueError, match="`wall_s` must exceed"):
-        cal.process_overhead_s(units, wall_s=1.0, n_processes=1)
+    # Three trials, each 1 s of units after 2 s of other work; a 10-minute pause before
+    # the last (a second invocation) does not move the median.
+    t0 = pd.Timestamp("2026-11-23T10:00:00Z")
+    starts = [t0 + pd.Timedelta(seconds=x) for x in (2, 5, 8, 611)]
+    timed = pd.DataFrame({"trial": [0, 1, 2, 3], "elapsed_s": [1.0] * 4,
+                          "started_utc": [t.isoformat() for t in starts]})
+    assert cal.process_overhead_s(timed) == pytest.approx(2.0)
+    with pytest.raises(ValueError, match="at least 2 trials"):
+        cal.process_overhead_s(timed[timed["trial"] == 0])
     c = cal.protocol_cost(0.07, k=3, arms=2, process_overhead_s=1.5, replications=30)
     assert c.comparison_s == pytest.approx(3 * (2 * 0.07 + 1.5))
     assert c.calibration_s == pytest.approx(30 * c.comparison_s)
