@@ -1,4 +1,9 @@
-"""Command line: ``python -m attn_analysis sweep | verify | show``."""
+"""Command line: ``python -m attn_analysis sweep | verify | show``.
+
+Building the parser imports nothing that needs torch (``configs`` and ``sweep`` are
+torch-free at import), so ``--help`` works on a machine without it; the verbs import what
+they need when they run.
+"""
 
 from __future__ import annotations
 
@@ -17,8 +22,7 @@ def _shape(text: str):
 
 def build_parser() -> argparse.ArgumentParser:
     from .configs import MATRICES
-    from .candidates import DEFAULT_CANDIDATES
-    from .sweep import MODES
+    from .sweep import MODES  # torch-free at import, unlike candidates
     parser = argparse.ArgumentParser(prog="python -m attn_analysis",
                                      description="Measure, verify and show attention runs.")
     sub = parser.add_subparsers(dest="verb", required=True)
@@ -33,8 +37,11 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--head-dim", type=int, default=64, help="D for --shape without D")
     sw.add_argument("--dtype", default="float16", help="float16 or bfloat16 (with --shape)")
     sw.add_argument("--causal", action="store_true", help="causal masking (with --shape)")
-    sw.add_argument("--candidates", nargs="+", default=list(DEFAULT_CANDIDATES))
-    sw.add_argument("--modes", nargs="+", default=list(MODES))
+    sw.add_argument("--candidates", nargs="+", default=None,
+                    help="registered candidate names (default: every built-in candidate, "
+                         "candidates.DEFAULT_CANDIDATES, resolved when the sweep starts)")
+    sw.add_argument("--modes", nargs="+", default=list(MODES),
+                    help=f"timing protocols (default: {' '.join(MODES)})")
     sw.add_argument("--trials", type=int, default=3, help="independent processes (default 3)")
     stop = sw.add_mutually_exclusive_group()
     stop.add_argument("--samples", type=int, help="fixed number of samples per unit")
@@ -65,6 +72,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def cmd_sweep(args) -> int:
     from . import configs, sweep
+    if args.candidates is None:
+        from .candidates import DEFAULT_CANDIDATES  # imports torch: only when a sweep runs
+        candidates = tuple(DEFAULT_CANDIDATES)
+    else:
+        candidates = tuple(args.candidates)
     if args.shape:
         cfgs = tuple(configs.Config(*s[:3], s[3] if len(s) == 4 else args.head_dim,
                                     args.dtype, args.causal) for s in args.shape)
@@ -75,7 +87,7 @@ def cmd_sweep(args) -> int:
     timing = ({"n_samples": args.samples} if args.samples is not None
               else {"ci_target": args.ci_target, "budget_s": args.budget})
     timing["warmup_ms"] = args.warmup_ms
-    plan = sweep.Plan(configs=cfgs, candidates=tuple(args.candidates), modes=tuple(args.modes),
+    plan = sweep.Plan(configs=cfgs, candidates=candidates, modes=tuple(args.modes),
                       trials=args.trials, device=args.device, timing=timing, seed=args.seed,
                       plugins=tuple(args.plugin), matrix=matrix_name,
                       profile=not args.no_profile, ceilings=not args.no_ceilings,
@@ -112,8 +124,9 @@ COMMANDS = {"sweep": cmd_sweep, "verify": cmd_verify, "show": cmd_show}
 
 
 def main(argv=None) -> int:
-    """Run a verb. Exit codes: 0 success, 1 failure (an error or a run that does not
-    verify), 2 bad command line (argparse), 130 interrupted."""
+    """Run a verb. Exit codes: 0 success, 1 failure (an error, a missing dependency such as
+    torch for ``sweep``, or a run that does not verify), 2 bad command line (argparse),
+    130 interrupted."""
     args = build_parser().parse_args(argv)
     try:
         return COMMANDS[args.verb](args)
@@ -121,7 +134,7 @@ def main(argv=None) -> int:
         print("interrupted: finished units are on disk; rerun the same command to resume",
               file=sys.stderr)
         return 130
-    except (ValueError, RuntimeError, OSError) as exc:
+    except (ValueError, RuntimeError, OSError, ImportError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
 

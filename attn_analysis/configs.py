@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import numbers
 import re
+
+import numpy as np
 
 DTYPES = ("float16", "bfloat16")
 HEAD_DIMS = (64, 128)
@@ -12,10 +15,25 @@ _SHORT_DTYPE = {v: k for k, v in DTYPE_SHORT.items()}
 
 
 def _positive_int_iv(name: str, value) -> int:
-    """Return ``value`` as an int, or raise ValueError naming the parameter."""
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+    """Return ``value`` as a plain int > 0 (numpy integers too), else raise ValueError."""
+    if (isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral)
+            or value <= 0):
         raise ValueError(f"`{name}` must be a positive integer; got {value!r}.")
-    return value
+    return int(value)
+
+
+def _config_iv(batch, heads, seq_len, head_dim, dtype, causal) -> dict:
+    """Check and normalise every field of ``Config`` to plain Python values."""
+    out = {name: _positive_int_iv(name, value) for name, value in
+           (("batch", batch), ("heads", heads), ("seq_len", seq_len), ("head_dim", head_dim))}
+    if out["head_dim"] not in HEAD_DIMS:
+        raise ValueError(f"`head_dim` must be one of {HEAD_DIMS}; got {head_dim!r}.")
+    if not (isinstance(dtype, str) and dtype in DTYPES):
+        raise ValueError(f"`dtype` must be one of {DTYPES}; got {dtype!r}.")
+    if not isinstance(causal, (bool, np.bool_)):
+        raise ValueError(f"`causal` must be True or False; got {causal!r}.")
+    out.update(dtype=str(dtype), causal=bool(causal))
+    return out
 
 
 @dataclasses.dataclass(frozen=True, order=True)
@@ -23,7 +41,10 @@ class Config:
     """One forward-attention workload: Q, K, V of shape (batch, heads, seq_len, head_dim).
 
     Validated when built: sizes are positive integers, ``dtype`` is one of
-    ``DTYPES`` and ``head_dim`` one of ``HEAD_DIMS``.
+    ``DTYPES``, ``head_dim`` one of ``HEAD_DIMS`` and ``causal`` a bool. numpy integers
+    and bools (as pandas hands them out) are accepted and stored as plain ``int`` and
+    ``bool``, so equal configurations compare, hash and serialise alike; floats (even
+    ``32.0``) and bools as sizes are refused.
     """
 
     batch: int
@@ -34,14 +55,10 @@ class Config:
     causal: bool = False
 
     def __post_init__(self):
-        for name in ("batch", "heads", "seq_len", "head_dim"):
-            _positive_int_iv(name, getattr(self, name))
-        if self.head_dim not in HEAD_DIMS:
-            raise ValueError(f"`head_dim` must be one of {HEAD_DIMS}; got {self.head_dim!r}.")
-        if self.dtype not in DTYPES:
-            raise ValueError(f"`dtype` must be one of {DTYPES}; got {self.dtype!r}.")
-        if not isinstance(self.causal, bool):
-            raise ValueError(f"`causal` must be True or False; got {self.causal!r}.")
+        fields = _config_iv(self.batch, self.heads, self.seq_len, self.head_dim, self.dtype,
+                            self.causal)
+        for name, value in fields.items():
+            object.__setattr__(self, name, value)
 
     @property
     def key(self) -> str:
@@ -52,13 +69,22 @@ class Config:
 
     @classmethod
     def from_key(cls, key: str) -> "Config":
-        """Parse a key made by :attr:`key`; raise ValueError on anything else."""
-        match = re.fullmatch(r"B(\d+)-H(\d+)-S(\d+)-D(\d+)-(fp16|bf16)(-causal)?", key)
+        """Parse a key made by :attr:`key`; raise ValueError on anything else.
+
+        Only the canonical spelling is accepted (``from_key(k).key == k``): no leading
+        zeros, no other digits than ASCII, sizes and head_dim as ``Config`` allows.
+        """
+        match = (re.fullmatch(r"B(\d+)-H(\d+)-S(\d+)-D(\d+)-(fp16|bf16)(-causal)?", key)
+                 if isinstance(key, str) else None)
         if match is None:
             raise ValueError(
                 f"`config` must look like 'B32-H8-S512-D64-fp16[-causal]'; got {key!r}.")
         b, h, s, d, dt, causal = match.groups()
-        return cls(int(b), int(h), int(s), int(d), _SHORT_DTYPE[dt], causal is not None)
+        config = cls(int(b), int(h), int(s), int(d), _SHORT_DTYPE[dt], causal is not None)
+        if config.key != key:
+            raise ValueError(f"`config` must be spelled as Config.key spells it "
+                             f"({config.key!r}); got {key!r}.")
+        return config
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -87,7 +113,7 @@ TARGET = Config(32, 8, 512)
 
 
 def matrix(name: str) -> tuple[Config, ...]:
-    """Return the configurations of a named matrix."""
-    if name not in MATRICES:
+    """Return the configurations of a named matrix (a name in ``MATRICES``)."""
+    if not isinstance(name, str) or name not in MATRICES:
         raise ValueError(f"`matrix` must be one of {sorted(MATRICES)}; got {name!r}.")
     return MATRICES[name]

@@ -47,6 +47,9 @@ MODES = ("per_call", "cold_l2", "graph")
 DEVICES = ("cpu", "cuda")
 CLOCKS = ("cuda_event", "cpu_wall")
 STOP_REASONS = ("n_samples", "ci_target", "budget", "max_samples")
+# Stopping-rule settings of ``measure`` that each TimingSample keeps under the same names.
+SETTINGS = ("n_samples", "ci_target", "budget_s", "min_samples", "max_samples", "warmup_ms",
+            "confidence")
 GRAPH_TARGET_MS = 0.2          # an auto-sized graph replay should last at least this long
 MAX_CALLS_PER_SAMPLE = 100     # cap of the auto-sized graph
 MAX_WARMUP_CALLS = 100_000
@@ -67,6 +70,14 @@ class TimingSample:
     (``stats.median_ci`` at ``confidence``) over the median. ``n_warmup_calls`` counts the
     calls of ``fn`` before the first sample (first call, estimate, warm-up; graph capture
     excluded). ``flush_bytes`` is the bytes written before each sample (``cold_l2``), else None.
+
+    The stopping-rule settings in force are kept too, as plain ``int``, ``float`` or None
+    (``dataclasses.asdict`` minus ``times_ms`` is JSON as it stands, and
+    ``measure(fn, mode, **{k: getattr(s, k) for k in SETTINGS})`` repeats the stopping rule):
+    ``n_samples`` is the requested count (None: the adaptive rule ran; the count taken is
+    ``n``), then ``ci_target``, ``budget_s``, ``min_samples``, ``max_samples``, ``warmup_ms``
+    and ``confidence``. With ``n_samples`` given the adaptive settings were passed but unused.
+    Built by hand, their defaults are ``measure``'s (a test pins both).
     """
 
     times_ms: tuple
@@ -81,6 +92,12 @@ class TimingSample:
     elapsed_s: float
     confidence: float = 0.95
     pid: int = 0
+    n_samples: int | None = None
+    ci_target: float = 0.005
+    budget_s: float = 2.0
+    min_samples: int = 20
+    max_samples: int = 5000
+    warmup_ms: float = 25.0
 
     def __post_init__(self):
         times = tuple(float(t) for t in self.times_ms)
@@ -91,6 +108,15 @@ class TimingSample:
                               ("stop_reason", STOP_REASONS)):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"`{name}` must be one of {allowed}; got {getattr(self, name)!r}.")
+        settings = dict(n_samples=_int_iv("n_samples", self.n_samples, allow_none=True),
+                        ci_target=_real_iv("ci_target", self.ci_target),
+                        budget_s=_real_iv("budget_s", self.budget_s),
+                        min_samples=_int_iv("min_samples", self.min_samples),
+                        max_samples=_int_iv("max_samples", self.max_samples),
+                        warmup_ms=_real_iv("warmup_ms", self.warmup_ms, allow_zero=True),
+                        confidence=_confidence_iv(self.confidence))
+        for name, value in settings.items():  # plain Python values, JSON as they stand
+            object.__setattr__(self, name, value)
 
     @property
     def n(self) -> int:
@@ -141,6 +167,14 @@ def _real_iv(name, value, *, allow_zero=False):
     return float(value)
 
 
+def _confidence_iv(confidence) -> float:
+    """Return ``confidence`` as a float in (0, 1), else raise ValueError."""
+    if (isinstance(confidence, bool) or not isinstance(confidence, numbers.Real)
+            or not 0 < confidence < 1):
+        raise ValueError(f"`confidence` must be a number in (0, 1); got {confidence!r}.")
+    return float(confidence)
+
+
 def _device_iv(device) -> str:
     if not (device is None or (isinstance(device, str) and device in DEVICES)):
         raise ValueError(f"`device` must be one of None, 'cpu', 'cuda'; got {device!r}.")
@@ -178,10 +212,7 @@ def _measure_iv(fn, mode, device, n_samples, ci_target, budget_s, min_samples, m
     if mode != "cold_l2" and p["flush_bytes"] is not None:
         raise ValueError(f"`flush_bytes` must be None unless mode is 'cold_l2'; "
                          f"got {flush_bytes!r} with mode {mode!r}.")
-    if (isinstance(confidence, bool) or not isinstance(confidence, numbers.Real)
-            or not 0 < confidence < 1):
-        raise ValueError(f"`confidence` must be a number in (0, 1); got {confidence!r}.")
-    p["confidence"] = float(confidence)
+    p["confidence"] = _confidence_iv(confidence)
     p["device"] = _device_iv(device)
     return p
 
@@ -375,9 +406,11 @@ def measure(fn, mode="graph", *, device=None, n_samples=None, ci_target=0.005, b
     Returns
     -------
     TimingSample
-        ``stop_reason`` is "n_samples", "ci_target", "max_samples" or "budget" (checked in
-        that order after each batch); batches grow by half the samples so far, capped by
-        the budget left.
+        Every raw sample, plus the settings above that were in force (``SETTINGS``, as
+        normalised here: ``n_samples`` None when the adaptive rule ran). ``stop_reason``
+        is "n_samples", "ci_target", "max_samples" or "budget" (checked in that order
+        after each batch); batches grow by half the samples so far, capped by the budget
+        left.
     """
     p = _measure_iv(fn, mode, device, n_samples, ci_target, budget_s, min_samples, max_samples,
                     warmup_ms, calls_per_sample, flush_bytes, confidence)
@@ -419,7 +452,8 @@ def measure(fn, mode="graph", *, device=None, n_samples=None, ci_target=0.005, b
         calls_per_sample=k, n_warmup_calls=1 + N_ESTIMATE_CALLS + n_warm,
         flush_bytes=used_flush, stop_reason=reason,
         ci_rel_halfwidth=_ci_rel(times, p["confidence"]),
-        elapsed_s=(_now_ns() - t_start) / 1e9, confidence=p["confidence"], pid=os.getpid())
+        elapsed_s=(_now_ns() - t_start) / 1e9, confidence=p["confidence"], pid=os.getpid(),
+        **{name: p[name] for name in SETTINGS if name != "confidence"})
 
 
 _MEASURE_KWARGS = ("device", "n_samples", "ci_target", "budget_s", "min_samples", "max_samples",

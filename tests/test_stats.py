@@ -126,19 +126,50 @@ def test_hierarchical_ci_wider_than_flat_when_trials_differ():
     assert hier.high - hier.low > 2 * (flat.high - flat.low)
 
 
-def test_hierarchical_ci_covers_where_flat_does_not():
-    # True ratio 1 with between-process variance: the flat interval treats one run's
-    # processes as the population and misses 1 most of the time.
-    rng = np.random.default_rng(9)
+COVERAGE_ALPHA = 0.001  # one-sided binomial test: coverage significantly below nominal?
+
+
+def _ratio_coverage(rng, n_reps, n_trials, n, flat_reps=0, n_resamples=500):
+    """Coverage of 1 by hierarchical (and, for the first ``flat_reps``, flat) 95 % ratio CIs.
+
+    True ratio 1 with between-process variance (level exp(N(0, 0.03)) per trial).
+    """
     hits_h = hits_f = 0
-    for i in range(100):
-        b = lognormal_trials(rng, n=100, between=0.03)
-        c = lognormal_trials(rng, n=100, between=0.03)
-        h = S.ratio_ci(b, c, n_resamples=300, seed=i)
-        f = S.ratio_ci(np.concatenate(b), np.concatenate(c), n_resamples=300, seed=i)
+    for i in range(n_reps):
+        b = lognormal_trials(rng, n_trials=n_trials, n=n, between=0.03)
+        c = lognormal_trials(rng, n_trials=n_trials, n=n, between=0.03)
+        h = S.ratio_ci(b, c, n_resamples=n_resamples, seed=i)
         hits_h += h.low <= 1 <= h.high
-        hits_f += f.low <= 1 <= f.high
-    assert hits_h >= 80 and hits_f <= 50
+        if i < flat_reps:
+            f = S.ratio_ci(np.concatenate(b), np.concatenate(c), n_resamples=n_resamples,
+                           seed=i)
+            hits_f += f.low <= 1 <= f.high
+    return hits_h, hits_f
+
+
+def test_hierarchical_ci_coverage_not_below_nominal_where_flat_fails():
+    # 300 runs of 30 trials x 20 samples per side (as many processes as the target-shape
+    # campaign). The count of hierarchical intervals covering the true ratio 1 must not be
+    # significantly below 95 % (one-sided binomial test at COVERAGE_ALPHA); with 300 runs
+    # this rejects a true coverage of about 0.90 or less. 2000 runs of this design gave
+    # 0.9535. The flat interval treats one run's processes as the population: the same
+    # test rejects it by a wide margin (power check). Here 288/300 and 45/100. About 6 s.
+    n_reps, flat_reps = 300, 100
+    hits_h, hits_f = _ratio_coverage(np.random.default_rng(9), n_reps, 30, 20, flat_reps)
+    assert stats.binomtest(hits_h, n_reps, 0.95, alternative="less").pvalue > COVERAGE_ALPHA
+    assert stats.binomtest(hits_f, flat_reps, 0.95, alternative="less").pvalue < 1e-6
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "known limitation: the percentile two-stage bootstrap undercovers with few trials, "
+    "since resampling n trials underestimates their spread by (n - 1) / n and its "
+    "distribution is coarse. Measured coverage of the nominal 95 % interval, 100 samples "
+    "per trial: 0.807 with 3 trials (the sweep's default), 0.895 with 5, 0.943 with 20; "
+    "0.953 with 30 trials of 20 samples (1000-2000 runs each). Here: 164/200."))
+def test_hierarchical_ci_coverage_with_three_trials():
+    n_reps = 200
+    hits_h, _ = _ratio_coverage(np.random.default_rng(10), n_reps, 3, 100)
+    assert stats.binomtest(hits_h, n_reps, 0.95, alternative="less").pvalue > COVERAGE_ALPHA
 
 
 def test_ratio_ci_accepts_2d_and_ragged_trials():
@@ -256,6 +287,33 @@ def test_tost_interval_is_the_one_minus_two_alpha_ratio_ci():
     res = S.tost_ratio(b, c, margin=0.05, alpha=0.1, n_resamples=500, seed=3)
     ci = S.ratio_ci(b, c, confidence=0.8, n_resamples=500, seed=3)
     assert (res.low, res.high, res.hierarchical) == (ci.low, ci.high, True)
+
+
+@pytest.mark.parametrize("true_ratio, n_trials", [(1.02, 1), (0.98, 1), (1.02, 30)])
+def test_tost_rarely_declares_equivalence_at_the_margin(true_ratio, n_trials):
+    # True ratio of medians exactly 1 +- margin (lognormal(0, sigma) has median 1): each
+    # one-sided null holds with equality, so equivalence may be declared in at most
+    # alpha = 5 % of runs. The count must not be significantly above 5 % (one-sided
+    # binomial test at COVERAGE_ALPHA; with 300 runs it rejects about 9 % or more). The
+    # data are precise enough (90 % interval about 0.8-1.2 % wide) that the verdict turns
+    # on the interval's placement, not on its width: at ratio 1 it is nearly always
+    # equivalent (power check below). 1000 flat runs gave 4.9 % (1.02) and 4.7 % (0.98);
+    # 500 runs of 30 trials 3.6 %. About 5 s on one core each.
+    margin, alpha, n_reps = 0.02, 0.05, 300
+    rng = np.random.default_rng(24)
+
+    def sides(ratio):
+        if n_trials == 1:
+            return ratio * rng.lognormal(0, 0.03, 500), rng.lognormal(0, 0.03, 500)
+        return (lognormal_trials(rng, n_trials, 30, scale=ratio, between=0.01, within=0.03),
+                lognormal_trials(rng, n_trials, 30, between=0.01, within=0.03))
+
+    declared = sum(S.tost_ratio(*sides(true_ratio), margin=margin, alpha=alpha,
+                                n_resamples=500, seed=i).equivalent for i in range(n_reps))
+    assert stats.binomtest(declared, n_reps, alpha, alternative="greater").pvalue > COVERAGE_ALPHA
+    power = sum(S.tost_ratio(*sides(1.0), margin=margin, alpha=alpha, n_resamples=500,
+                             seed=i).equivalent for i in range(30))
+    assert power >= 27
 
 
 @pytest.mark.parametrize("scale, n, within, verdict", [

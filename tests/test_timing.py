@@ -6,6 +6,7 @@ moves when the timed function runs, so each sample's time and the budget are exa
 
 import dataclasses
 import inspect
+import json
 import os
 import time
 
@@ -186,6 +187,79 @@ def test_timing_sample_is_frozen_and_validates():
         timing.TimingSample(**{**kw, "times_ms": []})
 
 
+# ---------------------------------------------------------------- settings kept in the sample
+
+NEW_SETTINGS = ("n_samples", "ci_target", "budget_s", "min_samples", "max_samples",
+                "warmup_ms")
+
+
+def test_settings_names_are_measure_keywords():
+    assert timing.SETTINGS == NEW_SETTINGS + ("confidence",)
+    params = inspect.signature(timing.measure).parameters
+    fields = {f.name for f in dataclasses.fields(timing.TimingSample)}
+    assert set(timing.SETTINGS) <= set(params) and set(timing.SETTINGS) <= fields
+
+
+def test_timing_sample_setting_defaults_are_measures():
+    # Pinned twice: a TimingSample built by hand claims measure's documented defaults.
+    got = {f.name: f.default for f in dataclasses.fields(timing.TimingSample)
+           if f.name in timing.SETTINGS}
+    assert got == {k: DEFAULTS[k] for k in timing.SETTINGS}
+    assert got == dict(n_samples=None, ci_target=0.005, budget_s=2.0, min_samples=20,
+                       max_samples=5000, warmup_ms=25.0, confidence=0.95)
+
+
+def test_measure_records_settings_passed(clock):
+    passed = dict(ci_target=0.02, budget_s=3.5, min_samples=7, max_samples=99,
+                  warmup_ms=1.5, confidence=0.9)
+    r = timing.measure(clock(1.0).fn, "per_call", device="cpu", **passed)
+    assert {k: getattr(r, k) for k in timing.SETTINGS} == {"n_samples": None, **passed}
+    r = timing.measure(clock(1.0).fn, "per_call", device="cpu", n_samples=37, **passed)
+    assert r.n_samples == 37 == r.n
+    assert {k: getattr(r, k) for k in passed} == passed  # passed, unused, still recorded
+
+
+def test_measure_records_documented_defaults(clock):
+    r = timing.measure(clock(1.0).fn, "graph", device="cpu")
+    assert {k: getattr(r, k) for k in timing.SETTINGS} == {k: DEFAULTS[k]
+                                                          for k in timing.SETTINGS}
+    assert r.n_samples is None and r.n == 20  # requested (adaptive) vs taken
+
+
+def test_recorded_settings_are_plain_json_values(clock):
+    r = timing.measure(clock(1.0).fn, "per_call", device="cpu", n_samples=np.int64(5),
+                       ci_target=np.float32(0.25), budget_s=2, min_samples=np.int32(3),
+                       max_samples=np.int64(40), warmup_ms=0, confidence=np.float64(0.9))
+    settings = {k: getattr(r, k) for k in timing.SETTINGS}
+    types = {k: type(v) for k, v in settings.items()}
+    assert types == dict(n_samples=int, ci_target=float, budget_s=float, min_samples=int,
+                         max_samples=int, warmup_ms=float, confidence=float)
+    assert json.loads(json.dumps(settings, allow_nan=False)) == settings
+    assert settings == dict(n_samples=5, ci_target=pytest.approx(0.25), budget_s=2.0,
+                            min_samples=3, max_samples=40, warmup_ms=0.0, confidence=0.9)
+    # What the sweep records: asdict minus times_ms; every value a plain JSON scalar.
+    unit_timing = {k: v for k, v in dataclasses.asdict(r).items() if k != "times_ms"}
+    assert all(type(v) in (int, float, str, type(None)) for v in unit_timing.values())
+    assert json.loads(json.dumps(unit_timing))["n_samples"] == 5
+
+
+@pytest.mark.parametrize("field, value, match", [
+    ("n_samples", 0, r"`n_samples` must be an integer >= 1 or None"),
+    ("ci_target", 0.0, r"`ci_target` must be a finite number > 0"),
+    ("budget_s", float("nan"), r"`budget_s` must be a finite number > 0"),
+    ("min_samples", True, r"`min_samples` must be an integer >= 1"),
+    ("max_samples", 2.5, r"`max_samples` must be an integer >= 1"),
+    ("warmup_ms", -1.0, r"`warmup_ms` must be a finite number >= 0"),
+    ("confidence", 1.5, r"`confidence` must be a number in \(0, 1\)"),
+])
+def test_timing_sample_validates_settings(field, value, match):
+    kw = dict(times_ms=[1.0], mode="graph", clock="cpu_wall", device="cpu",
+              calls_per_sample=1, n_warmup_calls=0, flush_bytes=None, stop_reason="n_samples",
+              ci_rel_halfwidth=1.0, elapsed_s=0.1)
+    with pytest.raises(ValueError, match=match):
+        timing.TimingSample(**kw, **{field: value})
+
+
 # ---------------------------------------------------------------- validation
 
 @pytest.mark.parametrize("kwargs, match", [
@@ -247,6 +321,7 @@ def test_measure_in_processes_uses_distinct_fresh_processes():
     pids = {s.pid for s in out}
     assert len(pids) == 2 and os.getpid() not in pids
     assert all(s.n == 5 and s.mode == "per_call" and s.clock == "cpu_wall" for s in out)
+    assert all(s.n_samples == 5 and s.warmup_ms == 0.0 and s.budget_s == 2.0 for s in out)
 
 
 @pytest.mark.parametrize("args, kwargs, match", [
