@@ -420,7 +420,11 @@ def gpu_state() -> dict:
     """Volatile GPU readings (clocks, temperature, power) and ``timestamp_utc``.
 
     Values are None without a GPU or NVML. The sweep records this at the start and
-    end of each trial; none of it enters the fingerprint hash.
+    end of each timing unit (one configuration x candidate x mode in one trial), as
+    ``gpu_state_start`` and ``gpu_state_end`` in the unit; units.parquet carries the SM
+    clock and temperature of both (``sm_clock_start_mhz``, ``sm_clock_end_mhz``,
+    ``temperature_start_c``, ``temperature_end_c``). None of it enters the fingerprint
+    hash.
     """
     out = _nvml_readings(with_static=False)
     out["timestamp_utc"] = datetime.datetime.now(datetime.timezone.utc).isoformat(

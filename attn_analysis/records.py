@@ -12,8 +12,11 @@ A run lives in ``data/runs/<run-id>/``:
     Tidy long table, one row per raw sample: configuration fields, candidate, mode,
     trial, sample index, milliseconds.
 ``units.parquet``, ``correctness.parquet``, ``kernels.parquet``, ``ceilings.json``,
-``fingerprint.json``, ``run.json``
-    Consolidated views of the journal.
+``fingerprint.json``
+    Consolidated views of the journal. ``verify`` rebuilds each of them (and
+    ``samples.parquet``) from the journal and requires what is on disk to equal it.
+``run.json``
+    How the run was invoked (plan, package version), plus the format version and run id.
 ``manifest.json``
     SHA-256 of every other file, and the format version.
 """
@@ -22,12 +25,14 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import io
 import json
 import math
 import os
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from . import RECORD_FORMAT_VERSION
@@ -130,14 +135,19 @@ def read_unit(path) -> dict:
 
 def finished_units(run_dir) -> tuple[set[str], list[str]]:
     """Names of journal units that verify, and one-line complaints about those that do not."""
+    units, bad = _read_journal(run_dir)
+    return set(units), bad
+
+
+def _read_journal(run_dir) -> tuple[dict[str, dict], list[str]]:
+    """Journal units that verify, by file name in sorted order, and complaints about the rest."""
     journal = Path(run_dir) / "journal"
-    good, bad = set(), []
+    good, bad = {}, []
     if not journal.is_dir():
         return good, bad
     for path in sorted(journal.glob("*.json")):
         try:
-            read_unit(path)
-            good.add(path.name)
+            good[path.name] = read_unit(path)
         except RecordError as exc:
             bad.append(str(exc))
     return good, bad
@@ -155,18 +165,47 @@ def clean_temporaries(run_dir) -> int:
 # ----------------------------------------------------------------------- consolidate
 
 def _units(run_dir) -> list[dict]:
-    units = []
-    for path in sorted((Path(run_dir) / "journal").glob("*.json")):
-        units.append(read_unit(path))
-    return units
+    return [read_unit(path) for path in sorted((Path(run_dir) / "journal").glob("*.json"))]
 
 
 def _config_fields(key: str) -> dict:
     return Config.from_key(key).as_dict()
 
 
+def _median(times: list) -> float:
+    """Median that skips NaN, as ``pd.Series(times).median()`` does."""
+    values = np.asarray(times, dtype=np.float64)
+    values = values[~np.isnan(values)]
+    return float(np.median(values)) if values.size else math.nan
+
+
+def _samples(timed: list[dict]) -> pd.DataFrame:
+    """One row per raw sample of the ``ok`` timing units, built column by column."""
+    if not timed:
+        return pd.DataFrame([], columns=list(SAMPLE_COLUMNS))
+    counts = [len(u["times_ms"]) for u in timed]
+
+    def repeat(values):
+        return np.repeat(np.array(values, dtype=object), counts)
+    fields = [_config_fields(u["config"]) for u in timed]
+    cols = {"config": repeat([u["config"] for u in timed])}
+    for key in ("batch", "heads", "seq_len", "head_dim", "dtype", "causal"):
+        cols[key] = repeat([f[key] for f in fields])
+    for key in ("candidate", "mode", "trial"):
+        cols[key] = repeat([u[key] for u in timed])
+    cols["sample"] = np.concatenate([np.arange(n) for n in counts])
+    cols["ms"] = np.fromiter((float(ms) for u in timed for ms in u["times_ms"]),
+                             dtype=np.float64, count=sum(counts))
+    s = pd.DataFrame({c: pd.Series(v).infer_objects() for c, v in cols.items()},
+                     columns=list(SAMPLE_COLUMNS))
+    s["causal"] = s["causal"].astype(bool)
+    for col in ("batch", "heads", "seq_len", "head_dim", "trial", "sample"):
+        s[col] = s[col].astype("int64")
+    return s
+
+
 def _tables(units: list[dict]) -> dict[str, pd.DataFrame]:
-    samples, rows, corr, kern = [], [], [], []
+    timed, rows, corr, kern = [], [], [], []
     for u in units:
         if u["kind"] == "timing":
             start, end = u.get("gpu_state_start") or {}, u.get("gpu_state_end") or {}
@@ -176,7 +215,7 @@ def _tables(units: list[dict]) -> dict[str, pd.DataFrame]:
                 "config": u["config"], "candidate": u["candidate"], "mode": u["mode"],
                 "trial": u["trial"], "status": u["status"], "reason": u.get("reason") or "",
                 "n_samples": len(times),
-                "median_ms": float(pd.Series(times).median()) if times else math.nan,
+                "median_ms": _median(times) if times else math.nan,
                 "clock": timing.get("clock", ""), "stop_reason": timing.get("stop_reason", ""),
                 "ci_rel_halfwidth": timing.get("ci_rel_halfwidth", math.nan),
                 "calls_per_sample": timing.get("calls_per_sample", 0) or 0,
@@ -188,12 +227,8 @@ def _tables(units: list[dict]) -> dict[str, pd.DataFrame]:
                 "measurement_id": u.get("measurement_id", ""),
                 "info": json.dumps(u.get("info") or {}, sort_keys=True),
             })
-            if u["status"] == "ok":
-                fields = _config_fields(u["config"])
-                for i, ms in enumerate(times):
-                    samples.append({"config": u["config"], **fields, "candidate": u["candidate"],
-                                    "mode": u["mode"], "trial": u["trial"], "sample": i,
-                                    "ms": float(ms)})
+            if u["status"] == "ok" and times:
+                timed.append(u)
         elif u["kind"] == "correctness":
             c = u.get("result") or {}
             corr.append({"config": u["config"], "candidate": u["candidate"], "trial": u["trial"],
@@ -208,18 +243,25 @@ def _tables(units: list[dict]) -> dict[str, pd.DataFrame]:
                 kern.append({"config": u["config"], "candidate": u["candidate"],
                              "kernel": k["name"], "calls_per_call": k["calls_per_call"],
                              "device_ms_per_call": k["device_ms_per_call"]})
-    frames = {
-        "samples.parquet": pd.DataFrame(samples, columns=list(SAMPLE_COLUMNS)),
+    return {
+        "samples.parquet": _samples(timed),
         "units.parquet": pd.DataFrame(rows, columns=list(UNIT_COLUMNS)),
         "correctness.parquet": pd.DataFrame(corr, columns=list(CORRECTNESS_COLUMNS)),
         "kernels.parquet": pd.DataFrame(kern, columns=list(KERNEL_COLUMNS)),
     }
-    s = frames["samples.parquet"]
-    if len(s):
-        s["causal"] = s["causal"].astype(bool)
-        for col in ("batch", "heads", "seq_len", "head_dim", "trial", "sample"):
-            s[col] = s[col].astype("int64")
-    return frames
+
+
+def _journal_views(units: list[dict]) -> dict[str, dict]:
+    """The JSON views derived from the journal alone (run.json also records the invocation)."""
+    trials = {str(u["trial"]): u["fingerprint"] for u in units if u["kind"] == "trial"}
+    hashes = sorted({fp.get("fingerprint_hash") for fp in trials.values()})
+    ceilings = next((u["ceilings"] for u in units if u["kind"] == "ceilings"), {})
+    return {"ceilings.json": ceilings,
+            "fingerprint.json": {"fingerprint_hashes": hashes, "trials": trials}}
+
+
+def _json_bytes(obj) -> bytes:
+    return json.dumps(obj, indent=1, sort_keys=True, allow_nan=True).encode()
 
 
 def finalize(run_dir, run_info: dict) -> Path:
@@ -230,18 +272,10 @@ def finalize(run_dir, run_info: dict) -> Path:
         tmp = run_dir / f".tmp-{name}"
         frame.to_parquet(tmp, index=False)
         os.replace(tmp, run_dir / name)
-    trials = {str(u["trial"]): u["fingerprint"] for u in units if u["kind"] == "trial"}
-    hashes = sorted({fp.get("fingerprint_hash") for fp in trials.values()})
-    ceilings = next((u["ceilings"] for u in units if u["kind"] == "ceilings"), {})
-    views = {
-        "ceilings.json": ceilings,
-        "fingerprint.json": {"fingerprint_hashes": hashes, "trials": trials},
-        "run.json": dict(run_info, format_version=RECORD_FORMAT_VERSION,
-                         run_id=run_dir.name),
-    }
+    views = {**_journal_views(units),
+             "run.json": dict(run_info, format_version=RECORD_FORMAT_VERSION, run_id=run_dir.name)}
     for name, obj in views.items():
-        atomic_write_bytes(run_dir / name, json.dumps(obj, indent=1, sort_keys=True,
-                                                      allow_nan=True).encode())
+        atomic_write_bytes(run_dir / name, _json_bytes(obj))
     return write_manifest(run_dir)
 
 
@@ -271,10 +305,14 @@ def write_manifest(run_dir) -> Path:
 # ---------------------------------------------------------------------------- verify
 
 def verify(run_dir) -> list[str]:
-    """Check a run's manifest, checksums, journal and table schemas.
+    """Check a run's manifest, checksums, journal, table schemas and derived files.
 
-    Returns one line per problem, each naming the file; an empty list means the run
-    verifies.
+    Every file that ``finalize`` derives from the journal (the four tables,
+    ``ceilings.json`` and ``fingerprint.json``) is rebuilt from the verified journal and
+    must equal what is on disk: same columns, dtypes and rows, strings and integers
+    exactly, floats bit for bit. A consistent manifest therefore does not hide an edited
+    table. Returns one line per problem, each naming the file (and for a derived file its
+    first differing column or key); an empty list means the run verifies.
     """
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
@@ -305,16 +343,18 @@ def verify(run_dir) -> list[str]:
             problems.append(f"{name}: missing")
     if problems:
         return problems
-    _, bad = finished_units(run_dir)
+    units, bad = _read_journal(run_dir)
     problems += [f"journal/{b}" for b in bad]
     expected = {"samples.parquet": SAMPLE_COLUMNS, "units.parquet": UNIT_COLUMNS,
                 "correctness.parquet": CORRECTNESS_COLUMNS, "kernels.parquet": KERNEL_COLUMNS}
+    stored = {}
     for name, columns in expected.items():
         try:
             frame = pd.read_parquet(run_dir / name)
         except Exception as exc:  # pyarrow raises several types for damaged files
             problems.append(f"{name}: unreadable ({exc})")
             continue
+        stored[name] = frame
         missing = [c for c in columns if c not in frame.columns]
         if missing:
             problems.append(f"{name}: missing columns {missing}")
@@ -322,25 +362,91 @@ def verify(run_dir) -> list[str]:
             if not (frame["ms"] > 0).all() or frame["ms"].isna().any():
                 problems.append(f"{name}: latencies must be positive and finite")
     if not problems:
-        problems += _journal_agrees(run_dir)
+        problems += _journal_agrees(run_dir, list(units.values()), stored)
     return problems
 
 
-def _journal_agrees(run_dir: Path) -> list[str]:
-    """The consolidated tables must be exactly what the journal says."""
-    rebuilt = _tables(_units(run_dir))
+def _journal_agrees(run_dir: Path, units: list[dict], stored: dict) -> list[str]:
+    """Every file derived from the journal must be exactly what ``finalize`` writes from it."""
     problems = []
-    for name in ("samples.parquet", "correctness.parquet"):
-        stored = pd.read_parquet(run_dir / name)
-        fresh = rebuilt[name]
-        if len(stored) != len(fresh):
-            problems.append(f"{name}: {len(stored)} rows, the journal has {len(fresh)}")
+    for name, fresh in _tables(units).items():
+        difference = _frame_difference(stored[name], _as_written(fresh))
+        if difference:
+            problems.append(f"{name}: {difference}")
+    for name, obj in _journal_views(units).items():
+        data = (run_dir / name).read_bytes()
+        if data == _json_bytes(obj):
             continue
-        numeric = "ms" if name == "samples.parquet" else "rel_error"
-        if len(stored) and not stored[numeric].reset_index(drop=True).equals(
-                fresh[numeric].reset_index(drop=True).astype(stored[numeric].dtype)):
-            problems.append(f"{name}: column {numeric!r} differs from the journal")
+        try:
+            on_disk = json.loads(data)
+        except ValueError as exc:
+            problems.append(f"{name}: unreadable ({exc})")
+            continue
+        path = _json_difference(on_disk, obj)
+        problems.append(f"{name}: key {path!r} differs from the journal" if path is not None
+                        else f"{name}: not formatted as finalize writes it")
     return problems
+
+
+def _as_written(frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame as ``finalize`` would store it and ``pd.read_parquet`` read it back."""
+    buffer = io.BytesIO()
+    frame.to_parquet(buffer, index=False)
+    buffer.seek(0)
+    return pd.read_parquet(buffer)
+
+
+def _frame_difference(stored: pd.DataFrame, fresh: pd.DataFrame) -> str | None:
+    """The first way ``stored`` differs from ``fresh`` (columns, rows, dtype, values), or None."""
+    if list(stored.columns) != list(fresh.columns):
+        return f"columns {list(stored.columns)}, the journal gives {list(fresh.columns)}"
+    if len(stored) != len(fresh):
+        return f"{len(stored)} rows, the journal has {len(fresh)}"
+    for col in fresh.columns:
+        a, b = stored[col], fresh[col]
+        if a.dtype != b.dtype:
+            return f"column {col!r} is {a.dtype}, the journal gives {b.dtype}"
+        differs = ~_same_values(a.to_numpy(), b.to_numpy())
+        if differs.any():
+            row = int(np.flatnonzero(differs)[0])
+            return (f"column {col!r} differs from the journal (first at row {row}: "
+                    f"{a.iloc[row]!r} on disk, {b.iloc[row]!r} in the journal)")
+    return None
+
+
+def _same_values(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Elementwise equality: floats bit for bit, anything else exactly, missing equals missing."""
+    if a.dtype.kind == "f" and a.dtype == b.dtype:
+        unsigned = f"u{a.dtype.itemsize}"
+        return a.view(unsigned) == b.view(unsigned)
+    same = np.asarray(a == b, dtype=bool)
+    return same | (pd.isna(a) & pd.isna(b))
+
+
+def _json_difference(stored, fresh, path: str = "") -> str | None:
+    """Dotted path of the first key where two JSON values differ (NaN equals NaN), or None."""
+    if isinstance(stored, dict) and isinstance(fresh, dict):
+        for key in sorted(set(stored) | set(fresh)):
+            sub = f"{path}.{key}" if path else str(key)
+            if key not in stored or key not in fresh:
+                return sub
+            found = _json_difference(stored[key], fresh[key], sub)
+            if found is not None:
+                return found
+        return None
+    if isinstance(stored, list) and isinstance(fresh, list):
+        if len(stored) != len(fresh):
+            return path or "(top level)"
+        for i, (x, y) in enumerate(zip(stored, fresh)):
+            found = _json_difference(x, y, f"{path}[{i}]")
+            if found is not None:
+                return found
+        return None
+    both_nan = (isinstance(stored, float) and isinstance(fresh, float)
+                and math.isnan(stored) and math.isnan(fresh))
+    if both_nan or (type(stored) is type(fresh) and stored == fresh):
+        return None
+    return path or "(top level)"
 
 
 # ------------------------------------------------------------------------------ load

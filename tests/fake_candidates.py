@@ -79,3 +79,28 @@ for _name, _build, _devices in [
 ]:
     if _name not in cands.CANDIDATES:
         cands.register(cands.Candidate(_name, "test double", _build, devices=_devices))
+
+
+def _compile_error(config, device):
+    # A build that fails the ordinary way (a kernel that does not compile), not an OOM.
+    raise RuntimeError("simulated compile failure")
+
+
+def _oom_while_timing(config, device):
+    # Passes the correctness check (its first call), then runs out of memory on every
+    # later call: the out-of-memory arrives while timing, not at build.
+    calls = {"n": 0}
+
+    def fn(q, k, v):
+        calls["n"] += 1
+        if calls["n"] > 1:
+            raise torch.OutOfMemoryError(
+                f"simulated while timing: CUDA out of memory on call {calls['n']}")
+        return _attention(q, k, v, 1 / math.sqrt(q.shape[-1]))
+    return cands.Built(fn, {"note": "out of memory after its first call"})
+
+
+for _name, _build in [("fake_compile_error", _compile_error),
+                      ("fake_oom_while_timing", _oom_while_timing)]:
+    if _name not in cands.CANDIDATES:
+        cands.register(cands.Candidate(_name, "test double", _build, devices=cands.DEVICES))

@@ -1,11 +1,16 @@
 """The recorded-data format: atomic units, consolidation, manifest, verifier, loader."""
 
 import json
+import shutil
 
+import numpy as np
 import pandas as pd
 import pytest
 
-from attn_analysis import RECORD_FORMAT_VERSION, records
+from attn_analysis import RECORD_FORMAT_VERSION, records, sweep
+from attn_analysis.configs import Config
+
+import fake_candidates  # noqa: F401
 
 
 def make_timing_unit(config="B1-H2-S16-D64-fp16", candidate="sdpa", mode="graph", trial=0,
@@ -105,7 +110,9 @@ def test_verifier_catches_an_edited_number_even_with_a_fresh_manifest(tmp_path):
     assert "samples.parquet: SHA-256 does not match the manifest" in records.verify(run)
     records.write_manifest(run)  # someone re-signs the edited file
     problems = records.verify(run)
-    assert problems == ["samples.parquet: column 'ms' differs from the journal"]
+    assert len(problems) == 1
+    assert problems[0].startswith("samples.parquet: column 'ms' differs from the journal "
+                                  "(first at row 0:")
 
 
 def test_verifier_reports_missing_and_unlisted_files(tmp_path):
@@ -154,3 +161,135 @@ def test_find_runs_lists_finalized_runs_only(tmp_path):
     make_run(tmp_path)
     records.write_unit(tmp_path / "unfinished", make_timing_unit())
     assert [p.name for p in records.find_runs(tmp_path)] == ["run-a"]
+
+
+# ------------------------------------------- derived files rebuilt from the journal
+
+@pytest.fixture(scope="module")
+def swept_run(tmp_path_factory):
+    """A tiny CPU run recorded by the sweep, with one kernels unit as a GPU records it."""
+    out = tmp_path_factory.mktemp("swept") / "run"
+    plan = sweep.Plan(configs=(Config(1, 2, 16, 64),),
+                      candidates=("sdpa", "eager", "fake_wrong_scale"),
+                      modes=("per_call", "graph"), trials=1, device="cpu",
+                      timing={"n_samples": 4}, plugins=("fake_candidates",),
+                      ceilings=True, profile=True)
+    sweep.run(out, plan, progress=False)
+    # The CPU has no kernel evidence; give sdpa's kernels unit the shape a GPU run has.
+    records.write_unit(out, {"kind": "kernels", "config": "B1-H2-S16-D64-fp16",
+                             "candidate": "sdpa", "status": "ok", "reason": "",
+                             "kernels": [{"name": "flash_fwd", "calls_per_call": 1.0,
+                                          "device_ms_per_call": 0.0123},
+                                         {"name": "memset", "calls_per_call": 2.0,
+                                          "device_ms_per_call": 0.0011}]})
+    info = json.loads((out / "run.json").read_text())
+    records.finalize(out, info)
+    assert records.verify(out) == []
+    return out
+
+
+def _edit_table(name, edit):
+    def tamper(run):
+        frame = pd.read_parquet(run / name)
+        edited = edit(frame)  # edits in place, or returns a new frame
+        (frame if edited is None else edited).to_parquet(run / name, index=False)
+    return tamper
+
+
+def _edit_json(name, edit):
+    def tamper(run):
+        obj = json.loads((run / name).read_text())
+        edit(obj)
+        (run / name).write_text(json.dumps(obj, indent=1, sort_keys=True, allow_nan=True))
+    return tamper
+
+
+def _halve(frame, column, row=0):
+    frame.loc[row, column] = frame.loc[row, column] * 0.5
+
+
+def _relabel(frame, column, old, new):
+    frame.loc[frame[column] == old, column] = new
+
+
+def _nudge_ms(frame):  # the smallest possible edit: one float64 ulp
+    frame.loc[3, "ms"] = np.nextafter(frame.loc[3, "ms"], 0.0)
+
+
+def _unfail(frame):
+    _relabel(frame, "status", "failed_correctness", "ok")
+
+
+def _faster_matmul(obj):
+    obj["matmul"]["tflops"] = obj["matmul"]["tflops"] * 2
+
+
+def _other_machine(obj):
+    obj["trials"]["0"]["fingerprint_hash"] = "0ther0machine"
+
+
+def _reformat(run):
+    obj = json.loads((run / "ceilings.json").read_text())
+    (run / "ceilings.json").write_text(json.dumps(obj, sort_keys=True))
+
+
+TAMPERING = {
+    "kernel time halved": (_edit_table("kernels.parquet", lambda f: _halve(
+        f, "device_ms_per_call")), "kernels.parquet: column 'device_ms_per_call' differs"),
+    "kernel renamed": (_edit_table("kernels.parquet", lambda f: _relabel(
+        f, "kernel", "memset", "flash_fwd")), "kernels.parquet: column 'kernel' differs"),
+    "kernel row dropped": (_edit_table("kernels.parquet", lambda f: f.drop(
+        index=1)), "kernels.parquet: 1 rows, the journal has 2"),
+    "unit median halved": (_edit_table("units.parquet", lambda f: _halve(f, "median_ms")),
+                           "units.parquet: column 'median_ms' differs"),
+    "failed unit marked ok": (_edit_table("units.parquet", _unfail),
+                              "units.parquet: column 'status' differs"),
+    "samples relabelled": (_edit_table("samples.parquet", lambda f: _relabel(
+        f, "candidate", "eager", "sdpa")), "samples.parquet: column 'candidate' differs"),
+    "sample nudged one ulp": (_edit_table("samples.parquet", _nudge_ms),
+                              "samples.parquet: column 'ms' differs"),
+    "correctness flipped": (_edit_table("correctness.parquet", lambda f: _relabel(
+        f, "passed", False, True)), "correctness.parquet: column 'passed' differs"),
+    "ceiling raised": (_edit_json("ceilings.json", _faster_matmul),
+                       "ceilings.json: key 'matmul.tflops' differs from the journal"),
+    "fingerprint edited": (_edit_json("fingerprint.json", _other_machine),
+                           "fingerprint.json: key 'trials.0.fingerprint_hash' differs"),
+    "ceilings reformatted": (_reformat, "ceilings.json: not formatted as finalize writes it"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TAMPERING))
+def test_verifier_rebuilds_every_derived_file_from_the_journal(swept_run, tmp_path, case):
+    tamper, expected = TAMPERING[case]
+    run = tmp_path / "run"
+    shutil.copytree(swept_run, run)
+    assert records.verify(run) == []
+    tamper(run)
+    assert records.verify(run) != []  # the manifest notices first ...
+    records.write_manifest(run)  # ... so the tamperer re-signs every file
+    problems = records.verify(run)
+    assert len(problems) == 1, problems
+    assert problems[0].startswith(expected), problems
+    with pytest.raises(records.RecordError, match=expected.split(":")[0]):
+        records.load(run)
+
+
+def test_verifier_reports_the_first_differing_row_and_both_values(tmp_path):
+    run = make_run(tmp_path)
+    frame = pd.read_parquet(run / "units.parquet")
+    frame.loc[1, "reason"] = "edited"
+    frame.to_parquet(run / "units.parquet", index=False)
+    records.write_manifest(run)
+    assert records.verify(run) == [
+        "units.parquet: column 'reason' differs from the journal "
+        "(first at row 1: 'edited' on disk, '' in the journal)"]
+
+
+def test_verifier_reports_a_changed_column_type(tmp_path):
+    run = make_run(tmp_path)
+    frame = pd.read_parquet(run / "correctness.parquet")
+    frame["nonfinite"] = frame["nonfinite"].astype("float64")  # same values, other type
+    frame.to_parquet(run / "correctness.parquet", index=False)
+    records.write_manifest(run)
+    assert records.verify(run) == [
+        "correctness.parquet: column 'nonfinite' is float64, the journal gives int64"]

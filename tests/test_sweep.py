@@ -123,6 +123,87 @@ def test_killed_sweep_resumes_without_losing_or_remeasuring(tmp_path):
     assert ids.is_unique
 
 
+def test_ctrl_c_exits_130_cleanly_and_a_rerun_completes_without_remeasuring(tmp_path):
+    out = tmp_path / "run"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.Popen(_cli(out), env=env, start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    journal = out / "journal"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if journal.is_dir() and len(list(journal.glob("timing__*.json"))) >= 3:
+            break
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C at a terminal: the whole foreground group
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "interrupted" in stderr
+    assert not list(out.rglob(".tmp-*"))
+    assert records.verify(out)  # not finalized: must not verify yet
+    before = {p.name: p.read_bytes() for p in journal.glob("*.json")}
+    timed_before = [n for n in before if n.startswith("timing")]
+    assert 3 <= len(timed_before) < 2 * 2 * 2 * 2  # stopped mid-way
+    ids_before = {n: records.read_unit(journal / n)["measurement_id"] for n in before}
+    result = subprocess.run(_cli(out), env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    after = {p.name: p.read_bytes() for p in journal.glob("*.json")}
+    for name, data in before.items():  # nothing lost, nothing measured twice
+        assert after[name] == data, name
+        assert records.read_unit(journal / name)["measurement_id"] == ids_before[name], name
+    assert len(after) == 2 * (1 + 2 * 2 * (1 + 2))
+    assert records.verify(out) == []
+    run = records.load(out)
+    assert run.units["measurement_id"].is_unique
+    assert set(run.units["status"]) == {"ok"}
+    assert not list(out.rglob(".tmp-*"))
+
+
+def _written_after(out, first_glob, later_glob) -> bool:
+    """Whether some journal unit matching ``later_glob`` was written after every ``first_glob``."""
+    journal = out / "journal"
+    first = max(p.stat().st_mtime_ns for p in journal.glob(first_glob))
+    return any(p.stat().st_mtime_ns > first for p in journal.glob(later_glob))
+
+
+def test_compile_failure_is_recorded_as_error_and_the_sweep_goes_on(tmp_path):
+    plan = make_plan(configs=TINY[:1], candidates=("fake_compile_error", "sdpa"), trials=1)
+    out = tmp_path / "run"
+    sweep.run(out, plan, progress=False)
+    assert records.verify(out) == []
+    run = records.load(out)
+    failed = run.units[run.units["candidate"] == "fake_compile_error"]
+    assert set(failed["mode"]) == {"per_call", "graph"}
+    assert set(failed["status"]) == {"error"}
+    assert set(failed["reason"]) == {"RuntimeError: simulated compile failure"}
+    corr = run.correctness.set_index("candidate")
+    assert corr.loc["fake_compile_error", "status"] == "error"
+    assert corr.loc["fake_compile_error", "reason"] == "RuntimeError: simulated compile failure"
+    assert set(run.units[run.units["candidate"] == "sdpa"]["status"]) == {"ok"}
+    assert set(run.samples["candidate"]) == {"sdpa"}
+    # The same worker went on to the next candidate after recording the failure.
+    assert _written_after(out, "*__fake_compile_error*.json", "*__sdpa*.json")
+
+
+def test_out_of_memory_while_timing_is_recorded_as_oom_and_the_sweep_goes_on(tmp_path):
+    plan = make_plan(configs=TINY[:1], candidates=("fake_oom_while_timing", "sdpa"), trials=1)
+    out = tmp_path / "run"
+    sweep.run(out, plan, progress=False)
+    assert records.verify(out) == []
+    run = records.load(out)
+    corr = run.correctness.set_index("candidate")
+    assert corr.loc["fake_oom_while_timing", "status"] == "ok"  # it built and passed the check
+    assert bool(corr.loc["fake_oom_while_timing", "passed"])
+    timed = run.units[run.units["candidate"] == "fake_oom_while_timing"]
+    assert set(timed["mode"]) == {"per_call", "graph"}  # each mode tried and recorded
+    assert set(timed["status"]) == {"oom"}
+    for reason in timed["reason"]:
+        assert reason.startswith("OutOfMemoryError: simulated while timing"), reason
+    assert (timed["n_samples"] == 0).all()
+    assert set(run.units[run.units["candidate"] == "sdpa"]["status"]) == {"ok"}
+    assert set(run.samples["candidate"]) == {"sdpa"}
+    assert _written_after(out, "timing__*__fake_oom_while_timing__*.json", "*__sdpa*.json")
+
+
 def test_resume_refuses_changed_timing_settings(tmp_path):
     out = tmp_path / "run"
     sweep.run(out, make_plan(configs=TINY[:1], candidates=("sdpa",), trials=1), progress=False)
