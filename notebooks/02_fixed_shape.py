@@ -23,7 +23,8 @@
 
 # %% tags=["parameters"]
 runs_dir = "data/runs"    # recorded runs, relative to the repository root
-run = "h100-reports-v1"   # documented default lead run ("" picks the largest GPU run)
+run = "h100-target-v1"    # documented default lead run: the target shape, 30 processes
+                          # ("" picks the largest GPU run)
 measure = False           # True: measure a new run on this machine first
 device = "auto"           # "auto" (GPU if present, else CPU), "cuda" or "cpu"
 shapes = ""               # "B,H,S[,D];..." or a matrix name; "" = default for the device
@@ -34,6 +35,7 @@ run_id = ""               # folder name of the new run; "" = device and UTC time
 n_resamples = 1000        # bootstrap resamples per interval
 config = ""               # configuration key; "" = the target B32-H8-S512-D64-fp16 if recorded
 margin = 0.02             # equivalence margin on the speedup ratio
+graph_check = "data/checks/graph_variability_h100.json"  # scripts/graph_variability.py output
 
 # %% tags=["remove-cell"]
 from pathlib import Path
@@ -47,8 +49,9 @@ import numpy as np
 import pandas as pd
 from IPython.display import display
 
-from attn_analysis import notebook_support as nbs, plots, reference, stats, summaries
+from attn_analysis import findings, notebook_support as nbs, plots, reference, stats, summaries
 from attn_analysis.configs import TARGET
+from attn_analysis.controls import CONTROL_NAMES
 
 params, runs, catalog, lead = nbs.start(
     root, runs_dir=runs_dir, run=run, measure=measure, device=device, shapes=shapes,
@@ -56,6 +59,9 @@ params, runs, catalog, lead = nbs.start(
     n_resamples=n_resamples)
 if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not 0 < margin < 0.5:
     raise ValueError(f"`margin` must be a number in (0, 0.5); got {margin!r}.")
+if not isinstance(graph_check, str):
+    raise ValueError(f"`graph_check` must be a path relative to the repository root or ''; "
+                     f"got {graph_check!r}.")
 R = runs[lead]
 label = summaries.run_label(R)
 recorded = set(R.samples["config"])
@@ -83,7 +89,9 @@ nbs.glue_text("fx_mode", main_mode)
 speedups = summaries.speedup_table(R.samples, modes=modes, margin=float(margin),
                                    n_resamples=params["n_resamples"], configs=config)
 main = speedups[speedups["mode"] == main_mode].set_index("candidate")
-others = main.drop(index="sdpa")
+# Controls (the A/A twin, spin kernels) check the protocol; they are not contenders.
+controls = main[main.index.isin(CONTROL_NAMES)]
+others = main.drop(index=["sdpa", *controls.index])
 self_cmp = main.loc["sdpa"]
 best = others["speedup"].idxmax()
 latency = summaries.latency_table(R.samples[R.samples["config"] == config], modes=modes,
@@ -112,6 +120,16 @@ nbs.glue_text("fx_self_hi", self_cmp["ci_high"])
 nbs.glue_text("fx_self_resolvable", self_cmp["resolvable_margin"])
 nbs.glue_text("fx_self_verdict", self_cmp["verdict"])
 nbs.glue_text("fx_min_resolvable", others["resolvable_margin"].min())
+nbs.glue_text("fx_finding", findings.verdict_sentence(others.reset_index(), margin=float(margin)))
+twin = controls.loc["sdpa_twin"] if "sdpa_twin" in controls.index else None
+nbs.glue_text("fx_twin", "the run has no A/A twin" if twin is None else
+              f"the A/A twin (the default dispatch built and timed again as a separate "
+              f"candidate) is {twin['verdict']}, speedup {twin['speedup']:.3f} "
+              f"(95 % CI {twin['ci_low']:.3f}–{twin['ci_high']:.3f})")
+twins_kernels = findings.same_kernels(R.kernels, config) if len(R.kernels) else []
+twins_kernels = [c for c in twins_kernels if c not in CONTROL_NAMES]
+nbs.glue_text("fx_same_kernels", ", ".join(twins_kernels) if twins_kernels else "none")
+nbs.glue_text("fx_claim", findings.negative_result_verdict(others.reset_index(), twins_kernels))
 for name in others.index:
     nbs.glue_text(f"fx_speedup_{name}", others.loc[name, "speedup"])
     nbs.glue_text(f"fx_lo_{name}", others.loc[name, "ci_low"])
@@ -134,20 +152,21 @@ nbs.glue_figure("fx_spread", plots.trial_spread(summaries.trial_medians(R.sample
 #
 # In {glue:text}`fx_mode:s` mode the default dispatch took {glue:text}`fx_sdpa_ms:.4f` ms
 # (95 % CI {glue:text}`fx_sdpa_lo:.4f`–{glue:text}`fx_sdpa_hi:.4f` ms over
-# {glue:text}`fx_n_trials:d` processes). Of the {glue:text}`fx_n_candidates:d` other
-# candidates, {glue:text}`fx_n_faster:d` were shown faster, {glue:text}`fx_n_equivalent:d`
-# equivalent within the margin, {glue:text}`fx_n_slower:d` slower and
-# {glue:text}`fx_n_inconclusive:d` could not be told apart either way. The fastest point
-# estimate is {glue:text}`fx_best:s`, speedup {glue:text}`fx_best_speedup:.3f`
-# (95 % CI {glue:text}`fx_best_lo:.3f`–{glue:text}`fx_best_hi:.3f`, verdict
-# *{glue:text}`fx_best_verdict:s`*).
+# {glue:text}`fx_n_trials:d` processes). {glue:text}`fx_finding:s`
 #
-# The row `sdpa` compares the default dispatch with itself, resampled independently on
-# both sides: its interval, {glue:text}`fx_self_lo:.3f`–{glue:text}`fx_self_hi:.3f`, is
-# the resolution of this run. The smallest margin it could have shown equivalence within
-# is ±{glue:text}`fx_self_resolvable:.1%`, so with these trials even identical code is
-# *{glue:text}`fx_self_verdict:s`* at ±{glue:text}`fx_margin:.0%`: the spread between
-# processes, not the number of samples, sets the limit (figure below).
+# Two rows check the method rather than a kernel. The row `sdpa` compares the default
+# dispatch with itself, resampled independently on both sides: its interval,
+# {glue:text}`fx_self_lo:.3f`–{glue:text}`fx_self_hi:.3f`, is the resolution of this run,
+# and the smallest margin it could have shown equivalence within is
+# ±{glue:text}`fx_self_resolvable:.1%` (verdict at ±{glue:text}`fx_margin:.0%`:
+# *{glue:text}`fx_self_verdict:s`*). Independent measurements of identical code are the
+# harder test: {glue:text}`fx_twin:s`. The spread between processes, not the number of
+# samples, sets the width of every interval (figure below).
+#
+# Candidates that run exactly the kernels of the default dispatch (by `torch.profiler`'s
+# kernel names at this configuration): {glue:text}`fx_same_kernels:s`. A speedup of such a
+# candidate comes from outside the kernels (launch, allocation, gaps inside a graph
+# replay), which the last section examines.
 
 # %% tags=["remove-input"]
 cols = ["speedup", "ci_low", "ci_high", "tost_low", "tost_high", "verdict",
@@ -214,6 +233,65 @@ display(side_by_side[num + ["p_value", "cis_overlap", "our_verdict"]]
 # interval shows {glue:text}`fx_rp_n_faster_ours:d` candidates faster. A large p-value or
 # overlapping intervals would in any case not show equivalence: only an equivalence test
 # with a margin can.
+#
+# ## Same kernels, different times
+#
+# Candidates that launch the same kernels can still differ in graph mode, because a
+# replayed graph's time includes the idle gaps between its kernels and the placement of
+# its buffers. `scripts/graph_variability.py` looked at this directly on one machine: in a
+# single process it captured each candidate's graph afresh many times (interleaved) and
+# timed each capture, then replayed one graph under `torch.profiler` to read, per call,
+# the span from the first kernel's start to the last kernel's end and the time the
+# kernels were busy.
+
+# %% tags=["remove-cell"]
+import json
+
+gv_path = root / graph_check
+gv = json.loads(gv_path.read_text()) if graph_check and gv_path.exists() else None
+if gv is not None:
+    gv_label = (f"{gv['fingerprint'].get('gpu_name')}, torch "
+                f"{gv['fingerprint'].get('torch_version')}")
+    rows = []
+    for name, medians in gv["recaptures"].items():
+        us = np.array(medians) * 1e3
+        tl = gv["device_timeline"].get(name, {})
+        rows.append({"candidate": name, "captures": len(us), "min_us": us.min(),
+                     "median_us": np.median(us), "max_us": us.max(),
+                     "span_us": tl.get("span_us_per_call"),
+                     "busy_us": tl.get("busy_us_per_call"),
+                     "kernels_per_call": (tl.get("kernels_per_replay") or 0) / 4})
+    gv_table = pd.DataFrame(rows).set_index("candidate")
+    nbs.glue_text("fx_gv_label", gv_label)
+    nbs.glue_text("fx_gv_captures", int(gv_table["captures"].max()))
+    nbs.glue_text("fx_gv_range", "; ".join(
+        f"{c} {r.min_us:.1f}–{r.max_us:.1f} µs" for c, r in gv_table.iterrows()))
+    nbs.glue_text("fx_gv_gap", "; ".join(
+        f"{c} {r.span_us - r.busy_us:.1f} µs" for c, r in gv_table.iterrows()))
+else:
+    gv_table = pd.DataFrame()
+    for key in ("fx_gv_label", "fx_gv_range", "fx_gv_gap"):
+        nbs.glue_text(key, "not recorded")
+    nbs.glue_text("fx_gv_captures", 0)
+
+# %% tags=["remove-input"]
+if len(gv_table):
+    display(gv_table.style.format("{:.2f}", subset=["min_us", "median_us", "max_us", "span_us",
+                                                     "busy_us", "kernels_per_call"])
+            .set_caption(f"Graph-mode time per call over {len(gv_table)} candidates' fresh "
+                         f"captures in one process (µs: min, median, max) and, from the "
+                         f"profiler over one replayed graph, the span and busy time per call "
+                         f"(µs). {gv_label}; {graph_check}."))
+
+# %% [markdown]
+# On {glue:text}`fx_gv_label:s`, over {glue:text}`fx_gv_captures:d` captures in one
+# process the per-call times ranged {glue:text}`fx_gv_range:s`: the spread that separates
+# processes in the run above appears between captures of a single process too, so it
+# belongs to the capture (where its buffers and nodes land), not to the process. Inside one
+# replayed graph the kernels were idle for {glue:text}`fx_gv_gap:s` of every call (span
+# minus busy time, as the profiler sees it). The profiler's kernel-time sum, which
+# excludes those gaps, is therefore not what graph replay measures; the methods chapter
+# says which one the results use.
 #
 # ## What the original reports state for this shape (NVIDIA L4, as reported)
 
