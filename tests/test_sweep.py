@@ -95,17 +95,23 @@ def _cli(out, *extra):
             "--plugin", "fake_candidates", "--no-profile", "--no-ceilings", "--quiet", *extra]
 
 
-def test_killed_sweep_resumes_without_losing_or_remeasuring(tmp_path):
-    out = tmp_path / "run"
+def _start_sweep_and_wait(out, **popen):
+    """Start the CLI sweep in its own process group; return once 3 timing units are on disk."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.Popen(_cli(out), env=env, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(_cli(out), env=env, start_new_session=True, **popen)
     journal = out / "journal"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         if journal.is_dir() and len(list(journal.glob("timing__*.json"))) >= 3:
             break
         time.sleep(0.05)
+    return proc, journal, env
+
+
+def test_killed_sweep_resumes_without_losing_or_remeasuring(tmp_path):
+    out = tmp_path / "run"
+    proc, journal, env = _start_sweep_and_wait(out, stdout=subprocess.DEVNULL,
+                                               stderr=subprocess.DEVNULL)
     os.killpg(proc.pid, signal.SIGKILL)  # no clean-up at all, worse than Ctrl-C
     proc.wait()
     before = {p.name: p.read_bytes() for p in journal.glob("*.json")}
@@ -125,15 +131,8 @@ def test_killed_sweep_resumes_without_losing_or_remeasuring(tmp_path):
 
 def test_ctrl_c_exits_130_cleanly_and_a_rerun_completes_without_remeasuring(tmp_path):
     out = tmp_path / "run"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.Popen(_cli(out), env=env, start_new_session=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    journal = out / "journal"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if journal.is_dir() and len(list(journal.glob("timing__*.json"))) >= 3:
-            break
-        time.sleep(0.05)
+    proc, journal, env = _start_sweep_and_wait(out, stdout=subprocess.PIPE,
+                                               stderr=subprocess.PIPE, text=True)
     os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C at a terminal: the whole foreground group
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr
