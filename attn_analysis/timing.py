@@ -50,7 +50,10 @@ STOP_REASONS = ("n_samples", "ci_target", "budget", "max_samples")
 # Stopping-rule settings of ``measure`` that each TimingSample keeps under the same names.
 SETTINGS = ("n_samples", "ci_target", "budget_s", "min_samples", "max_samples", "warmup_ms",
             "confidence")
-GRAPH_TARGET_MS = 0.2          # an auto-sized graph replay should last at least this long
+# An auto-sized graph replay should last at least this long. A replay has a fixed cost of a
+# few microseconds that is spread over its calls; scripts/graph_anatomy.py measured it on an
+# H100 (data/checks/graph_anatomy_h100.json). The runs recorded up to 2026-11-23 used 0.2 ms.
+GRAPH_TARGET_MS = 1.0
 MAX_CALLS_PER_SAMPLE = 100     # cap of the auto-sized graph
 MAX_WARMUP_CALLS = 100_000
 N_ESTIMATE_CALLS = 5           # calls timed back to back for the first estimate
@@ -299,18 +302,22 @@ class _CudaTimer:
         self.torch.cuda.synchronize()
 
     def _capture(self, k):
+        """Capture ``k`` calls; return the median of three replays after the upload (ms)."""
         cuda = self.torch.cuda
         self.graph = cuda.CUDAGraph()
         with cuda.graph(self.graph):
             for _ in range(k):
                 self.fn()
         cuda.synchronize()
-        s, e = self._event_pairs(1)[0]
-        s.record()
-        self.graph.replay()  # the first replay uploads the graph; keep it out of the samples
-        e.record()
+        self.graph.replay()  # the first replay uploads the graph: too slow to size k on
         cuda.synchronize()
-        return s.elapsed_time(e)
+        pairs = self._event_pairs(3)
+        for s, e in pairs:
+            s.record()
+            self.graph.replay()
+            e.record()
+        cuda.synchronize()
+        return sorted(s.elapsed_time(e) for s, e in pairs)[1]
 
     def setup(self, k, flush_bytes, auto_k) -> int:
         torch = self.torch
@@ -324,8 +331,10 @@ class _CudaTimer:
             self.flush_bytes = flush_bytes
         elif self.mode == "graph":
             replay_ms = self._capture(k)
-            if auto_k and replay_ms < GRAPH_TARGET_MS and k < MAX_CALLS_PER_SAMPLE:
-                k = _calls_for(replay_ms / k)  # the eager estimate was off: resize once
+            if auto_k and _calls_for(replay_ms / k) > k:
+                # the eager estimate holds host time (a compiled call's guards, a Python
+                # wrapper) that graph replay removes: size k on the replay, once
+                k = _calls_for(replay_ms / k)
                 self._capture(k)
         torch.cuda.synchronize()
         self.k = k
@@ -396,7 +405,7 @@ def measure(fn, mode="graph", *, device=None, n_samples=None, ci_target=0.005, b
         habit); default 25.0. That may not lift an idle GPU's clocks: on an H100 fresh
         processes spread far less with 500 ms (data/checks/check_timer_h100*.json).
     calls_per_sample : int or None
-        Graph mode only: calls per replay; None sizes a replay to >= 0.2 ms (1..100).
+        Graph mode only: calls per replay; None sizes a replay to >= ``GRAPH_TARGET_MS`` (1..100).
     flush_bytes : int or None
         cold_l2 only: bytes written before each sample; None means twice the L2 size
         (fallback 2 x 64 MiB) on CUDA, 64 MiB on the CPU.

@@ -79,7 +79,7 @@ def test_sleep_of_2ms_reads_about_2ms(mode):
     assert r.clock == "cpu_wall" and r.device == "cpu" and r.mode == mode
     assert all(t > 0 for t in r.times_ms)
     assert 1.95 <= r.median_ms <= 3.5  # ms, not s or us; sleep only overshoots
-    assert r.calls_per_sample == 1  # a 2 ms call needs no batching to pass 0.2 ms
+    assert r.calls_per_sample == 1  # a 2 ms call needs no batching to pass GRAPH_TARGET_MS
     assert r.pid == os.getpid() and r.elapsed_s > 8 * 0.002
 
 
@@ -108,10 +108,10 @@ def test_graph_divisor_applied(clock):
     assert c.calls == 1 + timing.N_ESTIMATE_CALLS + 5 * 4
 
 
-@pytest.mark.parametrize("call_ms, k", [(1.0, 1), (0.2, 1), (0.01, 20), (0.003, 67),
+@pytest.mark.parametrize("call_ms, k", [(2.0, 1), (1.0, 1), (0.3, 4), (0.02, 50), (0.015, 67),
                                         (0.0001, 100)])
 def test_graph_calls_per_sample_auto(clock, call_ms, k):
-    # k = min(max(ceil(0.2 / call_ms), 1), 100)
+    assert timing.GRAPH_TARGET_MS == 1.0  # k = min(max(ceil(1.0 / call_ms), 1), 100)
     r = timing.measure(clock(call_ms).fn, "graph", device="cpu", n_samples=3, warmup_ms=0)
     assert r.calls_per_sample == k
 
