@@ -382,3 +382,27 @@ def kernel_vs_library(table: pd.DataFrame, device_label: str) -> Figure:
     ax.set_title(f"Our kernel against the fastest SDPA backend per configuration (95% CI)\n"
                  f"{label}", fontsize=10)
     return fig
+
+
+def replay_curves(anatomy: pd.DataFrame, device_label: str) -> Figure:
+    """Time per call against the calls captured per graph replay (``replay_cost``), one
+    panel per configuration: a fixed cost per replay shows as a fall that levels off."""
+    df = _frame_iv("anatomy", anatomy, ("config", "candidate", "k", "per_call_ms"))
+    label = _label_iv(device_label)
+    configs = sorted(df["config"].unique(), key=Config.from_key)
+    fig = _figure(3.4 * len(configs) + 0.6, 3.8)
+    axes = np.atleast_1d(fig.subplots(1, len(configs)))
+    for ax, key in zip(axes, configs):
+        sub = df[df["config"] == key].assign(us=lambda d: d["per_call_ms"] * 1e3)
+        sns.lineplot(data=sub, x="k", y="us", hue="candidate", style="candidate", markers=True,
+                     dashes=False, ax=ax, hue_order=sorted(sub["candidate"].unique()),
+                     style_order=sorted(sub["candidate"].unique()))
+        ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.set_xlabel("calls captured per graph replay, k")
+        ax.set_ylabel("event time per call (µs)")
+        ax.set_title(_short(key), fontsize=9)
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=7)
+    fig.suptitle(f"Graph replay: time per call against calls per replay\n{label}", fontsize=10)
+    return fig
