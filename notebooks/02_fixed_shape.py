@@ -295,9 +295,9 @@ if len(gv_table):
 # processes in the run above appears between captures of a single process too, so it
 # belongs to the capture (where its buffers and nodes land), not to the process. Inside one
 # replayed graph the profiler saw the kernels idle for {glue:text}`fx_gv_gap:s` of every
-# call (span minus busy time). That reading is an upper bound: tracing stretches the
-# replay it observes, and the event-timed check in the audit ({ref}`audit-replay`) puts
-# the wait between a call's two dependent kernels nearer one and a half microseconds.
+# call (span minus busy time). That reading is an upper bound, because tracing stretches
+# the replay it observes; the audit ({ref}`audit-replay`) measures the wait from event
+# times instead, at S = 128, where it could be separated from drift.
 # Either way the profiler's kernel-time sum is not what graph replay measures; the
 # methods chapter says which one the results use.
 #

@@ -98,7 +98,11 @@ def _cli(out, *extra):
 def _start_sweep_and_wait(out, **popen):
     """Start the CLI sweep in its own process group; return once 3 timing units are on disk."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.Popen(_cli(out), env=env, start_new_session=True, **popen)
+    # A runner started in the background (nohup, `&` without job control) ignores SIGINT,
+    # and children inherit that; give the sweep the default handler a terminal would.
+    proc = subprocess.Popen(_cli(out), env=env, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+                            **popen)
     journal = out / "journal"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
