@@ -311,7 +311,9 @@ def verify(run_dir) -> list[str]:
     ``ceilings.json`` and ``fingerprint.json``) is rebuilt from the verified journal and
     must equal what is on disk: same columns, dtypes and rows, strings and integers
     exactly, floats bit for bit. A consistent manifest therefore does not hide an edited
-    table. Returns one line per problem, each naming the file (and for a derived file its
+    table. A sweep's plan, in ``run.json`` and ``plan.json`` alike, must call for exactly
+    the journal's units, so trials or candidates cannot be added to or dropped from the
+    plan after the fact. Returns one line per problem, each naming the file (and for a derived file its
     first differing column or key); an empty list means the run verifies.
     """
     run_dir = Path(run_dir)
@@ -363,6 +365,55 @@ def verify(run_dir) -> list[str]:
                 problems.append(f"{name}: latencies must be positive and finite")
     if not problems:
         problems += _journal_agrees(run_dir, list(units.values()), stored)
+        problems += _plan_agrees(run_dir, set(units))
+    return problems
+
+
+def _plan_units(plan: dict) -> set[str]:
+    """Journal units a sweep plan calls for (as ``sweep.plan_units`` names them)."""
+    names = {unit_name("trial", trial=t) for t in range(int(plan["trials"]))}
+    if plan.get("profile") and int(plan["trials"]) > 0:
+        names |= {unit_name("kernels", config=c, candidate=cand) for c in plan["configs"]
+                  for cand in plan["candidates"]}
+    if plan.get("ceilings"):
+        names.add(unit_name("ceilings"))
+    for t in range(int(plan["trials"])):
+        for config in plan["configs"]:
+            for cand in plan["candidates"]:
+                names.add(unit_name("correctness", config=config, candidate=cand, trial=t))
+                names |= {unit_name("timing", config=config, candidate=cand, mode=m, trial=t)
+                          for m in plan["modes"]}
+    return names
+
+
+def _plan_agrees(run_dir: Path, journal_names: set[str]) -> list[str]:
+    """A sweep's plan (in ``run.json`` and ``plan.json``) calls for exactly the journal's units.
+
+    Runs whose ``run.json`` holds no sweep plan (no ``trials``) are not checked.
+    """
+    try:
+        plan = json.loads((run_dir / "run.json").read_text()).get("plan")
+    except (OSError, ValueError, AttributeError) as exc:
+        return [f"run.json: unreadable ({exc})"]
+    if not isinstance(plan, dict) or "trials" not in plan:
+        return []
+    problems = []
+    try:
+        if json.loads((run_dir / "plan.json").read_text()) != plan:
+            problems.append("plan.json: differs from the plan in run.json")
+    except (OSError, ValueError) as exc:
+        problems.append(f"plan.json: missing or unreadable ({exc})")
+    try:
+        wanted = _plan_units(plan)
+    except (KeyError, TypeError, ValueError) as exc:
+        return problems + [f"run.json: its plan is not a sweep plan ({exc})"]
+    missing, extra = sorted(wanted - journal_names), sorted(journal_names - wanted)
+    if missing:
+        problems.append(f"run.json: the plan calls for {len(missing)} unit(s) the journal "
+                        f"lacks, first journal/{missing[0]}")
+    if extra:
+        problems.append(f"run.json: the journal holds {len(extra)} unit(s) the plan does not "
+                        f"call for, first journal/{extra[0]}")
     return problems
 
 

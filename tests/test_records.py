@@ -228,6 +228,22 @@ def _other_machine(obj):
     obj["trials"]["0"]["fingerprint_hash"] = "0ther0machine"
 
 
+def _more_trials(plan):
+    plan["trials"] += 1
+
+
+def _drop_candidate(plan):
+    plan["candidates"] = plan["candidates"][:-1]
+
+
+def _both_plans(edit):
+    """Edit the plan in plan.json and in run.json alike, as a careful tamperer would."""
+    def tamper(run):
+        _edit_json("plan.json", edit)(run)
+        _edit_json("run.json", lambda info: edit(info["plan"]))(run)
+    return tamper
+
+
 def _reformat(run):
     obj = json.loads((run / "ceilings.json").read_text())
     (run / "ceilings.json").write_text(json.dumps(obj, sort_keys=True))
@@ -255,6 +271,12 @@ TAMPERING = {
     "fingerprint edited": (_edit_json("fingerprint.json", _other_machine),
                            "fingerprint.json: key 'trials.0.fingerprint_hash' differs"),
     "ceilings reformatted": (_reformat, "ceilings.json: not formatted as finalize writes it"),
+    "plan.json claims more trials": (_edit_json("plan.json", _more_trials),
+                                     "plan.json: differs from the plan in run.json"),
+    "both plans claim more trials": (_both_plans(_more_trials),
+                                     "run.json: the plan calls for"),
+    "both plans drop a candidate": (_both_plans(_drop_candidate),
+                                    "run.json: the journal holds"),
 }
 
 
