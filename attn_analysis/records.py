@@ -74,6 +74,33 @@ def unit_name(kind: str, *, config: str = "", candidate: str = "", mode: str = "
     return "__".join(parts) + ".json"
 
 
+def candidate_unit_names(config: str, candidate: str, trial: int, modes, profile: bool
+                         ) -> list[str]:
+    """Journal units of one candidate at one configuration in one trial, in sweep order."""
+    names = [unit_name("correctness", config=config, candidate=candidate, trial=trial)]
+    names += [unit_name("timing", config=config, candidate=candidate, mode=m, trial=trial)
+              for m in modes]
+    if trial == 0 and profile:
+        names.append(unit_name("kernels", config=config, candidate=candidate))
+    return names
+
+
+def plan_unit_names(plan: dict) -> dict[int, list[str]]:
+    """Every journal unit a sweep plan (its JSON form, as in ``plan.json``) calls for, by
+    trial; the sweep measures them and ``verify`` checks the journal against them."""
+    out = {}
+    for t in range(int(plan["trials"])):
+        names = [unit_name("trial", trial=t)]
+        if t == 0 and plan.get("ceilings"):
+            names.append(unit_name("ceilings"))
+        for config in plan["configs"]:
+            for cand in plan["candidates"]:
+                names += candidate_unit_names(config, cand, t, plan["modes"],
+                                              bool(plan.get("profile")))
+        out[t] = names
+    return out
+
+
 def _canonical(obj) -> bytes:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=True).encode()
 
@@ -369,23 +396,6 @@ def verify(run_dir) -> list[str]:
     return problems
 
 
-def _plan_units(plan: dict) -> set[str]:
-    """Journal units a sweep plan calls for (as ``sweep.plan_units`` names them)."""
-    names = {unit_name("trial", trial=t) for t in range(int(plan["trials"]))}
-    if plan.get("profile") and int(plan["trials"]) > 0:
-        names |= {unit_name("kernels", config=c, candidate=cand) for c in plan["configs"]
-                  for cand in plan["candidates"]}
-    if plan.get("ceilings"):
-        names.add(unit_name("ceilings"))
-    for t in range(int(plan["trials"])):
-        for config in plan["configs"]:
-            for cand in plan["candidates"]:
-                names.add(unit_name("correctness", config=config, candidate=cand, trial=t))
-                names |= {unit_name("timing", config=config, candidate=cand, mode=m, trial=t)
-                          for m in plan["modes"]}
-    return names
-
-
 def _plan_agrees(run_dir: Path, journal_names: set[str]) -> list[str]:
     """A sweep's plan (in ``run.json`` and ``plan.json``) calls for exactly the journal's units.
 
@@ -404,7 +414,7 @@ def _plan_agrees(run_dir: Path, journal_names: set[str]) -> list[str]:
     except (OSError, ValueError) as exc:
         problems.append(f"plan.json: missing or unreadable ({exc})")
     try:
-        wanted = _plan_units(plan)
+        wanted = {n for names in plan_unit_names(plan).values() for n in names}
     except (KeyError, TypeError, ValueError) as exc:
         return problems + [f"run.json: its plan is not a sweep plan ({exc})"]
     missing, extra = sorted(wanted - journal_names), sorted(journal_names - wanted)

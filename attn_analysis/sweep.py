@@ -109,25 +109,11 @@ def _timing_iv(timing: dict) -> None:
 
 def plan_units(plan: Plan) -> dict[int, list[str]]:
     """Every journal unit the plan calls for, grouped by trial."""
-    out = {}
-    for t in range(plan.trials):
-        names = [records.unit_name("trial", trial=t)]
-        if t == 0 and plan.ceilings:
-            names.append(records.unit_name("ceilings"))
-        for c in plan.configs:
-            for cand in plan.candidates:
-                names += _candidate_units(plan, c, cand, t)
-        out[t] = names
-    return out
+    return records.plan_unit_names(plan.to_json())
 
 
 def _candidate_units(plan: Plan, config: Config, cand: str, trial: int) -> list[str]:
-    names = [records.unit_name("correctness", config=config.key, candidate=cand, trial=trial)]
-    names += [records.unit_name("timing", config=config.key, candidate=cand, mode=m, trial=trial)
-              for m in plan.modes]
-    if trial == 0 and plan.profile:
-        names.append(records.unit_name("kernels", config=config.key, candidate=cand))
-    return names
+    return records.candidate_unit_names(config.key, cand, trial, plan.modes, plan.profile)
 
 
 def _now() -> str:
