@@ -336,8 +336,8 @@ if rep_ok:
     nbs.glue_text("fx_r2_sdpa_lo", base2["ci_low_ms"])
     nbs.glue_text("fx_r2_sdpa_hi", base2["ci_high_ms"])
     nbs.glue_text("fx_r2_k", f"{int(k2['k_min'].min())}–{int(k2['k_max'].max())}")
-    nbs.glue_text("fx_r1_k", f"{int(k1.loc[k2.index.intersection(k1.index), 'k_min'].min())}–"
-                             f"{int(k1.loc[k2.index.intersection(k1.index), 'k_max'].max())}")
+    k1_same = k1.loc[k1.index.intersection(k2.index)]  # the lead run's k, same candidates
+    nbs.glue_text("fx_r1_k", f"{int(k1_same['k_min'].min())}–{int(k1_same['k_max'].max())}")
     nbs.glue_text("fx_r2_finding", findings.verdict_sentence(others2.reset_index(),
                                                              margin=float(margin)))
     nbs.glue_text("fx_r2_claim", findings.negative_result_verdict(others2.reset_index(), same2))

@@ -410,7 +410,6 @@ g("au_rp_ks", ", ".join(str(k) for k in a_ks))
 g("au_rp_replays", int(A["replays"]))
 g("au_rp_rounds", int(A["rounds"]))
 g("au_rp_kmax", int(max(a_ks)))
-s128, s512 = Config(32, 8, 128).key, TARGET.key
 for k in (4, 8, 16):
     lo, hi = rc.excess_range(AT, s128, k)
     g(f"au_rp_s128_k{k}_lo", lo)
