@@ -13,6 +13,10 @@ __version__ = "0.1.0"
 # Version of the recorded-data format written by ``records``. Every change is listed
 # here; the loader refuses any version it does not know.
 #   1: first format (units journal, consolidated Parquet tables, SHA-256 manifest).
-RECORD_FORMAT_VERSION = 1
+#   2: protocol v2. Timing units hold ``placements`` (one record per memory placement:
+#      its samples, pad, kernel time, clocks and temperature); samples.parquet gains a
+#      ``placement`` column and placements.parquet one row per placement. Version-1 runs
+#      still verify as written and load with placement 0 throughout.
+RECORD_FORMAT_VERSION = 2
 
 __all__ = ["__version__", "RECORD_FORMAT_VERSION"]

@@ -50,6 +50,13 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--budget", type=float, default=0.5, help="seconds per unit at most")
     sw.add_argument("--warmup-ms", type=float, default=100.0,
                     help="warm-up per unit in milliseconds (default 100)")
+    sw.add_argument("--placements", type=int, default=4,
+                    help="memory placements per unit: fresh inputs behind a random pad, graph "
+                         "re-captured, candidates interleaved in rounds (default 4)")
+    sw.add_argument("--no-kernel-times", action="store_true",
+                    help="skip the profiler's kernel time at each placement")
+    sw.add_argument("--process-warmup-ms", type=float, default=500.0,
+                    help="GPU warm-up before a configuration's first round (default 500)")
     sw.add_argument("--seed", type=int, default=0)
     sw.add_argument("--plugin", action="append", default=[],
                     help="module that registers extra candidates")
@@ -91,7 +98,9 @@ def cmd_sweep(args) -> int:
                       trials=args.trials, device=args.device, timing=timing, seed=args.seed,
                       plugins=tuple(args.plugin), matrix=matrix_name,
                       profile=not args.no_profile, ceilings=not args.no_ceilings,
-                      allow_mixed=args.allow_mixed, deterministic=args.deterministic)
+                      allow_mixed=args.allow_mixed, deterministic=args.deterministic,
+                      placements=args.placements, kernel_times=not args.no_kernel_times,
+                      process_warmup_ms=args.process_warmup_ms)
     summary = sweep.run(args.out, plan, progress=not args.quiet)
     print(f"recorded {summary['units']} units into {summary['out']} "
           f"in {summary['wall_s']:.1f} s")

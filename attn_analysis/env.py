@@ -326,6 +326,8 @@ class FingerprintField:
 _S, _I, _F = (str,), (int,), (float, int)
 FINGERPRINT_FIELDS: tuple[FingerprintField, ...] = (
     FingerprintField("gpu_name", _S, "", True, "CUDA device name"),
+    FingerprintField("gpu_uuid", _S, "", False, "the GPU's UUID: tells two cards of one model "
+                     "apart (outside the hash; absent from runs before protocol 2)"),
     FingerprintField("sm_count", _I, "SMs", True, "streaming multiprocessors"),
     FingerprintField("l2_bytes", _I, "bytes", True, "L2 cache size"),
     FingerprintField("memory_bytes", _I, "bytes", True, "device memory"),
@@ -354,6 +356,8 @@ FINGERPRINT_FIELDS: tuple[FingerprintField, ...] = (
                      False),
 )
 _FIELDS = {f.name: f for f in FINGERPRINT_FIELDS}
+# Keys that fingerprints recorded before they existed may lack.
+OPTIONAL_KEYS = ("gpu_uuid",)
 HASHED_KEYS = tuple(f.name for f in FINGERPRINT_FIELDS if f.hashed)
 
 
@@ -461,6 +465,7 @@ def fingerprint() -> dict:
     state = lock_state()
     fp = {
         "gpu_name": props.name if cuda else None,
+        "gpu_uuid": str(getattr(props, "uuid", "")) or None if cuda else None,
         "sm_count": props.multi_processor_count if cuda else None,
         "l2_bytes": getattr(props, "L2_cache_size", None) if cuda else None,
         "memory_bytes": props.total_memory if cuda else None,
@@ -511,7 +516,7 @@ def validate_fingerprint(fp) -> dict:
     """
     if not isinstance(fp, dict):
         raise ValueError(f"`fingerprint` must be a dict; got {type(fp).__name__}.")
-    problems = [f"missing key `{k}`" for k in _FIELDS if k not in fp]
+    problems = [f"missing key `{k}`" for k in _FIELDS if k not in fp and k not in OPTIONAL_KEYS]
     problems += [f"unknown key `{k}`" for k in fp if k not in _FIELDS]
     for name, value in fp.items():
         field = _FIELDS.get(name)

@@ -11,6 +11,9 @@ A run lives in ``data/runs/<run-id>/``:
 ``samples.parquet``
     Tidy long table, one row per raw sample: configuration fields, candidate, mode,
     trial, sample index, milliseconds.
+``placements.parquet`` (format 2)
+    One row per memory placement of each timing unit: its median, the profiler's kernel
+    time per call there, the pad in front of the inputs, SM clock and temperature.
 ``units.parquet``, ``correctness.parquet``, ``kernels.parquet``, ``ceilings.json``,
 ``fingerprint.json``
     Consolidated views of the journal. ``verify`` rebuilds each of them (and
@@ -38,15 +41,21 @@ import pandas as pd
 from . import RECORD_FORMAT_VERSION
 from .configs import Config
 
-KNOWN_FORMAT_VERSIONS = (1,)
+KNOWN_FORMAT_VERSIONS = (1, 2)
 UNIT_KINDS = ("timing", "correctness", "kernels", "trial", "ceilings")
 STATUSES = ("ok", "unsupported", "failed_correctness", "oom", "error", "crashed")
 MANIFEST = "manifest.json"
-TABLES = ("samples.parquet", "units.parquet", "correctness.parquet", "kernels.parquet")
+TABLES_V1 = ("samples.parquet", "units.parquet", "correctness.parquet", "kernels.parquet")
+TABLES = TABLES_V1 + ("placements.parquet",)
 JSON_VIEWS = ("ceilings.json", "fingerprint.json", "run.json")
 
-SAMPLE_COLUMNS = ("config", "batch", "heads", "seq_len", "head_dim", "dtype", "causal",
-                  "candidate", "mode", "trial", "sample", "ms")
+SAMPLE_COLUMNS_V1 = ("config", "batch", "heads", "seq_len", "head_dim", "dtype", "causal",
+                     "candidate", "mode", "trial", "sample", "ms")
+SAMPLE_COLUMNS = SAMPLE_COLUMNS_V1[:10] + ("placement",) + SAMPLE_COLUMNS_V1[10:]
+PLACEMENT_COLUMNS = ("config", "candidate", "mode", "trial", "placement", "round", "position",
+                     "pad_bytes", "n_samples", "median_ms", "kernel_ms", "calls_per_sample",
+                     "sm_clock_start_mhz", "sm_clock_end_mhz", "temperature_start_c",
+                     "temperature_end_c")
 UNIT_COLUMNS = ("config", "candidate", "mode", "trial", "status", "reason", "n_samples",
                 "median_ms", "clock", "stop_reason", "ci_rel_halfwidth", "calls_per_sample",
                 "sm_clock_start_mhz", "sm_clock_end_mhz", "temperature_start_c",
@@ -206,10 +215,20 @@ def _median(times: list) -> float:
     return float(np.median(values)) if values.size else math.nan
 
 
-def _samples(timed: list[dict]) -> pd.DataFrame:
+def _placement_index(unit: dict) -> np.ndarray:
+    """Placement index of each of a timing unit's samples (0 throughout before protocol 2)."""
+    placements = unit.get("placements")
+    if not placements:
+        return np.zeros(len(unit["times_ms"]), dtype=np.int64)
+    return np.concatenate([np.full(len(rec["times_ms"]), int(rec["placement"]), dtype=np.int64)
+                           for rec in placements])
+
+
+def _samples(timed: list[dict], version: int = RECORD_FORMAT_VERSION) -> pd.DataFrame:
     """One row per raw sample of the ``ok`` timing units, built column by column."""
+    columns = SAMPLE_COLUMNS if version >= 2 else SAMPLE_COLUMNS_V1
     if not timed:
-        return pd.DataFrame([], columns=list(SAMPLE_COLUMNS))
+        return pd.DataFrame([], columns=list(columns))
     counts = [len(u["times_ms"]) for u in timed]
 
     def repeat(values):
@@ -220,19 +239,49 @@ def _samples(timed: list[dict]) -> pd.DataFrame:
         cols[key] = repeat([f[key] for f in fields])
     for key in ("candidate", "mode", "trial"):
         cols[key] = repeat([u[key] for u in timed])
+    if version >= 2:
+        cols["placement"] = np.concatenate([_placement_index(u) for u in timed])
     cols["sample"] = np.concatenate([np.arange(n) for n in counts])
     cols["ms"] = np.fromiter((float(ms) for u in timed for ms in u["times_ms"]),
                              dtype=np.float64, count=sum(counts))
     s = pd.DataFrame({c: pd.Series(v).infer_objects() for c, v in cols.items()},
-                     columns=list(SAMPLE_COLUMNS))
+                     columns=list(columns))
     s["causal"] = s["causal"].astype(bool)
-    for col in ("batch", "heads", "seq_len", "head_dim", "trial", "sample"):
+    for col in ("batch", "heads", "seq_len", "head_dim", "trial", "sample") + (
+            ("placement",) if version >= 2 else ()):
         s[col] = s[col].astype("int64")
     return s
 
 
-def _tables(units: list[dict]) -> dict[str, pd.DataFrame]:
-    timed, rows, corr, kern = [], [], [], []
+def _placement_rows(u: dict) -> list[dict]:
+    """placements.parquet rows of one ``ok`` timing unit of protocol 2."""
+    rows = []
+    for rec in u.get("placements") or []:
+        start, end = rec.get("gpu_state_start") or {}, rec.get("gpu_state_end") or {}
+        times = rec["times_ms"]
+        kernel = rec.get("kernel_ms")
+        rows.append({"config": u["config"], "candidate": u["candidate"], "mode": u["mode"],
+                     "trial": int(u["trial"]), "placement": int(rec["placement"]),
+                     "round": int(rec.get("round", rec["placement"])),
+                     "position": int(rec.get("position", 0)),
+                     "pad_bytes": int(rec.get("pad_bytes", 0)), "n_samples": len(times),
+                     "median_ms": _median(times) if times else math.nan,
+                     "kernel_ms": math.nan if kernel is None else float(kernel),
+                     "calls_per_sample": int((rec.get("timing") or {}).get("calls_per_sample")
+                                             or 0),
+                     "sm_clock_start_mhz": _number(start.get("sm_clock_mhz")),
+                     "sm_clock_end_mhz": _number(end.get("sm_clock_mhz")),
+                     "temperature_start_c": _number(start.get("temperature_c")),
+                     "temperature_end_c": _number(end.get("temperature_c"))})
+    return rows
+
+
+def _number(value) -> float:
+    return math.nan if value is None else float(value)
+
+
+def _tables(units: list[dict], version: int = RECORD_FORMAT_VERSION) -> dict[str, pd.DataFrame]:
+    timed, rows, corr, kern, places = [], [], [], [], []
     for u in units:
         if u["kind"] == "timing":
             start, end = u.get("gpu_state_start") or {}, u.get("gpu_state_end") or {}
@@ -256,6 +305,7 @@ def _tables(units: list[dict]) -> dict[str, pd.DataFrame]:
             })
             if u["status"] == "ok" and times:
                 timed.append(u)
+                places += _placement_rows(u)
         elif u["kind"] == "correctness":
             c = u.get("result") or {}
             corr.append({"config": u["config"], "candidate": u["candidate"], "trial": u["trial"],
@@ -270,12 +320,42 @@ def _tables(units: list[dict]) -> dict[str, pd.DataFrame]:
                 kern.append({"config": u["config"], "candidate": u["candidate"],
                              "kernel": k["name"], "calls_per_call": k["calls_per_call"],
                              "device_ms_per_call": k["device_ms_per_call"]})
-    return {
-        "samples.parquet": _samples(timed),
+    tables = {
+        "samples.parquet": _samples(timed, version),
         "units.parquet": pd.DataFrame(rows, columns=list(UNIT_COLUMNS)),
         "correctness.parquet": pd.DataFrame(corr, columns=list(CORRECTNESS_COLUMNS)),
         "kernels.parquet": pd.DataFrame(kern, columns=list(KERNEL_COLUMNS)),
     }
+    if version >= 2:
+        tables["placements.parquet"] = _placement_frame(places)
+    return tables
+
+
+def _placement_frame(rows: list[dict]) -> pd.DataFrame:
+    frame = pd.DataFrame(rows, columns=list(PLACEMENT_COLUMNS))
+    for col in ("trial", "placement", "round", "position", "pad_bytes", "n_samples",
+                "calls_per_sample"):
+        frame[col] = frame[col].astype("int64")
+    for col in ("median_ms", "kernel_ms", "sm_clock_start_mhz", "sm_clock_end_mhz",
+                "temperature_start_c", "temperature_end_c"):
+        frame[col] = frame[col].astype("float64")
+    return frame
+
+
+def placements_from_samples(samples: pd.DataFrame) -> pd.DataFrame:
+    """placements.parquet's rows for a run recorded before protocol 2: each unit's samples
+    are one placement (index 0); kernel time, pad and clocks were not recorded (NaN, 0)."""
+    keys = ["config", "candidate", "mode", "trial", "placement"]
+    s = samples if "placement" in samples else samples.assign(placement=0)
+    if s.empty:
+        return _placement_frame([])
+    g = s.groupby(keys, sort=True).agg(median_ms=("ms", "median"),
+                                       n_samples=("ms", "size")).reset_index()
+    rows = [dict(r._asdict(), round=r.placement, position=0, pad_bytes=0, kernel_ms=math.nan,
+                 calls_per_sample=0, sm_clock_start_mhz=math.nan, sm_clock_end_mhz=math.nan,
+                 temperature_start_c=math.nan, temperature_end_c=math.nan)
+            for r in g.itertuples(index=False)]
+    return _placement_frame(rows)
 
 
 def _journal_views(units: list[dict]) -> dict[str, dict]:
@@ -295,7 +375,7 @@ def finalize(run_dir, run_info: dict) -> Path:
     """Write the consolidated tables, the JSON views and the manifest from the journal."""
     run_dir = Path(run_dir)
     units = _units(run_dir)
-    for name, frame in _tables(units).items():
+    for name, frame in _tables(units, RECORD_FORMAT_VERSION).items():
         tmp = run_dir / f".tmp-{name}"
         frame.to_parquet(tmp, index=False)
         os.replace(tmp, run_dir / name)
@@ -367,15 +447,18 @@ def verify(run_dir) -> list[str]:
             problems.append(f"{rel}: SHA-256 does not match the manifest")
     for rel in sorted(present - set(files)):
         problems.append(f"{rel}: present but not listed in the manifest")
-    for name in TABLES + JSON_VIEWS:
+    for name in _tables_of(version) + JSON_VIEWS:
         if name not in present:
             problems.append(f"{name}: missing")
     if problems:
         return problems
     units, bad = _read_journal(run_dir)
     problems += [f"journal/{b}" for b in bad]
-    expected = {"samples.parquet": SAMPLE_COLUMNS, "units.parquet": UNIT_COLUMNS,
+    expected = {"samples.parquet": SAMPLE_COLUMNS if version >= 2 else SAMPLE_COLUMNS_V1,
+                "units.parquet": UNIT_COLUMNS,
                 "correctness.parquet": CORRECTNESS_COLUMNS, "kernels.parquet": KERNEL_COLUMNS}
+    if version >= 2:
+        expected["placements.parquet"] = PLACEMENT_COLUMNS
     stored = {}
     for name, columns in expected.items():
         try:
@@ -391,7 +474,7 @@ def verify(run_dir) -> list[str]:
             if not (frame["ms"] > 0).all() or frame["ms"].isna().any():
                 problems.append(f"{name}: latencies must be positive and finite")
     if not problems:
-        problems += _journal_agrees(run_dir, list(units.values()), stored)
+        problems += _journal_agrees(run_dir, list(units.values()), stored, version)
         problems += _plan_agrees(run_dir, set(units))
     return problems
 
@@ -427,10 +510,15 @@ def _plan_agrees(run_dir: Path, journal_names: set[str]) -> list[str]:
     return problems
 
 
-def _journal_agrees(run_dir: Path, units: list[dict], stored: dict) -> list[str]:
+def _tables_of(version: int) -> tuple:
+    """The Parquet tables a run of format ``version`` holds."""
+    return TABLES if version >= 2 else TABLES_V1
+
+
+def _journal_agrees(run_dir: Path, units: list[dict], stored: dict, version: int) -> list[str]:
     """Every file derived from the journal must be exactly what ``finalize`` writes from it."""
     problems = []
-    for name, fresh in _tables(units).items():
+    for name, fresh in _tables(units, version).items():
         difference = _frame_difference(stored[name], _as_written(fresh))
         if difference:
             problems.append(f"{name}: {difference}")
@@ -525,6 +613,12 @@ class Run:
     ceilings: dict
     fingerprint: dict
     info: dict
+    placements: pd.DataFrame = None
+
+    @property
+    def protocol(self) -> int:
+        """The measurement protocol of the run's timing units (1 before placements)."""
+        return 2 if int(self.info.get("format_version", 1)) >= 2 else 1
 
     @property
     def device(self) -> str:
@@ -543,8 +637,14 @@ def load(run_dir) -> Run:
 
     def read_json(name):
         return json.loads((run_dir / name).read_text())
-    return Run(run_dir.name, run_dir,
-               samples=pd.read_parquet(run_dir / "samples.parquet"),
+    samples = pd.read_parquet(run_dir / "samples.parquet")
+    if "placement" in samples:
+        placements = pd.read_parquet(run_dir / "placements.parquet")
+    else:  # format 1: one placement per unit, index 0
+        samples.insert(SAMPLE_COLUMNS.index("placement"), "placement", 0)
+        samples["placement"] = samples["placement"].astype("int64")
+        placements = placements_from_samples(samples)
+    return Run(run_dir.name, run_dir, samples=samples, placements=placements,
                units=pd.read_parquet(run_dir / "units.parquet"),
                correctness=pd.read_parquet(run_dir / "correctness.parquet"),
                kernels=pd.read_parquet(run_dir / "kernels.parquet"),

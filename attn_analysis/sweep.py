@@ -27,7 +27,13 @@ from . import records
 from .configs import Config
 
 MODES = ("per_call", "cold_l2", "graph")
-SETTINGS_THAT_MUST_MATCH = ("device", "timing", "seed", "deterministic")
+SETTINGS_THAT_MUST_MATCH = ("device", "timing", "seed", "deterministic", "placements",
+                            "kernel_times")
+# Measurement protocol written into every timing unit. 1 (runs before 2026-11-24): one
+# allocation of the inputs per candidate per process, candidates one after another.
+# 2: ``placements`` fresh allocations per unit behind a random pad, candidates interleaved
+# in randomized rounds, the profiler's kernel time per placement.
+PROTOCOL = 2
 
 
 class SweepError(RuntimeError):
@@ -54,6 +60,11 @@ class Plan:
     # Deterministic algorithms change which kernel SDPA dispatches to (on Hopper they rule
     # out cuDNN attention), so the default measures what a user gets without asking.
     deterministic: bool = False
+    # Protocol v2: placements per unit (fresh inputs behind a random pad, graph re-captured),
+    # the profiler's kernel time at each placement, and a warm-up before the first round.
+    placements: int = 4
+    kernel_times: bool = True
+    process_warmup_ms: float = 500.0
 
     def __post_init__(self):
         from . import candidates as cands
@@ -71,6 +82,14 @@ class Plan:
             raise ValueError(f"`modes` must name at least one of {MODES}.")
         if isinstance(self.trials, bool) or not isinstance(self.trials, int) or self.trials < 1:
             raise ValueError(f"`trials` must be a positive integer; got {self.trials!r}.")
+        if (isinstance(self.placements, bool) or not isinstance(self.placements, int)
+                or self.placements < 1):
+            raise ValueError(f"`placements` must be a positive integer; got {self.placements!r}.")
+        if (isinstance(self.process_warmup_ms, bool)
+                or not isinstance(self.process_warmup_ms, (int, float))
+                or not 0 <= self.process_warmup_ms < float("inf")):
+            raise ValueError(f"`process_warmup_ms` must be a finite number >= 0; "
+                             f"got {self.process_warmup_ms!r}.")
         if self.device not in cands.DEVICES:
             raise ValueError(f"`device` must be one of {cands.DEVICES}; got {self.device!r}.")
         _timing_iv(self.timing)
@@ -114,6 +133,12 @@ def plan_units(plan: Plan) -> dict[int, list[str]]:
 
 def _candidate_units(plan: Plan, config: Config, cand: str, trial: int) -> list[str]:
     return records.candidate_unit_names(config.key, cand, trial, plan.modes, plan.profile)
+
+
+def _input_seed(plan: "Plan", trial: int, ci: int) -> int:
+    """Seed of the correctness inputs of configuration ``ci`` in ``trial``; placement p
+    draws its timing inputs from seed + 1 + p."""
+    return (plan.seed * 7919 + trial * 104_729 + ci * 131 + 17) % (2**31)
 
 
 def _now() -> str:
@@ -215,9 +240,10 @@ def _record_crash(out_dir: Path, plan: Plan, trial: int, code: int) -> None:
     config = Config.from_key(current["config"])
     reason = f"worker process crashed (exit code {code}) while on this candidate"
     done, _ = records.finished_units(out_dir)
-    for name in _candidate_units(plan, config, current["candidate"], trial):
-        if name not in done:
-            _write_failure(out_dir, name, config, current["candidate"], trial, "crashed", reason)
+    for cand in current.get("candidates") or [current["candidate"]]:
+        for name in _candidate_units(plan, config, cand, trial):
+            if name not in done:
+                _write_failure(out_dir, name, config, cand, trial, "crashed", reason)
     marker.unlink()
 
 
@@ -280,21 +306,10 @@ class _Worker:
                          "started_utc": _now()})
         rng = random.Random(self.plan.seed * 1_000_003 + self.trial)
         for ci, config in enumerate(self.plan.configs):
-            order = list(self.plan.candidates)
-            rng.shuffle(order)  # no candidate always runs first (or hottest)
-            for cand in order:
-                names = _candidate_units(self.plan, config, cand, self.trial)
-                if all(n in self.done for n in names):
-                    continue
-                self.messages.put(("status", f"t{self.trial} {config.key} {cand}"))
-                marker = self.out / f".current-t{self.trial}"
-                records.atomic_write_bytes(marker, json.dumps(
-                    {"config": config.key, "candidate": cand}).encode())
-                self._candidate(config, ci, cand, names)
-                marker.unlink()
-                gc.collect()
-                if self.plan.device == "cuda":
-                    torch.cuda.empty_cache()
+            self._config(config, ci, rng)
+            gc.collect()
+            if self.plan.device == "cuda":
+                torch.cuda.empty_cache()
 
     def _check_machine(self, fp: dict) -> None:
         if self.plan.allow_mixed:
@@ -321,7 +336,36 @@ class _Worker:
                 _write_failure(self.out, name, config, cand, self.trial, status, reason)
                 self._emit(name)
 
-    def _candidate(self, config: Config, ci: int, cand: str, names: list[str]) -> None:
+    def _marker(self, config: Config, candidates) -> Path:
+        """Say which candidates this process is on, so a crash is recorded against them."""
+        marker = self.out / f".current-t{self.trial}"
+        records.atomic_write_bytes(marker, json.dumps(
+            {"config": config.key, "candidates": list(candidates)}).encode())
+        return marker
+
+    def _config(self, config: Config, ci: int, rng: random.Random) -> None:
+        """Build and check every candidate of one configuration, then time them interleaved."""
+        order = list(self.plan.candidates)
+        rng.shuffle(order)  # no candidate is always built (or checked) first
+        ready = {}
+        for cand in order:
+            names = _candidate_units(self.plan, config, cand, self.trial)
+            if all(n in self.done for n in names):
+                continue
+            self.messages.put(("status", f"t{self.trial} {config.key} {cand} (check)"))
+            marker = self._marker(config, [cand])
+            built = self._prepare(config, ci, cand, names)
+            marker.unlink()
+            if built is not None:
+                ready[cand] = (built, names)
+        if ready:
+            marker = self._marker(config, list(ready))
+            self._rounds(config, ci, ready, rng)
+            marker.unlink()
+
+    def _prepare(self, config: Config, ci: int, cand: str, names: list[str]):
+        """Build one candidate and pass it through the float64 gate; None when it cannot
+        be timed (the reason is recorded in each of its units)."""
         import torch
         from . import candidates as cands
         try:
@@ -332,7 +376,7 @@ class _Worker:
             return self._fail_rest(names, config, cand, "oom", _short(exc))
         except Exception as exc:  # compile failures and the like: record and go on
             return self._fail_rest(names, config, cand, "error", _short(exc))
-        seed = (self.plan.seed * 7919 + self.trial * 104_729 + ci * 131 + 17) % (2**31)
+        seed = _input_seed(self.plan, self.trial, ci)
         corr_name = names[0]
         if corr_name in self.done:
             passed = records.read_unit(self.out / "journal" / corr_name)["status"] == "ok"
@@ -351,39 +395,131 @@ class _Worker:
         if not passed:
             return self._fail_rest(names, config, cand, "failed_correctness",
                                    "failed the float64 correctness gate; not timed")
-        q, k, v = cands.make_inputs(config, self.plan.device, seed=seed + 1)
+        return built
 
-        def call():
-            return built.fn(q, k, v)
-        with built.context():  # e.g. SDPA's forced backend: set once, outside every timer
+    def _rounds(self, config: Config, ci: int, ready: dict, rng: random.Random) -> None:
+        """Protocol v2: ``plan.placements`` rounds; in each, every candidate in a random
+        order gets a fresh placement (inputs after a random pad, graph re-captured) and is
+        timed in each mode, modes in a random order. Units are written after the last round."""
+        import torch
+        from . import candidates as cands, env, placement
+        device = self.plan.device
+        pending = {}
+        for cand, (built, names) in ready.items():
             for mode in self.plan.modes:
                 name = records.unit_name("timing", config=config.key, candidate=cand,
                                          mode=mode, trial=self.trial)
                 if name not in self.done:
-                    self._time(call, config, cand, mode, built.info)
-            kname = records.unit_name("kernels", config=config.key, candidate=cand)
-            if kname in names and kname not in self.done:
-                self._kernels(call, config, cand)
+                    pending[(cand, mode)] = {"placements": [], "started_utc": _now(),
+                                             "failure": None}
+        seed = _input_seed(self.plan, self.trial, ci)
+        self._process_warmup(config, ready, seed)
+        for p in range(self.plan.placements):
+            order = list(ready)
+            rng.shuffle(order)
+            for position, cand in enumerate(order):
+                modes = [m for m in self.plan.modes
+                         if (cand, m) in pending and pending[(cand, m)]["failure"] is None]
+                kname = records.unit_name("kernels", config=config.key, candidate=cand)
+                want_kernels = (p == self.plan.placements - 1 and kname in ready[cand][1]
+                                and kname not in self.done)
+                if not modes and not want_kernels:
+                    continue
+                rng.shuffle(modes)
+                self.messages.put(("status", f"t{self.trial} {config.key} p{p} {cand}"))
+                built = ready[cand][0]
+                placement.release(device)
+                try:
+                    pl = placement.place(p, lambda: cands.make_inputs(
+                        config, device, seed=seed + 1 + p), device, rng)
+                except torch.OutOfMemoryError as exc:
+                    for m in modes:
+                        pending[(cand, m)]["failure"] = ("oom", _short(exc))
+                    continue
+                q, k, v = pl.inputs
 
-    def _time(self, call, config, cand, mode, info) -> None:
+                def call(q=q, k=k, v=v, fn=built.fn):
+                    return fn(q, k, v)
+                with built.context():  # e.g. SDPA's forced backend: set once, outside timers
+                    state = env.gpu_state()
+                    kernel_ms = self._placement_kernel_ms(call) if modes else None
+                    for mode in modes:
+                        entry = pending[(cand, mode)]
+                        rec = self._time_placement(call, mode)
+                        if "failure" in rec:
+                            entry["failure"] = rec.pop("failure")
+                            continue
+                        rec.update(pl.as_record(), round=p, position=position,
+                                   kernel_ms=kernel_ms, gpu_state_start=state)
+                        rec["gpu_state_end"] = env.gpu_state()
+                        entry["placements"].append(rec)
+                    if want_kernels:
+                        self._kernels(call, config, cand)
+                del call, q, k, v, pl
+        placement.release(device)
+        for (cand, mode), entry in pending.items():
+            self._write_timing(config, cand, mode, ready[cand][0].info, entry)
+
+    def _process_warmup(self, config: Config, ready: dict, seed: int) -> None:
+        """Keep the GPU busy for ``plan.process_warmup_ms`` before the first round, so the
+        first placement of the first candidate does not meet idle clocks."""
+        from . import candidates as cands
+        if self.plan.process_warmup_ms <= 0:
+            return
+        built = next(iter(ready.values()))[0]
+        q, k, v = cands.make_inputs(config, self.plan.device, seed=seed)
+        with built.context():
+            deadline = time.monotonic() + self.plan.process_warmup_ms / 1e3
+            while time.monotonic() < deadline:
+                for _ in range(10):
+                    built.fn(q, k, v)
+                if self.plan.device == "cuda":
+                    import torch
+                    torch.cuda.synchronize()
+        del q, k, v
+
+    def _placement_kernel_ms(self, call):
+        """Sum of the profiler's kernel times per call at this placement (None if off)."""
+        if not (self.plan.kernel_times and self.plan.device == "cuda"):
+            return None
+        from . import timing
+        try:
+            return float(timing.profile_device_time(call, n_calls=10)["device_ms_per_call"])
+        except Exception:  # the profiler is evidence beside the timing, never a reason to stop
+            return None
+
+    def _time_placement(self, call, mode) -> dict:
+        """Time one placement in one mode; a dict with the samples and settings, or with
+        ``failure`` = (status, reason)."""
         import torch
-        from . import env, timing
-        unit = {"kind": "timing", "config": config.key, "candidate": cand, "mode": mode,
-                "trial": self.trial, "info": _jsonable(info), "started_utc": _now(),
-                "gpu_state_start": env.gpu_state()}
+        from . import timing
         t0 = time.monotonic()
         try:
             sample = timing.measure(call, mode=mode, device=self.plan.device, **self.plan.timing)
         except torch.OutOfMemoryError as exc:
-            unit.update(status="oom", reason=_short(exc), times_ms=[])
+            return {"failure": ("oom", _short(exc))}
         except Exception as exc:
-            unit.update(status="error", reason=_short(exc), times_ms=[])
+            return {"failure": ("error", _short(exc))}
+        settings = {k: v for k, v in dataclasses.asdict(sample).items() if k != "times_ms"}
+        return {"times_ms": [float(x) for x in sample.times_ms], "timing": _jsonable(settings),
+                "elapsed_s": time.monotonic() - t0}
+
+    def _write_timing(self, config, cand, mode, info, entry) -> None:
+        """One timing unit holding every placement of (configuration, candidate, mode)."""
+        placements = entry["placements"]
+        unit = {"kind": "timing", "config": config.key, "candidate": cand, "mode": mode,
+                "trial": self.trial, "info": _jsonable(info), "started_utc": entry["started_utc"],
+                "protocol": PROTOCOL}
+        if entry["failure"] is not None or not placements:
+            status, reason = entry["failure"] or ("error", "no placement was timed")
+            unit.update(status=status, reason=reason, times_ms=[], placements=[])
         else:
-            settings = {k: v for k, v in dataclasses.asdict(sample).items() if k != "times_ms"}
-            unit.update(status="ok", reason="", times_ms=[float(x) for x in sample.times_ms],
-                        timing=_jsonable(settings))
-        unit["gpu_state_end"] = env.gpu_state()
-        unit["elapsed_s"] = time.monotonic() - t0
+            unit.update(status="ok", reason="",
+                        times_ms=[t for rec in placements for t in rec["times_ms"]],
+                        timing=placements[0]["timing"], placements=_jsonable(placements))
+        unit["gpu_state_start"] = placements[0]["gpu_state_start"] if placements else None
+        unit["gpu_state_end"] = placements[-1]["gpu_state_end"] if placements else None
+        unit["elapsed_s"] = float(sum(rec["elapsed_s"] for rec in placements))
         self._write(unit)
 
     def _kernels(self, call, config, cand) -> None:

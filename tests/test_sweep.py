@@ -23,7 +23,7 @@ FAST = {"n_samples": 4}
 def make_plan(**overrides):
     base = dict(configs=TINY, candidates=("sdpa", "eager"), modes=("per_call", "graph"),
                 trials=2, device="cpu", timing=FAST, plugins=("fake_candidates",),
-                ceilings=False, profile=False)
+                ceilings=False, profile=False, placements=1, process_warmup_ms=0.0)
     base.update(overrides)
     return sweep.Plan(**base)
 
@@ -244,3 +244,31 @@ def test_plan_validation_names_the_parameter():
 def test_plan_round_trips_through_json():
     plan = make_plan()
     assert sweep.Plan.from_json(json.loads(json.dumps(plan.to_json()))) == plan
+
+
+def test_protocol_v2_records_each_placement_interleaved_with_its_own_pad(tmp_path):
+    """Every unit holds ``placements`` records (own pad, round, samples); candidates of a
+    configuration are interleaved round by round; the samples carry the placement index."""
+    plan = make_plan(configs=TINY[:1], trials=1, placements=3, modes=("graph",))
+    out = tmp_path / "run"
+    sweep.run(out, plan, progress=False)
+    assert records.verify(out) == []
+    run = records.load(out)
+    assert run.protocol == 2
+    pl = run.placements
+    assert len(pl) == 2 * 3  # two candidates x three placements
+    assert sorted(set(pl["placement"])) == [0, 1, 2]
+    assert set(run.samples["placement"]) == {0, 1, 2}
+    per_unit = pl.groupby("candidate")["pad_bytes"].nunique()
+    assert (per_unit == 3).all()  # a fresh random pad at each placement
+    # interleaved: each round times both candidates before the next round starts
+    units, _ = records._read_journal(out)
+    starts = {}
+    for u in units.values():
+        if u["kind"] == "timing":
+            for rec in u["placements"]:
+                starts[(rec["round"], u["candidate"])] = rec["gpu_state_start"]["timestamp_utc"]
+    rounds = sorted(starts.items(), key=lambda kv: kv[1])
+    assert [key[0] for key, _ in rounds] == [0, 0, 1, 1, 2, 2]
+    # no kernel time on the CPU
+    assert pl["kernel_ms"].isna().all()
