@@ -82,7 +82,8 @@ def test_default_candidates_resolved_when_the_sweep_runs(tmp_path, monkeypatch):
 
     def fake_run(out, plan, progress):
         plans.append(plan)
-        return {"units": 0, "out": out, "wall_s": 0.0}
+        return {"units": 0, "out": out, "wall_s": 0.0, "timing_units": 0, "timed": 0,
+                "not_timed": {}}
 
     monkeypatch.setattr(sweep, "run", fake_run)
     assert main(["sweep", "--out", str(tmp_path / "r"), "--device", "cpu", "--shape",
