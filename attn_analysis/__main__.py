@@ -98,6 +98,8 @@ def cmd_sweep(args) -> int:
     else:
         matrix_name = args.matrix or "reports-v1"
         cfgs = configs.matrix(matrix_name)
+    # --ci-target and --budget are checked even when --samples makes them unused.
+    sweep._timing_iv({"ci_target": args.ci_target, "budget_s": args.budget})
     timing = ({"n_samples": args.samples} if args.samples is not None
               else {"ci_target": args.ci_target, "budget_s": args.budget})
     timing["warmup_ms"] = args.warmup_ms
