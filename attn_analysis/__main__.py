@@ -29,7 +29,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     sw = sub.add_parser("sweep", help="measure a matrix of configurations (resumable)")
     sw.add_argument("--out", required=True, help="run folder, e.g. data/runs/<run-id>")
-    sw.add_argument("--device", default="cuda", help="cuda or cpu (default cuda)")
+    sw.add_argument("--device", choices=("cuda", "cpu"), default=None,
+                    help="cuda or cpu (default: cuda if this machine has a CUDA device, else "
+                         "cpu; the sweep says which it chose)")
     group = sw.add_mutually_exclusive_group()
     group.add_argument("--matrix", choices=sorted(MATRICES), help="a named matrix")
     group.add_argument("--shape", type=_shape, action="append",
@@ -78,7 +80,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_sweep(args) -> int:
-    from . import configs, sweep
+    """Validate every flag (``--out`` first, before torch is imported), then sweep."""
+    import signal
+
+    from . import configs, run_lock, sweep
+    run_lock.check_run_folder(args.out, "--out")
+    import torch  # the sweep's first need of torch: a missing torch is a one-line error
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if args.device is None:
+        print(f"device: {device} (" + ("a CUDA device is present" if device == "cuda" else
+                                       "no CUDA device found") + "; --device chooses)")
+    elif device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("`--device` is cuda, but this machine has no CUDA device (torch "
+                         f"{torch.__version__}); pass --device cpu or leave --device out.")
     if args.candidates is None:
         from .candidates import DEFAULT_CANDIDATES  # imports torch: only when a sweep runs
         candidates = tuple(DEFAULT_CANDIDATES)
@@ -91,20 +105,34 @@ def cmd_sweep(args) -> int:
     else:
         matrix_name = args.matrix or "reports-v1"
         cfgs = configs.matrix(matrix_name)
+    # --ci-target and --budget are checked even when --samples makes them unused.
+    sweep._timing_iv({"ci_target": args.ci_target, "budget_s": args.budget})
     timing = ({"n_samples": args.samples} if args.samples is not None
               else {"ci_target": args.ci_target, "budget_s": args.budget})
     timing["warmup_ms"] = args.warmup_ms
     plan = sweep.Plan(configs=cfgs, candidates=candidates, modes=tuple(args.modes),
-                      trials=args.trials, device=args.device, timing=timing, seed=args.seed,
+                      trials=args.trials, device=device, timing=timing, seed=args.seed,
                       plugins=tuple(args.plugin), matrix=matrix_name,
                       profile=not args.no_profile, ceilings=not args.no_ceilings,
                       allow_mixed=args.allow_mixed, deterministic=args.deterministic,
                       placements=args.placements, kernel_times=not args.no_kernel_times,
                       process_warmup_ms=args.process_warmup_ms)
-    summary = sweep.run(args.out, plan, progress=not args.quiet)
-    print(f"recorded {summary['units']} units into {summary['out']} "
-          f"in {summary['wall_s']:.1f} s")
+    run_lock.make_run_folder(args.out, "--out")
+    # `kill PID` stops the sweep as Ctrl-C does: the worker is stopped, the lock released.
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        summary = sweep.run(args.out, plan, progress=not args.quiet)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    not_timed = ", ".join(f"{k} {v}" for k, v in sorted(summary["not_timed"].items()))
+    print(f"recorded {summary['timed']} of {summary['timing_units']} timing units with samples "
+          f"into {summary['out']} in {summary['wall_s']:.1f} s"
+          + (f"; not timed: {not_timed}" if not_timed else ""))
     return 0
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt
 
 
 def cmd_verify(args) -> int:

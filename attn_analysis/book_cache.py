@@ -1,23 +1,39 @@
-"""Keep the book's cached notebook executions in step with the recorded data (a Sphinx extension).
+"""Keep the book's cached notebook executions in step with the recorded data, and name
+a failing notebook's error on the console (a Sphinx extension).
 
 Jupyter Book caches each notebook's execution under a key made from the notebook's code,
-so a run added to ``data/`` (say, a reader's L4 run) would leave every cached output,
-and the book, as it was. This extension, listed in ``_config.yml``, digests what the
-notebooks read (each run's ``manifest.json``, which holds a SHA-256 of every file of the
-run, plus ``data/reference`` and ``data/checks``). When the digest differs from the one
-stamped in the cache folder at the end of the last build, it empties the cache, and the
-digest is also a Sphinx configuration value, so every page is read again. An unchanged
-second build stays cached.
+so a run added to ``data/`` (say, a reader's L4 run), or a recorded file corrupted in
+place, would leave every cached output, and the book, as it was. This extension, listed
+in ``_config.yml``, digests every file the notebooks read: each file inside each run
+folder of ``data/runs`` (journal, tables, views and manifest alike, so a file edited in
+place changes the digest even though its manifest did not), and every file of
+``data/reference`` and ``data/checks``. When the digest differs from the one stamped in
+the cache folder at the end of the last build, it empties the cache, and the digest is
+also a Sphinx configuration value, so every page is read again. An unchanged second
+build stays cached.
+
+A notebook that fails leaves its glued values missing, and every page that pastes them
+then warns; the notebook's own error is only in ``_build/html/reports/``. At the end of
+the build this extension repeats, as the last warning, each failed notebook's error line
+and where its traceback is.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 import shutil
 from pathlib import Path
 
 STAMP = "attn_data_digest.txt"
-DATA_GLOBS = ("data/runs/*/manifest.json", "data/reference/*", "data/checks/*")
+# Every file inside a run folder (not the lock files beside them), every reference and check.
+DATA_GLOBS = ("data/runs/*/**/*", "data/reference/**/*", "data/checks/**/*")
+
+
+def _data_files(root: Path) -> list[Path]:
+    """The files the notebooks read, without temporary files an interrupted writer left."""
+    return sorted({p for pattern in DATA_GLOBS for p in root.glob(pattern)
+                   if p.is_file() and not p.name.startswith(".tmp-")})
 
 
 def data_digest(root) -> str:
@@ -26,7 +42,7 @@ def data_digest(root) -> str:
     if not root.is_dir():
         raise ValueError(f"`root` must be an existing folder; got {str(root)!r}.")
     h = hashlib.sha256()
-    files = sorted({p for pattern in DATA_GLOBS for p in root.glob(pattern) if p.is_file()})
+    files = _data_files(root)
     for path in files:
         h.update(path.relative_to(root).as_posix().encode() + b"\0")
         h.update(hashlib.sha256(path.read_bytes()).digest())
@@ -63,7 +79,38 @@ def _on_config_inited(app, config) -> None:
             "attn_analysis: recorded data changed; notebook cache emptied")
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit)\b.*")
+
+
+def first_error_line(traceback: str) -> str:
+    """The ``SomeError: message`` line of a notebook's traceback (the last such line),
+    without terminal colours; else its last non-empty line."""
+    lines = [_ANSI.sub("", line).strip() for line in (traceback or "").splitlines()]
+    lines = [line for line in lines if line]
+    errors = [line for line in lines if _ERROR_LINE.match(line)]
+    return (errors or lines or ["(no traceback)"])[-1]
+
+
+def failed_notebooks(app) -> list[tuple[str, str]]:
+    """(docname, error line) of each notebook of this build whose execution failed."""
+    metadata = getattr(app.env, "nb_metadata", None) or {}
+    found = getattr(app.env, "found_docs", set())
+    failed = []
+    for docname in sorted(metadata):
+        data = (metadata[docname] or {}).get("exec_data") or {}
+        if docname in found and data and not data.get("succeeded", True):
+            failed.append((docname, first_error_line(data.get("traceback") or "")))
+    return failed
+
+
 def _on_build_finished(app, exception) -> None:
+    from sphinx.util import logging
+    for docname, line in failed_notebooks(app):
+        report = Path(app.outdir) / "reports" / f"{docname}.err.log"
+        logging.getLogger(__name__).warning(
+            f"notebook {docname} failed: {line} (traceback: {report}); the glue warnings "
+            f"about missing keys follow from it", type="attn_analysis", subtype="notebook")
     cache = _cache_dir(app)
     if exception is None and cache.is_dir():
         (cache / STAMP).write_text(app.config.attn_data_digest + "\n")

@@ -22,6 +22,9 @@ DEFAULT_LEAD_RUN = "h100-reports-v1"
 DEFAULT_TRITON_RUN = "h100-triton-v2"
 DEVICE_CHOICES = ("auto", "cuda", "cpu")
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+# The parameters every measuring notebook declares (01 to 05), in their cells' order.
+COMMON_PARAMETERS = ("runs_dir", "run", "measure", "device", "shapes", "candidates", "trials",
+                     "samples", "run_id", "n_resamples")
 
 
 def repo_root(start=None) -> Path:
@@ -87,15 +90,127 @@ def check_parameters(*, root: Path, runs_dir: str, run: str, measure: bool, devi
                 n_resamples=n_resamples)
 
 
+def given_parameters(namespace: dict) -> dict:
+    """The notebook's parameters as papermill left them: the user's names in
+    ``namespace`` (``globals()`` before any import), without IPython's own."""
+    try:
+        from IPython import get_ipython
+        hidden = set(getattr(get_ipython(), "user_ns_hidden", None) or ())
+    except ImportError:
+        hidden = set()
+    return {k: v for k, v in namespace.items()
+            if not k.startswith("_") and k not in hidden and k not in ("In", "Out")}
+
+
+def unknown_parameters_iv(given: dict, declared) -> None:
+    """Refuse a parameter the notebook does not declare (papermill only warns, then
+    injects it, so a misspelled ``-p trails 3`` would be ignored)."""
+    unknown = sorted(set(given) - set(declared))
+    if unknown:
+        import difflib
+        hints = [f"did you mean `{m[0]}`?" for name in unknown
+                 for m in [difflib.get_close_matches(name, declared, n=1)] if m]
+        raise ValueError(f"`{unknown[0]}` is not a parameter of this notebook; its parameters "
+                         f"are {list(declared)}; got {unknown}" +
+                         (f" ({' '.join(hints)})" if hints else "") + ".")
+
+
+def check_given(root: Path, given: dict, extra=()) -> dict:
+    """A measuring notebook's first step: refuse unknown parameters (declared: the common
+    ones and ``extra``), check the common ones (:func:`check_parameters`) and, with
+    ``measure``, build the measurement plan (which checks shapes, candidates, device and
+    sample counts), all before anything is measured or written. Returns the checked
+    parameters, with ``plan`` (None unless measuring)."""
+    given = given_parameters(given)
+    unknown_parameters_iv(given, COMMON_PARAMETERS + tuple(extra))
+    missing = [k for k in COMMON_PARAMETERS if k not in given]
+    if missing:
+        raise ValueError(f"the notebook's parameters cell must define {missing}.")
+    params = check_parameters(root=root, **{k: given[k] for k in COMMON_PARAMETERS})
+    params["plan"] = None
+    if params["measure"]:
+        params["plan"] = summaries.measurement_plan(
+            params["device"], shapes=params["shapes"], candidates=params["candidates"],
+            trials=params["trials"], samples=params["samples"])
+    return params
+
+
+def choice_iv(name: str, value, choices) -> str:
+    """Check a parameter that must be one of ``choices``."""
+    if value not in tuple(choices):
+        raise ValueError(f"`{name}` must be one of {tuple(choices)}; got {value!r}.")
+    return value
+
+
+def fraction_iv(name: str, value, high: float) -> float:
+    """Check a number in the open interval (0, ``high``)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 < value < high:
+        raise ValueError(f"`{name}` must be a number in (0, {high}); got {value!r}.")
+    return float(value)
+
+
+def recorded_run_iv(name: str, value, params: dict) -> str:
+    """Check a parameter naming a recorded run: '' or a finalized run under ``runs_dir``
+    (a named run that is missing is an error, never replaced by another)."""
+    if not isinstance(value, str):
+        raise ValueError(f"`{name}` must be '' or a run folder name; got {value!r}.")
+    if value and not (Path(params["runs_dir"]) / value / records.MANIFEST).is_file():
+        recorded = [p.name for p in records.find_runs(params["runs_dir"])]
+        raise ValueError(f"`{name}` must be '' or a finalized run under {params['runs_dir']} "
+                         f"({recorded}); got {value!r}.")
+    return value
+
+
+def data_file_iv(name: str, value, root: Path) -> str:
+    """Check a parameter naming a data file: '' or an existing file under ``root``."""
+    if not isinstance(value, str) or (value and not (Path(root) / value).is_file()):
+        raise ValueError(f"`{name}` must be '' or an existing file relative to the "
+                         f"repository root {root}; got {value!r}.")
+    return value
+
+
+def config_iv(name: str, value, params: dict) -> str:
+    """Check a configuration key: '' or a key such as B32-H8-S512-D64-fp16; when
+    measuring, one of the configurations the plan measures."""
+    from .configs import Config
+    if not isinstance(value, str):
+        raise ValueError(f"`{name}` must be '' or a configuration key; got {value!r}.")
+    if value:
+        Config.from_key(value)
+        plan = params.get("plan")
+        if plan is not None and value not in [c.key for c in plan.configs]:
+            raise ValueError(f"`{name}` must be '' or one of the configurations to measure "
+                             f"{[c.key for c in plan.configs]}; got {value!r}.")
+    return value
+
+
+def candidate_names_iv(name: str, value, params: dict, single: bool = False) -> tuple:
+    """Check comma-separated candidate names (exactly one if ``single``): each registered;
+    when measuring, at least one of them among the plan's candidates. Returns the names."""
+    from . import candidates as cands
+    what = "a candidate name" if single else "comma-separated candidate names"
+    names = tuple(value.replace(",", " ").split()) if isinstance(value, str) else ()
+    bad = [n for n in names if n not in cands.CANDIDATES]
+    if not names or bad or (single and len(names) != 1):
+        raise ValueError(f"`{name}` must be {what} from {sorted(cands.CANDIDATES)}; "
+                         f"got {value!r}.")
+    plan = params.get("plan")
+    if plan is not None and not set(names) & set(plan.candidates):
+        raise ValueError(f"`{name}` must name one of the candidates to measure "
+                         f"{list(plan.candidates)}; got {value!r}.")
+    return names
+
+
 def measure_new_run(params: dict) -> str:
-    """Measure with ``summaries.measurement_plan`` into ``runs_dir/<run_id>`` (resumable);
-    return the run id. The default id names the device and the UTC time."""
+    """Measure ``params["plan"]`` (default: ``summaries.measurement_plan`` of the
+    parameters) into ``runs_dir/<run_id>`` (resumable); return the run id. The default id
+    names the device and the UTC time."""
     from . import sweep
     run_id = params["run_id"] or (f"{params['device']}-"
                                   f"{_dt.datetime.now(_dt.timezone.utc):%Y%m%dT%H%M%SZ}")
-    plan = summaries.measurement_plan(params["device"], shapes=params["shapes"],
-                                      candidates=params["candidates"], trials=params["trials"],
-                                      samples=params["samples"])
+    plan = params.get("plan") or summaries.measurement_plan(
+        params["device"], shapes=params["shapes"], candidates=params["candidates"],
+        trials=params["trials"], samples=params["samples"])
     sweep.run(Path(params["runs_dir"]) / run_id, plan, progress=False)
     return run_id
 
@@ -167,13 +282,13 @@ def glue_figure(key: str, fig) -> None:
     glue(key, Image(data=buf.getvalue(), format="png"), display=False)
 
 
-def start(root: Path, **parameters) -> tuple[dict, dict, pd.DataFrame, str]:
-    """A notebook's first step: check ``parameters`` (see :func:`check_parameters`),
-    measure a new run if ``measure`` is true, load every recorded run and pick the lead.
+def start(params: dict) -> tuple[dict, dict, pd.DataFrame, str]:
+    """A notebook's step after every parameter is checked (:func:`check_given` and the
+    notebook's own checks): measure a new run if ``measure`` is true, load every recorded
+    run and pick the lead.
 
     Returns ``(params, runs, catalog, lead)``.
     """
-    params = check_parameters(root=root, **parameters)
     measured = measure_new_run(params) if params["measure"] else ""
     runs = load_runs(params["runs_dir"])
     catalog = run_catalog(runs)

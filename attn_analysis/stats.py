@@ -64,10 +64,12 @@ class TOSTResult:
 
 
 class Verdict(enum.Enum):
-    """Outcome of :func:`compare`."""
+    """Outcome of :func:`compare` (the rule is in its Notes)."""
 
-    EQUIVALENT = "equivalent"
     FASTER = "faster"
+    FASTER_WITHIN_MARGIN = "faster within margin"
+    EQUIVALENT = "equivalent"
+    SLOWER_WITHIN_MARGIN = "slower within margin"
     SLOWER = "slower"
     INCONCLUSIVE = "inconclusive"
 
@@ -161,6 +163,20 @@ def _trials_iv(name: str, x) -> list[np.ndarray]:
     return [_sample_iv(f"{name}[{i}]", p, positive=True) for i, p in enumerate(parts)]
 
 
+def _nested_iv(name: str, x) -> list[list[np.ndarray]]:
+    """Return ``x`` as processes -> placements -> samples.
+
+    Accepts one 1-D sample (one process, one placement), a sequence of 1-D samples (one per
+    process, one placement each: the layout of runs before protocol 2) or a sequence of
+    sequences of 1-D samples (processes, then placements).
+    """
+    if isinstance(x, (list, tuple)) and x and all(isinstance(p, (list, tuple)) for p in x) \
+            and all(len(p) and not np.isscalar(p[0]) for p in x):
+        return [[_sample_iv(f"{name}[{i}][{j}]", pl, positive=True) for j, pl in enumerate(proc)]
+                for i, proc in enumerate(x)]
+    return [[t] for t in _trials_iv(name, x)]
+
+
 def _choice_iv(name: str, value, allowed: tuple) -> str:
     """Check that ``value`` is one of ``allowed``."""
     if not isinstance(value, str) or value not in allowed:
@@ -195,8 +211,8 @@ def _counts_iv(successes, trials) -> tuple[int, int]:
 
 
 def _ratio_iv(baseline, candidate, n_resamples, seed):
-    """Validate the arguments shared by the ratio functions."""
-    return (_trials_iv("baseline", baseline), _trials_iv("candidate", candidate),
+    """Validate the arguments shared by the ratio functions (processes -> placements)."""
+    return (_nested_iv("baseline", baseline), _nested_iv("candidate", candidate),
             _n_resamples_iv(n_resamples), _seed_iv(seed))
 
 
@@ -362,12 +378,66 @@ def _pooled_median_replicates(trials: list[np.ndarray], n_resamples: int,
     return out
 
 
-def _ratio_replicates(base: list[np.ndarray], cand: list[np.ndarray], n_resamples: int,
+def _nested_median_replicates(groups: list[list[np.ndarray]], n_resamples: int,
+                              rng: np.random.Generator) -> np.ndarray:
+    """Medians of three-stage resamples: processes, then placements within each chosen
+    process, then samples within each chosen placement (all with replacement)."""
+    if all(len(proc) == 1 for proc in groups):  # one placement each: the two-stage case
+        return _pooled_median_replicates([proc[0] for proc in groups], n_resamples, rng)
+    flat = [pl for proc in groups for pl in proc]
+    pooled = np.sort(np.concatenate(flat))
+    n_pooled = pooled.size
+    n_proc = len(groups)
+    m_count = np.array([len(proc) for proc in groups])
+    m_max = int(m_count.max())
+    lengths = np.zeros((n_proc, m_max), dtype=np.int64)
+    for i, proc in enumerate(groups):
+        lengths[i, :len(proc)] = [pl.size for pl in proc]
+    n_max = int(lengths.max())
+    order = np.argsort(np.concatenate(flat), kind="stable")
+    flat_rank = np.empty(n_pooled, dtype=np.int64)
+    flat_rank[order] = np.arange(n_pooled)
+    # ranks[p, m, j]; one extra column (n_max) and padding hold n_pooled, which sorts last
+    ranks = np.full((n_proc, m_max, n_max + 1), n_pooled, dtype=np.int64)
+    start = 0
+    for i, proc in enumerate(groups):
+        for j, pl in enumerate(proc):
+            ranks[i, j, :pl.size] = flat_rank[start:start + pl.size]
+            start += pl.size
+    out = np.empty(n_resamples)
+    rows = max(1, _CHUNK_ELEMENTS // (n_proc * m_max * n_max))
+    m_idx, n_idx = np.arange(m_max), np.arange(n_max)
+    for s0 in range(0, n_resamples, rows):
+        r = min(rows, n_resamples - s0)
+        pick_p = rng.integers(0, n_proc, (r, n_proc))
+        m_of = m_count[pick_p][..., None]                                   # (r, P, 1)
+        pick_m = np.minimum((rng.random((r, n_proc, m_max)) * m_of).astype(np.int64),
+                            m_of - 1)
+        l_sel = lengths[pick_p[..., None], pick_m]                          # (r, P, M)
+        l_sel = np.where(m_idx < m_of, l_sel, 0)
+        pick_s = np.minimum((rng.random((r, n_proc, m_max, n_max)) * l_sel[..., None])
+                            .astype(np.int64), np.maximum(l_sel[..., None] - 1, 0))
+        pick_s = np.where(n_idx < l_sel[..., None], pick_s, n_max)           # padding column
+        res = ranks[pick_p[..., None, None], pick_m[..., None], pick_s].reshape(r, -1)
+        size = l_sel.sum(axis=(1, 2))
+        res = np.sort(res, axis=1)
+        lo_k, hi_k = (size - 1) // 2, size // 2
+        rows_ix = np.arange(r)
+        out[s0:s0 + r] = 0.5 * (pooled[res[rows_ix, lo_k]] + pooled[res[rows_ix, hi_k]])
+    return out
+
+
+def _ratio_replicates(base, cand, n_resamples: int,
                       rng: np.random.Generator) -> tuple[float, np.ndarray]:
-    """Point ratio of pooled medians and its bootstrap replicates."""
-    ratio = float(np.median(np.concatenate(base)) / np.median(np.concatenate(cand)))
-    reps = (_pooled_median_replicates(base, n_resamples, rng)
-            / _pooled_median_replicates(cand, n_resamples, rng))
+    """Point ratio of pooled medians and its bootstrap replicates.
+
+    ``base`` and ``cand`` are lists of processes, each a list of placements (1-D arrays).
+    """
+    def pooled(groups):
+        return np.median(np.concatenate([pl for proc in groups for pl in proc]))
+    ratio = float(pooled(base) / pooled(cand))
+    reps = (_nested_median_replicates(base, n_resamples, rng)
+            / _nested_median_replicates(cand, n_resamples, rng))
     return ratio, reps
 
 
@@ -466,10 +536,11 @@ def median_ci_trials(trials, confidence: float = 0.95, n_resamples: int = 10_000
     """
     groups, _, n_resamples, rng = _ratio_iv(trials, trials, n_resamples, seed)
     confidence = _confidence_iv(confidence)
-    reps = _pooled_median_replicates(groups, n_resamples, rng)
+    reps = _nested_median_replicates(groups, n_resamples, rng)
     alpha = 1.0 - confidence
     low, high = np.quantile(reps, [alpha / 2, 1 - alpha / 2])
-    return ConfidenceInterval(float(np.median(np.concatenate(groups))), float(low), float(high),
+    pooled = np.concatenate([pl for proc in groups for pl in proc])
+    return ConfidenceInterval(float(np.median(pooled)), float(low), float(high),
                               confidence, "hierarchical percentile")
 
 
@@ -721,34 +792,94 @@ def tost_ratio(baseline, candidate, margin: float, alpha: float = 0.05,
     return _tost_from(ratio, reps, alpha, margin, base, cand)
 
 
+def _count_iv(name: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"`{name}` must be a positive integer; got {value!r}.")
+    return int(value)
+
+
+def decide(ratio: float, reps: np.ndarray, margin: float = 0.02, confidence: float = 0.95,
+           alpha: float = 0.05, n_comparisons: int = 1, n_baseline: int = 1,
+           n_candidate: int = 1) -> "Comparison":
+    """The verdict rule of :func:`compare`, applied to bootstrap replicates of a speedup.
+
+    Kept apart so that the call-level and the kernel-level speedups, whose replicates are
+    drawn differently, are judged by one rule. See :func:`compare` for the rule.
+    """
+    confidence = _confidence_iv(confidence)
+    margin = _open_interval_iv("margin", margin, 0.0, 1.0)
+    alpha = _open_interval_iv("alpha", alpha, 0.0, 0.5)
+    m = _count_iv("n_comparisons", n_comparisons)
+    base, cand = [None] * n_baseline, [None] * n_candidate
+    ci = _ratio_ci_from(ratio, reps, 1.0 - (1.0 - confidence) / m, base, cand)
+    tost = _tost_from(ratio, reps, alpha / m, margin, base, cand)
+    lower, upper = 1.0 - margin, 1.0 + margin
+    span = f"{ci.confidence:.2%} CI of the speedup [{ci.low:.4f}, {ci.high:.4f}]"
+    if ci.low > upper:
+        verdict, reason = Verdict.FASTER, f"{span} above 1 + margin"
+    elif ci.high < lower:
+        verdict, reason = Verdict.SLOWER, f"{span} below 1 - margin"
+    elif 1.0 < ci.low and ci.high < upper:
+        verdict, reason = Verdict.FASTER_WITHIN_MARGIN, f"{span} above 1 but inside the margin"
+    elif lower < ci.low and ci.high < 1.0:
+        verdict, reason = Verdict.SLOWER_WITHIN_MARGIN, f"{span} below 1 but inside the margin"
+    elif tost.equivalent:
+        verdict = Verdict.EQUIVALENT
+        reason = (f"{tost.confidence:.2%} CI [{tost.low:.4f}, {tost.high:.4f}] inside "
+                  f"[{lower:.4f}, {upper:.4f}]")
+    else:
+        verdict = Verdict.INCONCLUSIVE
+        reason = f"could not tell: {span} reaches past +-{margin:g} and is not beyond it"
+    return Comparison(verdict, reason, ci, tost)
+
+
 def compare(baseline, candidate, margin: float = 0.02, confidence: float = 0.95,
-            alpha: float = 0.05, n_resamples: int = 10_000, seed: int | None = 42
-            ) -> Comparison:
-    """Verdict on a candidate: EQUIVALENT, FASTER, SLOWER or INCONCLUSIVE.
+            alpha: float = 0.05, n_resamples: int = 10_000, seed: int | None = 42,
+            n_comparisons: int = 1) -> Comparison:
+    """Verdict on a candidate against a baseline, judged against an equivalence margin.
 
     Parameters
     ----------
     baseline, candidate : array_like or sequence of array_like
-        As in :func:`ratio_ci`: one sample, or one sample per trial.
+        Positive times: one 1-D sample; one 1-D sample per process; or per process a
+        sequence of 1-D samples, one per memory placement (protocol 2).
     margin : float
-        Equivalence margin on the ratio, in (0, 1); default 0.02.
+        Equivalence margin on the speedup ``median(baseline) / median(candidate)``, in
+        (0, 1); default 0.02.
     confidence : float
-        Coverage of the ratio interval behind FASTER / SLOWER, in (0, 1); default 0.95.
+        Family-wise coverage of the two-sided interval behind FASTER / SLOWER and the
+        within-margin verdicts, in (0, 1); default 0.95.
     alpha : float
-        Level of the equivalence test, in (0, 0.5); default 0.05 (a 90 % interval).
+        Family-wise level of the equivalence test, in (0, 0.5); default 0.05.
     n_resamples, seed
         As in :func:`ratio_ci`; one bootstrap distribution serves both intervals.
+    n_comparisons : int
+        Size of the family of comparisons this one belongs to (Bonferroni: each interval is
+        taken at ``1 - (1 - confidence) / n_comparisons`` and each TOST at
+        ``alpha / n_comparisons``); default 1.
 
     Returns
     -------
     Comparison
-        ``verdict``, a one-line ``reason``, the ratio interval and the TOST result.
+        ``verdict``, a one-line ``reason``, the (adjusted) ratio interval and the TOST.
 
     Notes
     -----
-    The rule: EQUIVALENT if the TOST says so; otherwise FASTER if the ratio's interval lies
-    entirely above 1, SLOWER if entirely below 1, else INCONCLUSIVE (could not tell). A
-    negative claim needs equivalence; a positive claim needs the ratio's interval.
+    The rule matches the claim under test ("no implementation is faster by more than the
+    margin"). With ``CI`` the adjusted two-sided interval of the speedup:
+
+    - FASTER: ``CI`` entirely above ``1 + margin``; SLOWER: entirely below ``1 - margin``.
+    - FASTER WITHIN MARGIN: ``CI`` inside ``(1, 1 + margin)``, a real difference too small
+      to matter by the margin; SLOWER WITHIN MARGIN likewise below 1.
+    - EQUIVALENT: otherwise, when the TOST's ``1 - 2 alpha / m`` interval lies inside
+      ``[1 - margin, 1 + margin]``.
+    - INCONCLUSIVE: anything else (the interval reaches past the margin but not beyond it).
+
+    The bootstrap resamples processes, then placements within each chosen process, then
+    samples within each chosen placement, so the interval carries every level's variance.
+    Bonferroni holds the family-wise error rate under any dependence between the tests;
+    with percentile intervals its far tails need enough resamples (``compare`` of the CLI
+    uses 20 000).
 
     Examples
     --------
@@ -758,25 +889,8 @@ def compare(baseline, candidate, margin: float = 0.02, confidence: float = 0.95,
     <Verdict.FASTER: 'faster'>
     """
     base, cand, n_resamples, rng = _ratio_iv(baseline, candidate, n_resamples, seed)
-    confidence = _confidence_iv(confidence)
-    margin = _open_interval_iv("margin", margin, 0.0, 1.0)
-    alpha = _open_interval_iv("alpha", alpha, 0.0, 0.5)
     ratio, reps = _ratio_replicates(base, cand, n_resamples, rng)
-    ci = _ratio_ci_from(ratio, reps, confidence, base, cand)
-    tost = _tost_from(ratio, reps, alpha, margin, base, cand)
-    span = f"{ci.confidence:.0%} CI of the speedup [{ci.low:.4f}, {ci.high:.4f}]"
-    if tost.equivalent:
-        verdict = Verdict.EQUIVALENT
-        reason = (f"{tost.confidence:.0%} CI [{tost.low:.4f}, {tost.high:.4f}] inside "
-                  f"[{tost.lower_bound:.4f}, {tost.upper_bound:.4f}]")
-    elif ci.low > 1.0:
-        verdict, reason = Verdict.FASTER, f"{span} above 1"
-    elif ci.high < 1.0:
-        verdict, reason = Verdict.SLOWER, f"{span} below 1"
-    else:
-        verdict = Verdict.INCONCLUSIVE
-        reason = f"could not tell: {span} contains 1 and is not within +-{margin:g}"
-    return Comparison(verdict, reason, ci, tost)
+    return decide(ratio, reps, margin, confidence, alpha, n_comparisons, len(base), len(cand))
 
 
 def reports_protocol(baseline, candidate) -> ReportsProtocol:

@@ -14,6 +14,7 @@ import dataclasses
 import datetime as _dt
 import gc
 import json
+import math
 import multiprocessing as mp
 import os
 import queue as _queue
@@ -23,7 +24,7 @@ import uuid
 from pathlib import Path
 
 from . import __version__
-from . import records
+from . import records, run_lock
 from .configs import Config
 
 MODES = ("per_call", "cold_l2", "graph")
@@ -68,13 +69,15 @@ class Plan:
 
     def __post_init__(self):
         from . import candidates as cands
-        cands.load_plugins(self.plugins)
+        _plugins_iv(self.plugins)
         if not self.configs or not all(isinstance(c, Config) for c in self.configs):
             raise ValueError("`configs` must be a non-empty sequence of Config.")
         if not self.candidates:
             raise ValueError(f"`candidates` must name at least one of {sorted(cands.CANDIDATES)}.")
         for name in self.candidates:
             cands.get(name)
+        if len(set(self.candidates)) != len(self.candidates):
+            raise ValueError(f"`candidates` must not repeat a name; got {list(self.candidates)}.")
         for mode in self.modes:
             if mode not in MODES:
                 raise ValueError(f"`modes` must be drawn from {MODES}; got {mode!r}.")
@@ -92,6 +95,19 @@ class Plan:
                              f"got {self.process_warmup_ms!r}.")
         if self.device not in cands.DEVICES:
             raise ValueError(f"`device` must be one of {cands.DEVICES}; got {self.device!r}.")
+        if not any(self.device in cands.get(n).devices for n in self.candidates):
+            raise ValueError(f"`candidates` must include one that runs on {self.device}; "
+                             f"{list(self.candidates)} run on "
+                             f"{sorted({d for n in self.candidates for d in cands.get(n).devices})}"
+                             f" only.")
+        # Each trial's generators are seeded with seed + trial, which numpy needs < 2**32.
+        if (isinstance(self.seed, bool) or not isinstance(self.seed, int)
+                or not 0 <= self.seed <= 2**32 - self.trials):
+            raise ValueError(f"`seed` must be an integer in [0, 2**32 - trials]; "
+                             f"got {self.seed!r}.")
+        for key in ("profile", "ceilings", "allow_mixed", "deterministic"):
+            if not isinstance(getattr(self, key), bool):
+                raise ValueError(f"`{key}` must be True or False; got {getattr(self, key)!r}.")
         _timing_iv(self.timing)
 
     def to_json(self) -> dict:
@@ -117,13 +133,48 @@ def _timing_iv(timing: dict) -> None:
     unknown = set(timing) - allowed
     if unknown:
         raise ValueError(f"`timing` keys must be drawn from {sorted(allowed)}; got {sorted(unknown)}.")
-    n = timing.get("n_samples")
-    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
-        raise ValueError(f"`samples` must be a positive integer; got {n!r}.")
+    for key, label in (("n_samples", "samples"), ("min_samples", "min_samples"),
+                       ("max_samples", "max_samples")):
+        n = timing.get(key)
+        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+            raise ValueError(f"`{label}` must be a positive integer; got {n!r}.")
+    if timing.get("min_samples", 1) > timing.get("max_samples", timing.get("min_samples", 1)):
+        raise ValueError(f"`min_samples` must not exceed `max_samples`; got "
+                         f"{timing['min_samples']} and {timing['max_samples']}.")
     for key in ("ci_target", "budget_s"):
         value = timing.get(key)
-        if value is not None and not (isinstance(value, (int, float)) and value > 0):
+        if value is not None and not (_real(value) and 0 < value < math.inf):
             raise ValueError(f"`{key}` must be a positive number; got {value!r}.")
+    warmup = timing.get("warmup_ms")
+    if warmup is not None and not (_real(warmup) and 0 <= warmup < math.inf):
+        raise ValueError(f"`warmup_ms` must be a number of milliseconds >= 0; got {warmup!r}.")
+    confidence = timing.get("confidence")
+    if confidence is not None and not (_real(confidence) and 0 < confidence < 1):
+        raise ValueError(f"`confidence` must be a number in (0, 1); got {confidence!r}.")
+
+
+def _real(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _plugins_iv(plugins) -> None:
+    """Import each plugin module; a failure names the plugin and the reason."""
+    from . import candidates as cands
+    for name in plugins:
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"`plugins` must be importable module names; got {name!r}.")
+        try:
+            cands.load_plugins((name,))
+        except ModuleNotFoundError as exc:
+            if exc.name == name or name.startswith(f"{exc.name}."):
+                raise ValueError(f"`plugins` must be importable module names (on sys.path or "
+                                 f"PYTHONPATH) that register candidates; no module named "
+                                 f"{name!r}.") from None
+            raise ValueError(f"`plugins`: importing {name!r} failed: {type(exc).__name__}: "
+                             f"{exc}") from None
+        except Exception as exc:  # a plugin that raises while registering
+            raise ValueError(f"`plugins`: importing {name!r} failed: {type(exc).__name__}: "
+                             f"{exc}") from None
 
 
 def plan_units(plan: Plan) -> dict[int, list[str]]:
@@ -148,9 +199,22 @@ def _now() -> str:
 # ---------------------------------------------------------------------------- parent
 
 def run(out_dir, plan: Plan, *, progress: bool = True, max_restarts: int = 3) -> dict:
-    """Run (or resume) a sweep into ``out_dir`` and finalize it; return a summary dict."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    """Run (or resume) a sweep into ``out_dir`` and finalize it; return a summary dict.
+
+    Before writing anything it refuses a folder that cannot hold a run
+    (``run_lock.check_run_folder``) and a device this machine lacks; while it runs it
+    holds the folder's lock (a second sweep on the folder is refused), and its workers die
+    with it. A run in which no timing unit recorded a sample is not finalized (SweepError).
+    """
+    from .candidates import _device_iv
+    _device_iv(plan.device)
+    out_dir = run_lock.make_run_folder(out_dir)
+    with run_lock.hold(out_dir):
+        return _run_locked(out_dir, plan, progress=progress, max_restarts=max_restarts)
+
+
+def _run_locked(out_dir: Path, plan: Plan, *, progress: bool, max_restarts: int) -> dict:
+    """The body of ``run``, inside the folder's lock."""
     records.clean_temporaries(out_dir)
     _check_resume(out_dir, plan)
     started = time.monotonic()
@@ -184,10 +248,35 @@ def run(out_dir, plan: Plan, *, progress: bool = True, max_restarts: int = 3) ->
                                      f"last exit code {code}")
     finally:
         bar.close()
+    outcome = _timing_outcome(out_dir, expected)
+    if not outcome["ok"]:
+        raise SweepError(f"no timing unit recorded a sample ({_counts_text(outcome)}; first "
+                         f"reason: {outcome['first_reason']}); {out_dir} is not finalized.")
     info = {"plan": plan.to_json(), "attn_analysis_version": __version__,
             "finished_utc": _now(), "sweep_wall_s_last_invocation": time.monotonic() - started}
     records.finalize(out_dir, info)
-    return {"units": total, "wall_s": time.monotonic() - started, "out": str(out_dir)}
+    return {"units": total, "wall_s": time.monotonic() - started, "out": str(out_dir),
+            "timing_units": sum(outcome["statuses"].values()), "timed": outcome["ok"],
+            "not_timed": {k: v for k, v in outcome["statuses"].items() if k != "ok"}}
+
+
+def _timing_outcome(out_dir: Path, expected: dict) -> dict:
+    """Status counts of the plan's timing units, how many are ``ok``, and the first
+    failure's reason."""
+    statuses, first = {}, ""
+    for name in sorted(n for names in expected.values() for n in names):
+        if not name.startswith("timing__"):
+            continue
+        unit = records.read_unit(out_dir / "journal" / name)
+        status = unit.get("status", "?")
+        statuses[status] = statuses.get(status, 0) + 1
+        if status != "ok" and not first:
+            first = f"{unit.get('candidate')} at {unit.get('config')}: {status}, {unit.get('reason')}"
+    return {"statuses": statuses, "ok": statuses.get("ok", 0), "first_reason": first}
+
+
+def _counts_text(outcome: dict) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(outcome["statuses"].items()))
 
 
 _FATAL = 3
@@ -210,8 +299,8 @@ def _check_resume(out_dir: Path, plan: Plan) -> None:
 def _run_worker(ctx, out_dir: Path, plan: Plan, trial: int, bar) -> int:
     """Start one trial's process and move the progress bar as its units land."""
     messages = ctx.Queue()
-    proc = ctx.Process(target=_worker_main, args=(str(out_dir), plan.to_json(), trial, messages),
-                       name=f"attn-trial-{trial}")
+    proc = ctx.Process(target=_worker_main, args=(str(out_dir), plan.to_json(), trial, messages,
+                                                  os.getpid()), name=f"attn-trial-{trial}")
     proc.start()
     try:
         while proc.is_alive() or not messages.empty():
@@ -261,9 +350,10 @@ def _write_failure(out_dir, name, config, cand, trial, status, reason) -> None:
 
 # ---------------------------------------------------------------------------- worker
 
-def _worker_main(out_dir: str, plan_json: dict, trial: int, messages) -> None:
-    """Entry point of a trial process."""
+def _worker_main(out_dir: str, plan_json: dict, trial: int, messages, parent_pid: int) -> None:
+    """Entry point of a trial process; it dies with its parent (``run_lock.die_with_parent``)."""
     import sys
+    run_lock.die_with_parent(parent_pid)
     try:
         _Worker(Path(out_dir), Plan.from_json(plan_json), trial, messages).run()
     except SweepError as exc:

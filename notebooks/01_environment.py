@@ -20,19 +20,20 @@
 # one that differs. This notebook shows the fingerprint each recorded run stored, and
 # replays the ordering bug of the original reports, which `assert_locked()` catches.
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "hide-input"]
 runs_dir = "data/runs"    # recorded runs, relative to the repository root
-run = "h100-reports-v1"   # documented default lead run ("" picks the largest GPU run)
-measure = False           # True: measure a new run on this machine first (see 03_matrix)
-device = "auto"           # "auto" (GPU if present, else CPU), "cuda" or "cpu"
-shapes = ""               # "B,H,S[,D];..." or a matrix name; "" = default for the device
-candidates = ""           # comma-separated names; "" = default for the device
+run = "h100-reports-v1"   # documented default lead run; empty picks the largest GPU run
+measure = False           # True measures a new run on this machine first (see 03_matrix)
+device = "auto"           # auto picks the GPU if present, else the CPU; or cuda, cpu
+shapes = ""               # semicolon-separated B,H,S[,D] or a matrix name; empty for the default
+candidates = ""           # comma-separated candidate names; empty for the device default
 trials = 2                # independent processes per unit
-samples = 0               # samples per unit; 0 = adaptive stopping rule
-run_id = ""               # folder name of the new run; "" = device and UTC time
+samples = 0               # samples per unit; 0 for the adaptive stopping rule
+run_id = ""               # folder name of the new run; empty for the device and UTC time
 n_resamples = 1000        # bootstrap resamples (unused here; shared parameter set)
 
 # %% tags=["remove-cell"]
+_given = dict(globals())  # the parameters as papermill left them, checked below
 from pathlib import Path
 import sys
 
@@ -46,10 +47,8 @@ from IPython.display import display
 
 from attn_analysis import env, notebook_support as nbs, summaries
 
-params, runs, catalog, lead = nbs.start(
-    root, runs_dir=runs_dir, run=run, measure=measure, device=device, shapes=shapes,
-    candidates=candidates, trials=trials, samples=samples, run_id=run_id,
-    n_resamples=n_resamples)
+params = nbs.check_given(root, _given)
+params, runs, catalog, lead = nbs.start(params)
 nbs.glue_text("env_n_runs", len(runs))
 nbs.glue_text("env_lead_run", lead)
 nbs.glue_text("env_lead_label", catalog.set_index("run").loc[lead, "label"])

@@ -21,25 +21,26 @@
 # independent processes, and an equivalence test with a stated margin. Beside it, the
 # original reports' statistics are recomputed on the same samples.
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "hide-input"]
 runs_dir = "data/runs"    # recorded runs, relative to the repository root
-run = "h100-target-v1"    # documented default lead run: the target shape, 30 processes
-                          # ("" picks the largest GPU run)
-measure = False           # True: measure a new run on this machine first
-device = "auto"           # "auto" (GPU if present, else CPU), "cuda" or "cpu"
-shapes = ""               # "B,H,S[,D];..." or a matrix name; "" = default for the device
-candidates = ""           # comma-separated names; "" = default for the device
+run = "h100-target-v1"    # documented default lead run, the target shape with 30 processes;
+                          # empty picks the largest GPU run
+measure = False           # True measures a new run on this machine first
+device = "auto"           # auto picks the GPU if present, else the CPU; or cuda, cpu
+shapes = ""               # semicolon-separated B,H,S[,D] or a matrix name; empty for the default
+candidates = ""           # comma-separated candidate names; empty for the device default
 trials = 2                # independent processes per unit
-samples = 0               # samples per unit; 0 = adaptive stopping rule
-run_id = ""               # folder name of the new run; "" = device and UTC time
+samples = 0               # samples per unit; 0 for the adaptive stopping rule
+run_id = ""               # folder name of the new run; empty for the device and UTC time
 n_resamples = 1000        # bootstrap resamples per interval
-config = ""               # configuration key; "" = the target B32-H8-S512-D64-fp16 if recorded
-margin = 0.02             # equivalence margin on the speedup ratio
+config = ""               # configuration key; empty for B32-H8-S512-D64-fp16 if recorded
+margin = 0.02             # equivalence margin on the speedup ratio, in (0, 0.5)
 graph_check = "data/checks/graph_variability_h100.json"  # scripts/graph_variability.py output
 replication = "h100-target-v2"  # a second recorded run at this configuration, graph mode,
-                                # graphs sized by the current timer ("" skips the section)
+                                # graphs sized by the current timer; empty skips the section
 
 # %% tags=["remove-cell"]
+_given = dict(globals())  # the parameters as papermill left them, checked below
 from pathlib import Path
 import sys
 
@@ -56,18 +57,12 @@ from attn_analysis import replay_cost as rc
 from attn_analysis.configs import TARGET
 from attn_analysis.controls import CONTROL_NAMES
 
-params, runs, catalog, lead = nbs.start(
-    root, runs_dir=runs_dir, run=run, measure=measure, device=device, shapes=shapes,
-    candidates=candidates, trials=trials, samples=samples, run_id=run_id,
-    n_resamples=n_resamples)
-if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not 0 < margin < 0.5:
-    raise ValueError(f"`margin` must be a number in (0, 0.5); got {margin!r}.")
-if not isinstance(replication, str) or (replication and replication not in runs):
-    raise ValueError(f"`replication` must be '' or a recorded run under {runs_dir}/ "
-                     f"({sorted(runs)}); got {replication!r}.")
-if not isinstance(graph_check, str):
-    raise ValueError(f"`graph_check` must be a path relative to the repository root or ''; "
-                     f"got {graph_check!r}.")
+params = nbs.check_given(root, _given, extra=("config", "margin", "graph_check", "replication"))
+config = nbs.config_iv("config", config, params)
+margin = nbs.fraction_iv("margin", margin, 0.5)
+graph_check = nbs.data_file_iv("graph_check", graph_check, root)
+replication = nbs.recorded_run_iv("replication", replication, params)
+params, runs, catalog, lead = nbs.start(params)
 R = runs[lead]
 label = summaries.run_label(R)
 recorded = set(R.samples["config"])

@@ -20,21 +20,22 @@
 # the datasheet, and which candidate is fastest, with whether that lead is established.
 # Then our own Triton kernel against the fastest library backend on a wider set of shapes.
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "hide-input"]
 runs_dir = "data/runs"    # recorded runs, relative to the repository root
-run = "h100-reports-v1"   # documented default lead run ("" picks the largest GPU run)
-measure = False           # True: measure a new run on this machine first
-device = "auto"           # "auto" (GPU if present, else CPU), "cuda" or "cpu"
-shapes = ""               # "B,H,S[,D];..." or a matrix name; "" = default for the device
-candidates = ""           # comma-separated names; "" = default for the device
+run = "h100-reports-v1"   # documented default lead run; empty picks the largest GPU run
+measure = False           # True measures a new run on this machine first
+device = "auto"           # auto picks the GPU if present, else the CPU; or cuda, cpu
+shapes = ""               # semicolon-separated B,H,S[,D] or a matrix name; empty for the default
+candidates = ""           # comma-separated candidate names; empty for the device default
 trials = 2                # independent processes per unit
-samples = 0               # samples per unit; 0 = adaptive stopping rule
-run_id = ""               # folder name of the new run; "" = device and UTC time
+samples = 0               # samples per unit; 0 for the adaptive stopping rule
+run_id = ""               # folder name of the new run; empty for the device and UTC time
 n_resamples = 1000        # bootstrap resamples per interval
-mode = "graph"            # timing mode of the tables ("graph", "cold_l2" or "per_call")
-triton_run = "h100-triton-v2"  # documented default run of our kernel against the backends
+mode = "graph"            # timing mode of the tables: graph, cold_l2 or per_call
+triton_run = "h100-triton-v2"  # run of our kernel against the backends; empty picks the largest
 
 # %% tags=["remove-cell"]
+_given = dict(globals())  # the parameters as papermill left them, checked below
 from pathlib import Path
 import sys
 
@@ -48,14 +49,10 @@ from IPython.display import display
 
 from attn_analysis import notebook_support as nbs, plots, reference, stats, summaries, workload
 
-params, runs, catalog, lead = nbs.start(
-    root, runs_dir=runs_dir, run=run, measure=measure, device=device, shapes=shapes,
-    candidates=candidates, trials=trials, samples=samples, run_id=run_id,
-    n_resamples=n_resamples)
-if mode not in summaries.MODES:
-    raise ValueError(f"`mode` must be one of {summaries.MODES}; got {mode!r}.")
-if not isinstance(triton_run, str):
-    raise ValueError(f"`triton_run` must be a run folder name or ''; got {triton_run!r}.")
+params = nbs.check_given(root, _given, extra=("mode", "triton_run"))
+mode = nbs.choice_iv("mode", mode, summaries.MODES)
+triton_run = nbs.recorded_run_iv("triton_run", triton_run, params)
+params, runs, catalog, lead = nbs.start(params)
 R = runs[lead]
 if mode not in set(R.samples["mode"]):
     raise ValueError(f"`mode` {mode!r} was not recorded in run {lead!r}; it has "

@@ -20,21 +20,22 @@
 # the datasheet's dense tensor-core peak and memory bandwidth, and the rates this run
 # measured on the same device (an 8192³ fp16 matrix product and a large copy).
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "hide-input"]
 runs_dir = "data/runs"    # recorded runs, relative to the repository root
-run = "h100-reports-v1"   # documented default lead run ("" picks the largest GPU run)
-measure = False           # True: measure a new run on this machine first
-device = "auto"           # "auto" (GPU if present, else CPU), "cuda" or "cpu"
-shapes = ""               # "B,H,S[,D];..." or a matrix name; "" = default for the device
-candidates = ""           # comma-separated names; "" = default for the device
+run = "h100-reports-v1"   # documented default lead run; empty picks the largest GPU run
+measure = False           # True measures a new run on this machine first
+device = "auto"           # auto picks the GPU if present, else the CPU; or cuda, cpu
+shapes = ""               # semicolon-separated B,H,S[,D] or a matrix name; empty for the default
+candidates = ""           # comma-separated candidate names; empty for the device default
 trials = 2                # independent processes per unit
-samples = 0               # samples per unit; 0 = adaptive stopping rule
-run_id = ""               # folder name of the new run; "" = device and UTC time
+samples = 0               # samples per unit; 0 for the adaptive stopping rule
+run_id = ""               # folder name of the new run; empty for the device and UTC time
 n_resamples = 1000        # bootstrap resamples per interval
-mode = "graph"            # timing mode of the figures
-roofline_candidates = "sdpa,sdpa_flash,sdpa_cudnn,triton"  # drawn on the roofline
+mode = "graph"            # timing mode of the figures: graph, cold_l2 or per_call
+roofline_candidates = "sdpa,sdpa_flash,sdpa_cudnn,triton"  # drawn on the roofline if recorded
 
 # %% tags=["remove-cell"]
+_given = dict(globals())  # the parameters as papermill left them, checked below
 from pathlib import Path
 import sys
 
@@ -48,18 +49,16 @@ from IPython.display import display
 
 from attn_analysis import notebook_support as nbs, plots, reference, stats, summaries, workload
 
-params, runs, catalog, lead = nbs.start(
-    root, runs_dir=runs_dir, run=run, measure=measure, device=device, shapes=shapes,
-    candidates=candidates, trials=trials, samples=samples, run_id=run_id,
-    n_resamples=n_resamples)
-if mode not in summaries.MODES:
-    raise ValueError(f"`mode` must be one of {summaries.MODES}; got {mode!r}.")
-if not isinstance(roofline_candidates, str):
-    raise ValueError(f"`roofline_candidates` must be a comma-separated string; "
-                     f"got {roofline_candidates!r}.")
+params = nbs.check_given(root, _given, extra=("mode", "roofline_candidates"))
+mode = nbs.choice_iv("mode", mode, summaries.MODES)
+roofline_names = nbs.candidate_names_iv("roofline_candidates", roofline_candidates, params)
+params, runs, catalog, lead = nbs.start(params)
 R = runs[lead]
 if mode not in set(R.samples["mode"]):
     raise ValueError(f"`mode` {mode!r} was not recorded in run {lead!r}.")
+if not set(roofline_names) & set(R.samples.loc[R.samples["mode"] == mode, "candidate"]):
+    raise ValueError(f"`roofline_candidates` must name a candidate recorded in run {lead!r} "
+                     f"({sorted(set(R.samples['candidate']))}); got {roofline_candidates!r}.")
 label = summaries.run_label(R)
 latency = summaries.latency_table(R.samples, modes=(mode,),
                                   n_resamples=params["n_resamples"])

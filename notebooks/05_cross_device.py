@@ -20,20 +20,21 @@
 # a synchronisation after every call), so the comparison is of orders of magnitude and
 # of shape trends, not of percentages.
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "hide-input"]
 runs_dir = "data/runs"    # recorded runs, relative to the repository root
-run = "h100-reports-v1"   # documented default lead run ("" picks the largest GPU run)
-measure = False           # True: measure a new run on this machine first
-device = "auto"           # "auto" (GPU if present, else CPU), "cuda" or "cpu"
-shapes = ""               # "B,H,S[,D];..." or a matrix name; "" = default for the device
-candidates = ""           # comma-separated names; "" = default for the device
+run = "h100-reports-v1"   # documented default lead run; empty picks the largest GPU run
+measure = False           # True measures a new run on this machine first
+device = "auto"           # auto picks the GPU if present, else the CPU; or cuda, cpu
+shapes = ""               # semicolon-separated B,H,S[,D] or a matrix name; empty for the default
+candidates = ""           # comma-separated candidate names; empty for the device default
 trials = 2                # independent processes per unit
-samples = 0               # samples per unit; 0 = adaptive stopping rule
-run_id = ""               # folder name of the new run; "" = device and UTC time
+samples = 0               # samples per unit; 0 for the adaptive stopping rule
+run_id = ""               # folder name of the new run; empty for the device and UTC time
 n_resamples = 1000        # bootstrap resamples per interval
 candidate = "sdpa"        # which candidate to compare across devices
 
 # %% tags=["remove-cell"]
+_given = dict(globals())  # the parameters as papermill left them, checked below
 from pathlib import Path
 import sys
 
@@ -47,10 +48,9 @@ from IPython.display import display
 
 from attn_analysis import notebook_support as nbs, plots, reference, stats, summaries, workload
 
-params, runs, catalog, lead = nbs.start(
-    root, runs_dir=runs_dir, run=run, measure=measure, device=device, shapes=shapes,
-    candidates=candidates, trials=trials, samples=samples, run_id=run_id,
-    n_resamples=n_resamples)
+params = nbs.check_given(root, _given, extra=("candidate",))
+nbs.candidate_names_iv("candidate", candidate, params, single=True)
+params, runs, catalog, lead = nbs.start(params)
 with_candidate = [r for r, R in runs.items() if candidate in set(R.samples["candidate"])]
 if not isinstance(candidate, str) or not with_candidate:
     raise ValueError(f"`candidate` must be recorded in at least one run; got {candidate!r}.")

@@ -23,20 +23,21 @@
 # calibration, each claim of the original reports is checked against recorded data, the
 # L4 datasheet, or the reports' own arithmetic.
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "hide-input"]
 runs_dir = "data/runs"                           # recorded runs, relative to the repository root
-calibration_run = "h100-calibration-v1,h100-calibration-v2"  # run(s) with sdpa, sdpa_twin and
-                                                 # sdpa_spin<N>, comma-separated: pooled
-lead_run = "h100-reports-v1"                     # reports' matrix, modes per_call/cold_l2/graph
-triton_run = "h100-triton-v2"                    # our Triton kernel against SDPA's backends
+calibration_run = "h100-calibration-v1,h100-calibration-v2"  # runs with sdpa, sdpa_twin and
+                                                 # sdpa_spin<N>, comma-separated, pooled
+lead_run = "h100-reports-v1"                     # the reports matrix in three timing modes
+triton_run = "h100-triton-v2"                    # our Triton kernel against the SDPA backends
 extras = "data/checks/audit_extras_h100.json"    # scripts/audit_extras.py output
 anatomy = "data/checks/graph_anatomy_h100.json"  # scripts/graph_anatomy.py output
 ks = "3,4,5"                                     # processes per replication of protocol (b)
 margin = 0.02                                    # equivalence margin on the speedup ratio
-alpha = 0.05                                     # level of the reports' Mann-Whitney test
+alpha = 0.05                                     # level of the Mann-Whitney test of the reports
 n_resamples = 1000                               # bootstrap resamples per comparison
 
 # %% tags=["remove-cell"]
+_given = dict(globals())  # the parameters as papermill left them, checked below
 from pathlib import Path
 import json
 import math
@@ -72,6 +73,9 @@ def _run_iv(name, value):
     return records.load(path)
 
 
+nbs.unknown_parameters_iv(nbs.given_parameters(_given), (
+    "runs_dir", "calibration_run", "lead_run", "triton_run", "extras", "anatomy", "ks", "margin",
+    "alpha", "n_resamples"))
 if not isinstance(runs_dir, str) or not (root / runs_dir).is_dir():
     raise ValueError(f"`runs_dir` must be an existing folder; got {runs_dir!r}.")
 if not isinstance(calibration_run, str) or not calibration_run.strip():

@@ -42,6 +42,14 @@ def _slow(config, device):
     return cands.Built(fn, {"note": "sleeps 20 ms a call"})
 
 
+def _sleepy(config, device):
+    # Slow enough that a trial outlives a killed parent by many seconds.
+    def fn(q, k, v):
+        time.sleep(0.1)
+        return _attention(q, k, v, 1 / math.sqrt(q.shape[-1]))
+    return cands.Built(fn, {"note": "sleeps 100 ms a call"})
+
+
 class _SlowContext:
     """A context that costs 50 ms to enter, and outside which the candidate refuses to run."""
 
@@ -74,6 +82,7 @@ for _name, _build, _devices in [
     ("fake_oom", _oom, cands.DEVICES),
     ("fake_crash", _crash, cands.DEVICES),
     ("fake_slow", _slow, cands.DEVICES),
+    ("fake_sleepy", _sleepy, cands.DEVICES),
     ("fake_gpu_only", _correct, ("cuda",)),
     ("fake_needs_context", _needs_context, cands.DEVICES),
 ]:

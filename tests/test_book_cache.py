@@ -1,8 +1,14 @@
 """The book's notebook cache follows the recorded data: a changed run empties it, an unchanged one keeps it."""
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from attn_analysis import book_cache
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def _repo(tmp_path):
@@ -30,12 +36,45 @@ def test_digest_changes_with_a_manifest_a_new_run_or_a_reference(tmp_path):
     assert book_cache.data_digest(root) != third
 
 
-def test_digest_ignores_files_outside_the_manifests(tmp_path):
+def test_digest_follows_every_recorded_file_not_only_the_manifests(tmp_path):
     root = _repo(tmp_path)
     before = book_cache.data_digest(root)
-    (root / "data" / "runs" / "r1" / "journal").mkdir()
-    (root / "data" / "runs" / "r1" / "journal" / "unit.json").write_text("{}")
+    run = root / "data" / "runs" / "r1"
+    (run / "samples.parquet").write_bytes(b"PAR1 table")
+    added = book_cache.data_digest(root)
+    assert added != before
+    (run / "samples.parquet").write_bytes(b"PAR1 tabl3")  # corrupted in place, same size
+    assert book_cache.data_digest(root) != added
+    (run / "journal").mkdir()
+    (run / "journal" / "unit.json").write_text("{}")
+    journal = book_cache.data_digest(root)
+    assert journal != added
+    (root / "data" / "checks").mkdir()
+    (root / "data" / "checks" / "timer.json").write_text("{}")
+    checks = book_cache.data_digest(root)
+    assert checks != journal
+    (root / "data" / "checks" / "timer.json").write_text("[]")
+    assert book_cache.data_digest(root) != checks
+
+
+def test_digest_ignores_temporaries_and_lock_files_beside_runs(tmp_path):
+    root = _repo(tmp_path)
+    before = book_cache.data_digest(root)
+    (root / "data" / "runs" / ".r2.lock").write_text('{"pid": 1}')
+    (root / "data" / "runs" / "r1" / ".tmp-abc").write_text("half")
     assert book_cache.data_digest(root) == before
+
+
+def test_first_error_line_is_the_exception_without_colours():
+    tb = ("An error occurred while executing the following cell:\n------------------\n"
+          "R = records.load(p)\n------------------\n\n"
+          "\x1b[0;31m-----------\x1b[0m\n\x1b[0;31mRecordError\x1b[0m  Traceback (most "
+          "recent call last)\nCell In[1], line 1\n\x1b[0;31mRecordError\x1b[0m: run r1 does "
+          "not verify: samples.parquet: SHA-256 does not match the manifest\n")
+    assert book_cache.first_error_line(tb) == (
+        "RecordError: run r1 does not verify: samples.parquet: SHA-256 does not match the "
+        "manifest")
+    assert book_cache.first_error_line("") == "(no traceback)"
 
 
 def test_refresh_cache_keeps_a_matching_stamp_and_empties_a_stale_one(tmp_path):
@@ -56,3 +95,63 @@ def test_refresh_cache_keeps_a_matching_stamp_and_empties_a_stale_one(tmp_path):
 def test_digest_rejects_a_missing_root(tmp_path):
     with pytest.raises(ValueError, match="`root` must be an existing folder"):
         book_cache.data_digest(tmp_path / "nope")
+
+
+# ------------------------------------------------------------- a real (toy) book build
+
+_CONFIG = """title: toy
+only_build_toc_files: true
+execute:
+  execute_notebooks: cache
+  timeout: 120
+sphinx:
+  local_extensions:
+    attn_analysis.book_cache: {repo}
+"""
+
+
+def _toy_book(tmp_path) -> Path:
+    """A one-notebook book whose notebook loads a recorded run, with book_cache on."""
+    import nbformat
+
+    from test_records import make_run
+    book = tmp_path / "book"
+    runs = book / "data" / "runs"
+    runs.mkdir(parents=True)
+    make_run(runs)
+    (book / "_config.yml").write_text(_CONFIG.format(repo=REPO))
+    (book / "_toc.yml").write_text("format: jb-book\nroot: nb\n")
+    code = (f"import sys\nsys.path.insert(0, {str(REPO)!r})\n"
+            "from attn_analysis import records\n"
+            "run = records.load('data/runs/run-a')\nprint(len(run.samples), 'samples')")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Toy"),
+                                         nbformat.v4.new_code_cell(code)])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    nbformat.write(nb, book / "nb.ipynb")
+    return book
+
+
+def _build(book: Path) -> subprocess.CompletedProcess:
+    exe = Path(sys.executable).parent / "jupyter-book"
+    return subprocess.run([str(exe), "build", str(book), "-W", "-n", "--keep-going"],
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_a_run_corrupted_in_place_re_executes_and_fails_naming_the_error(tmp_path):
+    book = _toy_book(tmp_path)
+    first = _build(book)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    assert "Executed notebook" in first.stdout + first.stderr
+    second = _build(book)  # unchanged: nothing re-executed
+    assert second.returncode == 0 and "Executed notebook" not in second.stdout + second.stderr
+    samples = book / "data" / "runs" / "run-a" / "samples.parquet"
+    data = bytearray(samples.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # in place: the manifest still lists the old checksum
+    samples.write_bytes(bytes(data))
+    third = _build(book)
+    out = third.stdout + third.stderr
+    assert third.returncode != 0, out[-3000:]
+    assert "recorded data changed; notebook cache emptied" in out
+    assert ("notebook nb failed: RecordError: run run-a does not verify: samples.parquet: "
+            "SHA-256 does not match the manifest") in out

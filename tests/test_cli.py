@@ -1,5 +1,6 @@
 """python -m attn_analysis: verbs, exit codes and one-line errors."""
 
+import json
 import os
 import subprocess
 import sys
@@ -82,7 +83,8 @@ def test_default_candidates_resolved_when_the_sweep_runs(tmp_path, monkeypatch):
 
     def fake_run(out, plan, progress):
         plans.append(plan)
-        return {"units": 0, "out": out, "wall_s": 0.0}
+        return {"units": 0, "out": out, "wall_s": 0.0, "timing_units": 0, "timed": 0,
+                "not_timed": {}}
 
     monkeypatch.setattr(sweep, "run", fake_run)
     assert main(["sweep", "--out", str(tmp_path / "r"), "--device", "cpu", "--shape",
@@ -134,3 +136,123 @@ def test_invalid_parameters_fail_before_any_work(tmp_path, capsys):
     code = main(["sweep", "--out", str(tmp_path / "r"), "--device", "cpu", "--shape", "1,2,16",
                  "--trials", "0", "--quiet"])
     assert code == 1 and "`trials`" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------- a newcomer's bad inputs
+
+def _fake_repo(tmp_path) -> Path:
+    """A folder shaped like the repository (.git, README.md, a recorded run in data/runs)."""
+    root = tmp_path / "repo"
+    (root / ".git").mkdir(parents=True)
+    (root / "README.md").write_text("readme\n")
+    run = root / "data" / "runs" / "r1"
+    (run / "journal").mkdir(parents=True)
+    (run / "manifest.json").write_text("{}")
+    return root
+
+
+def _listing(root: Path) -> dict:
+    return {p.relative_to(root).as_posix(): p.stat().st_mtime_ns for p in root.rglob("*")}
+
+
+def _sweep(cwd: Path, *args, timeout=300):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), str(REPO / "tests")]))
+    return subprocess.run([sys.executable, "-m", "attn_analysis", "sweep", *args],
+                          capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env)
+
+
+_TINY = ("--shape", "1,2,16", "--candidates", "sdpa", "--modes", "per_call", "--trials", "1",
+         "--samples", "4", "--no-ceilings", "--no-profile", "--quiet")
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--out", ""), "`--out` must be a folder path for the run"),
+    (("--out", "."), "is a repository root"),
+    (("--out", "data/runs"), "'data/runs' holds runs (r1)"),
+    (("--out", "README.md"), "'README.md' is a file"),
+    (("--out", "README.md/run"), "README.md is a file, not a folder"),
+    (("--out", "data/runs/r1/journal"), "lies inside the run folder"),
+    (("--out", "/sys/attn-newcomer"), "`--out` cannot be"),
+    (("--out", "new", "--seed", "-1"), "`seed` must be an integer in [0, 2**32 - trials]; got -1"),
+    (("--out", "new", "--warmup-ms", "-5"), "`warmup_ms` must be a number of milliseconds >= 0"),
+    (("--out", "new", "--budget", "-1"), "`budget_s` must be a positive number; got -1.0"),
+    (("--out", "new", "--plugin", "no_such_mod"), "`plugins` must be importable module names"),
+    (("--out", "new", "--candidates", "sdpa_flash"), "`candidates` must include one that runs"),
+    (("--out", "new", "--candidates", "nope"), "`candidate` must be one of"),
+    (("--out", "new", "--modes", "warm"), "`modes` must be drawn from"),
+])
+def test_bad_input_is_one_line_naming_it_and_writes_nothing(tmp_path, args, message):
+    if args[1].startswith("/sys") and not Path("/sys").is_dir():
+        pytest.skip("no /sys here")
+    if "--candidates" in args and args[args.index("--candidates") + 1] == "sdpa_flash":
+        import torch
+        if torch.cuda.is_available():
+            pytest.skip("sdpa_flash runs here")
+    root = _fake_repo(tmp_path)
+    before = _listing(root)
+    base = [a for a in _TINY if a not in ("--candidates", "sdpa", "--modes", "per_call")] \
+        if ("--candidates" in args or "--modes" in args) else list(_TINY)
+    result = _sweep(root, *args, *base, "--device", "cpu")
+    assert result.returncode == 1, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert message in lines[0]
+    assert _listing(root) == before  # nothing written, nothing deleted
+    assert not list(root.parent.glob(".*.lock"))
+
+
+def test_unknown_flag_and_bad_device_exit_2():
+    for args in (["--out", "x", "--trails", "3"], ["--out", "x", "--device", "tpu"]):
+        with pytest.raises(SystemExit) as info:
+            main(["sweep", *args])
+        assert info.value.code == 2
+
+
+def test_device_defaults_to_what_the_machine_has_and_says_so(tmp_path):
+    import torch
+    has_cuda = torch.cuda.is_available()
+    result = _sweep(tmp_path, "--out", "run", *_TINY)
+    assert result.returncode == 0, result.stderr
+    expected = "device: cuda (a CUDA device" if has_cuda else "device: cpu (no CUDA device"
+    assert result.stdout.startswith(expected), result.stdout
+    plan = json.loads((tmp_path / "run" / "plan.json").read_text())
+    assert plan["device"] == ("cuda" if has_cuda else "cpu")
+    assert "recorded 1 of 1 timing units with samples" in result.stdout
+
+
+def test_cuda_without_a_gpu_is_refused_up_front_and_cpu_then_works(tmp_path):
+    import torch
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    result = _sweep(tmp_path, "--out", "run", "--device", "cuda", *_TINY)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        "error: `--device` is cuda, but this machine has no CUDA device (torch "
+        f"{torch.__version__}); pass --device cpu or leave --device out."]
+    assert "Traceback" not in result.stderr and not (tmp_path / "run").exists()
+    again = _sweep(tmp_path, "--out", "run", "--device", "cpu", *_TINY)
+    assert again.returncode == 0, again.stderr
+    assert (tmp_path / "run" / "manifest.json").is_file()
+
+
+def test_a_run_of_zero_samples_is_not_finalized(tmp_path):
+    args = [a for a in _TINY if a != "sdpa"]
+    args[args.index("--candidates") + 1:args.index("--candidates") + 1] = ["fake_wrong_scale"]
+    result = _sweep(tmp_path, "--out", "run", "--device", "cpu", "--plugin", "fake_candidates",
+                    *args)
+    assert result.returncode == 1
+    assert result.stderr.startswith("error: no timing unit recorded a sample "
+                                    "(failed_correctness 1; first reason: fake_wrong_scale")
+    assert "is not finalized" in result.stderr
+    assert not (tmp_path / "run" / "manifest.json").exists()
+
+
+def test_final_line_counts_only_timed_units(tmp_path):
+    args = [a for a in _TINY if a != "sdpa"]
+    args[args.index("--candidates") + 1:args.index("--candidates") + 1] = [
+        "sdpa", "fake_gpu_only"]
+    result = _sweep(tmp_path, "--out", "run", "--device", "cpu", "--plugin", "fake_candidates",
+                    *args)
+    assert result.returncode == 0, result.stderr
+    assert "recorded 1 of 2 timing units with samples into run" in result.stdout
+    assert result.stdout.rstrip().endswith("; not timed: unsupported 1")

@@ -88,3 +88,85 @@ def test_bad_parameter_stops_with_a_named_value_error(repo_copy, tmp_path):
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode != 0
     assert "`mode` must be one of" in proc.stderr
+
+
+# ----------------------------------------------- every parameter checked before any work
+
+NOTEBOOKS = ROOT / "notebooks"
+
+
+def _ipynb(notebook: str, folder: Path) -> Path:
+    out = folder / notebook.replace(".py", ".ipynb")
+    if not out.exists():
+        subprocess.run([sys.executable, "-m", "jupytext", "--to", "ipynb", "-o", str(out),
+                        str(NOTEBOOKS / notebook)], check=True, capture_output=True)
+    return out
+
+
+def _run_bad(notebook: str, tmp_path: Path, **parameters) -> str:
+    """Execute ``notebook`` from the real notebooks/ folder with ``parameters``; it must
+    stop with a ValueError, whose message is returned."""
+    import papermill
+    with pytest.raises(papermill.PapermillExecutionError) as info:
+        papermill.execute_notebook(str(_ipynb(notebook, tmp_path)), str(tmp_path / "out.ipynb"),
+                                   parameters=parameters, cwd=str(NOTEBOOKS),
+                                   kernel_name="python3", progress_bar=False)
+    assert info.value.ename == "ValueError", (info.value.ename, info.value.evalue)
+    return info.value.evalue
+
+
+@pytest.mark.parametrize("notebook, parameters, message", [
+    ("02_fixed_shape.py", dict(measure=True, device="cpu", margin=2),
+     "`margin` must be a number in (0, 0.5); got 2."),
+    ("02_fixed_shape.py", dict(measure=True, device="cpu", config="B1-H1-S16-D64-fp16"),
+     "`config` must be '' or one of the configurations to measure"),
+    ("03_matrix.py", dict(measure=True, device="cpu", mode="bogus"),
+     "`mode` must be one of ('per_call', 'cold_l2', 'graph'); got 'bogus'."),
+    ("03_matrix.py", dict(measure=True, device="cpu", candidates="nope"),
+     "`candidate` must be one of"),
+    ("05_cross_device.py", dict(measure=True, device="cpu", candidate="sdpa,eager"),
+     "`candidate` must be a candidate name from"),
+    ("04_sweeps.py", dict(measure=True, device="cpu", roofline_candidates="sdpa_flash"),
+     "`roofline_candidates` must name one of the candidates to measure"),
+])
+def test_a_bad_parameter_stops_the_notebook_before_it_measures(tmp_path, notebook, parameters,
+                                                               message):
+    runs = tmp_path / "runs"
+    message_got = _run_bad(notebook, tmp_path, runs_dir=str(runs), **parameters)
+    assert message in message_got
+    assert not runs.exists()  # nothing measured, nothing written
+
+
+@pytest.mark.parametrize("notebook, parameters, message", [
+    ("03_matrix.py", dict(trails=3),
+     "`trails` is not a parameter of this notebook; its parameters are ['runs_dir'"),
+    ("03_matrix.py", dict(trails=3), "(did you mean `trials`?)"),
+    ("06_audit.py", dict(lead_rn="x"), "`lead_rn` is not a parameter of this notebook"),
+    ("03_matrix.py", dict(triton_run="no-such-run"),
+     "`triton_run` must be '' or a finalized run under"),
+    ("04_sweeps.py", dict(roofline_candidates="bogus"),
+     "`roofline_candidates` must be comma-separated candidate names from"),
+    ("02_fixed_shape.py", dict(graph_check="data/checks/no_such_file.json"),
+     "`graph_check` must be '' or an existing file"),
+    ("02_fixed_shape.py", dict(replication="no-such-run"),
+     "`replication` must be '' or a finalized run under"),
+])
+def test_unknown_and_missing_named_inputs_are_refused(tmp_path, notebook, parameters, message):
+    assert message in _run_bad(notebook, tmp_path, **parameters)
+
+
+@pytest.mark.parametrize("notebook", sorted(p.name for p in NOTEBOOKS.glob("0*.py")))
+def test_papermill_parses_every_parameter_and_the_cell_is_hidden(tmp_path, notebook):
+    ipynb = _ipynb(notebook, tmp_path)
+    nb = nbformat.read(ipynb, as_version=4)
+    cell = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
+    assert "hide-input" in cell.metadata["tags"]
+    declared = [line.split("=")[0].strip() for line in cell.source.splitlines()
+                if line and not line.startswith((" ", "#"))]
+    proc = subprocess.run([sys.executable, "-m", "papermill", "--help-notebook", str(ipynb)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "Unable to parse" not in proc.stdout + proc.stderr
+    listed = [line.split(":")[0].strip() for line in proc.stdout.splitlines()
+              if line.startswith("  ") and ": " in line and not line.startswith("   ")]
+    assert listed == declared

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from attn_analysis import records, sweep
+from attn_analysis import records, run_lock, sweep
 from attn_analysis.configs import Config
 
 import fake_candidates  # noqa: F401
@@ -272,3 +272,137 @@ def test_protocol_v2_records_each_placement_interleaved_with_its_own_pad(tmp_pat
     assert [key[0] for key, _ in rounds] == [0, 0, 1, 1, 2, 2]
     # no kernel time on the CPU
     assert pl["kernel_ms"].isna().all()
+
+
+# ------------------------------------------------- workers die with their parent; one sweep per folder
+
+def _children(pid: int) -> list[int]:
+    """Live processes whose parent is ``pid`` (from /proc)."""
+    kids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] != "Z" and int(fields[1]) == pid:
+            kids.append(int(stat.parent.name))
+    return kids
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, dead but not yet reaped, counts as dead)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _wait_dead(pids, timeout_s: float = 15.0) -> list[int]:
+    """Wait for every pid to die; return those still alive after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and any(_alive(p) for p in pids):
+        time.sleep(0.05)
+    return [p for p in pids if _alive(p)]
+
+
+def _sleepy_cli(out):
+    """A sweep whose one fake_sleepy unit takes about 10 s (100 samples of a 100 ms call)."""
+    return [sys.executable, "-m", "attn_analysis", "sweep", "--out", str(out), "--device", "cpu",
+            "--shape", "1,2,16", "--candidates", "fake_sleepy", "sdpa", "--modes", "per_call",
+            "--trials", "1", "--samples", "100", "--warmup-ms", "0", "--plugin",
+            "fake_candidates", "--no-profile", "--no-ceilings", "--quiet"]
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc (Linux)")
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["kill", "kill-9"])
+def test_killing_only_the_parent_leaves_no_worker_and_a_rerun_completes(tmp_path, sig):
+    out = tmp_path / "run"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.Popen(_sleepy_cli(out), env=env, start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    started = out / "journal" / "correctness__t0__B1-H2-S16-D64-fp16__fake_sleepy.json"
+    deadline = time.monotonic() + 120
+    while not started.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert started.exists(), "the sweep never reached fake_sleepy's timing"
+    workers = _children(proc.pid)
+    assert workers, "no worker process found"
+    os.kill(proc.pid, sig)  # the parent only, as `kill PID` does: not its process group
+    _, stderr = proc.communicate(timeout=60)
+    try:  # the orphan would go on timing fake_sleepy for about 10 s
+        assert _wait_dead(workers, timeout_s=5) == [], "a worker outlived its parent"
+    finally:
+        for pid in workers:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+    journal = out / "journal"
+    assert not (journal / "timing__t0__B1-H2-S16-D64-fp16__fake_sleepy__per_call.json").exists()
+    if sig == signal.SIGTERM:  # stopped like Ctrl-C: worker stopped, lock released
+        assert proc.returncode == 130, stderr
+        assert not run_lock.lock_path(out).exists()
+    before = {p.name: p.read_bytes() for p in journal.glob("*.json")}
+    result = subprocess.run(_sleepy_cli(out), env=env, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr
+    if sig == signal.SIGKILL:  # the dead parent's lock file is left behind, and taken over
+        assert f"stale lock of {out} (pid {proc.pid}" in result.stderr
+    after = {p.name: p.read_bytes() for p in journal.glob("*.json")}
+    for name, data in before.items():  # nothing re-measured or overwritten
+        assert after[name] == data, name
+    assert records.verify(out) == []
+    assert records.load(out).units["measurement_id"].is_unique
+    assert not run_lock.lock_path(out).exists()
+
+
+def test_a_second_sweep_on_a_running_folder_is_refused(tmp_path):
+    out = tmp_path / "run"
+    proc, journal, env = _start_sweep_and_wait(out, stdout=subprocess.DEVNULL,
+                                               stderr=subprocess.DEVNULL)
+    try:
+        second = subprocess.run(_cli(out), env=env, capture_output=True, text=True, timeout=120)
+        units_during = {p.name: p.read_bytes() for p in journal.glob("*.json")}
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert second.returncode == 1
+    lines = second.stderr.strip().splitlines()
+    assert len(lines) == 1, second.stderr
+    assert lines[0].startswith(f"error: {out} is being recorded by another sweep (pid {proc.pid} ")
+    after = {p.name: p.read_bytes() for p in journal.glob("*.json")}
+    assert all(after[n] == d for n, d in units_during.items())
+
+
+def test_plan_refuses_bad_seed_warmup_plugins_and_a_device_no_candidate_runs_on():
+    with pytest.raises(ValueError, match=r"`seed` must be an integer in \[0, 2\*\*32 - trials\]"):
+        make_plan(seed=-1)
+    with pytest.raises(ValueError, match="`seed`"):
+        make_plan(seed=2**32 - 1, trials=2)
+    with pytest.raises(ValueError, match="`warmup_ms` must be a number of milliseconds >= 0"):
+        make_plan(timing={"n_samples": 4, "warmup_ms": -5.0})
+    with pytest.raises(ValueError, match="`ci_target` must be a positive number"):
+        make_plan(timing={"ci_target": float("nan"), "budget_s": 1.0})
+    with pytest.raises(ValueError, match="no module named 'no_such_mod'"):
+        make_plan(plugins=("no_such_mod",))
+    with pytest.raises(ValueError, match="`candidates` must include one that runs on cpu"):
+        make_plan(candidates=("fake_gpu_only",))
+    with pytest.raises(ValueError, match="`candidates` must not repeat a name"):
+        make_plan(candidates=("sdpa", "sdpa"))
+    with pytest.raises(ValueError, match="`ceilings` must be True or False"):
+        make_plan(ceilings=1)
+
+
+def test_run_refuses_a_folder_that_is_not_a_run_before_writing(tmp_path):
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(ValueError, match="`out_dir` .* is a folder of other files"):
+        sweep.run(tmp_path, make_plan(), progress=False)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+def test_a_run_of_zero_samples_is_not_finalized(tmp_path):
+    out = tmp_path / "run"
+    plan = make_plan(configs=TINY[:1], candidates=("fake_wrong_scale", "fake_gpu_only"), trials=1)
+    with pytest.raises(sweep.SweepError, match=r"no timing unit recorded a sample "
+                                               r"\(failed_correctness 2, unsupported 2"):
+        sweep.run(out, plan, progress=False)
+    assert not (out / "manifest.json").exists()
+    assert not run_lock.lock_path(out).exists()
