@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import re
+import textwrap
 from pathlib import Path
 
 CFF_NAME = "CITATION.cff"
@@ -68,9 +69,13 @@ def tex_escape(text: str) -> str:
 def _protect_case(title: str) -> str:
     """Brace every word after the first that holds a capital, so styles that lower-case
     titles keep 'PyTorch' and 'SDPA' as written."""
-    words = title.split(" ")
-    return " ".join(w if i == 0 or not re.search(r"[A-Z]", w) else "{" + w + "}"
-                    for i, w in enumerate(words))
+    out = []
+    for i, w in enumerate(title.split(" ")):
+        if i and re.search(r"[A-Z]", w):
+            lead, core, trail = re.fullmatch(r"([^\w\\]*)(.*?)([^\w}]*)", w).groups()
+            w = f"{lead}{{{core}}}{trail}"
+        out.append(w)
+    return " ".join(out)
 
 
 def _author(a: dict) -> str:
@@ -154,7 +159,14 @@ def bibtex(cff: dict, key: str | None = None) -> str:
         ("note", "{" + tex_escape(f"Version {cff['version']}, released "
                                   f"{released.isoformat()}, license {cff['license']}") + "}"),
     ]
-    body = ",\n".join(f"  {name:<12} = {value}" for name, value in fields)
+    lines = []
+    for name, value in fields:
+        # Long values wrap inside their braces (BibTeX joins the lines), so the entry
+        # fits a page and a code block.
+        lines.append(textwrap.fill(f"  {name:<12} = {value}", width=88,
+                                   subsequent_indent=" " * 17, break_long_words=False,
+                                   break_on_hyphens=False))
+    body = ",\n".join(lines)
     return f"@misc{{{key or cite_key(cff)},\n{body}\n}}"
 
 

@@ -155,25 +155,26 @@ def header(column: str, labels: dict | None = None) -> str:
     return COLUMNS.get(column, (column.replace("_", " "), ""))[0]
 
 
-def formatted(df: pd.DataFrame, formats: dict | None = None) -> pd.DataFrame:
-    """``df`` as strings: registry formats, overridden by ``formats``; an estimate and its
-    interval (``INTERVALS``) rounded to the interval's decimals unless ``formats`` names
-    them."""
+def formatted(df: pd.DataFrame, formats: dict | None = None,
+              digits: int = 2) -> pd.DataFrame:
+    """``df`` as strings: registry formats, overridden by ``formats``. An estimate and its
+    interval (``INTERVALS``) are rounded together, row by row, to show ``digits``
+    significant digits of that row's half-width, unless ``formats`` names the estimate."""
     formats = dict(formats or {})
     specs = {c: formats.get(c, COLUMNS.get(c, ("", ""))[1]) for c in df.columns}
+    out = pd.DataFrame(index=df.index)
+    for c in df.columns:
+        out[c] = [format_value(v, specs[c]) for v in df[c]]
     for est, (lo, hi) in INTERVALS.items():
         est_col = "speedup" if est == "speedup_" else est
         if not {est_col, lo, hi} <= set(df.columns) or est_col in formats:
             continue
-        d = interval_decimals(df[lo], df[hi])
-        if d is None:
-            continue
-        for c in (est_col, lo, hi):
-            specs[c] = f".{d}f"
-    out = pd.DataFrame(index=df.index)
-    for c in df.columns:
-        spec = specs[c]
-        out[c] = [format_value(v, spec) for v in df[c]]
+        for i, (vlo, vhi) in enumerate(zip(df[lo], df[hi])):
+            d = interval_decimals([vlo], [vhi], digits=digits)
+            if d is None:
+                continue
+            for c in (est_col, lo, hi):
+                out.iloc[i, df.columns.get_loc(c)] = format_value(df[c].iloc[i], f".{d}f")
     return out
 
 

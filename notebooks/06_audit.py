@@ -271,13 +271,23 @@ cell = rates.assign(text=[f"{r:.0%} [{lo:.0%}, {hi:.0%}]" for r, lo, hi in
 tab = cell.pivot(index=["protocol", "k", "candidate"], columns="outcome", values="text")
 tab.insert(0, "replications", rates.groupby(["protocol", "k", "candidate"])["n"].first())
 tab = tab.fillna("").reset_index()
-tab["protocol"] = tab["protocol"].map({cal.PROTOCOL_A: "(a) reports'",
-                                       cal.PROTOCOL_B: "(b) ours"})
-tables.show(tab, f"Rate of every outcome per protocol, k and control at {cfg_c}, with 95 % "
-            f"Clopper-Pearson intervals in brackets. Runs {', '.join(r.run_id for r in CR)}; "
-            f"{label_c}.", name="tbl-audit-outcomes", labels={"candidate": "control"},
-            formats={"k": ".0f", "replications": ".0f"}, csv="audit_outcome_rates.csv",
-            full=rates)
+for proto, cols, name, what in (
+        (cal.PROTOCOL_A, ["significant", "significant, faster", "significant, slower"],
+         "tbl-audit-outcomes-a", "the reports' protocol (Mann-Whitney U in one process, "
+         "per call)"),
+        (cal.PROTOCOL_B, ["equivalent", "inconclusive", "faster", "slower"],
+         "tbl-audit-outcomes-b", "our protocol (stats.compare over k processes per arm, "
+         "graph mode)")):
+    part = tab[tab["protocol"] == proto]
+    keep = (["k"] if proto == cal.PROTOCOL_B else []) + ["candidate", "replications"] + \
+        [c for c in cols if c in part.columns]
+    tables.show(part[keep], f"Rate of each outcome of {what} per control at {cfg_c}, with "
+                f"95 % Clopper-Pearson intervals in brackets. Runs "
+                f"{', '.join(r.run_id for r in CR)}; {label_c}.", name=name,
+                labels={"candidate": "control", "replications": "replications"},
+                formats={"k": ".0f", "replications": ".0f"},
+                csv=f"audit_outcome_rates_{'a' if proto == cal.PROTOCOL_A else 'b'}.csv",
+                full=rates[rates["protocol"] == proto])
 
 # %% [markdown]
 # (audit-effects)=

@@ -40,10 +40,13 @@ def test_headers_are_human_with_units():
 
 
 def test_estimate_and_interval_rounded_to_what_the_interval_supports():
-    md = T.markdown_table(frame(), "c")
-    first = rows_of(md)[2]
-    # half-width 0.012: two decimals; the fraction as a whole percentage
-    assert "| 0.90 | 0.89 | 0.91 |" in first and "45%" in first
+    df = frame(2)
+    df.loc[1, ["speedup", "ci_low", "ci_high"]] = [0.036512, 0.036034, 0.036921]
+    rows = rows_of(T.markdown_table(df, "c"))
+    # half-width 0.012: two significant digits of it, three decimals; the fraction as a
+    # whole percentage; a row with a narrower interval keeps more decimals
+    assert "| 0.900 | 0.888 | 0.912 |" in rows[2] and "45%" in rows[2]
+    assert "| 0.03651 | 0.03603 | 0.03692 |" in rows[3]
     assert T.interval_decimals([1.0], [1.0]) is None
     assert T.interval_decimals([0.0520], [0.0534]) == 4
 
