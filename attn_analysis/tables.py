@@ -28,7 +28,7 @@ MAX_ROWS = 25
 # together (see ``INTERVALS``).
 COLUMNS: dict[str, tuple[str, str]] = {
     # identifiers
-    "config": ("configuration", ""), "candidate": ("candidate", ""), "mode": ("timing mode", ""),
+    "config": ("configuration (fp16; D64 unless shown)", ""), "candidate": ("candidate", ""), "mode": ("timing mode", ""),
     "run": ("run", ""), "device": ("device and software", ""), "trial": ("trial", ""),
     "comparison": ("comparison", ""), "library": ("fastest library backend", ""),
     "kernel": ("kernel", ""), "fastest": ("fastest candidate", ""),
@@ -48,11 +48,11 @@ COLUMNS: dict[str, tuple[str, str]] = {
     "max_us": ("max (µs)", ".1f"), "span_us": ("span per call (µs)", ".1f"),
     "busy_us": ("busy per call (µs)", ".1f"),
     # ratios
-    "speedup": ("speedup (×)", ".3f"), "ci_low": ("95 % CI low (×)", ".3f"),
-    "ci_high": ("95 % CI high (×)", ".3f"), "speedup_ci_low": ("95 % CI low (×)", ".3f"),
-    "speedup_ci_high": ("95 % CI high (×)", ".3f"), "tost_low": ("90 % CI low (×)", ".3f"),
-    "tost_high": ("90 % CI high (×)", ".3f"), "our_ci_low": ("our 95 % CI low (×)", ".3f"),
-    "our_ci_high": ("our 95 % CI high (×)", ".3f"), "ratio": ("time ratio (×)", ".3f"),
+    "speedup": ("speedup (×)", ".3f"), "ci_low": ("CI low (×)", ".3f"),
+    "ci_high": ("CI high (×)", ".3f"), "speedup_ci_low": ("CI low (×)", ".3f"),
+    "speedup_ci_high": ("CI high (×)", ".3f"), "tost_low": ("90 % CI low (×)", ".3f"),
+    "tost_high": ("90 % CI high (×)", ".3f"), "our_ci_low": ("our CI low (×)", ".3f"),
+    "our_ci_high": ("our CI high (×)", ".3f"), "ratio": ("time ratio (×)", ".3f"),
     "resolvable_margin": ("smallest resolvable margin (%)", ".1%"),
     "per_call_over_device": ("per_call / kernel (×)", ".2f"),
     "cold_l2_over_device": ("cold_l2 / kernel (×)", ".2f"),
@@ -127,6 +127,21 @@ def interval_decimals(low, high, digits: int = 1, most: int = 6) -> int | None:
     return int(min(most, max(0, -math.floor(math.log10(half.min())) + digits - 1)))
 
 
+def short_config(key: str) -> str:
+    """A configuration key as the figures print it: 'B32 H8 S512' (head dimension and
+    dtype only when they are not 64 and fp16)."""
+    from .configs import Config
+    try:
+        c = Config.from_key(str(key))
+    except (ValueError, KeyError, TypeError):
+        return str(key)
+    text = f"B{c.batch} H{c.heads} S{c.seq_len}"
+    text += f" D{c.head_dim}" if c.head_dim != 64 else ""
+    dtype = str(getattr(c, "dtype", "fp16"))
+    text += "" if dtype in ("fp16", "float16", "torch.float16") else f" {dtype}"
+    return text + (" causal" if getattr(c, "causal", False) else "")
+
+
 def format_value(value, spec: str) -> str:
     """One cell as text: '' for missing, the format ``spec`` for numbers, str otherwise."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
@@ -164,6 +179,9 @@ def formatted(df: pd.DataFrame, formats: dict | None = None,
     specs = {c: formats.get(c, COLUMNS.get(c, ("", ""))[1]) for c in df.columns}
     out = pd.DataFrame(index=df.index)
     for c in df.columns:
+        if c == "config" and c not in formats:
+            out[c] = [short_config(v) for v in df[c]]
+            continue
         out[c] = [format_value(v, specs[c]) for v in df[c]]
     for est, (lo, hi) in INTERVALS.items():
         est_col = "speedup" if est == "speedup_" else est

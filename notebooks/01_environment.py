@@ -61,10 +61,9 @@ nbs.glue_text("env_lead_label", catalog.set_index("run").loc[lead, "label"])
 # {glue:text}`env_lead_run:s`, measured on {glue:text}`env_lead_label:s`.
 
 # %% tags=["remove-input"]
-tables.show(catalog[["run", "device_kind", "matrix", "n_configs", "n_trials", "n_units",
-                     "n_samples"]],
+tables.show(catalog[["run", "matrix", "n_configs", "n_trials", "n_units", "n_samples"]],
             "The recorded runs under data/runs/ (every run verified against its manifest "
-            "when loaded); the candidates of each run are in the CSV.",
+            "when loaded); the device kind and candidates of each run are in the CSV.",
             name="tbl-env-runs", labels={"n_trials": "processes (trials)"},
             csv="recorded_runs.csv", full=catalog)
 

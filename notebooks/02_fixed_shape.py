@@ -183,6 +183,7 @@ tables.show(main.reset_index().sort_values("speedup", ascending=False)[
             f"verdict at margin ±{margin:.0%}, and the smallest margin each interval could "
             f"have shown equivalence within. The 90 % intervals of the equivalence test and "
             f"every mode are in the CSV. {label}, run {lead}.", name="tbl-fixed-speedups",
+            labels={"resolvable_margin": "resolvable margin (±%)"},
             csv="fixed_shape_speedups.csv", full=speedups[["mode", "candidate"] + cols])
 
 # %% [markdown]

@@ -266,7 +266,7 @@ nbs.glue_figure("au_fig_rates", fig)
 # describes that process, not the kernel.
 
 # %% tags=["remove-input"]
-cell = rates.assign(text=[f"{r:.0%} [{lo:.0%}, {hi:.0%}]" for r, lo, hi in
+cell = rates.assign(text=[f"{r:.0%} ({lo * 100:.0f}–{hi * 100:.0f})" for r, lo, hi in
                           zip(rates["rate"], rates["ci_low"], rates["ci_high"])])
 tab = cell.pivot(index=["protocol", "k", "candidate"], columns="outcome", values="text")
 tab.insert(0, "replications", rates.groupby(["protocol", "k", "candidate"])["n"].first())
@@ -282,7 +282,7 @@ for proto, cols, name, what in (
     keep = (["k"] if proto == cal.PROTOCOL_B else []) + ["candidate", "replications"] + \
         [c for c in cols if c in part.columns]
     tables.show(part[keep], f"Rate of each outcome of {what} per control at {cfg_c}, with "
-                f"95 % Clopper-Pearson intervals in brackets. Runs "
+                f"95 % Clopper-Pearson intervals (%) in parentheses. Runs "
                 f"{', '.join(r.run_id for r in CR)}; {label_c}.", name=name,
                 labels={"candidate": "control", "replications": "replications"},
                 formats={"k": ".0f", "replications": ".0f"},
@@ -356,9 +356,13 @@ g("au_fid_n_small", len(small))
 # %% tags=["remove-input"]
 cols = ["per_call", "cold_l2", "graph", "device_ms", "per_call_over_device",
         "cold_l2_over_device", "graph_over_device", "host_share"]
-tables.show(fid[["config"] + cols], f"Default SDPA: pooled median per timing mode, the "
-            f"profiler's kernel time per call, their ratios, and the host share "
-            f"(1 − kernel / per_call). {label_l}, run {L.run_id}.", name="tbl-audit-fidelity")
+tables.show(fid[["config", "per_call", "graph", "device_ms", "per_call_over_device",
+                 "graph_over_device", "host_share"]],
+            f"Default SDPA: pooled median per timing mode, the profiler's kernel time per "
+            f"call, their ratios, and the host share (1 − kernel / per_call); cold_l2 is in "
+            f"the CSV. {label_l}, run {L.run_id}.", name="tbl-audit-fidelity",
+            labels={"device_ms": "kernel time (ms)"}, csv="audit_timing_fidelity.csv",
+            full=fid)
 
 # %% [markdown]
 # (audit-replay)=
@@ -492,10 +496,14 @@ g("au_max_hot_copy", cache["hot_over_copy"].max())
 # %% tags=["remove-input"]
 cols = ["hot_ms", "cold_ms", "cold_over_hot", "working_set_over_l2", "hot_gbs", "cold_gbs",
         "hot_over_copy", "cold_over_copy"]
-tables.show(cache[["config"] + cols], f"Default SDPA hot (graph) and cold (L2 flushed): "
-            f"medians, working set over L2, effective rate (minimum bytes / time) and its "
-            f"fraction of the measured copy ceiling ({copy_gbs:.0f} GB/s). {label_l}, run "
-            f"{L.run_id}.", name="tbl-audit-cache")
+tables.show(cache[["config", "hot_ms", "cold_ms", "cold_over_hot", "working_set_over_l2",
+                   "hot_gbs", "hot_over_copy"]],
+            f"Default SDPA hot (graph) and cold (L2 flushed): medians, working set over L2, "
+            f"the hot effective rate (minimum bytes / time) and its fraction of the measured "
+            f"copy ceiling ({copy_gbs:.0f} GB/s); cold rates are in the CSV. {label_l}, run "
+            f"{L.run_id}.", name="tbl-audit-cache",
+            labels={"hot_ms": "hot (ms)", "cold_ms": "cold (ms)"}, csv="audit_cache.csv",
+            full=cache)
 
 # %% [markdown]
 # (audit-cost)=
@@ -535,7 +543,9 @@ costs = pd.DataFrame([vars(cal.protocol_cost(unit_s, k, 2, overhead, n_trials_fi
                       for k in [1] + K])
 
 # %% tags=["remove-input"]
-tables.show(costs, f"GPU wall time of one two-arm comparison over k processes, and of "
+tables.show(costs[["k", "unit_s", "process_overhead_s", "comparison_s", "replications",
+                   "calibration_s"]],
+            f"GPU wall time of one two-arm comparison over k processes, and of "
             f"calibrating it (replications of one control), from run {C.run_id}'s unit "
             f"times and wall time. {label_c}.", name="tbl-audit-cost")
 

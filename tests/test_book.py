@@ -63,6 +63,11 @@ function check(i) {
         e => e.getBoundingClientRect().right > d.documentElement.clientWidth + 1)
         .slice(0, 3).map(e => e.tagName + '.' + e.className),
       max_rows: rows.length ? Math.max(...rows) : 0,
+      clipped: Array.from(article.querySelectorAll('table')).filter(t => {
+        const box = t.parentElement;
+        return box.scrollWidth > box.clientWidth + 1 || t.getBoundingClientRect().right >
+          article.getBoundingClientRect().right + 1; }).map(
+        t => (t.querySelector('caption') || t).innerText.slice(0, 60)),
       dataframes: article.querySelectorAll('table.dataframe, table[id^="T_"]').length,
       repr: /\\d+ rows\\s*[x\u00d7]\\s*\\d+ columns/.test(text),
       errors: d.querySelectorAll('.output.error, .output.traceback, .cell_output .error').length,
@@ -134,6 +139,7 @@ def test_chapter_fits_1280px_without_raw_tables(chromium_report, page):
     r = chromium_report[page]
     assert r["overflow"] <= 1, (f"{page} scrolls horizontally at {VIEWPORT_PX} px by "
                                 f"{r['overflow']} px; widest elements: {r['wide']}")
+    assert r["clipped"] == [], f"{page}: tables wider than the text column: {r['clipped']}"
     assert r["dataframes"] == 0 and not r["repr"], f"{page}: a raw DataFrame repr is shown"
     assert r["max_rows"] <= MAX_TABLE_ROWS, (f"{page}: a table of {r['max_rows']} rows "
                                              f"(at most {MAX_TABLE_ROWS})")

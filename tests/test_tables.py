@@ -14,7 +14,7 @@ from attn_analysis import tables as T
 
 
 def frame(n=3):
-    return pd.DataFrame({"config": [f"B{i}-H8-S512-D64-fp16" for i in range(n)],
+    return pd.DataFrame({"config": [f"B{i + 1}-H8-S512-D64-fp16" for i in range(n)],
                          "speedup": np.linspace(0.9, 1.1, n),
                          "ci_low": np.linspace(0.9, 1.1, n) - 0.012,
                          "ci_high": np.linspace(0.9, 1.1, n) + 0.012,
@@ -33,7 +33,7 @@ def csv_in(md: str) -> pd.DataFrame:
 def test_headers_are_human_with_units():
     md = T.markdown_table(frame(), "Speedups. Device X, run r.", name="tbl-x")
     head = rows_of(md)[0]
-    assert "speedup (×)" in head and "95 % CI low (×)" in head
+    assert "speedup (×)" in head and "CI low (×)" in head
     assert "of measured matmul rate (%)" in head
     assert "_" not in head  # no snake_case column reaches the page
     assert md.startswith("```{table} Speedups. Device X, run r.\n:name: tbl-x")
@@ -85,3 +85,11 @@ def test_validation_messages():
         T.markdown_table(frame(), "c", formats=[".3f"])
     with pytest.raises(ValueError, match="`filename` must be a plain name ending in .csv"):
         T.csv_link(frame(), "../x.txt")
+
+
+def test_configurations_print_as_in_the_figures():
+    assert T.short_config("B32-H8-S512-D64-fp16") == "B32 H8 S512"
+    assert T.short_config("B32-H8-S512-D128-fp16") == "B32 H8 S512 D128"
+    assert T.short_config("not a key") == "not a key"
+    row = rows_of(T.markdown_table(frame(1), "c"))[2]
+    assert row.startswith("| B1 H8 S512 |")
