@@ -6,18 +6,28 @@ figure leaves the notebook without saying where it was measured. Axes carry unit
 that span decades get log scales; intervals are drawn as error bars or bands. Figures are
 built as :class:`matplotlib.figure.Figure` objects, never through pyplot's global state,
 so a notebook shows one only where it glues or displays it.
+
+Every figure is drawn at the width it is shown at (:data:`PAGE_WIDTH_IN`, the book's text
+column at the glue's 110 dpi) with fonts of at least 7.5 pt, so nothing is scaled down
+into illegibility. Legends sit outside the data (below the axes). Where a margin around
+a speedup of one decides a verdict, the axis is linear near one and points far off it
+are drawn at the edge with their value, instead of a log axis that shrinks the band.
+Categorical axes (configurations, candidates) carry markers, never connecting lines.
 """
 
 from __future__ import annotations
 
+import functools
 import math
+import textwrap
 
+import matplotlib
 import numpy as np
 import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
 from .configs import Config
 
@@ -27,6 +37,8 @@ AXIS_LABELS = {"seq_len": "sequence length S (tokens)", "batch": "batch size B",
                "heads": "heads H"}
 MODE_LABELS = {"graph": "graph (device time, hot L2)", "cold_l2": "cold_l2 (L2 flushed)",
                "per_call": "per_call (synchronise after each call)"}
+MODE_TITLES = {"graph": "graph: device time, hot L2", "cold_l2": "cold_l2: L2 flushed",
+               "per_call": "per_call: synchronised"}
 
 
 # --------------------------------------------------------------------------- validation
@@ -51,8 +63,85 @@ def _label_iv(device_label) -> str:
     return device_label.strip()
 
 
+PAGE_WIDTH_IN = 7.2
+STYLE = {"font.size": 9, "axes.titlesize": 9, "axes.labelsize": 9, "legend.fontsize": 8,
+         "xtick.labelsize": 8, "ytick.labelsize": 8, "figure.titlesize": 9.5,
+         "legend.title_fontsize": 8}
+
+
+def _styled(func):
+    """Draw inside the book's rc settings (font sizes), whatever the caller's."""
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        with matplotlib.rc_context(STYLE):
+            return func(*args, **kwargs)
+    return wrapper
+
+
 def _figure(width: float, height: float) -> Figure:
-    return Figure(figsize=(width, height), layout="constrained", dpi=110)
+    """A constrained-layout figure no wider than the page."""
+    return Figure(figsize=(min(width, PAGE_WIDTH_IN), height), layout="constrained", dpi=110)
+
+
+def _title(text: str, width: int = 90) -> str:
+    """Wrap each line of a title so that it fits the page width."""
+    return "\n".join(textwrap.fill(line, width) for line in text.split("\n"))
+
+
+def _legend_below(fig, ax_or_axes=None, handles=None, labels=None, ncol=None, title=None):
+    """One legend for the figure, outside and below the axes, none on the data."""
+    if handles is None:
+        axes = np.atleast_1d(ax_or_axes if ax_or_axes is not None else fig.axes)
+        seen = {}
+        for ax in axes:
+            for h, lbl in zip(*ax.get_legend_handles_labels()):
+                seen.setdefault(lbl, h)
+            if ax.get_legend() is not None:
+                ax.get_legend().remove()
+        labels, handles = list(seen), list(seen.values())
+    if not handles:
+        return None
+    ncol = ncol or min(3, len(handles))
+    return fig.legend(handles, labels, loc="outside lower center", ncol=ncol, frameon=False,
+                      title=title)
+
+
+def near_one_window(low, high, margin: float, cap: float = 0.12) -> tuple[float, float]:
+    """Linear x limits around a speedup of one: three margins wide at least, wide enough for
+    every interval that lies within ``cap`` of one, never wider than ``cap``."""
+    lo, hi = (np.asarray(x, dtype=float) for x in (low, high))
+    near = np.isfinite(lo) & np.isfinite(hi) & (lo >= 1 - cap) & (hi <= 1 + cap)
+    half = max(3 * margin, float(np.max(np.abs(np.r_[lo[near], hi[near]] - 1.0), initial=0)))
+    half = min(cap, half * 1.08)
+    return 1 - half, 1 + half
+
+
+def _speedup_points(ax, d, y, xlim, colors=VERDICT_COLORS):
+    """Speedups with their intervals on a linear axis limited to ``xlim``: a point outside
+    is drawn as an arrow head at the edge, labelled with its value."""
+    lo_lim, hi_lim = xlim
+    for verdict, color in colors.items():
+        sel = (d["verdict"] == verdict).to_numpy()
+        if not sel.any():
+            continue
+        sp = d["speedup"].to_numpy(dtype=float)[sel]
+        lo = d["ci_low"].to_numpy(dtype=float)[sel]
+        hi = d["ci_high"].to_numpy(dtype=float)[sel]
+        yy = np.asarray(y, dtype=float)[sel]
+        inside = (sp >= lo_lim) & (sp <= hi_lim)
+        if inside.any():
+            ax.errorbar(sp[inside], yy[inside],
+                        xerr=_err(sp[inside], np.clip(lo[inside], lo_lim, None),
+                                  np.clip(hi[inside], None, hi_lim)),
+                        fmt="o", color=color, capsize=3, ms=5, label=verdict)
+        for v, yv in zip(sp[~inside], yy[~inside]):
+            left = v < lo_lim
+            edge = lo_lim if left else hi_lim
+            ax.plot([edge], [yv], marker="<" if left else ">", color=color, ms=7,
+                    clip_on=False, label=verdict, ls="none")
+            ax.annotate(f"{v:.2f}×", (edge, yv), xytext=(7 if left else -7, 6),
+                        textcoords="offset points", ha="left" if left else "right",
+                        fontsize=7.5, color=color)
 
 
 def _short(key: str) -> str:
@@ -63,8 +152,10 @@ def _short(key: str) -> str:
                                                                      else "")
 
 
-def _plain_log_axis(axis) -> None:
-    """Label a log axis with plain numbers (0.1, 1, 10) rather than powers of ten."""
+def _plain_log_axis(axis, subs=(1.0,)) -> None:
+    """Label a log axis with plain numbers (0.1, 1, 10) rather than powers of ten, with
+    major ticks at ``subs`` times each power of ten."""
+    axis.set_major_locator(LogLocator(base=10, subs=subs))
     axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     axis.set_minor_formatter(NullFormatter())
 
@@ -77,13 +168,15 @@ def _err(center, low, high) -> np.ndarray:
 
 # --------------------------------------------------------------------------- figures
 
+@_styled
 def speedup_forest(speedups: pd.DataFrame, device_label: str, config: str | None = None,
                    margin: float | None = None) -> Figure:
     """Speedup over the baseline per candidate, with its CI, one panel per timing mode.
 
-    The x axis is logarithmic (speedups from a few percent to above 1 share it), the
-    dashed line marks no difference and the shaded band the equivalence margin; points are
-    coloured by :func:`stats.compare`'s verdict.
+    The x axis is linear around one (see :func:`near_one_window`), so the shaded
+    equivalence band, where verdicts are decided, is wide enough to read; a candidate far
+    off one is drawn at the panel's edge as an arrow head with its value. The dashed line
+    marks no difference; points are coloured by :func:`stats.compare`'s verdict.
     """
     df = _frame_iv("speedups", speedups, ("config", "mode", "candidate", "speedup", "ci_low",
                                           "ci_high", "verdict", "margin"))
@@ -97,41 +190,34 @@ def speedup_forest(speedups: pd.DataFrame, device_label: str, config: str | None
     modes = [m for m in MODE_LABELS if m in set(df["mode"])]
     order = (df[df["mode"] == modes[0]].sort_values("speedup")["candidate"].tolist())
     order += [c for c in df["candidate"].unique() if c not in order]
-    fig = _figure(4.2 * len(modes) + 1.0, 0.42 * len(order) + 1.6)
+    fig = _figure(PAGE_WIDTH_IN, 0.3 * len(order) + 1.9)
     axes = fig.subplots(1, len(modes), sharey=True, squeeze=False)[0]
-    lo = min(df["ci_low"].min(), 1 - margin) * 0.9
-    hi = max(df["ci_high"].max(), 1 + margin) * 1.1
     for ax, mode in zip(axes, modes):
         d = df[df["mode"] == mode].set_index("candidate").reindex(order).dropna(
             subset=["speedup"])
         y = [order.index(c) for c in d.index]
+        xlim = near_one_window(d["ci_low"], d["ci_high"], margin)
         ax.axvspan(1 - margin, 1 + margin, color="#7570b3", alpha=0.15, lw=0,
-                   label=f"equivalence margin ±{margin:g}")
+                   label=f"equivalence margin ±{margin:.0%}")
         ax.axvline(1.0, color="black", lw=0.8, ls="--")
-        for verdict, color in VERDICT_COLORS.items():
-            sel = (d["verdict"] == verdict).to_numpy()
-            if sel.any():
-                ax.errorbar(d["speedup"][sel], np.array(y)[sel],
-                            xerr=_err(d["speedup"][sel], d["ci_low"][sel], d["ci_high"][sel]),
-                            fmt="o", color=color, capsize=3, label=verdict)
-        ax.set_xscale("log")
-        ax.set_xlim(lo, hi)
-        _plain_log_axis(ax.xaxis)
-        ax.set_title(MODE_LABELS[mode], fontsize=9)
-        ax.set_xlabel("speedup over default SDPA (×, log scale)")
-        ax.grid(axis="x", which="both", alpha=0.3)
+        _speedup_points(ax, d, y, xlim)
+        ax.set_xlim(*xlim)
+        ax.xaxis.set_major_locator(MaxNLocator(4))
+        ax.set_title(MODE_TITLES[mode])
+        ax.grid(axis="x", alpha=0.3)
+    axes[len(axes) // 2].set_xlabel("speedup over the default SDPA dispatch (×; above 1: "
+                                    "faster)")
     axes[0].set_yticks(range(len(order)), order)
+    axes[0].set_ylim(-0.6, len(order) - 0.4)
     axes[0].set_ylabel("candidate")
-    handles = {h.get_label(): h for ax in axes for h in ax.get_legend_handles_labels()[0]}
-    fig.legend(handles.values(), handles.keys(), loc="outside lower center",
-               ncol=min(5, len(handles)), fontsize=8, frameon=False)
-    fig.suptitle(f"Speedup over the default SDPA dispatch at {_short(config)} "
-                 f"({df['confidence'].iloc[0]:.0%} CI)\n{label}"
-                 if "confidence" in df else f"Speedup at {_short(config)}\n{label}",
-                 fontsize=10)
+    _legend_below(fig, axes, ncol=5)
+    conf = f" ({df['confidence'].iloc[0]:.0%} CI)" if "confidence" in df else ""
+    fig.suptitle(_title(f"Speedup over default SDPA at {_short(config)}{conf}; arrow heads: "
+                        f"off the axis (value shown)\n{label}", width=100))
     return fig
 
 
+@_styled
 def latency_sweep(latency: pd.DataFrame, axis: str, device_label: str, mode: str = "graph",
                   candidates=None) -> Figure:
     """Median latency against one shape parameter, one line per candidate, log-log axes,
@@ -145,7 +231,7 @@ def latency_sweep(latency: pd.DataFrame, axis: str, device_label: str, mode: str
     if candidates is not None:
         df = _frame_iv("latency (for `candidates`)", df[df["candidate"].isin(candidates)],
                        ("candidate",))
-    fig = _figure(6.4, 4.4)
+    fig = _figure(PAGE_WIDTH_IN, 4.6)
     ax = fig.subplots()
     names = sorted(df["candidate"].unique())
     palette = dict(zip(names, sns.color_palette("tab10", len(names))))
@@ -156,17 +242,20 @@ def latency_sweep(latency: pd.DataFrame, axis: str, device_label: str, mode: str
                     marker="o", ms=4, capsize=2, lw=1.2, color=palette[name], label=name)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
-    _plain_log_axis(ax.xaxis)
+    _plain_log_axis(ax.yaxis, subs=(1.0, 2.0, 5.0))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_xticks(sorted(df[axis].unique()))
     ax.set_xlabel(AXIS_LABELS[axis] + ", log scale")
     ax.set_ylabel("median latency per call (ms, log scale)")
     ax.grid(which="both", alpha=0.3)
-    ax.legend(fontsize=8, ncol=2)
-    ax.set_title(f"Latency against {AXIS_LABELS[axis]} ({MODE_LABELS.get(mode, mode)})\n"
-                 f"{label}", fontsize=10)
+    _legend_below(fig, ax, ncol=5)
+    ax.set_title(_title(f"Latency against {AXIS_LABELS[axis]}, "
+                        f"{MODE_TITLES.get(mode, mode)}\n{label}"))
     return fig
 
 
+@_styled
 def speedup_heatmap(speedups: pd.DataFrame, device_label: str, mode: str = "graph") -> Figure:
     """Speedup of each candidate (columns) at each configuration (rows), coloured on a log
     scale centred at 1 and annotated with the value and its verdict (+ faster, = equivalent,
@@ -185,20 +274,23 @@ def speedup_heatmap(speedups: pd.DataFrame, device_label: str, mode: str = "grap
         index=configs, columns=cands)
     text = val.map(lambda v: "" if pd.isna(v) else f"{v:.2f}") + ver.map(
         lambda v: mark.get(v, "") if isinstance(v, str) else "")
-    fig = _figure(1.0 * len(cands) + 2.6, 0.42 * len(configs) + 1.8)
+    fig = _figure(PAGE_WIDTH_IN, 0.36 * len(configs) + 2.4)
     ax = fig.subplots()
     bound = float(np.nanmax(np.abs(np.log2(val.to_numpy(dtype=float))))) or 1.0
     sns.heatmap(np.log2(val), ax=ax, cmap="RdBu", center=0.0, vmin=-bound, vmax=bound,
-                annot=text.to_numpy(), fmt="", annot_kws={"fontsize": 7},
-                cbar_kws={"label": "log2 speedup over default SDPA (0: same)"})
-    ax.set_yticklabels([_short(k) for k in configs], rotation=0)
+                annot=text.to_numpy(), fmt="", annot_kws={"fontsize": 7.5},
+                cbar_kws={"label": "speedup over default SDPA (×, log2 colour scale)",
+                          "format": FuncFormatter(lambda v, _: f"{2 ** v:.2g}")})
+    ax.set_yticks(np.arange(len(configs)) + 0.5, [_short(k) for k in configs], rotation=0)
+    ax.set_xticks(np.arange(len(cands)) + 0.5, cands, rotation=35, ha="right")
     ax.set_xlabel("candidate")
     ax.set_ylabel("configuration")
-    ax.set_title(f"Speedup over default SDPA, {MODE_LABELS.get(mode, mode)}; "
-                 f"+ faster, = equivalent, ? inconclusive, − slower\n{label}", fontsize=9)
+    ax.set_title(_title(f"Speedup over default SDPA, {MODE_LABELS.get(mode, mode)}. After each "
+                        f"value: + faster, = equivalent, ? inconclusive, − slower\n{label}"))
     return fig
 
 
+@_styled
 def roofline(points: pd.DataFrame, device_label: str, datasheet: tuple | None = None,
              measured: tuple | None = None, candidates=None) -> Figure:
     """Achieved TFLOP/s against arithmetic intensity on log-log axes, under two roofs.
@@ -213,7 +305,7 @@ def roofline(points: pd.DataFrame, device_label: str, datasheet: tuple | None = 
     if candidates is not None:
         df = _frame_iv("points (for `candidates`)", df[df["candidate"].isin(candidates)],
                        ("candidate",))
-    fig = _figure(6.8, 4.8)
+    fig = _figure(PAGE_WIDTH_IN, 5.0)
     ax = fig.subplots()
     x_lo = max(df["intensity"].min() / 4, 1.0)
     x_hi = df["intensity"].max() * 8
@@ -234,24 +326,26 @@ def roofline(points: pd.DataFrame, device_label: str, datasheet: tuple | None = 
     ax.set_xscale("log")
     ax.set_yscale("log")
     _plain_log_axis(ax.xaxis)
-    _plain_log_axis(ax.yaxis)
-    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    _plain_log_axis(ax.yaxis, subs=(1.0, 2.0, 5.0))
     ax.set_xlabel("arithmetic intensity (FLOP/byte of minimum traffic, log scale)")
     ax.set_ylabel("achieved TFLOP/s (log scale)")
     ax.grid(which="both", alpha=0.3)
-    ax.legend(fontsize=7, ncol=2, loc="lower right")
-    ax.set_title(f"Roofline: attention forward against datasheet and measured ceilings\n"
-                 f"{label}", fontsize=10)
+    _legend_below(fig, ax, ncol=3)
+    ax.set_title(_title(f"Roofline: attention forward against datasheet and measured "
+                        f"ceilings\n{label}"))
     return fig
 
 
+@_styled
 def cross_device(table: pd.DataFrame, reported: pd.DataFrame, title_note: str = "") -> Figure:
     """Each recorded device's median per configuration and mode beside the L4 values the
     reports give (hollow black markers spanning their minimum to maximum, "as reported").
 
     ``table`` is ``summaries.cross_device_table`` output (``device``, ``run``, ``config``,
     ``mode``, ``median_ms``); ``reported`` is ``summaries.reported_latency`` output.
-    The device names are in the legend, which is why there is no ``device_label`` here.
+    Configurations are categories: each series is a column of markers beside the others
+    (never lines between configurations). The device names are in the legend, which is
+    why there is no ``device_label`` here.
     """
     df = _frame_iv("table", table, ("run", "device", "config", "mode", "median_ms"))
     rep = reported if isinstance(reported, pd.DataFrame) else None
@@ -260,42 +354,65 @@ def cross_device(table: pd.DataFrame, reported: pd.DataFrame, title_note: str = 
                          "(summaries.reported_latency).")
     configs = sorted(set(df["config"]), key=Config.from_key)
     pos = {k: i for i, k in enumerate(configs)}
-    fig = _figure(max(6.4, 0.75 * len(configs) + 2.5), 4.6)
-    ax = fig.subplots()
-    series = df.groupby(["run", "device", "mode"], sort=True)
-    palette = sns.color_palette("tab10", series.ngroups)
-    markers = {"graph": "o", "cold_l2": "s", "per_call": "^"}
-    for i, ((run, device, mode), g) in enumerate(series):
-        g = g.assign(x=g["config"].map(pos)).sort_values("x")
-        ax.plot(g["x"], g["median_ms"], marker=markers.get(mode, "o"), ms=5, lw=1,
-                color=palette[i], label=f"{device} [{run}], {mode}")
     rep = rep[rep["config"].isin(configs)]
-    if len(rep):
-        agg = rep.groupby("config")["value_ms"].agg(["min", "max"]).reindex(configs).dropna()
-        x = agg.index.map(pos).to_numpy(dtype=float)
-        ax.vlines(x, agg["min"], agg["max"], color="black", lw=2)
-        ax.scatter(x, agg["min"], facecolors="none", edgecolors="black", s=45, zorder=3)
-        ax.scatter(x, agg["max"], facecolors="none", edgecolors="black", s=45, zorder=3)
-    handles, labels = ax.get_legend_handles_labels()
-    if len(rep):
+    agg = (rep.groupby("config")["value_ms"].agg(["min", "max"]) if len(rep)
+           else pd.DataFrame(columns=["min", "max"]))
+    keys = sorted(df.groupby(["run", "mode"]).groups)
+    runs = sorted(df["run"].unique())
+    fig = _figure(PAGE_WIDTH_IN, 4.4 + 0.2 * math.ceil((len(runs) + 3) / 2))
+    ax = fig.subplots()
+    run_color = dict(zip(runs, sns.color_palette("tab10", len(runs))))
+    markers = {"graph": "o", "cold_l2": "s", "per_call": "^"}
+    width = 0.8
+    for key in configs:  # dodge only among the series present at this configuration
+        here = [k for k in keys if ((df["run"] == k[0]) & (df["mode"] == k[1])
+                                    & (df["config"] == key)).any()]
+        slots = len(here) + (key in agg.index)
+        offsets = (np.arange(slots) + 0.5) / slots * width - width / 2
+        for (run, mode), dx in zip(here, offsets):
+            v = df[(df["run"] == run) & (df["mode"] == mode) & (df["config"] == key)]
+            ax.plot([pos[key] + dx] * len(v), v["median_ms"], marker=markers.get(mode, "o"),
+                    ms=4.5, ls="none", color=run_color[run],
+                    mfc=run_color[run] if mode == "graph" else "white")
+        if key in agg.index:
+            x = pos[key] + offsets[-1]
+            lo, hi = agg.loc[key, "min"], agg.loc[key, "max"]
+            ax.vlines([x], [lo], [hi], color="black", lw=2)
+            ax.scatter([x, x], [lo, hi], facecolors="none", edgecolors="black", s=30, zorder=3)
+    devices = df.drop_duplicates("run").set_index("run")["device"]
+    handles = [Line2D([], [], color=run_color[r], marker="o", ls="none") for r in runs]
+    hw = {r: str(devices[r]).removeprefix("NVIDIA ").split(",")[0] for r in runs}
+    software = sorted({str(d).split(",", 1)[1].strip() for d in devices if "," in str(d)})
+    labels = [f"{r} ({hw[r]})" for r in runs]
+    for mode in [m for m in MODE_LABELS if m in set(df["mode"])]:
+        handles.append(Line2D([], [], color="0.3", marker=markers.get(mode, "o"), ls="none",
+                              mfc="0.3" if mode == "graph" else "white"))
+        labels.append(f"{mode} ({'filled' if mode == 'graph' else 'hollow'})")
+    if len(agg):
         handles.append(Line2D([], [], color="black", marker="o", mfc="none", lw=2))
-        labels.append("NVIDIA L4, as reported (min to max of the reports' values)")
-    ax.set_xticks(range(len(configs)), [_short(k) for k in configs], rotation=35, ha="right")
+        labels.append("NVIDIA L4, as reported (min to max)")
+    for b in range(len(configs) - 1):
+        ax.axvline(b + 0.5, color="0.85", lw=0.6)
+    ax.set_xlim(-0.5, len(configs) - 0.5)
+    ax.set_xticks(range(len(configs)), [_short(k) for k in configs], rotation=40, ha="right")
     ax.set_yscale("log")
-    _plain_log_axis(ax.yaxis)
-    ax.set_xlabel("configuration (D=64, fp16)")
-    ax.set_ylabel("median latency of default SDPA (ms, log scale)")
-    ax.grid(which="both", alpha=0.3)
-    ax.legend(handles, labels, fontsize=7, loc="upper left")
-    ax.set_title("Default SDPA on every recorded device beside the reports' L4 figures"
-                 + (f"\n{title_note}" if title_note else ""), fontsize=10)
+    _plain_log_axis(ax.yaxis, subs=(1.0, 2.0, 5.0))
+    ax.set_xlabel("configuration (fp16; head dimension 64 unless the label says D128)")
+    ax.set_ylabel("median latency per call (ms, log scale)")
+    ax.grid(axis="y", which="both", alpha=0.3)
+    _legend_below(fig, handles=handles, labels=labels, ncol=2)
+    ax.set_title(_title("Default SDPA on every recorded device beside the reports' L4 figures"
+                        + (f"; {', '.join(software)}" if software else "")
+                        + (f"\n{title_note}" if title_note else "")))
     return fig
 
 
+@_styled
 def trial_spread(trials: pd.DataFrame, device_label: str, config: str | None = None,
                  mode: str = "graph") -> Figure:
     """Each trial's (process's) median relative to the candidate's pooled median: the
-    between-process spread that decides how narrow a speedup interval can be."""
+    between-process spread that decides how narrow a speedup interval can be. One dot per
+    process; a box spans the middle half of each candidate's processes."""
     df = _frame_iv("trials", trials, ("config", "candidate", "mode", "trial", "median_ms"))
     label = _label_iv(device_label)
     df = df[df["mode"] == mode]
@@ -307,21 +424,24 @@ def trial_spread(trials: pd.DataFrame, device_label: str, config: str | None = N
     rel = df.assign(rel=df["median_ms"] / df.groupby("candidate")["median_ms"]
                     .transform("median") - 1.0)
     order = sorted(rel["candidate"].unique())
-    fig = _figure(6.4, 0.38 * len(order) + 1.6)
+    fig = _figure(PAGE_WIDTH_IN, 0.32 * len(order) + 1.7)
     ax = fig.subplots()
-    sns.stripplot(data=rel, x="rel", y="candidate", order=order, hue="trial", ax=ax, size=6,
-                  jitter=False, palette="viridis")
+    sns.boxplot(data=rel, x="rel", y="candidate", order=order, ax=ax, whis=0, fliersize=0,
+                color="#dddddd", width=0.6, showcaps=False)
+    sns.stripplot(data=rel, x="rel", y="candidate", order=order, ax=ax, size=3.5,
+                  jitter=0.15, color="#1f77b4", alpha=0.8)
     ax.axvline(0.0, color="black", lw=0.8)
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:+.0%}"))
-    ax.set_xlabel("trial median relative to the median of the trial medians (%)")
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:+.1%}"))
+    ax.set_xlabel("process (trial) median relative to the median of the trial medians (%)")
     ax.set_ylabel("candidate")
     ax.grid(axis="x", alpha=0.3)
-    ax.legend(title="trial", fontsize=7, title_fontsize=8, loc="lower right")
-    ax.set_title(f"Spread between independent processes at {_short(df['config'].iloc[0])}, "
-                 f"{mode}\n{label}", fontsize=10)
+    ax.set_title(_title(f"Spread between independent processes at "
+                        f"{_short(df['config'].iloc[0])}, {mode} "
+                        f"({df['trial'].nunique()} processes)\n{label}"))
     return fig
 
 
+@_styled
 def mode_overhead(modes: pd.DataFrame, device_label: str) -> Figure:
     """Each timing mode's median over the profiler's kernel time, per configuration: near
     1 a mode reads the kernels, above 1 it also reads host launch cost or idle gaps."""
@@ -333,7 +453,7 @@ def mode_overhead(modes: pd.DataFrame, device_label: str) -> Figure:
                          "(summaries.mode_table).")
     configs = sorted(df["config"], key=Config.from_key)
     d = df.set_index("config").reindex(configs)
-    fig = _figure(6.8, 4.2)
+    fig = _figure(PAGE_WIDTH_IN, 4.4)
     ax = fig.subplots()
     width = 0.8 / len(cols)
     x = np.arange(len(configs))
@@ -347,62 +467,169 @@ def mode_overhead(modes: pd.DataFrame, device_label: str) -> Figure:
     top = float(np.nanmax(d[[f"{m}_over_device" for m in cols]].to_numpy(dtype=float)))
     ax.set_ylim(0, math.ceil(top + 0.5))
     ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize=8)
-    ax.set_title(f"What each timing mode reads: default SDPA against torch.profiler\n{label}",
-                 fontsize=10)
+    _legend_below(fig, ax)
+    ax.set_title(_title(f"What each timing mode reads: default SDPA against torch.profiler"
+                        f"\n{label}"))
     return fig
 
 
+@_styled
 def kernel_vs_library(table: pd.DataFrame, device_label: str) -> Figure:
     """Speedup of one kernel over the fastest library backend per configuration, with its
-    CI, on a log axis; points coloured by verdict and labelled with that backend."""
+    CI, on a linear axis that includes one; points coloured by verdict and each shape
+    labelled with that backend."""
     df = _frame_iv("table", table, ("config", "kernel", "library", "speedup", "ci_low",
                                     "ci_high", "verdict"))
     label = _label_iv(device_label)
     configs = sorted(df["config"], key=Config.from_key)
     d = df.set_index("config").reindex(configs)
-    fig = _figure(6.8, 0.36 * len(configs) + 1.8)
+    fig = _figure(PAGE_WIDTH_IN, 0.3 * len(configs) + 1.9)
     ax = fig.subplots()
     y = np.arange(len(configs))
+    lo = min(float(d["ci_low"].min()), 1.0)
+    hi = max(float(d["ci_high"].max()), 1.0)
+    pad = 0.06 * (hi - lo) or 0.05
     ax.axvline(1.0, color="black", lw=0.8, ls="--")
-    for verdict, color in VERDICT_COLORS.items():
-        sel = (d["verdict"] == verdict).to_numpy()
-        if sel.any():
-            ax.errorbar(d["speedup"][sel], y[sel],
-                        xerr=_err(d["speedup"][sel], d["ci_low"][sel], d["ci_high"][sel]),
-                        fmt="o", color=color, capsize=3, label=verdict)
-    ax.set_yticks(y, [f"{_short(k)}  (vs {lib})" for k, lib in zip(configs, d["library"])],
-                  fontsize=8)
-    ax.set_xscale("log")
-    _plain_log_axis(ax.xaxis)
-    ax.set_xlabel(f"speedup of {df['kernel'].iloc[0]} over the fastest library backend "
-                  f"(×, log scale)")
-    ax.grid(axis="x", which="both", alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
-    ax.set_title(f"Our kernel against the fastest SDPA backend per configuration (95% CI)\n"
-                 f"{label}", fontsize=10)
+    _speedup_points(ax, d, y, (lo - pad, hi + pad))
+    ax.set_xlim(lo - pad, hi + pad)
+    ax.set_yticks(y, [f"{_short(k)}  (vs {lib})" for k, lib in zip(configs, d["library"])])
+    ax.set_ylim(-0.6, len(configs) - 0.4)
+    ax.invert_yaxis()
+    ax.set_xlabel(f"speedup of {df['kernel'].iloc[0]} over the fastest library backend (×); "
+                  f"above 1: ours faster")
+    ax.grid(axis="x", alpha=0.3)
+    _legend_below(fig, ax, ncol=4)
+    ax.set_title(_title(f"Our kernel against the fastest SDPA backend per configuration "
+                        f"(95% CI)\n{label}"))
     return fig
 
 
+@_styled
 def replay_curves(anatomy: pd.DataFrame, device_label: str) -> Figure:
     """Time per call against the calls captured per graph replay (``replay_cost``), one
     panel per configuration: a fixed cost per replay shows as a fall that levels off."""
     df = _frame_iv("anatomy", anatomy, ("config", "candidate", "k", "per_call_ms"))
     label = _label_iv(device_label)
     configs = sorted(df["config"].unique(), key=Config.from_key)
-    fig = _figure(3.4 * len(configs) + 0.6, 3.8)
+    names = sorted(df["candidate"].unique())
+    fig = _figure(PAGE_WIDTH_IN, 3.9)
     axes = np.atleast_1d(fig.subplots(1, len(configs)))
     for ax, key in zip(axes, configs):
         sub = df[df["config"] == key].assign(us=lambda d: d["per_call_ms"] * 1e3)
         sns.lineplot(data=sub, x="k", y="us", hue="candidate", style="candidate", markers=True,
-                     dashes=False, ax=ax, hue_order=sorted(sub["candidate"].unique()),
-                     style_order=sorted(sub["candidate"].unique()))
+                     dashes=False, ax=ax, hue_order=names, style_order=names)
         ax.set_xscale("log", base=2)
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-        ax.set_xlabel("calls captured per graph replay, k")
+        ax.set_xlabel("calls per graph replay, k (log scale)")
         ax.set_ylabel("event time per call (µs)")
-        ax.set_title(_short(key), fontsize=9)
+        ax.set_title(_short(key))
         ax.grid(alpha=0.3, which="both")
-        ax.legend(fontsize=7)
-    fig.suptitle(f"Graph replay: time per call against calls per replay\n{label}", fontsize=10)
+    _legend_below(fig, axes, ncol=4)
+    fig.suptitle(_title(f"Graph replay: time per call against calls per replay\n{label}"))
+    return fig
+
+
+# --------------------------------------------------------------------------- audit figures
+
+@_styled
+def calibration_rates(head: pd.DataFrame, aa, spins, rows, alpha: float,
+                      device_label: str, config: str, n_processes: int) -> Figure:
+    """False-positive rate on the A/A controls (left) and power on the positive controls
+    (right) of each protocol, with their intervals.
+
+    ``head`` is ``calibration.headline_rates`` output; ``rows`` lists ``(protocol, k,
+    legend text)`` per protocol drawn. Each panel has its own candidate axis.
+    """
+    df = _frame_iv("head", head, ("protocol", "k", "candidate", "rate", "ci_low", "ci_high"))
+    label = _label_iv(device_label)
+    aa, spins = list(aa), list(spins)
+    fig = _figure(PAGE_WIDTH_IN, 0.32 * max(len(spins), 2) * len(rows) / 2 + 2.4)
+    axes = fig.subplots(1, 2, width_ratios=[1, 1.25])
+    colors = sns.color_palette("tab10", len(rows))
+    for ax, cands, role in ((axes[0], aa, "A/A"), (axes[1], spins, "positive")):
+        for j, (proto, k, name) in enumerate(rows):
+            sub = df[(df["protocol"] == proto) & (df["k"] == k) & df["candidate"].isin(cands)]
+            sub = sub.set_index("candidate").reindex(cands).dropna(subset=["rate"])
+            y = np.array([cands.index(c) for c in sub.index]) + (j - (len(rows) - 1) / 2) * 0.18
+            ax.errorbar(sub["rate"], y, xerr=_err(sub["rate"], sub["ci_low"], sub["ci_high"]),
+                        fmt="o", ms=4, capsize=2.5, color=colors[j], label=name)
+        ax.set_yticks(np.arange(len(cands)), cands)
+        ax.set_ylim(-0.6, len(cands) - 0.4)
+        ax.invert_yaxis()
+        ax.set_xlim(-0.02, 1.02)
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.0%}"))
+        ax.grid(axis="x", alpha=0.3)
+        if role == "A/A":
+            ax.axvline(alpha, color="k", ls="--", lw=1, label=f"nominal α = {alpha:g}")
+            ax.set_xlabel("false-positive rate (% of replications)")
+            ax.set_title("A/A control: identical code")
+        else:
+            ax.set_xlabel("power: slowdown detected (% of replications)")
+            ax.set_title("positive controls: known slowdowns")
+    _legend_below(fig, axes, ncol=3)
+    fig.suptitle(_title(f"Protocol calibration at {_short(config)}, {n_processes} processes"
+                        f"\n{label}"))
+    return fig
+
+
+@_styled
+def control_effects(effects: pd.DataFrame, effects_per_call: pd.DataFrame | None, controls,
+                    margin: float, device_label: str, config: str) -> Figure:
+    """Measured slowdown of each control (with its interval) against the slowdown the
+    profiler's extra kernel time predicts; the diagonal is agreement, the band the
+    equivalence margin."""
+    cols = ("candidate", "slowdown", "slowdown_low", "slowdown_high", "slowdown_pct",
+            "extra_share")
+    eff = _frame_iv("effects", effects, cols)
+    label = _label_iv(device_label)
+    controls = list(controls)
+    fig = _figure(PAGE_WIDTH_IN, 4.6)
+    ax = fig.subplots()
+    frames = [(eff, "graph replay", "o")]
+    if effects_per_call is not None and len(effects_per_call):
+        frames.append((_frame_iv("effects_per_call", effects_per_call, cols), "per call", "s"))
+    for df, name, mk in frames:
+        sub = df.set_index("candidate").reindex(controls)
+        x = sub["extra_share"].to_numpy(dtype=float) * 100
+        ax.errorbar(x + (0.05 if mk == "s" else 0), sub["slowdown_pct"] * 100,
+                    yerr=_err(sub["slowdown"] * 100, sub["slowdown_low"] * 100,
+                              sub["slowdown_high"] * 100),
+                    fmt=mk, ms=5, capsize=3, label=f"measured, {name} (95 % CI over processes)")
+    lim = max(eff["extra_share"].max(), eff["slowdown_pct"].max()) * 100 * 1.15
+    ax.plot([0, lim], [0, lim], "k:", lw=1, label="slowdown = profiler's extra kernel time")
+    ax.axhspan(-margin * 100, margin * 100, color="0.9", label=f"±{margin:.0%} margin")
+    base = eff.set_index("candidate").reindex(controls)
+    for c, xv, yv in zip(controls, base["extra_share"] * 100, base["slowdown_pct"] * 100):
+        ax.annotate(c, (xv, yv), textcoords="offset points", xytext=(6, -10), fontsize=7.5)
+    ax.set_xlabel("profiler: extra kernel time per call / sdpa kernel time (%)")
+    ax.set_ylabel("slowdown of the median against sdpa (%)")
+    ax.grid(alpha=0.3)
+    _legend_below(fig, ax, ncol=2)
+    ax.set_title(_title(f"True size of the controls at {_short(config)}\n{label}"))
+    return fig
+
+
+@_styled
+def warmup_traces(traces, warmup_calls: int, device_label: str, config: str) -> Figure:
+    """Every per-call sample of a few fresh processes, in call order (log-log), with the end
+    of a warm-up of ``warmup_calls`` calls marked."""
+    label = _label_iv(device_label)
+    if not len(traces):
+        raise ValueError("`traces` must hold at least one process's samples; got none.")
+    fig = _figure(PAGE_WIDTH_IN, 4.0)
+    ax = fig.subplots()
+    for i, w in enumerate(traces):
+        w = np.asarray(w, dtype=float)
+        ax.plot(np.arange(1, w.size + 1), w * 1e3, lw=0.6, alpha=0.85,
+                label=f"process {i + 1}")
+    ax.axvline(warmup_calls, color="k", ls="--", lw=1, label="end of the reports' warm-up")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    _plain_log_axis(ax.xaxis)
+    _plain_log_axis(ax.yaxis, subs=(1.0, 2.0, 3.0, 5.0))
+    ax.set_xlabel("call index in the process (log scale)")
+    ax.set_ylabel("per-call time (µs, log scale)")
+    ax.grid(alpha=0.3, which="both")
+    _legend_below(fig, ax, ncol=4)
+    ax.set_title(_title(f"Per-call SDPA at {_short(config)}, no warm-up\n{label}"))
     return fig

@@ -14,11 +14,10 @@
 # %% [markdown]
 # # Environment: the lock, its check, and every run's fingerprint
 #
-# Every timing in this book was taken inside `attn_analysis.env.lock()`, which turns TF32
-# off through both of PyTorch's precision interfaces, seeds every generator and fixes the
-# cuDNN and cuBLAS settings; `assert_locked()` then re-reads each setting and names every
-# one that differs. This notebook shows the fingerprint each recorded run stored, and
-# replays the ordering bug of the original reports, which `assert_locked()` catches.
+# This section shows that every recorded timing was taken with TF32 off and the
+# environment checked, and that the check catches the original reports' TF32 ordering
+# bug when it is replayed. It lists the recorded runs and the lock state of each; the
+# hardware and software of each run are in {doc}`../book/reproducibility`.
 
 # %% tags=["parameters", "hide-input"]
 runs_dir = "data/runs"    # recorded runs, relative to the repository root
@@ -43,9 +42,9 @@ sys.path.insert(0, str(root))
 
 import pandas as pd
 import torch
-from IPython.display import display
+from IPython.display import Markdown
 
-from attn_analysis import env, notebook_support as nbs, summaries
+from attn_analysis import env, notebook_support as nbs, summaries, tables
 
 params = nbs.check_given(root, _given)
 params, runs, catalog, lead = nbs.start(params)
@@ -61,16 +60,21 @@ nbs.glue_text("env_lead_label", catalog.set_index("run").loc[lead, "label"])
 # {glue:text}`env_lead_run:s`, measured on {glue:text}`env_lead_label:s`.
 
 # %% tags=["remove-input"]
-display(catalog.drop(columns=["label"]).set_index("run"))
+tables.show(catalog[["run", "matrix", "n_configs", "n_trials", "n_units", "n_samples"]],
+            "The recorded runs under data/runs/ (every run verified against its manifest "
+            "when loaded); the device kind and candidates of each run are in the CSV.",
+            name="tbl-env-runs", labels={"n_trials": "processes (trials)"},
+            csv="recorded_runs.csv", full=catalog)
 
 # %% [markdown]
 # ## The fingerprint of each run
 #
-# One row per run and trial (each trial is a separate process). `locked` is the result
-# of `assert_locked()` inside that process just before it timed anything; `tf32_matmul`
-# and `fp32_precision` are the two settings the original reports' bug concerned.
-# `deterministic` is off on purpose: deterministic algorithms change which kernel SDPA
-# dispatches to, and the question is what a user gets by default.
+# One row per run, summarising its trials (each trial is a separate process; every
+# trial's fingerprint is in the CSV). *Locked* counts the trials whose `assert_locked()`
+# passed just before they timed anything; TF32 and the fp32 precision are the two
+# settings the original reports' bug concerned. Deterministic algorithms are off on
+# purpose: they change which kernel SDPA dispatches to, and the question is what a user
+# gets by default.
 
 # %% tags=["remove-input"]
 fingerprints = summaries.fingerprint_table(runs.values())
@@ -79,15 +83,35 @@ tf32_off = bool((fingerprints["tf32_matmul"] == False).all())  # noqa: E712
 nbs.glue_text("env_n_trials", len(fingerprints))
 nbs.glue_text("env_all_locked", "every" if all_locked else "not every")
 nbs.glue_text("env_tf32_off", "off" if tf32_off else "NOT off")
-display(fingerprints.set_index(["run", "trial"]))
 from myst_nb import glue
 from attn_analysis import candidates as cands
-per_run = (fingerprints.groupby("run")
+lock_state = (fingerprints.assign(locked=fingerprints["locked"].fillna(False).astype(bool))
+              .groupby("run", as_index=False)
+              .agg(trials=("trial", "size"), locked=("locked", "sum"),
+                   tf32=("tf32_matmul", lambda v: ", ".join(sorted({str(x) for x in v}))),
+                   precision=("fp32_precision",
+                              lambda v: ", ".join(sorted({str(x) for x in v}))),
+                   deterministic=("deterministic",
+                                  lambda v: ", ".join(sorted({str(x) for x in v})))))
+tables.show(lock_state, "Lock state of every recorded run: trials (processes), how many "
+            "passed assert_locked(), and the TF32, fp32-precision and deterministic "
+            "settings they ran with.", name="tbl-env-lock",
+            labels={"trials": "trials", "locked": "trials locked", "tf32": "TF32 matmul",
+                    "precision": "fp32 matmul precision",
+                    "deterministic": "deterministic algorithms"},
+            formats={"locked": ".0f", "trials": ".0f"},
+            csv="fingerprints_per_trial.csv", full=fingerprints)
+per_run = (fingerprints.groupby("run", as_index=False)
            .agg(device=("device", "first"), torch=("torch", "first"), cuda=("cuda", "first"),
                 cudnn=("cudnn", "first"), triton=("triton", "first"),
                 driver=("driver", "first"), python=("python", "first"),
-                trials=("trial", "size"), locked=("locked", "all")))
-glue("env_runs_table", per_run, display=False)
+                trials=("trial", "size")))
+glue("env_runs_table", Markdown(tables.markdown_table(
+    per_run, "Hardware and software of every recorded run (all trials of a run share "
+    "them; from each run's fingerprint.json).", name="tbl-runs-software",
+    labels={"device": "device", "torch": "PyTorch", "cuda": "CUDA", "cudnn": "cuDNN",
+            "triton": "Triton", "driver": "driver", "python": "Python", "trials": "trials"},
+    formats={"trials": ".0f"}, csv="runs_software.csv")), display=False)
 plan = (runs[lead].info or {}).get("plan", {})
 timing = plan.get("timing", {})
 nbs.glue_text("env_lead_trials", plan.get("trials", float("nan")))

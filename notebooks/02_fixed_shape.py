@@ -14,12 +14,12 @@
 # %% [markdown]
 # # The fixed shape: every candidate against the default SDPA dispatch
 #
-# The claim under test is about one shape, B=32, H=8, S=512, D=64 in fp16. Here every
-# candidate of the lead run is compared with `sdpa` (the default dispatch, what a user
-# gets from `F.scaled_dot_product_attention` without asking for a backend): the speedup
-# `median(sdpa) / median(candidate)` with a hierarchical bootstrap interval over
-# independent processes, and an equivalence test with a stated margin. Beside it, the
-# original reports' statistics are recomputed on the same samples.
+# This section decides the claim at its own shape, B=32, H=8, S=512, D=64 in fp16: every
+# candidate against `sdpa`, the default dispatch (what `F.scaled_dot_product_attention`
+# gives without asking for a backend), by the speedup `median(sdpa) / median(candidate)`
+# with a hierarchical bootstrap interval over independent processes and an equivalence
+# test with a stated margin. It then recomputes the original reports' statistics on the
+# same samples, and repeats the comparison in a second run with longer graph replays.
 
 # %% tags=["parameters", "hide-input"]
 runs_dir = "data/runs"    # recorded runs, relative to the repository root
@@ -50,9 +50,8 @@ sys.path.insert(0, str(root))
 
 import numpy as np
 import pandas as pd
-from IPython.display import display
-
 from attn_analysis import findings, notebook_support as nbs, plots, reference, stats, summaries
+from attn_analysis import tables
 from attn_analysis import replay_cost as rc
 from attn_analysis.configs import TARGET
 from attn_analysis.controls import CONTROL_NAMES
@@ -172,18 +171,24 @@ nbs.glue_figure("fx_spread", plots.trial_spread(summaries.trial_medians(R.sample
 # %% tags=["remove-input"]
 cols = ["speedup", "ci_low", "ci_high", "tost_low", "tost_high", "verdict",
         "resolvable_margin", "n_trials_candidate"]
-display(speedups.set_index(["mode", "candidate"])[cols].sort_index()
-        .style.format({c: "{:.3f}" for c in cols[:5]} | {"resolvable_margin": "{:.1%}"})
-        .set_caption(f"Speedup over sdpa at {config}: 95 % CI (ci_low, ci_high), 90 % TOST "
-                     f"interval, verdict at margin ±{margin:.0%}. {label}."))
+tables.show(main.reset_index().sort_values("speedup", ascending=False)[
+                ["candidate", "speedup", "ci_low", "ci_high", "verdict", "resolvable_margin",
+                 "n_trials_candidate"]],
+            f"Speedup over sdpa at {config} in {main_mode} mode: 95 % hierarchical interval, "
+            f"verdict at margin ±{margin:.0%}, and the smallest margin each interval could "
+            f"have shown equivalence within. The 90 % intervals of the equivalence test and "
+            f"every mode are in the CSV. {label}, run {lead}.", name="tbl-fixed-speedups",
+            labels={"resolvable_margin": "resolvable margin (±%)"},
+            csv="fixed_shape_speedups.csv", full=speedups[["mode", "candidate"] + cols])
 
 # %% [markdown]
 # ```{glue:figure} fx_spread
 # :name: fig-fixed-spread
 #
 # Median of each independent process (trial) relative to the median of the trial medians,
-# per candidate, at {glue:text}`fx_config:s` in {glue:text}`fx_mode:s` mode.
-# Measured on {glue:text}`fx_label:s`.
+# per candidate, at {glue:text}`fx_config:s` in {glue:text}`fx_mode:s` mode; the box
+# spans the middle half of the processes. Measured on {glue:text}`fx_label:s` (run
+# {glue:text}`fx_run:s`).
 # ```
 #
 # ## The reports' statistics, recomputed beside ours
@@ -221,10 +226,14 @@ nbs.glue_text("fx_rp_n_faster_ours", int((narrow["our_verdict"] == "faster").sum
 # %% tags=["remove-input"]
 num = ["baseline_median_ms", "candidate_median_ms", "speedup", "hedges_g", "cliffs_delta",
        "our_ci_low", "our_ci_high"]
-display(side_by_side[num + ["p_value", "cis_overlap", "our_verdict"]]
-        .style.format({c: "{:.4f}" for c in num} | {"p_value": "{:.2g}"}, na_rep="")
-        .set_caption(f"The reports' statistics on pooled {main_mode} samples at {config} "
-                     f"(left) and our hierarchical 95 % interval and verdict (right). {label}."))
+tables.show(side_by_side.reset_index()[["comparison", "speedup", "hedges_g", "p_value",
+                                         "our_ci_low", "our_ci_high", "our_verdict"]],
+            f"The reports' statistics on pooled {main_mode} samples at {config} (speedup of "
+            f"medians, Hedges' g, Mann-Whitney p) beside our hierarchical 95 % interval and "
+            f"verdict; Cliff's delta, the medians and the reports' per-sample intervals are "
+            f"in the CSV. {label}, run {lead}.", name="tbl-fixed-reports",
+            formats={"speedup": ".3f"}, csv="fixed_shape_reports_statistics.csv",
+            full=side_by_side.reset_index())
 
 # %% [markdown]
 # On the same array the reports' protocol gives g = {glue:text}`fx_rp_same_g:.1f` and
@@ -277,12 +286,11 @@ else:
 
 # %% tags=["remove-input"]
 if len(gv_table):
-    display(gv_table.style.format("{:.2f}", subset=["min_us", "median_us", "max_us", "span_us",
-                                                     "busy_us", "kernels_per_call"])
-            .set_caption(f"Graph-mode time per call over {len(gv_table)} candidates' fresh "
-                         f"captures in one process (µs: min, median, max) and, from the "
-                         f"profiler over one replayed graph, the span and busy time per call "
-                         f"(µs). {gv_label}; {graph_check}."))
+    tables.show(gv_table.reset_index(),
+                f"Graph-mode time per call over fresh captures in one process (min, median, "
+                f"max) and, from the profiler over one replayed graph, the span and busy time "
+                f"per call. {gv_label}; {graph_check}.", name="tbl-fixed-captures",
+                formats={"kernels_per_call": ".1f"})
 
 # %% [markdown]
 # On {glue:text}`fx_gv_label:s`, over {glue:text}`fx_gv_captures:d` captures in one
@@ -357,12 +365,22 @@ else:
 
 # %% tags=["remove-input"]
 if len(both):
-    num = [c for c in both.columns if c.startswith(("speedup", "ci_"))]
-    display(both.style.format({c: "{:.3f}" for c in num})
-            .set_caption(f"Graph-mode speedup over sdpa at {config} (95 % hierarchical CI, "
-                         f"verdict at ±{margin:.0%}) in the lead run {lead} and the replication "
-                         f"{replication}, with the calls per replay (k) each ran with. "
-                         f"{label}; {label2}."))
+    short = pd.DataFrame({"candidate": both.index})
+    for r in ("lead", "replication"):
+        short[f"speedup_{r}"] = [f"{v:.3f} ({lo:.3f}–{hi:.3f})" for v, lo, hi in
+                                 zip(both[f"speedup_{r}"], both[f"ci_low_{r}"],
+                                     both[f"ci_high_{r}"])]
+        short[f"verdict_{r}"] = both[f"verdict_{r}"].to_numpy()
+        short[f"k_{r}"] = [f"{int(a)}–{int(b)}" if a != b else f"{int(a)}" for a, b in
+                           zip(both[f"k_min_{r}"], both[f"k_max_{r}"])]
+    tables.show(short, f"Graph-mode speedup over sdpa at {config} (95 % hierarchical "
+                f"interval in parentheses, verdict at ±{margin:.0%}) in the lead run {lead} "
+                f"and the replication {replication}, with the calls per replay (k) each ran "
+                f"with. {label}; {label2}.", name="tbl-fixed-replication",
+                labels={"speedup_lead": f"speedup, {lead} (×)", "verdict_lead": "verdict",
+                        "k_lead": "k", "speedup_replication": f"speedup, {replication} (×)",
+                        "verdict_replication": "verdict", "k_replication": "k"},
+                csv="fixed_shape_replication.csv", full=both.reset_index())
 
 # %% [markdown]
 # In run {glue:text}`fx_r2_run:s` ({glue:text}`fx_r2_label:s`,
@@ -386,8 +404,10 @@ nbs.glue_text("fx_l4_min", l4_here["value_ms"].min() if len(l4_here) else float(
 nbs.glue_text("fx_l4_max", l4_here["value_ms"].max() if len(l4_here) else float("nan"))
 
 # %% tags=["remove-input"]
-display(l4_here[["source_file", "value_ms", "n_mentions", "status", "device"]]
-        .reset_index(drop=True))
+tables.show(l4_here[["source_file", "value_ms", "n_mentions", "status"]],
+            f"Median latencies the original reports give for {config} on the NVIDIA L4, "
+            f"as reported (not measured by us), with the report file that gives each.",
+            name="tbl-fixed-l4")
 
 # %% [markdown]
 # The reports give {glue:text}`fx_l4_n:d` distinct median latencies for this shape on the

@@ -14,11 +14,10 @@
 # %% [markdown]
 # # Sweeps: sequence length, batch and heads, and the roofline
 #
-# The reports' matrix holds three one-dimensional sweeps through the target shape. Each
-# is drawn as latency against the swept size for every candidate, on log axes, with each
-# median's interval over trials. The roofline places every configuration under two roofs:
-# the datasheet's dense tensor-core peak and memory bandwidth, and the rates this run
-# measured on the same device (an 8192³ fp16 matrix product and a large copy).
+# This section shows how each candidate's latency grows along the three one-dimensional
+# sweeps of the reports' matrix (sequence length, batch, heads), and where each
+# configuration sits under the roofline of the device: the datasheet's peaks and the
+# rates the same run measured (an 8192³ fp16 matrix product and a large copy).
 
 # %% tags=["parameters", "hide-input"]
 runs_dir = "data/runs"    # recorded runs, relative to the repository root
@@ -45,9 +44,8 @@ sys.path.insert(0, str(root))
 
 import numpy as np
 import pandas as pd
-from IPython.display import display
-
-from attn_analysis import notebook_support as nbs, plots, reference, stats, summaries, workload
+from attn_analysis import notebook_support as nbs, plots, reference, stats, summaries, tables
+from attn_analysis import workload
 
 params = nbs.check_given(root, _given, extra=("mode", "roofline_candidates"))
 mode = nbs.choice_iv("mode", mode, summaries.MODES)
@@ -145,7 +143,12 @@ nbs.glue_text("sw_max_intensity", sel["intensity"].max())
 # %% tags=["remove-input"]
 cols = ["intensity", "tflops", "frac_matmul", "frac_peak_tflops", "eff_gbs", "frac_copy",
         "frac_peak_bw"]
-display(sel.set_index(["config", "candidate"])[cols].style
-        .format({"intensity": "{:.0f}", "tflops": "{:.1f}", "eff_gbs": "{:.0f}"}
-                | {c: "{:.1%}" for c in cols if c.startswith("frac")})
-        .set_caption(f"Roofline coordinates ({mode}). {label}."))
+best = sel.loc[sel.groupby("config")["tflops"].idxmax()]
+best = best.set_index("config").loc[sorted(best["config"], key=summaries.Config.from_key)]
+tables.show(best.reset_index()[["config", "candidate", "intensity", "tflops", "frac_matmul",
+                                "frac_peak_tflops"]],
+            f"Roofline coordinates of the highest point per configuration ({mode} mode); "
+            f"every drawn candidate, with effective rates and fractions of the bandwidth "
+            f"ceilings, is in the CSV. {label}, run {lead}.",
+            name="tbl-roofline", labels={"candidate": "fastest drawn candidate"},
+            csv="roofline_points.csv", full=sel[["config", "candidate"] + cols])

@@ -14,14 +14,14 @@
 # %% [markdown]
 # # Audit: calibrating the protocols, and every claim checked
 #
-# Two comparison protocols meet the same controls here. The reports' protocol takes N
-# samples of each arm in one process and applies a two-sided Mann-Whitney U test. Ours
-# compares `k` independent processes per arm with a hierarchical bootstrap of the speedup
-# and an equivalence test (`stats.compare`). The controls are an A/A pair (the default SDPA
-# call timed twice as two candidates: any difference found is false) and SDPA followed by
-# a spin kernel of known length (a true slowdown, measured by the profiler). After the
-# calibration, each claim of the original reports is checked against recorded data, the
-# L4 datasheet, or the reports' own arithmetic.
+# This section measures how often two comparison protocols call identical code different
+# and how often they detect slowdowns of known size, then checks each claim of the
+# original reports against recorded data, the L4 datasheet or the reports' own
+# arithmetic. The reports' protocol takes N samples of each arm in one process and applies
+# a two-sided Mann-Whitney U test; ours compares `k` independent processes per arm with a
+# hierarchical bootstrap of the speedup and an equivalence test (`stats.compare`). The
+# controls are an A/A pair (the default SDPA call timed twice as two candidates: any
+# difference found is false) and SDPA followed by a spin kernel of known length.
 
 # %% tags=["parameters", "hide-input"]
 runs_dir = "data/runs"                           # recorded runs, relative to the repository root
@@ -52,12 +52,12 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-from IPython.display import Markdown, display
+from IPython.display import Markdown
 from myst_nb import glue
 
 from attn_analysis import calibration as cal
 from attn_analysis import notebook_support as nbs
-from attn_analysis import plots, records, reference, stats, summaries, workload
+from attn_analysis import plots, records, reference, stats, summaries, tables, workload
 from attn_analysis import replay_cost as rc
 from attn_analysis.configs import TARGET, Config
 
@@ -219,32 +219,10 @@ for key, ci in (("au_cov_pc", cov_pc), ("au_cov_gr", cov_gr)):
     g(key + "_hi", ci.high)
 
 # Figure: headline rates with intervals.
-fig, axes = plt.subplots(1, 2, figsize=(10, 4.2), sharey=True)
-order = aa + spins
 rows = [(cal.PROTOCOL_A, 1, "(a) Mann-Whitney, 1 process")] + \
        [(cal.PROTOCOL_B, k, f"(b) compare, k={k}") for k in K]
-for ax, role in zip(axes, ("A/A", "positive")):
-    cands = aa if role == "A/A" else spins
-    for j, (proto, k, name) in enumerate(rows):
-        sub = head[(head["protocol"] == proto) & (head["k"] == k) & head["candidate"].isin(cands)]
-        sub = sub.set_index("candidate").loc[cands]
-        y = np.arange(len(cands)) + (j - 1) * 0.22
-        ax.errorbar(sub["rate"], y, xerr=[sub["rate"] - sub["ci_low"], sub["ci_high"] - sub["rate"]],
-                    fmt="o", capsize=3, label=name)
-    ax.set_yticks(np.arange(len(cands)), cands)
-    ax.set_xlim(-0.02, 1.02)
-    if role == "A/A":
-        ax.axvline(alpha, color="k", ls="--", lw=1)
-        ax.set_xlabel("false-positive rate (claimed difference), fraction of replications")
-        ax.set_title("A/A control: identical code")
-    else:
-        ax.set_xlabel("power (slowdown detected), fraction of replications")
-        ax.set_title("spin controls: known slowdown")
-axes[1].legend(loc="lower right", fontsize=8)
-fig.suptitle(f"Protocol calibration at {cfg_c}, {n_trials_c} processes — {label_c}", fontsize=10)
-fig.tight_layout()
+fig = plots.calibration_rates(head, aa, spins, rows, float(alpha), label_c, cfg_c, n_trials_c)
 nbs.glue_figure("au_fig_rates", fig)
-plt.close(fig)
 
 # %% [markdown]
 # ```{glue:figure} au_fig_rates
@@ -292,13 +270,28 @@ plt.close(fig)
 # describes that process, not the kernel.
 
 # %% tags=["remove-input"]
-cell = rates.assign(text=[f"{r:.0%} [{lo:.0%}, {hi:.0%}]" for r, lo, hi in
+cell = rates.assign(text=[f"{r:.0%} ({lo * 100:.0f}–{hi * 100:.0f})" for r, lo, hi in
                           zip(rates["rate"], rates["ci_low"], rates["ci_high"])])
 tab = cell.pivot(index=["protocol", "k", "candidate"], columns="outcome", values="text")
 tab.insert(0, "replications", rates.groupby(["protocol", "k", "candidate"])["n"].first())
-display(tab.fillna("").style.set_caption(
-    f"Rate of every outcome per protocol, k and control at {cfg_c}, with 95 % "
-    f"Clopper-Pearson intervals. {label_c}."))
+tab = tab.fillna("").reset_index()
+for proto, cols, name, what in (
+        (cal.PROTOCOL_A, ["significant", "significant, faster", "significant, slower"],
+         "tbl-audit-outcomes-a", "the reports' protocol (Mann-Whitney U in one process, "
+         "per call)"),
+        (cal.PROTOCOL_B, ["equivalent", "inconclusive", "faster", "slower"],
+         "tbl-audit-outcomes-b", "our protocol (stats.compare over k processes per arm, "
+         "graph mode)")):
+    part = tab[tab["protocol"] == proto]
+    keep = (["k"] if proto == cal.PROTOCOL_B else []) + ["candidate", "replications"] + \
+        [c for c in cols if c in part.columns]
+    tables.show(part[keep], f"Rate of each outcome of {what} per control at {cfg_c}, with "
+                f"95 % Clopper-Pearson intervals (%) in parentheses. Runs "
+                f"{', '.join(r.run_id for r in CR)}; {label_c}.", name=name,
+                labels={"candidate": "control", "replications": "replications"},
+                formats={"k": ".0f", "replications": ".0f"},
+                csv=f"audit_outcome_rates_{'a' if proto == cal.PROTOCOL_A else 'b'}.csv",
+                full=rates[rates["protocol"] == proto])
 
 # %% [markdown]
 # (audit-effects)=
@@ -325,27 +318,8 @@ display(tab.fillna("").style.set_caption(
 # {glue:text}`au_first_above:s`.
 
 # %% tags=["remove-cell"]
-fig, ax = plt.subplots(figsize=(7, 4))
-for df, name, mk in ((effects, "graph replay", "o"), (effects_pc, "per call", "s")):
-    sub = df.set_index("candidate").loc[spins + aa]
-    x = sub["extra_share"].to_numpy() * 100
-    ax.errorbar(x + (0.05 if mk == "s" else 0), sub["slowdown_pct"] * 100,
-                yerr=[(sub["slowdown"] - sub["slowdown_low"]) * 100,
-                      (sub["slowdown_high"] - sub["slowdown"]) * 100],
-                fmt=mk, capsize=3, label=f"measured, {name} (95 % CI over processes)")
-lim = max(effects["extra_share"].max(), effects["slowdown_pct"].max()) * 100 * 1.15
-ax.plot([0, lim], [0, lim], "k:", lw=1, label="slowdown = profiler's extra kernel time")
-ax.axhspan(-margin * 100, margin * 100, color="0.9", label=f"±{margin:.0%} margin")
-for c, x in zip(spins + aa, effects.set_index("candidate").loc[spins + aa, "extra_share"]):
-    ax.annotate(c, (x * 100, 0), textcoords="offset points", xytext=(0, -14), fontsize=7,
-                ha="center")
-ax.set_xlabel("extra kernel time per call / sdpa kernel time (%) [torch.profiler]")
-ax.set_ylabel("slowdown of median vs sdpa (%)")
-ax.set_title(f"True size of the controls at {cfg_c} — {label_c}", fontsize=9)
-ax.legend(fontsize=7, loc="upper left")
-fig.tight_layout()
+fig = plots.control_effects(effects, effects_pc, spins + aa, float(margin), label_c, cfg_c)
 nbs.glue_figure("au_fig_effects", fig)
-plt.close(fig)
 
 # %% [markdown]
 # ```{glue:figure} au_fig_effects
@@ -386,11 +360,13 @@ g("au_fid_n_small", len(small))
 # %% tags=["remove-input"]
 cols = ["per_call", "cold_l2", "graph", "device_ms", "per_call_over_device",
         "cold_l2_over_device", "graph_over_device", "host_share"]
-display(fid.set_index("config")[cols].style
-        .format({c: "{:.4f}" for c in cols[:4]} | {c: "{:.2f}" for c in cols[4:7]}
-                | {"host_share": "{:.0%}"})
-        .set_caption(f"sdpa: pooled median ms per timing mode, profiler device ms per call, "
-                     f"their ratios, and host_share = 1 - device / per_call. {label_l}."))
+tables.show(fid[["config", "per_call", "graph", "device_ms", "per_call_over_device",
+                 "graph_over_device", "host_share"]],
+            f"Default SDPA: pooled median per timing mode, the profiler's kernel time per "
+            f"call, their ratios, and the host share (1 − kernel / per_call); cold_l2 is in "
+            f"the CSV. {label_l}, run {L.run_id}.", name="tbl-audit-fidelity",
+            labels={"device_ms": "kernel time (ms)"}, csv="audit_timing_fidelity.csv",
+            full=fid)
 
 # %% [markdown]
 # (audit-replay)=
@@ -524,13 +500,14 @@ g("au_max_hot_copy", cache["hot_over_copy"].max())
 # %% tags=["remove-input"]
 cols = ["hot_ms", "cold_ms", "cold_over_hot", "working_set_over_l2", "hot_gbs", "cold_gbs",
         "hot_over_copy", "cold_over_copy"]
-display(cache.set_index("config")[cols].style
-        .format({"hot_ms": "{:.4f}", "cold_ms": "{:.4f}", "cold_over_hot": "{:.2f}",
-                 "working_set_over_l2": "{:.2f}", "hot_gbs": "{:.0f}", "cold_gbs": "{:.0f}",
-                 "hot_over_copy": "{:.0%}", "cold_over_copy": "{:.0%}"})
-        .set_caption(f"sdpa hot (graph) and cold (L2 flushed) medians, working set over L2, "
-                     f"effective GB/s (min bytes / time) and over the measured copy ceiling "
-                     f"({copy_gbs:.0f} GB/s). {label_l}."))
+tables.show(cache[["config", "hot_ms", "cold_ms", "cold_over_hot", "working_set_over_l2",
+                   "hot_gbs", "hot_over_copy"]],
+            f"Default SDPA hot (graph) and cold (L2 flushed): medians, working set over L2, "
+            f"the hot effective rate (minimum bytes / time) and its fraction of the measured "
+            f"copy ceiling ({copy_gbs:.0f} GB/s); cold rates are in the CSV. {label_l}, run "
+            f"{L.run_id}.", name="tbl-audit-cache",
+            labels={"hot_ms": "hot (ms)", "cold_ms": "cold (ms)"}, csv="audit_cache.csv",
+            full=cache)
 
 # %% [markdown]
 # (audit-cost)=
@@ -570,22 +547,19 @@ costs = pd.DataFrame([vars(cal.protocol_cost(unit_s, k, 2, overhead, n_trials_fi
                       for k in [1] + K])
 
 # %% tags=["remove-input"]
-display(costs.style.format({"unit_s": "{:.3f}", "process_overhead_s": "{:.2f}",
-                            "comparison_s": "{:.1f}", "calibration_s": "{:.0f}"})
-        .set_caption(f"GPU wall time of one two-arm comparison over k processes, and of "
-                     f"{{replications}} replications (one control), from run {C.run_id}'s "
-                     f"unit times and wall time. {label_c}."))
+tables.show(costs[["k", "unit_s", "process_overhead_s", "comparison_s", "replications",
+                   "calibration_s"]],
+            f"GPU wall time of one two-arm comparison over k processes, and of "
+            f"calibrating it (replications of one control), from run {C.run_id}'s unit "
+            f"times and wall time. {label_c}.", name="tbl-audit-cost")
 
 # %% [markdown]
 # ## Checking the claims
 #
-# The table below takes the reports' claims one by one. L4 values are the reports' own,
+# The subsections below take the reports' claims one by one; the table of all verdicts
+# is in the audit chapter ({ref}`audit-claims`). L4 values are the reports' own,
 # **as reported** (we had no L4); L4 peaks come from the datasheet figures in
-# `workload.HARDWARE`. Each verdict links to the evidence.
-#
-# ```{glue:md} au_claims_md
-# :format: myst
-# ```
+# `workload.HARDWARE`.
 
 # %% tags=["remove-cell"]
 REP = reference.load_reported()
@@ -1003,20 +977,8 @@ lt = summaries.latency_table(L.samples[L.samples["config"] == s128], modes=("gra
                              ci_modes=("graph",), n_resamples=200).set_index("candidate")
 g("au_graph_spread_128", lt.loc["sdpa", "trial_spread"])
 
-fig, ax = plt.subplots(figsize=(7, 3.8))
-for i, w in enumerate(wu):
-    idx = np.arange(1, w.size + 1)
-    ax.plot(idx, w * 1e3, lw=0.6, alpha=0.8, label=f"process {i + 1}")
-ax.axvline(WU, color="k", ls="--", lw=1, label="end of the reports' warm-up")
-ax.set_xscale("log")
-ax.set_yscale("log")
-ax.set_xlabel("call index in the process (log)")
-ax.set_ylabel("per-call time (µs, log)")
-ax.set_title(f"Per-call SDPA at B32-H8-S128-D64-fp16, no warm-up — {label_x}", fontsize=9)
-ax.legend(fontsize=7)
-fig.tight_layout()
+fig = plots.warmup_traces(wu, WU, label_x, c128.key)
 nbs.glue_figure("au_fig_warmup", fig)
-plt.close(fig)
 claims.append(cal.Claim(
     f"The high variance at S=128 (CV {rep('001', 'cv_percent', 'Variance Control', 128):.1f}%) "
     "is warm-up noise",
@@ -1036,8 +998,8 @@ claims.append(cal.Claim(
 # :name: fig-audit-warmup
 #
 # Every per-call sample of three fresh processes timing SDPA at S = 128 with no warm-up
-# (the reports' per-call protocol); dashed: the end of the reports' warm-up.
-# {glue:text}`au_label_x:s`.
+# (the reports' per-call protocol); dashed: the end of the reports' warm-up. Measured on
+# {glue:text}`au_label_x:s` (`data/checks/audit_extras_h100.json`).
 # ```
 #
 # (audit-mw)=

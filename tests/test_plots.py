@@ -38,15 +38,37 @@ def titles(fig: Figure) -> str:
     return text + " ".join(ax.get_title() for ax in fig.axes)
 
 
-def test_speedup_forest_log_axis_band_and_label():
+def test_speedup_forest_linear_near_one_band_and_label():
     fig = P.speedup_forest(speedups(modes=("graph", "per_call")), LABEL)
     assert LABEL in titles(fig)
-    main = [ax for ax in fig.axes if ax.get_xscale() == "log"]
-    assert len(main) == 2
-    assert "log scale" in main[0].get_xlabel()
+    main = fig.axes[:2]
+    assert all(ax.get_xscale() == "linear" for ax in main)
+    lo, hi = main[0].get_xlim()
+    # the ±2 % band takes a readable share of the axis, not a sliver of a log decade
+    assert lo < 0.98 and hi > 1.02 and (0.04 / (hi - lo)) > 0.15
+    assert any("speedup" in ax.get_xlabel() for ax in main)
     assert len(main[0].lines) + len(main[0].collections) >= 3  # error bars drawn
+    # 0.5 lies off the axis: drawn at the edge as an arrow head with its value
+    notes = [t.get_text() for t in main[0].texts]
+    assert "0.50×" in notes
     with pytest.raises(ValueError, match="`config` must be given"):
         P.speedup_forest(speedups(configs=(TARGET, "B8-H8-S512-D64-fp16")), LABEL)
+
+
+def test_near_one_window():
+    assert P.near_one_window([0.99], [1.01], 0.02) == pytest.approx((0.9352, 1.0648))
+    lo, hi = P.near_one_window([0.92, 0.03], [0.95, 0.04], 0.02)  # 0.03 is off the axis
+    assert lo == pytest.approx(1 - 0.08 * 1.08) and hi == pytest.approx(1 + 0.08 * 1.08)
+    assert P.near_one_window([0.5], [2.0], 0.02, cap=0.12) == pytest.approx((0.9352, 1.0648))
+
+
+def test_figures_fit_the_page_and_keep_legends_off_the_data():
+    figs = [P.speedup_forest(speedups(modes=("graph", "per_call")), LABEL),
+            P.latency_sweep(latency(), "seq_len", LABEL),
+            P.speedup_heatmap(speedups(configs=(TARGET, "B8-H8-S512-D64-fp16")), LABEL)]
+    for fig in figs:
+        assert fig.get_size_inches()[0] <= P.PAGE_WIDTH_IN + 1e-9
+        assert all(ax.get_legend() is None for ax in fig.axes)  # legends are figure-level
 
 
 def test_latency_sweep_log_log_units():
@@ -66,7 +88,9 @@ def test_heatmap_and_kernel_vs_library():
                           "speedup": [0.9], "ci_low": [0.85], "ci_high": [0.95],
                           "verdict": ["slower"]})
     fig = P.kernel_vs_library(table, LABEL)
-    assert fig.axes[0].get_xscale() == "log" and LABEL in titles(fig)
+    ax = fig.axes[0]
+    assert ax.get_xscale() == "linear" and LABEL in titles(fig)
+    assert ax.get_xlim()[0] < 0.85 and ax.get_xlim()[1] > 1.0  # one is on the axis
 
 
 def test_roofline_draws_both_roofs():
@@ -83,13 +107,20 @@ def test_roofline_draws_both_roofs():
                    [line.get_label() for line in fig.axes[0].lines])
 
 
-def test_cross_device_marks_l4_as_reported():
-    table = pd.DataFrame({"run": ["r"], "device": ["H100"], "config": [TARGET],
-                          "mode": ["graph"], "median_ms": [0.05]})
+def test_cross_device_marks_l4_as_reported_without_lines_between_configurations():
+    other = "B32-H8-S512-D128-fp16"
+    table = pd.DataFrame({"run": ["r", "r"], "device": ["NVIDIA H100, torch 2.11"] * 2,
+                          "config": [TARGET, other], "mode": ["graph", "graph"],
+                          "median_ms": [0.05, 0.09]})
     rep = pd.DataFrame({"config": [TARGET, TARGET], "value_ms": [0.32, 0.33]})
     fig = P.cross_device(table, rep)
-    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
     assert any("as reported" in t for t in legend)
+    ax = fig.axes[0]
+    assert all(line.get_linestyle() in ("None", "none", "") for line in ax.lines
+               if len(line.get_xdata()) > 1 and line.get_color() != "0.85")
+    assert "D128" in [t.get_text() for t in ax.get_xticklabels()][1]
+    assert "D=64" not in ax.get_xlabel()
     with pytest.raises(ValueError, match="`reported` must be a DataFrame"):
         P.cross_device(table, pd.DataFrame({"x": [1]}))
 
@@ -119,3 +150,26 @@ def test_validation_messages():
                                          "tflops_low", "tflops_high"]), LABEL)
     with pytest.raises(ValueError, match=r"`latency \(in `mode`\)` must hold at least one row"):
         P.latency_sweep(latency(), "seq_len", LABEL, mode="per_call")
+
+
+def test_audit_figures():
+    head = pd.DataFrame({"protocol": ["a", "a", "b", "b"], "k": [1, 1, 3, 3],
+                         "candidate": ["twin", "spin1", "twin", "spin1"],
+                         "rate": [0.8, 0.7, 0.2, 0.3], "ci_low": [0.7, 0.6, 0.1, 0.2],
+                         "ci_high": [0.9, 0.8, 0.3, 0.4]})
+    fig = P.calibration_rates(head, ["twin"], ["spin1"], [("a", 1, "(a)"), ("b", 3, "(b)")],
+                              0.05, LABEL, TARGET, 10)
+    left, right = fig.axes[:2]
+    # each panel names its own controls (the A/A panel does not carry the spins' labels)
+    assert [t.get_text() for t in left.get_yticklabels()] == ["twin"]
+    assert [t.get_text() for t in right.get_yticklabels()] == ["spin1"]
+    assert LABEL in titles(fig) and fig.legends
+    eff = pd.DataFrame({"candidate": ["twin", "spin1"], "slowdown": [1.0, 1.05],
+                        "slowdown_low": [0.99, 1.04], "slowdown_high": [1.01, 1.06],
+                        "slowdown_pct": [0.0, 0.05], "extra_share": [0.0, 0.05]})
+    fig = P.control_effects(eff, None, ["spin1", "twin"], 0.02, LABEL, TARGET)
+    assert "(%)" in fig.axes[0].get_xlabel() and LABEL in titles(fig)
+    fig = P.warmup_traces([[0.2, 0.1, 0.1], [0.3, 0.1, 0.1]], 1, LABEL, TARGET)
+    assert "µs" in fig.axes[0].get_ylabel() and LABEL in titles(fig)
+    with pytest.raises(ValueError, match="`traces` must hold"):
+        P.warmup_traces([], 1, LABEL, TARGET)

@@ -1,0 +1,90 @@
+"""Tests of the citation: CITATION.cff is complete and honest, the BibTeX derives from it."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from attn_analysis import __version__, citation as C
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def cff():
+    return C.load_cff(ROOT)
+
+
+def test_cff_release_version_and_license(cff):
+    assert cff["date-released"] == dt.date(2026, 11, 24)
+    assert str(cff["version"]) == __version__
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert cff["license"] == pyproject["project"]["license"]["text"]
+    assert "Apache License" in (ROOT / "LICENSE").read_text()[:200]
+    # no placeholder address: an identifier names the repository, and says why
+    assert cff["identifiers"][0]["value"] and "no public URL" in cff["identifiers"][0][
+        "description"]
+    for key in ("url", "repository-code"):
+        assert key not in cff or re.match(r"https?://", cff[key])
+
+
+def test_bibtex_is_a_plain_misc_entry(cff):
+    bib = C.bibtex(cff)
+    assert bib.startswith("@misc{attn_analysis_2026,")
+    assert max(len(line) for line in bib.splitlines()) <= 88  # fits the page
+    joined = re.sub(r"\n {17}", " ", bib)  # undo the wrapping of long values
+    fields = dict(re.findall(r"^\s+(\w+)\s+= (.+?),?$", joined, flags=re.M))
+    assert set(fields) == {"author", "title", "howpublished", "year", "month", "note"}
+    assert fields["year"] == "{2026}" and fields["month"] == "nov"
+    assert r"{The attn\_analysis authors}" in fields["author"]
+    assert "{PyTorch}" in fields["title"] and "{SDPA}" in fields["title"]
+    assert __version__ in fields["note"] and "Apache-2.0" in fields["note"]
+    assert bib.count("{") == bib.count("}")
+
+
+def test_plain_text_and_person_authors(cff):
+    assert C.plain_text(cff).startswith("The attn_analysis authors (2026).")
+    person = {**cff, "authors": [{"family-names": "Doe", "given-names": "Jane"},
+                                 {"name-particle": "van", "family-names": "Dam"}]}
+    assert "author       = {Doe, Jane and van Dam}" in C.bibtex(person)
+    assert C.cite_key(person) == "doe_2026"
+
+
+def test_tex_escape():
+    assert C.tex_escape("a_b & 50% #1") == r"a\_b \& 50\% \#1"
+
+
+def test_validation_messages(tmp_path):
+    with pytest.raises(ValueError, match="`cff` must be a mapping"):
+        C.bibtex(["x"])
+    with pytest.raises(ValueError, match=r"`cff` must have the keys .* missing \['license'\]"):
+        C.bibtex({k: "x" for k in C.REQUIRED_KEYS if k != "license"})
+    with pytest.raises(ValueError, match="`path` must be CITATION.cff"):
+        C.load_cff(tmp_path)
+    (tmp_path / "CITATION.cff").write_text(
+        "cff-version: 1.2.0\ntitle: t\nauthors: [{name: x}]\nversion: 1\n"
+        "date-released: soon\nlicense: MIT\n")
+    with pytest.raises(ValueError, match="`date-released` must be a YYYY-MM-DD date"):
+        C.load_cff(tmp_path)
+
+
+@pytest.mark.parametrize("style", ["plain", "unsrt", "alpha", "abbrv"])
+def test_standard_bibtex_styles_accept_the_entry(cff, tmp_path, style):
+    """BibTeX itself (where installed) formats the entry without a warning."""
+    import shutil
+    import subprocess
+    if shutil.which("bibtex") is None:
+        pytest.skip("bibtex is not installed (Debian: texlive-binaries via texlive-latex-*)")
+    (tmp_path / "cite.bib").write_text(C.bibtex(cff) + "\n")
+    (tmp_path / "doc.aux").write_text(
+        f"\\citation{{{C.cite_key(cff)}}}\n\\bibstyle{{{style}}}\n\\bibdata{{cite}}\n")
+    proc = subprocess.run(["bibtex", "doc"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=60)
+    log = (tmp_path / "doc.blg").read_text()
+    assert proc.returncode == 0 and "Warning" not in log and "error" not in log.lower(), log
+    bbl = (tmp_path / "doc.bbl").read_text()
+    assert "Software, attn\\_analysis git repository" in bbl and "2026" in bbl
