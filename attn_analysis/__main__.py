@@ -76,6 +76,35 @@ def build_parser() -> argparse.ArgumentParser:
 
     sh = sub.add_parser("show", help="summarise a run and warn about unstable data")
     sh.add_argument("run", help="run folder")
+
+    co = sub.add_parser("compare", help="call and kernel speedups over a baseline, with verdicts")
+    co.add_argument("run", help="run folder")
+    co.add_argument("--baseline", default="sdpa", help="reference candidate (default sdpa)")
+    co.add_argument("--config", action="append", default=None,
+                    help="configuration key, e.g. B32-H8-S512-D64-fp16; repeat for several "
+                         "(default: every configuration of the run)")
+    co.add_argument("--mode", default="graph", help="timing mode of the call level (default graph)")
+    co.add_argument("--margin", type=float, default=0.02, help="equivalence margin (default 0.02)")
+    co.add_argument("--resamples", type=int, default=20_000,
+                    help="bootstrap resamples per comparison (default 20000)")
+    co.add_argument("--json", action="store_true",
+                    help=f"print JSON (schema {'attn_analysis.compare/1'}, documented in "
+                         f"comparisons.as_json)")
+
+    ca = sub.add_parser("calibrate", help="false-positive rate and power from A/A and spin controls")
+    ca.add_argument("runs", nargs="+", help="run folder(s) with sdpa, sdpa_twin and sdpa_spin<N>; "
+                                            "several are pooled (replications never span runs)")
+    ca.add_argument("--processes", type=int, default=2,
+                    help="processes per replication of the design (default 2)")
+    ca.add_argument("--mode", default="graph", help="timing mode (default graph)")
+    ca.add_argument("--margin", type=float, default=0.02, help="equivalence margin (default 0.02)")
+    ca.add_argument("--family", type=int, default=1,
+                    help="Bonferroni family size each comparison is adjusted for (default 1)")
+    ca.add_argument("--resamples", type=int, default=2000,
+                    help="bootstrap resamples per comparison (default 2000)")
+    ca.add_argument("--json", action="store_true",
+                    help="print JSON (schema attn_analysis.calibrate/1, documented in "
+                         "calibration.calibration_json)")
     return parser
 
 
@@ -157,7 +186,62 @@ def cmd_show(args) -> int:
     return 0
 
 
-COMMANDS = {"sweep": cmd_sweep, "verify": cmd_verify, "show": cmd_show}
+def _positive_int(name: str, value: int, minimum: int = 1) -> int:
+    if value < minimum:
+        raise ValueError(f"`{name}` must be an integer >= {minimum}; got {value}.")
+    return value
+
+
+def _margin(value: float) -> float:
+    if not 0 < value < 1:
+        raise ValueError(f"`--margin` must be a number in (0, 1); got {value}.")
+    return value
+
+
+def cmd_compare(args) -> int:
+    import json
+    from . import comparisons, records
+    _margin(args.margin)
+    _positive_int("--resamples", args.resamples, 100)
+    run = records.load(args.run)
+    table = comparisons.speedup_table(run.samples, run.placements, baseline=args.baseline,
+                                      mode=args.mode, configs=args.config, margin=args.margin,
+                                      n_resamples=args.resamples)
+    if args.json:
+        print(json.dumps(comparisons.as_json(
+            table, run_id=run.run_id, device=run.device, protocol=run.protocol,
+            baseline=args.baseline, mode=args.mode, margin=args.margin, confidence=0.95),
+            indent=1))
+    else:
+        print(f"run {run.run_id} ({run.device}, protocol {run.protocol}), mode {args.mode}, "
+              f"baseline {args.baseline}, margin +-{args.margin:g}")
+        print(comparisons.format_table(table))
+    return 0
+
+
+def cmd_calibrate(args) -> int:
+    import json
+    from . import calibration as cal, records
+    _margin(args.margin)
+    _positive_int("--processes", args.processes)
+    _positive_int("--family", args.family)
+    _positive_int("--resamples", args.resamples, 100)
+    runs = [records.load(r) for r in args.runs]
+    samples, kernels = cal.pool_runs({r.run_id: (r.samples, r.kernels) for r in runs})
+    table = cal.design_calibration(samples, kernels, mode=args.mode, k=args.processes,
+                                   margin=args.margin, n_comparisons=args.family,
+                                   n_resamples=args.resamples)
+    doc = cal.calibration_json(table, runs=[r.run_id for r in runs], device=runs[0].device,
+                               mode=args.mode, margin=args.margin, family=args.family)
+    if args.json:
+        print(json.dumps(doc, indent=1))
+    else:
+        print(cal.format_calibration(doc))
+    return 0
+
+
+COMMANDS = {"sweep": cmd_sweep, "verify": cmd_verify, "show": cmd_show,
+            "compare": cmd_compare, "calibrate": cmd_calibrate}
 
 
 def main(argv=None) -> int:

@@ -37,6 +37,14 @@ AA_CONTROLS = ("sdpa_twin",)
 CLAIM_VERDICTS = ("holds", "fails", "cannot be tested here")
 PROTOCOL_A = "reports: Mann-Whitney U, one process"
 PROTOCOL_B = "ours: compare() over k processes"
+# Outcomes of protocol (b) that pool verdicts. A "claimed difference" is any verdict that
+# says the two arms differ (a false positive for an A/A pair); "beyond margin" the
+# verdicts that say they differ by more than the margin (the claim the paper tests).
+DERIVED_OUTCOMES = {
+    "claimed difference": ("faster", "slower", "faster within margin", "slower within margin"),
+    "beyond margin": ("faster", "slower"),
+    "any slowdown": ("slower", "slower within margin"),
+}
 SAMPLE_KEYS = ("config", "candidate", "mode", "trial", "ms")
 KERNEL_KEYS = ("config", "candidate", "kernel", "device_ms_per_call")
 
@@ -120,6 +128,20 @@ def _by_trial(df: pd.DataFrame, candidate: str) -> dict[int, np.ndarray]:
     if "sample" in sel.columns:
         sel = sel.sort_values(["trial", "sample"])
     return {int(t): g["ms"].to_numpy(dtype=float) for t, g in sel.groupby("trial", sort=True)}
+
+
+def _by_process(df: pd.DataFrame, candidate: str) -> dict[int, list[np.ndarray]]:
+    """Samples of one candidate keyed by trial (process), split by memory placement.
+
+    Runs before protocol 2 have no ``placement`` column: each process is one placement.
+    """
+    sel = df[df["candidate"] == candidate]
+    if "placement" not in sel.columns:
+        return {t: [a] for t, a in _by_trial(df, candidate).items()}
+    order = ["trial", "placement"] + (["sample"] if "sample" in sel.columns else [])
+    sel = sel.sort_values(order)
+    return {int(t): [p["ms"].to_numpy(dtype=float) for _, p in g.groupby("placement", sort=True)]
+            for t, g in sel.groupby("trial", sort=True)}
 
 
 # --------------------------------------------------------------------------- protocols
@@ -228,8 +250,8 @@ def protocol_a_decisions(samples: pd.DataFrame, baseline: str = BASELINE, candid
 
 def protocol_b_decisions(samples: pd.DataFrame, baseline: str = BASELINE, candidates=None,
                          mode: str = "graph", k: int = 3, margin: float = 0.02,
-                         n_resamples: int = 2000, seed: int = 42, config=None
-                         ) -> pd.DataFrame:
+                         n_resamples: int = 2000, seed: int = 42, config=None,
+                         n_comparisons: int = 1) -> pd.DataFrame:
     """This project's protocol, replicated on disjoint groups of ``k`` processes.
 
     Parameters
@@ -244,6 +266,9 @@ def protocol_b_decisions(samples: pd.DataFrame, baseline: str = BASELINE, candid
         Equivalence margin of :func:`stats.compare`, in (0, 1); default 0.02.
     n_resamples, seed
         Bootstrap resamples (at least 1) and seed of each comparison.
+    n_comparisons : int
+        Family size whose Bonferroni adjustment each comparison carries (1: the
+        per-comparison rate; the paper's family size: the rate at the level it decides at).
 
     Returns
     -------
@@ -266,18 +291,20 @@ def protocol_b_decisions(samples: pd.DataFrame, baseline: str = BASELINE, candid
     n_resamples = _int_iv("n_resamples", n_resamples, 1)
     seed = _int_iv("seed", seed, 0)
     df, config, candidates = _select_iv(df, baseline, candidates, mode, config)
-    base = _by_trial(df, baseline)
+    n_comparisons = _int_iv("n_comparisons", n_comparisons, 1)
+    base = _by_process(df, baseline)
     run_of = (df.groupby("trial")["run"].first().to_dict() if "run" in df.columns
               else {t: "" for t in base})
     rows = []
     for cand in candidates:
-        arm = _by_trial(df, cand)
+        arm = _by_process(df, cand)
         common = sorted(set(base) & set(arm))
         groups = [g for r in dict.fromkeys(run_of[t] for t in common)
                   for g in replication_groups([t for t in common if run_of[t] == r], k)]
         for rep, group in enumerate(groups):
             cmp = stats.compare([base[t] for t in group], [arm[t] for t in group],
-                                margin=margin, n_resamples=n_resamples, seed=seed + rep)
+                                margin=margin, n_resamples=n_resamples, seed=seed + rep,
+                                n_comparisons=n_comparisons)
             r, t = cmp.ratio_ci, cmp.tost
             rows.append({"config": config, "mode": mode, "candidate": cand, "k": k,
                          "replication": rep, "trials": ",".join(map(str, group)),
@@ -330,8 +357,8 @@ def outcome_rates(a_decisions: pd.DataFrame | None = None,
                              f"{[v.value for v in stats.Verdict]}; got {bad}.")
         for (k, cand), g in b.groupby(["k", "candidate"], sort=True):
             v = g["verdict"]
-            for outcome in [x.value for x in stats.Verdict] + ["claimed difference"]:
-                hit = (v.isin(["faster", "slower"]) if outcome == "claimed difference"
+            for outcome in [x.value for x in stats.Verdict] + list(DERIVED_OUTCOMES):
+                hit = (v.isin(DERIVED_OUTCOMES[outcome]) if outcome in DERIVED_OUTCOMES
                        else v == outcome)
                 rows.append({"protocol": PROTOCOL_B, "k": int(k), "candidate": cand,
                              "outcome": outcome,
@@ -398,7 +425,7 @@ def true_effects(samples: pd.DataFrame, kernels: pd.DataFrame | None = None,
     n_resamples = _int_iv("n_resamples", n_resamples, 1)
     seed = _int_iv("seed", seed, 0)
     df, config, candidates = _select_iv(df, baseline, candidates, mode, config)
-    base = _by_trial(df, baseline)
+    base = _by_process(df, baseline)
     base_dev = math.nan
     if kernels is not None:
         k = _frame_iv("kernels", kernels, KERNEL_KEYS)
@@ -406,7 +433,7 @@ def true_effects(samples: pd.DataFrame, kernels: pd.DataFrame | None = None,
         base_dev = float(k.loc[k["candidate"] == baseline, "device_ms_per_call"].sum())
     rows = []
     for cand in candidates:
-        arm = _by_trial(df, cand)
+        arm = _by_process(df, cand)
         r = stats.ratio_ci(list(base.values()), list(arm.values()), confidence=confidence,
                            n_resamples=n_resamples, seed=seed)
         extra = (extra_kernel_ms(kernels, cand, baseline, config) if kernels is not None
@@ -629,4 +656,97 @@ def claims_markdown(claims) -> str:
     for i, c in enumerate(claims, 1):
         lines.append(f"| {i} | {cell(c.claim)} | {cell(c.source)} | {cell(c.measured)} | "
                      f"**{c.verdict}**: {cell(c.why)} | {{ref}}`{c.evidence}` |")
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------- the design, calibrated
+
+CALIBRATE_SCHEMA = "attn_analysis.calibrate/1"  # ``calibrate --json`` (a test pins it)
+
+
+def design_calibration(samples: pd.DataFrame, kernels: pd.DataFrame | None = None,
+                       baseline: str = BASELINE, mode: str = "graph", k: int = 2,
+                       margin: float = 0.02, n_comparisons: int = 1, alpha: float = 0.05,
+                       n_resamples: int = 2000, seed: int = 42, confidence: float = 0.95,
+                       config=None) -> pd.DataFrame:
+    """False-positive rate and power of the comparison design, from measured replications.
+
+    Each replication is a disjoint group of ``k`` processes (:func:`protocol_b_decisions`,
+    all of each process's placements). For an A/A control the event is a claimed
+    difference (any verdict but "equivalent" and "inconclusive"); for a positive control it
+    is the verdict "slower" (beyond the margin) and, beside it, any slowdown. The reports'
+    protocol (Mann-Whitney U at ``alpha`` on one process's samples) is replicated per
+    process for comparison. Rates carry Clopper-Pearson intervals at ``confidence``.
+
+    Returns one row per (protocol, candidate, outcome) with the control's ``role``, its
+    true call-level ``slowdown`` (every process pooled), the profiler's ``extra_share``
+    (when ``kernels`` is given), ``events``, ``n`` (replications), ``rate``, ``ci_low``,
+    ``ci_high``.
+    """
+    if kernels is not None and (kernels.empty or baseline not in set(kernels["candidate"])):
+        kernels = None  # no profiler evidence (profiling off): extra_share stays NaN
+    b = protocol_b_decisions(samples, baseline, None, mode, k, margin, n_resamples, seed,
+                             config, n_comparisons)
+    a = protocol_a_decisions(samples, baseline, None, mode, alpha, config)
+    effects = true_effects(samples, kernels, baseline, None, mode, confidence, n_resamples,
+                           seed, config).set_index("candidate")
+    rows = []
+    for protocol, frame in ((PROTOCOL_B, b), (PROTOCOL_A, a)):
+        rates = outcome_rates(None, frame, confidence) if protocol == PROTOCOL_B else \
+            outcome_rates(frame, None, confidence)
+        for _, r in rates.iterrows():
+            aa = r["candidate"] in AA_CONTROLS
+            wanted = (("claimed difference",) if aa else ("slower", "any slowdown")) \
+                if protocol == PROTOCOL_B else \
+                (("significant",) if aa else ("significant, slower",))
+            if r["outcome"] not in wanted:
+                continue
+            eff = effects.loc[r["candidate"]]
+            rows.append({"protocol": protocol, "k": int(r["k"]), "candidate": r["candidate"],
+                         "role": "A/A (false positive)" if aa else "positive control (power)",
+                         "slowdown": float(eff["slowdown"]),
+                         "extra_share": float(eff["extra_share"]), "outcome": r["outcome"],
+                         "events": int(r["events"]), "n": int(r["n"]), "rate": r["rate"],
+                         "ci_low": r["ci_low"], "ci_high": r["ci_high"]})
+    cols = ["protocol", "k", "candidate", "role", "slowdown", "extra_share", "outcome",
+            "events", "n", "rate", "ci_low", "ci_high"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def calibration_json(table: pd.DataFrame, *, runs, device: str, mode: str, margin: float,
+                     family: int) -> dict:
+    """The ``calibrate --json`` document.
+
+    Layout (``schema`` = ``CALIBRATE_SCHEMA``): ``runs`` (ids), ``device``, ``mode``,
+    ``margin``, ``family`` (Bonferroni family size), ``processes_per_replication``,
+    ``rows``: [{``protocol``, ``candidate``, ``role``, ``slowdown`` (true call-level
+    slowdown, all processes pooled), ``extra_share`` (the profiler's extra kernel time over
+    the baseline's), ``outcome``, ``events``, ``replications``, ``rate``, ``ci_low``,
+    ``ci_high``}] with Clopper-Pearson 95 % intervals.
+    """
+    def num(v):
+        v = float(v)
+        return None if math.isnan(v) else v
+    k = table.loc[table["protocol"] == PROTOCOL_B, "k"]
+    return {"schema": CALIBRATE_SCHEMA, "runs": list(runs), "device": device, "mode": mode,
+            "margin": float(margin), "family": int(family),
+            "processes_per_replication": int(k.iloc[0]) if len(k) else None,
+            "rows": [{"protocol": r["protocol"], "candidate": r["candidate"], "role": r["role"],
+                      "slowdown": num(r["slowdown"]), "extra_share": num(r["extra_share"]),
+                      "outcome": r["outcome"], "events": int(r["events"]),
+                      "replications": int(r["n"]), "rate": num(r["rate"]),
+                      "ci_low": num(r["ci_low"]), "ci_high": num(r["ci_high"])}
+                     for _, r in table.iterrows()]}
+
+
+def format_calibration(doc: dict) -> str:
+    """Plain-text view of :func:`calibration_json`'s document."""
+    lines = [f"runs {', '.join(doc['runs'])} ({doc['device']}), mode {doc['mode']}, margin "
+             f"+-{doc['margin']:g}, {doc['processes_per_replication']} processes per "
+             f"replication, family {doc['family']}"]
+    for r in doc["rows"]:
+        lines.append(f"{r['protocol'][:8]:8} {r['candidate']:14} {r['role']:26} "
+                     f"slowdown {r['slowdown']:.4f}  {r['outcome']:20} "
+                     f"{r['events']:3}/{r['replications']:<3} = {r['rate']:.2f} "
+                     f"[{r['ci_low']:.2f}, {r['ci_high']:.2f}]")
     return "\n".join(lines)

@@ -1,0 +1,186 @@
+"""Call-level and kernel-level speedups of every candidate over a baseline, with verdicts.
+
+What a user of the function gets is the call (the timed mode's samples, all placements of
+all processes); what a kernel engineer means by "a faster kernel" is the sum of the
+profiler's kernel times per call, measured at every placement (protocol 2). The two can
+disagree: a graph replay of SDPA's default dispatch holds a memset and a wait between two
+kernels that a one-kernel candidate does not pay. ``speedup_table`` puts both side by side
+and judges each with the same rule (:func:`stats.compare`), the whole table being one
+family whose family-wise error rate Bonferroni controls.
+
+Pure: it takes the frames of a loaded run (``records.Run``), never files or a GPU.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from . import stats
+
+BASELINE = "sdpa"
+LEVELS = ("call", "kernel")
+COLUMNS = ("config", "candidate", "level", "mode", "speedup", "ci_low", "ci_high",
+           "verdict", "reason", "n_processes", "n_placements", "n_comparisons",
+           "baseline_ms", "candidate_ms")
+# The documented JSON layout of ``python -m attn_analysis compare --json`` (a test pins it).
+JSON_SCHEMA = "attn_analysis.compare/1"
+
+
+def _iv(run_samples, placements, baseline, mode, margin, confidence, n_resamples):
+    for name, frame, cols in (("samples", run_samples, ("config", "candidate", "mode", "trial",
+                                                        "placement", "ms")),
+                              ("placements", placements, ("config", "candidate", "mode",
+                                                          "trial", "placement", "kernel_ms"))):
+        if not isinstance(frame, pd.DataFrame):
+            raise ValueError(f"`{name}` must be a DataFrame; got {type(frame).__name__}.")
+        missing = [c for c in cols if c not in frame.columns]
+        if missing:
+            raise ValueError(f"`{name}` must have columns {list(cols)}; missing {missing}.")
+    modes = sorted(set(run_samples["mode"]))
+    if mode not in modes:
+        raise ValueError(f"`mode` must be one of {modes}; got {mode!r}.")
+    present = sorted(set(run_samples.loc[run_samples["mode"] == mode, "candidate"]))
+    if not isinstance(baseline, str) or baseline not in present:
+        raise ValueError(f"`baseline` must be one of {present}; got {baseline!r}.")
+    if not (isinstance(margin, (int, float)) and 0 < margin < 1):
+        raise ValueError(f"`margin` must be a number in (0, 1); got {margin!r}.")
+    if not (isinstance(confidence, (int, float)) and 0 < confidence < 1):
+        raise ValueError(f"`confidence` must be a number in (0, 1); got {confidence!r}.")
+    if isinstance(n_resamples, bool) or not isinstance(n_resamples, int) or n_resamples < 100:
+        raise ValueError(f"`n_resamples` must be an integer >= 100; got {n_resamples!r}.")
+
+
+def call_groups(samples: pd.DataFrame, config: str, candidate: str, mode: str
+                ) -> list[list[np.ndarray]]:
+    """Samples of one unit kind as processes -> placements -> 1-D arrays (ms)."""
+    sel = samples[(samples["config"] == config) & (samples["candidate"] == candidate)
+                  & (samples["mode"] == mode)]
+    order = [c for c in ("trial", "placement", "sample") if c in sel.columns]
+    sel = sel.sort_values(order)
+    return [[g["ms"].to_numpy(dtype=float) for _, g in proc.groupby("placement", sort=True)]
+            for _, proc in sel.groupby("trial", sort=True)]
+
+
+def kernel_groups(placements: pd.DataFrame, config: str, candidate: str, mode: str
+                  ) -> list[np.ndarray]:
+    """The profiler's kernel ms per call, one array per process (one value per placement);
+    empty when the run recorded none (protocol 1, or kernel times off)."""
+    sel = placements[(placements["config"] == config) & (placements["candidate"] == candidate)
+                     & (placements["mode"] == mode) & placements["kernel_ms"].notna()]
+    sel = sel[sel["kernel_ms"] > 0]
+    return [g.sort_values("placement")["kernel_ms"].to_numpy(dtype=float)
+            for _, g in sel.groupby("trial", sort=True)]
+
+
+def speedup_table(samples: pd.DataFrame, placements: pd.DataFrame, baseline: str = BASELINE,
+                  mode: str = "graph", configs=None, candidates=None, margin: float = 0.02,
+                  confidence: float = 0.95, n_resamples: int = 20_000, seed: int = 42
+                  ) -> pd.DataFrame:
+    """Speedup ``median(baseline) / median(candidate)`` at call and kernel level.
+
+    Parameters
+    ----------
+    samples, placements : DataFrame
+        A loaded run's ``samples`` and ``placements`` (``records.Run``).
+    baseline : str
+        Reference candidate; default "sdpa" (the default dispatch).
+    mode : str
+        Timing mode of the call level; default "graph". The kernel level uses the
+        profiler's kernel times recorded at the same placements.
+    configs, candidates : sequence of str, optional
+        Restrict the table; default every configuration and every other candidate.
+    margin, confidence
+        Equivalence margin and family-wise confidence of :func:`stats.compare`.
+    n_resamples, seed
+        Bootstrap resamples and seed of every comparison.
+
+    Returns
+    -------
+    DataFrame
+        One row per (configuration, candidate, level) with columns ``COLUMNS``. Above 1
+        the candidate is faster. ``n_comparisons`` is the family size m (every row of the
+        table); each interval is at ``1 - (1 - confidence) / m``.
+    """
+    _iv(samples, placements, baseline, mode, margin, confidence, n_resamples)
+    timed = samples[samples["mode"] == mode]
+    all_configs = sorted(set(timed["config"]))
+    configs = all_configs if configs is None else list(configs)
+    bad = [c for c in configs if c not in all_configs]
+    if bad:
+        raise ValueError(f"`configs` must be drawn from {all_configs}; got {bad}.")
+    plan = []
+    for config in configs:
+        present = sorted(set(timed.loc[timed["config"] == config, "candidate"]))
+        if baseline not in present:
+            continue
+        wanted = [c for c in present if c != baseline] if candidates is None else \
+            [c for c in candidates if c in present and c != baseline]
+        base_k = kernel_groups(placements, config, baseline, mode)
+        for cand in wanted:
+            plan.append((config, cand, "call"))
+            if base_k and kernel_groups(placements, config, cand, mode):
+                plan.append((config, cand, "kernel"))
+    m = max(len(plan), 1)
+    rows = []
+    for i, (config, cand, level) in enumerate(plan):
+        if level == "call":
+            base, arm = (call_groups(timed, config, c, mode) for c in (baseline, cand))
+            flat = [np.concatenate([pl for proc in g for pl in proc]) for g in (base, arm)]
+        else:
+            base, arm = (kernel_groups(placements, config, c, mode) for c in (baseline, cand))
+            flat = [np.concatenate(g) for g in (base, arm)]
+        cmp = stats.compare(base, arm, margin=margin, confidence=confidence,
+                            n_resamples=n_resamples, seed=seed + i, n_comparisons=m)
+        rows.append({"config": config, "candidate": cand, "level": level, "mode": mode,
+                     "speedup": cmp.ratio_ci.ratio, "ci_low": cmp.ratio_ci.low,
+                     "ci_high": cmp.ratio_ci.high, "verdict": cmp.verdict.value,
+                     "reason": cmp.reason, "n_processes": min(len(base), len(arm)),
+                     "n_placements": int(min(sum(len(p) if isinstance(p, list) else p.size
+                                                 for p in g) for g in (base, arm))),
+                     "n_comparisons": m, "baseline_ms": float(np.median(flat[0])),
+                     "candidate_ms": float(np.median(flat[1]))})
+    return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+def as_json(table: pd.DataFrame, *, run_id: str, device: str, protocol: int, baseline: str,
+            mode: str, margin: float, confidence: float) -> dict:
+    """The ``compare --json`` document: header fields, then one object per row.
+
+    Layout (``schema`` = ``JSON_SCHEMA``): ``run``, ``device``, ``protocol``, ``baseline``,
+    ``mode``, ``margin``, ``confidence`` (family-wise), ``correction`` ("bonferroni"),
+    ``n_comparisons``, ``rows``: [{``config``, ``candidate``, ``level`` ("call" or
+    "kernel"), ``speedup``, ``ci_low``, ``ci_high``, ``verdict``, ``n_processes``,
+    ``n_placements``, ``baseline_ms``, ``candidate_ms``}]. Speedups above 1: faster.
+    """
+    keys = ("config", "candidate", "level", "speedup", "ci_low", "ci_high", "verdict",
+            "n_processes", "n_placements", "baseline_ms", "candidate_ms")
+
+    def plain(v):
+        if isinstance(v, (np.integer,)):
+            return int(v)
+        if isinstance(v, (np.floating, float)):
+            return None if math.isnan(float(v)) else float(v)
+        return v
+    return {"schema": JSON_SCHEMA, "run": run_id, "device": device, "protocol": int(protocol),
+            "baseline": baseline, "mode": mode, "margin": float(margin),
+            "confidence": float(confidence), "correction": "bonferroni",
+            "n_comparisons": int(table["n_comparisons"].iloc[0]) if len(table) else 0,
+            "rows": [{k: plain(r[k]) for k in keys} for _, r in table.iterrows()]}
+
+
+def format_table(table: pd.DataFrame) -> str:
+    """A plain-text table for the terminal: one line per candidate and level."""
+    if table.empty:
+        return "no comparison: the baseline or the candidates are missing"
+    lines = [f"{'config':24} {'candidate':16} {'level':6} {'speedup':>8} "
+             f"{'interval':>19}  verdict"]
+    for _, r in table.iterrows():
+        lines.append(f"{r['config']:24} {r['candidate']:16} {r['level']:6} "
+                     f"{r['speedup']:8.4f} [{r['ci_low']:.4f}, {r['ci_high']:.4f}]  {r['verdict']}")
+    m = int(table["n_comparisons"].iloc[0])
+    lines.append(f"{m} comparisons; Bonferroni-adjusted intervals; speedup > 1: faster than "
+                 f"the baseline")
+    return "\n".join(lines)

@@ -1,0 +1,177 @@
+"""Protocol v2's statistics and verbs: nested bootstrap, the margin-aware verdict rule,
+family-wise adjustment, call and kernel speedups, and the compare / calibrate CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from attn_analysis import calibration as cal
+from attn_analysis import comparisons, records, stats, sweep
+from attn_analysis.configs import Config
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def nested(rng, centre, procs=6, places=8, n=20, sd_place=0.003, sd_sample=0.001):
+    """Processes -> placements -> samples around ``centre`` with the given spreads."""
+    return [[centre * rng.normal(1, sd_place) * rng.normal(1, sd_sample, n)
+             for _ in range(places)] for _ in range(procs)]
+
+
+@pytest.mark.parametrize("ratio, verdict", [
+    (1.00, stats.Verdict.EQUIVALENT),
+    (1.01, stats.Verdict.FASTER_WITHIN_MARGIN),
+    (0.99, stats.Verdict.SLOWER_WITHIN_MARGIN),
+    (1.05, stats.Verdict.FASTER),
+    (0.95, stats.Verdict.SLOWER),
+])
+def test_verdict_rule_separates_beyond_margin_from_within(ratio, verdict):
+    rng = np.random.default_rng(1)
+    base, cand = nested(rng, 1.0), nested(rng, 1.0 / ratio)
+    assert stats.compare(base, cand, margin=0.02, n_resamples=2000).verdict is verdict
+
+
+def test_a_real_difference_that_straddles_the_margin_is_inconclusive_not_faster():
+    rng = np.random.default_rng(2)
+    base, cand = nested(rng, 1.0, procs=3, places=3, sd_place=0.01), None
+    cand = nested(rng, 1.0 / 1.02, procs=3, places=3, sd_place=0.01)
+    cmp = stats.compare(base, cand, margin=0.02, n_resamples=2000)
+    assert cmp.ratio_ci.low < 1.02 < cmp.ratio_ci.high
+    assert cmp.verdict is stats.Verdict.INCONCLUSIVE
+
+
+def test_bonferroni_widens_the_interval_and_can_turn_faster_into_inconclusive():
+    rng = np.random.default_rng(3)
+    base, cand = nested(rng, 1.0, procs=4, places=4), nested(rng, 1.0 / 1.027, procs=4, places=4)
+    one = stats.compare(base, cand, n_resamples=20000)
+    many = stats.compare(base, cand, n_resamples=20000, n_comparisons=200)
+    assert many.ratio_ci.low < one.ratio_ci.low and many.ratio_ci.high > one.ratio_ci.high
+    assert many.ratio_ci.confidence == pytest.approx(1 - 0.05 / 200)
+    with pytest.raises(ValueError, match="n_comparisons"):
+        stats.compare(base, cand, n_comparisons=0)
+
+
+def test_the_placement_level_carries_placement_variance_into_the_interval():
+    """Tight samples, spread placements: resampling placements must widen the interval
+    beyond what resampling processes and samples of flattened placements gives."""
+    rng = np.random.default_rng(4)
+    base = nested(rng, 1.0, procs=3, places=8, sd_place=0.02, sd_sample=0.0005)
+    cand = nested(rng, 1.0, procs=3, places=8, sd_place=0.02, sd_sample=0.0005)
+    three = stats.ratio_ci(base, cand, n_resamples=4000)
+    single = stats.ratio_ci([[p[0]] for p in base], [[p[0]] for p in cand], n_resamples=4000)
+    assert three.high - three.low > 0.01
+    # with one placement per process the same code is the two-stage bootstrap
+    flat = stats.ratio_ci([p[0] for p in base], [p[0] for p in cand], n_resamples=4000)
+    assert (single.low, single.high) == (flat.low, flat.high)
+
+
+def _frames(kernel=True):
+    rng = np.random.default_rng(5)
+    rows, places = [], []
+    for cand, centre in (("sdpa", 1.0), ("fast", 0.9), ("twin", 1.0)):
+        for t in range(4):
+            for p in range(4):
+                ms = centre * rng.normal(1, 0.003) * rng.normal(1, 0.001, 10)
+                rows += [{"config": "C", "candidate": cand, "mode": "graph", "trial": t,
+                          "placement": p, "sample": i, "ms": x} for i, x in enumerate(ms)]
+                places.append({"config": "C", "candidate": cand, "mode": "graph", "trial": t,
+                               "placement": p,
+                               "kernel_ms": centre * 0.95 * rng.normal(1, 0.003) if kernel
+                               else np.nan})
+    return pd.DataFrame(rows), pd.DataFrame(places)
+
+
+def test_speedup_table_reports_call_and_kernel_levels_in_one_family():
+    samples, placements = _frames()
+    table = comparisons.speedup_table(samples, placements, n_resamples=2000)
+    assert list(table.columns) == list(comparisons.COLUMNS)
+    assert set(zip(table["candidate"], table["level"])) == {
+        ("fast", "call"), ("fast", "kernel"), ("twin", "call"), ("twin", "kernel")}
+    assert (table["n_comparisons"] == 4).all()
+    fast = table.set_index(["candidate", "level"])
+    assert fast.loc[("fast", "call"), "verdict"] == "faster"
+    assert fast.loc[("fast", "kernel"), "speedup"] == pytest.approx(1 / 0.9, rel=0.01)
+    assert fast.loc[("twin", "call"), "verdict"] == "equivalent"
+    assert fast.loc[("fast", "call"), "n_processes"] == 4
+    assert fast.loc[("fast", "call"), "n_placements"] == 16
+
+
+def test_speedup_table_has_no_kernel_level_without_kernel_times_and_checks_its_input():
+    samples, placements = _frames(kernel=False)
+    table = comparisons.speedup_table(samples, placements, n_resamples=500)
+    assert set(table["level"]) == {"call"}
+    with pytest.raises(ValueError, match="baseline"):
+        comparisons.speedup_table(samples, placements, baseline="nope")
+    with pytest.raises(ValueError, match="mode"):
+        comparisons.speedup_table(samples, placements, mode="per_call")
+    with pytest.raises(ValueError, match="configs"):
+        comparisons.speedup_table(samples, placements, configs=["X"])
+    with pytest.raises(ValueError, match="margin"):
+        comparisons.speedup_table(samples, placements, margin=2)
+
+
+@pytest.fixture(scope="module")
+def cpu_run(tmp_path_factory):
+    """A protocol-2 CPU run with the A/A twin and two spin controls: 4 processes x 2
+    placements, so calibrate forms two replications of two processes."""
+    out = tmp_path_factory.mktemp("v2") / "cpu-controls"
+    plan = sweep.Plan(configs=(Config(1, 2, 32, 64, "float16", False),),
+                      candidates=("sdpa", "sdpa_twin", "sdpa_spin0", "sdpa_spin6000"),
+                      modes=("graph",), trials=4, device="cpu", timing={"n_samples": 8},
+                      plugins=("attn_analysis.controls",), ceilings=False, profile=False,
+                      placements=2, process_warmup_ms=0.0)
+    sweep.run(out, plan, progress=False)
+    return out
+
+
+def test_a_cpu_run_has_placements_and_loads_as_protocol_2(cpu_run):
+    assert records.verify(cpu_run) == []
+    run = records.load(cpu_run)
+    assert run.protocol == 2 and set(run.samples["placement"]) == {0, 1}
+    assert len(run.placements) == 4 * 4 * 2
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "attn_analysis", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_compare_cli_prints_a_table_and_a_json_document_with_the_documented_schema(cpu_run):
+    text = _cli("compare", str(cpu_run), "--resamples", "500")
+    assert text.returncode == 0, text.stderr
+    assert "sdpa_twin" in text.stdout and "Bonferroni" in text.stdout
+    doc = json.loads(_cli("compare", str(cpu_run), "--resamples", "500", "--json").stdout)
+    assert doc["schema"] == comparisons.JSON_SCHEMA and doc["protocol"] == 2
+    assert set(doc) == {"schema", "run", "device", "protocol", "baseline", "mode", "margin",
+                        "confidence", "correction", "n_comparisons", "rows"}
+    assert {r["candidate"] for r in doc["rows"]} == {"sdpa_twin", "sdpa_spin0", "sdpa_spin6000"}
+    assert set(doc["rows"][0]) == {"config", "candidate", "level", "speedup", "ci_low",
+                                   "ci_high", "verdict", "n_processes", "n_placements",
+                                   "baseline_ms", "candidate_ms"}
+    assert {r["verdict"] for r in doc["rows"]} <= {v.value for v in stats.Verdict}
+
+
+def test_compare_cli_refuses_bad_arguments_with_one_line(cpu_run):
+    for args, word in ((("--margin", "2"), "--margin"), (("--baseline", "nope"), "baseline"),
+                       (("--resamples", "5"), "--resamples")):
+        res = _cli("compare", str(cpu_run), *args)
+        assert res.returncode == 1 and word in res.stderr and "Traceback" not in res.stderr
+
+
+def test_calibrate_cli_gives_rates_with_intervals_and_replication_counts(cpu_run):
+    doc = json.loads(_cli("calibrate", str(cpu_run), "--json", "--resamples", "500").stdout)
+    assert doc["schema"] == cal.CALIBRATE_SCHEMA and doc["processes_per_replication"] == 2
+    rows = {(r["protocol"][:4], r["candidate"], r["outcome"]): r for r in doc["rows"]}
+    twin = rows[("ours", "sdpa_twin", "claimed difference")]
+    assert twin["replications"] == 2 and 0 <= twin["ci_low"] <= twin["rate"] <= twin["ci_high"]
+    assert ("ours", "sdpa_spin6000", "slower") in rows
+    assert ("repo", "sdpa_twin", "significant") in rows
+    res = _cli("calibrate", str(cpu_run), "--processes", "0")
+    assert res.returncode == 1 and "--processes" in res.stderr
