@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-VERDICT_ORDER = ("faster", "equivalent", "slower", "inconclusive")
+VERDICT_ORDER = ("faster", "faster within margin", "equivalent", "slower within margin",
+                 "slower", "inconclusive")
 _COLUMNS = ("candidate", "speedup", "ci_low", "ci_high", "verdict")
 
 
@@ -37,8 +38,8 @@ def _join(items: list[str]) -> str:
 
 
 def describe(row) -> str:
-    """``name (speedup x.xxx, 95 % CI a.aaa-b.bbb)`` for one comparison."""
-    return (f"{row['candidate']} (speedup {row['speedup']:.3f}, 95 % CI "
+    """``name (speedup x.xxx, CI a.aaa-b.bbb)`` for one comparison."""
+    return (f"{row['candidate']} (speedup {row['speedup']:.3f}, CI "
             f"{row['ci_low']:.3f}–{row['ci_high']:.3f})")
 
 
@@ -62,14 +63,16 @@ def verdict_sentence(speedups: pd.DataFrame, baseline: str = "sdpa", margin: flo
         if rows.empty:
             continue
         n = len(rows)
-        if verdict in ("faster", "equivalent"):
+        if verdict in ("faster", "faster within margin", "equivalent", "inconclusive"):
             names = _join([describe(r) for _, r in rows.iterrows()])
         else:
             names = _join(list(rows["candidate"]))
-        what = {"faster": f"faster than {baseline}",
+        what = {"faster": f"faster than {baseline} by more than {margin:.0%}",
+                "faster within margin": f"faster than {baseline} by less than {margin:.0%}",
                 "equivalent": f"equivalent to {baseline} within ±{margin:.0%}",
-                "slower": "slower",
-                "inconclusive": "inconclusive (neither shown different nor equivalent)"}[verdict]
+                "slower within margin": f"slower by less than {margin:.0%}",
+                "slower": f"slower by more than {margin:.0%}",
+                "inconclusive": "inconclusive (the interval reaches past the margin)"}[verdict]
         parts.append(f"{n} {what}: {names}")
     return f"Of {len(df)} candidates, " + "; ".join(parts) + "."
 
@@ -114,3 +117,30 @@ def negative_result_verdict(speedups: pd.DataFrame, same_kernel_candidates=(),
         return f"supported: every candidate was slower than or equivalent to {baseline}"
     return (f"open: no candidate was shown faster, but {_join(open_)} could be neither told "
             f"apart from {baseline} nor shown equivalent")
+
+
+def kernel_answer(table: pd.DataFrame, baseline: str = "sdpa", margin: float = 0.02) -> str:
+    """The title question at one configuration, from a :func:`comparisons.speedup_table`
+    holding both levels: does any candidate run a faster kernel *and* a faster call?
+
+    "Faster" means the verdict "faster" (interval beyond 1 + margin) at that level.
+    """
+    need = {"candidate", "level", "verdict"}
+    if not isinstance(table, pd.DataFrame) or not need <= set(table.columns):
+        raise ValueError(f"`table` must be a DataFrame with columns {sorted(need)}.")
+    verdicts = table.pivot_table(index="candidate", columns="level", values="verdict",
+                                 aggfunc="first")
+    kernel = verdicts["kernel"] if "kernel" in verdicts else pd.Series(dtype=object)
+    call = verdicts["call"] if "call" in verdicts else pd.Series(dtype=object)
+    both = sorted(c for c in verdicts.index if kernel.get(c) == "faster" and call.get(c) == "faster")
+    if both:
+        return (f"yes: {_join(both)} {'is' if len(both) == 1 else 'are'} faster than {baseline} "
+                f"by more than {margin:.0%} at both the kernel and the call level")
+    call_only = sorted(c for c in verdicts.index if call.get(c) == "faster")
+    if call_only:
+        return (f"not as a kernel: {_join(call_only)} {'is' if len(call_only) == 1 else 'are'} "
+                f"faster per call but not per kernel")
+    if kernel.empty:
+        return "not answerable from this run: it recorded no kernel times"
+    return (f"no: no candidate is faster than {baseline} by more than {margin:.0%}, at the "
+            "kernel or the call level")

@@ -5,8 +5,8 @@ Usage: python scripts/finalize_partial.py SRC_RUN_DIR DEST_RUN_DIR
 A trial is complete when every unit the plan calls for in it is in the journal. The
 complete trials must be 0..N-1; the units of any later, incomplete trial are dropped (they
 are never analysed) and the plan is rewritten with ``trials = N`` before the run is
-finalized the usual way (``sweep.run`` finds nothing missing and writes the tables and the
-manifest). The count of dropped units is printed, for the run's README entry.
+finalized as ``sweep.run`` finalizes a finished run (tables, JSON views, manifest; no GPU
+needed, so it runs on any machine). The count of dropped units is printed, for the run's README entry.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from attn_analysis import records, sweep
+from attn_analysis import __version__, records, sweep
 
 
 def main(src: str, dest: str) -> int:
@@ -44,7 +44,10 @@ def main(src: str, dest: str) -> int:
             dropped += 1
     plan["trials"] = n
     (dest / "plan.json").write_text(json.dumps(plan, indent=1))
-    sweep.run(dest, sweep.Plan.from_json(plan), progress=False)
+    plan = sweep.Plan.from_json(plan).to_json()  # validated, as the sweep writes it
+    (dest / "plan.json").write_text(json.dumps(plan, indent=1))
+    records.finalize(dest, {"plan": plan, "attn_analysis_version": __version__,
+                            "finished_utc": sweep._now(), "sweep_wall_s_last_invocation": 0.0})
     print(f"{dest.name}: {n} complete trials kept, {dropped} unit(s) of later trials dropped")
     return 0
 
