@@ -31,8 +31,9 @@ from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormat
 
 from .configs import Config
 
-VERDICT_COLORS = {"faster": "#1b9e77", "equivalent": "#7570b3", "inconclusive": "#999999",
-                  "slower": "#d95f02"}
+VERDICT_COLORS = {"faster": "#1b9e77", "faster within margin": "#66c2a5",
+                  "equivalent": "#7570b3", "inconclusive": "#999999",
+                  "slower within margin": "#fc8d62", "slower": "#d95f02"}
 AXIS_LABELS = {"seq_len": "sequence length S (tokens)", "batch": "batch size B",
                "heads": "heads H"}
 MODE_LABELS = {"graph": "graph (device time, hot L2)", "cold_l2": "cold_l2 (L2 flushed)",
@@ -632,4 +633,70 @@ def warmup_traces(traces, warmup_calls: int, device_label: str, config: str) -> 
     ax.grid(alpha=0.3, which="both")
     _legend_below(fig, ax, ncol=4)
     ax.set_title(_title(f"Per-call SDPA at {_short(config)}, no warm-up\n{label}"))
+    return fig
+
+
+@_styled
+def speedup_summary(tables: dict, margin: float, title: str) -> Figure:
+    """The paper's summary: each candidate's speedup over the default dispatch at the call
+    and at the kernel level, one marker per machine, on a linear axis around one with the
+    margin band.
+
+    ``tables`` maps a machine label to a :func:`comparisons.speedup_table` (one
+    configuration). Points beyond the window are drawn at its edge with their value.
+    """
+    if not isinstance(tables, dict) or not tables:
+        raise ValueError("`tables` must map machine labels to speedup tables; got none.")
+    for name, t in tables.items():
+        _frame_iv(f"tables[{name!r}]", t, ("candidate", "level", "speedup", "ci_low",
+                                            "ci_high", "verdict"))
+    both = pd.concat(tables.values(), ignore_index=True)
+    cands = (both[both["level"] == "call"].groupby("candidate")["speedup"].mean()
+             .sort_values().index.tolist())
+    xlim = near_one_window(both["ci_low"], both["ci_high"], margin, cap=0.1)
+    fig = _figure(PAGE_WIDTH_IN, 0.55 + 0.32 * len(cands))
+    axes = fig.subplots(1, 2, sharey=True)
+    markers = ["o", "s", "^", "D"]
+    offsets = np.linspace(-0.15, 0.15, len(tables)) if len(tables) > 1 else [0.0]
+    for ax, level in zip(axes, ("call", "kernel")):
+        ax.axvspan(1 - margin, 1 + margin, color="#dddddd", zorder=0,
+                   label=f"±{margin:.0%} margin")
+        ax.axvline(1.0, color="black", lw=0.8)
+        for i, ((name, t), off, mk) in enumerate(zip(tables.items(), offsets, markers)):
+            d = t[t["level"] == level].set_index("candidate").reindex(cands).dropna(
+                subset=["speedup"])
+            y = np.array([cands.index(c) for c in d.index]) + off
+            for verdict, color in VERDICT_COLORS.items():
+                sel = (d["verdict"] == verdict).to_numpy()
+                if not sel.any():
+                    continue
+                sp, lo, hi = (d[c].to_numpy(dtype=float)[sel] for c in ("speedup", "ci_low",
+                                                                        "ci_high"))
+                inside = (sp >= xlim[0]) & (sp <= xlim[1])
+                ax.errorbar(sp[inside], y[sel][inside], xerr=_err(sp[inside], lo[inside],
+                                                                  hi[inside]),
+                            fmt=mk, color=color, ms=4.5, capsize=2, ls="none")
+                for v, yv in zip(sp[~inside], y[sel][~inside]):
+                    left = v < xlim[0]
+                    edge = xlim[0] if left else xlim[1]
+                    ax.plot([edge], [yv], marker="<" if left else ">", color=color, ms=6,
+                            clip_on=False, ls="none")
+                    if i == 0:  # one label per candidate: the first machine's value
+                        ax.annotate(f"{v:.2f}×", (edge, yv - off), xytext=(8 if left else -8, 0),
+                                    textcoords="offset points", ha="left" if left else "right",
+                                    va="center", fontsize=7.5, color=color)
+        ax.set_xlim(*xlim)
+        ax.set_title(f"{level} level" + (" (profiler kernel time)" if level == "kernel"
+                                         else " (graph replay per call)"))
+        ax.set_xlabel("speedup over default SDPA (×)")
+        ax.grid(axis="x", alpha=0.3)
+    axes[0].set_yticks(range(len(cands)), cands)
+    handles = [Line2D([], [], marker=mk, color="black", ls="none", label=name)
+               for name, mk in zip(tables, markers)]
+    handles += [Line2D([], [], marker="o", color=c, ls="none", label=v)
+                for v, c in VERDICT_COLORS.items() if (both["verdict"] == v).any()]
+    handles.append(matplotlib.patches.Patch(color="#dddddd", label=f"±{margin:.0%} margin"))
+    _legend_below(fig, handles=handles, labels=[h.get_label() for h in handles], ncol=4)
+    fig.suptitle(_title(title + "\nright of 1 is faster; values off the window are printed "
+                        "at its edge", 100))
     return fig

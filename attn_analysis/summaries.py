@@ -104,6 +104,18 @@ def trial_arrays(samples: pd.DataFrame, config: str, candidate: str, mode: str
     return [g["ms"].to_numpy(dtype=float) for _, g in sel.groupby("trial", sort=True)]
 
 
+def process_groups(frame: pd.DataFrame) -> list:
+    """One unit kind's samples as processes, each a list of placements (1-D arrays).
+
+    Runs before protocol 2 have no ``placement`` column; each process is then one
+    placement, and :func:`stats.compare` reduces to its two-stage bootstrap.
+    """
+    if "placement" not in frame.columns:
+        return [[t["ms"].to_numpy(dtype=float)] for _, t in frame.groupby("trial", sort=True)]
+    return [[p["ms"].to_numpy(dtype=float) for _, p in t.groupby("placement", sort=True)]
+            for _, t in frame.groupby("trial", sort=True)]
+
+
 def trial_medians(samples: pd.DataFrame) -> pd.DataFrame:
     """Median of each trial (process) per configuration, candidate and mode."""
     df = _samples_iv(samples)
@@ -135,7 +147,7 @@ def latency_table(samples: pd.DataFrame, modes=MODES, ci_modes=None, confidence:
         tmed = [float(np.median(t)) for t in trials]
         low = high = math.nan
         if mode in ci_modes:
-            ci = stats.median_ci_trials(trials, confidence=confidence,
+            ci = stats.median_ci_trials(process_groups(g), confidence=confidence,
                                         n_resamples=n_resamples, seed=seed)
             low, high = ci.low, ci.high
         rows.append({"config": config, "candidate": cand, "mode": mode,
@@ -153,7 +165,8 @@ def latency_table(samples: pd.DataFrame, modes=MODES, ci_modes=None, confidence:
 def speedup_table(samples: pd.DataFrame, baseline: str = BASELINE, modes=("graph",),
                   margin: float = 0.02, confidence: float = 0.95, alpha: float = 0.05,
                   n_resamples: int = 2000, seed: int = 42, configs=None,
-                  include_baseline: bool = True) -> pd.DataFrame:
+                  include_baseline: bool = True, n_comparisons: int | None = None
+                  ) -> pd.DataFrame:
     """Speedup of every candidate over ``baseline`` with :func:`stats.compare`'s verdict.
 
     ``speedup = median(baseline) / median(candidate)`` (above 1: the candidate is faster),
@@ -165,6 +178,11 @@ def speedup_table(samples: pd.DataFrame, baseline: str = BASELINE, modes=("graph
     baseline is also compared with itself (resampled independently on both sides), which
     shows the resolution of the method on identical data. Configurations without baseline
     samples are skipped.
+
+    The table is one family: every interval is Bonferroni-adjusted for ``n_comparisons``
+    comparisons (default: the number of candidate rows, the baseline's self-comparison not
+    counted), so ``confidence`` is family-wise; the column ``n_comparisons`` says which m
+    was used. Runs of protocol 2 are resampled by process, placement and sample.
     """
     df = _samples_iv(samples)
     modes = _modes_iv(modes)
@@ -175,29 +193,33 @@ def speedup_table(samples: pd.DataFrame, baseline: str = BASELINE, modes=("graph
     if configs is not None:
         configs = [configs] if isinstance(configs, str) else list(configs)
         df = df[df["config"].isin(configs)]
-    rows = []
+    rows, work = [], []
     for (config, mode), g in df[df["mode"].isin(modes)].groupby(["config", "mode"], sort=True):
-        groups = {c: [t["ms"].to_numpy(dtype=float) for _, t in x.groupby("trial", sort=True)]
-                  for c, x in g.groupby("candidate", sort=True)}
+        groups = {c: process_groups(x) for c, x in g.groupby("candidate", sort=True)}
         if baseline not in groups:
             continue
         for cand, trials in groups.items():
             if cand == baseline and not include_baseline:
                 continue
-            cmp = stats.compare(groups[baseline], trials, margin=margin, confidence=confidence,
-                                alpha=alpha, n_resamples=n_resamples, seed=seed)
-            r, t = cmp.ratio_ci, cmp.tost
-            rows.append({"config": config, "mode": mode, "candidate": cand,
-                         "baseline": baseline, "speedup": r.ratio, "ci_low": r.low,
-                         "ci_high": r.high, "confidence": r.confidence, "tost_low": t.low,
-                         "tost_high": t.high, "margin": t.margin,
-                         "equivalent": t.equivalent, "verdict": cmp.verdict.value,
-                         "reason": cmp.reason, "n_trials_baseline": r.n_trials_baseline,
-                         "n_trials_candidate": r.n_trials_candidate,
-                         "resolvable_margin": max(1.0 - t.low, t.high - 1.0)})
+            work.append((config, mode, cand, groups[baseline], trials))
+    m = n_comparisons or max(1, sum(1 for w in work if w[2] != baseline))
+    for config, mode, cand, base_groups, trials in work:
+        cmp = stats.compare(base_groups, trials, margin=margin, confidence=confidence,
+                            alpha=alpha, n_resamples=n_resamples, seed=seed,
+                            n_comparisons=m)
+        r, t = cmp.ratio_ci, cmp.tost
+        rows.append({"config": config, "mode": mode, "candidate": cand,
+                     "baseline": baseline, "speedup": r.ratio, "ci_low": r.low,
+                     "ci_high": r.high, "confidence": r.confidence, "tost_low": t.low,
+                     "tost_high": t.high, "margin": t.margin,
+                     "equivalent": t.equivalent, "verdict": cmp.verdict.value,
+                     "reason": cmp.reason, "n_trials_baseline": r.n_trials_baseline,
+                     "n_trials_candidate": r.n_trials_candidate,
+                     "resolvable_margin": max(1.0 - t.low, t.high - 1.0),
+                     "n_comparisons": m})
     cols = ["config", "mode", "candidate", "baseline", "speedup", "ci_low", "ci_high",
             "confidence", "tost_low", "tost_high", "margin", "equivalent", "verdict", "reason",
-            "n_trials_baseline", "n_trials_candidate", "resolvable_margin"]
+            "n_trials_baseline", "n_trials_candidate", "resolvable_margin", "n_comparisons"]
     return _with_fields(pd.DataFrame(rows, columns=cols))
 
 
@@ -280,8 +302,10 @@ def kernel_vs_library(samples: pd.DataFrame, kernel: str = "triton",
         if kernel not in med.index or libs.empty:
             continue
         lib = str(libs.idxmin())
-        cmp = stats.compare(trial_arrays(g, config, lib, mode),
-                            trial_arrays(g, config, kernel, mode), margin=margin,
+        sel = g[g["config"] == config]
+        cmp = stats.compare(process_groups(sel[(sel["candidate"] == lib) & (sel["mode"] == mode)]),
+                            process_groups(sel[(sel["candidate"] == kernel)
+                                               & (sel["mode"] == mode)]), margin=margin,
                             n_resamples=n_resamples, seed=seed)
         r = cmp.ratio_ci
         rows.append({"config": config, "mode": mode, "kernel": kernel, "library": lib,

@@ -128,9 +128,10 @@ def test_outcome_rates_every_verdict_sums_to_one():
     b = pd.DataFrame({"candidate": ["x"] * 4, "k": [3] * 4,
                       "verdict": ["equivalent", "faster", "slower", "inconclusive"]})
     r = cal.outcome_rates(b_decisions=b)
-    plain = r[r["outcome"] != "claimed difference"]
+    plain = r[~r["outcome"].isin(cal.DERIVED_OUTCOMES)]
     assert plain["rate"].sum() == pytest.approx(1.0)
     assert r.set_index("outcome").loc["claimed difference", "events"] == 2
+    assert r.set_index("outcome").loc["beyond margin", "events"] == 2
 
 
 # --------------------------------------------------------------------------- effects

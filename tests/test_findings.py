@@ -17,17 +17,18 @@ def test_sentence_names_faster_and_equivalent_candidates_with_intervals():
               ("triton", 0.923, 0.909, 0.934, "slower"),
               ("cudnn", 0.987, 0.971, 1.002, "inconclusive"))
     s = findings.verdict_sentence(t)
-    assert s.startswith("Of 4 candidates, 1 faster than sdpa: compiled (speedup 1.038, "
-                        "95 % CI 1.024–1.049)")
+    assert s.startswith("Of 4 candidates, 1 faster than sdpa by more than 2%: compiled "
+                        "(speedup 1.038, CI 1.024–1.049)")
     assert "1 equivalent to sdpa within ±2%: twin (speedup 0.996" in s
-    assert "1 slower: triton" in s and "1 inconclusive" in s and "cudnn" in s
+    assert "1 slower by more than 2%: triton" in s and "1 inconclusive" in s and "cudnn" in s
     assert "sdpa (" not in s  # the baseline's self-comparison is left out
 
 
 def test_sentence_without_a_faster_candidate_does_not_claim_one():
     s = findings.verdict_sentence(table(("a", 0.5, 0.4, 0.6, "slower"),
                                         ("b", 0.99, 0.95, 1.03, "inconclusive")))
-    assert "faster" not in s and s.startswith("Of 2 candidates, 1 slower: a; 1 inconclusive")
+    assert "faster" not in s and s.startswith("Of 2 candidates, 1 slower by more than 2%: a; "
+                                              "1 inconclusive")
 
 
 def test_sentence_margin_and_bad_input():
@@ -69,3 +70,19 @@ def test_negative_result_verdict_follows_the_table():
     assert findings.negative_result_verdict(unclear) == (
         "open: no candidate was shown faster, but b could be neither told apart from sdpa "
         "nor shown equivalent")
+
+
+def test_kernel_answer_needs_both_levels_beyond_the_margin():
+    import pandas as pd
+
+    def t(*rows):
+        return pd.DataFrame(rows, columns=["candidate", "level", "verdict"])
+    yes = t(("k", "call", "faster"), ("k", "kernel", "faster"))
+    assert findings.kernel_answer(yes).startswith("yes: k is faster")
+    call_only = t(("k", "call", "faster"), ("k", "kernel", "equivalent"))
+    assert findings.kernel_answer(call_only).startswith("not as a kernel: k")
+    small = t(("k", "call", "faster within margin"), ("k", "kernel", "faster within margin"))
+    assert findings.kernel_answer(small).startswith("no: no candidate is faster")
+    assert "no kernel times" in findings.kernel_answer(t(("k", "call", "equivalent")))
+    with pytest.raises(ValueError, match="columns"):
+        findings.kernel_answer(pd.DataFrame({"candidate": ["k"]}))

@@ -321,11 +321,15 @@ def test_tost_rarely_declares_equivalence_at_the_margin(true_ratio, n_trials):
     (1.1, 300, 0.03, S.Verdict.FASTER),
     (1 / 1.1, 300, 0.03, S.Verdict.SLOWER),
     (1.0, 15, 0.3, S.Verdict.INCONCLUSIVE),
+    (1.01, 20000, 0.01, S.Verdict.FASTER_WITHIN_MARGIN),
+    (1 / 1.01, 20000, 0.01, S.Verdict.SLOWER_WITHIN_MARGIN),
 ])
 def test_compare_gives_each_verdict(scale, n, within, verdict):
     rng = np.random.default_rng(20)
-    res = S.compare(scale * rng.lognormal(0, within, n), rng.lognormal(0, within, n),
-                    n_resamples=2000)
+    base, cand = scale * rng.lognormal(0, within, n), rng.lognormal(0, within, n)
+    if verdict is S.Verdict.EQUIVALENT:  # the same data twice: no difference to find
+        base = cand
+    res = S.compare(base, cand, n_resamples=2000)
     assert res.verdict is verdict and res.reason
     assert res.ratio_ci.confidence == 0.95 and res.tost.confidence == pytest.approx(0.9)
 

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from attn_analysis import summaries as S
-from attn_analysis import workload
+from attn_analysis import stats, workload
 from attn_analysis.configs import Config
 
 TARGET = "B32-H8-S512-D64-fp16"
@@ -87,7 +87,7 @@ def test_verdict_counts_has_every_verdict_column():
                         "baseline": ["sdpa"] * 3, "verdict": ["inconclusive", "faster", "faster"]})
     c = S.verdict_counts(spd)
     assert c.loc["graph", "faster"] == 2 and c.loc["graph", "inconclusive"] == 0
-    assert list(c.columns) == ["equivalent", "faster", "slower", "inconclusive"]
+    assert list(c.columns) == [v.value for v in stats.Verdict]
 
 
 def test_throughput_table_closed_forms():
