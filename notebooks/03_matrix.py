@@ -22,7 +22,7 @@
 
 # %% tags=["parameters", "hide-input"]
 runs_dir = "data/runs"    # recorded runs, relative to the repository root
-run = "h100-reports-v1"   # documented default lead run; empty picks the largest GPU run
+run = "h200-reports-p2"   # documented default lead run, protocol 2; empty picks the largest GPU run
 measure = False           # True measures a new run on this machine first
 device = "auto"           # auto picks the GPU if present, else the CPU; or cuda, cpu
 shapes = ""               # semicolon-separated B,H,S[,D] or a matrix name; empty for the default
