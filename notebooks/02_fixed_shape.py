@@ -377,7 +377,7 @@ tables.show(side_by_side.reset_index()[["comparison", "speedup", "hedges_g", "p_
 # overlapping intervals would in any case not show equivalence: only an equivalence test
 # with a margin can.
 #
-# ## Same kernels, different times
+# ## Same kernels, different times (protocol 1, H100)
 #
 # Candidates that launch the same kernels can still differ in graph mode, because a
 # replayed graph's time includes the idle gaps between its kernels and the placement of
@@ -437,12 +437,11 @@ if len(gv_table):
 # Either way the profiler's kernel-time sum is not what graph replay measures; the
 # methods chapter says which one the results use.
 #
-# ## Replication with longer graph replays
+# ## Replication on a second GPU
 #
-# Every run above sized its graphs by the timer's earlier rule, which at this shape put
-# only a few calls in each replay, so each call carried a visible share of the replay's
-# fixed cost ({ref}`audit-replay`). A second run repeats the graph-mode comparison with the
-# current rule, which captures enough calls for a replay of at least a millisecond.
+# The replication run repeats the lead run's plan on another GPU of the same model (another
+# UUID), in graph mode, with the per-mode table's method; k is the number of calls each
+# graph replay held (at least a millisecond of work per replay, {ref}`audit-replay`).
 
 # %% tags=["remove-cell"]
 # A new measured lead run (another shape, a CPU) has nothing to replicate: skip, say why.
