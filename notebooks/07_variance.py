@@ -160,7 +160,9 @@ g("var_b_n_host", len(host))
 g("var_b_n_host_slower", int((host["verdict"] == "slower").sum()))
 g("var_b_host_max", float(host["speedup"].max()) if len(host) else np.nan)
 g("var_t_n_place", int(TP.groupby(["run", "trial", "candidate", "mode"]).size().median()))
-g("var_t_n_proc", " and ".join(str(n) for n in spd.drop_duplicates("machine")["n_processes"]))
+g("var_t_n_proc", " and ".join(f"{n} on {V.machine_label(m)}" for m, n in
+                               zip(spd.drop_duplicates("machine")["machine"],
+                                   spd.drop_duplicates("machine")["n_processes"])))
 
 # the design: standard error of the log speedup and cost, from the components
 arm_b, arm_c = row(comp, "sdpa", "call"), row(comp, "eager_compiled", "call")
@@ -193,6 +195,10 @@ g("var_best", f"{best.processes} processes x {best.placements} placements"
 g("var_best_cost", best.cost_s if best else np.nan)
 g("var_best_se", best.se if best else np.nan)
 g("var_proc_in_places", overhead_s / placement_s)
+by_proc = V.cheapest_design(arm_b, arm_c, se_used, overhead_s, placement_s, samples=N_USED,
+                            max_placements=1)  # the design's error from processes alone
+g("var_by_proc", f"{by_proc.processes} processes" if by_proc else "more than 64 processes")
+g("var_by_proc_cost", by_proc.cost_s if by_proc else np.nan)
 nbs.glue_figure("var_figure", plots.variance_components(comp, label, runs=d_names,
                                                         mode=d_mode))
 
@@ -278,8 +284,8 @@ tables.show(shown[cols],
 #
 # ## Does `eager_compiled`'s lead over `sdpa` survive randomized placement?
 #
-# The target runs ({glue:text}`var_t_runs:s`; {glue:text}`var_t_n_proc:s` processes on
-# the GPUs, every candidate at {glue:text}`var_t_n_place:d` placements per process) give the speedup
+# The target runs ({glue:text}`var_t_runs:s`; processes: {glue:text}`var_t_n_proc:s`;
+# every candidate at {glue:text}`var_t_n_place:d` placements per process) give the speedup
 # `sdpa / eager_compiled` on each GPU, in each timing mode at call level and at kernel level,
 # with the hierarchical bootstrap of `stats.compare` (processes, then placements, then
 # samples; margin ±{glue:text}`var_margin:.0%`, Bonferroni over the
@@ -323,4 +329,6 @@ tables.show(spd[["gpu", "level", "mode", "n_processes", "speedup", "ci_low", "ci
 # placements. For a standard error of {glue:text}`var_target_se:.2%` (a 95 % half-width of
 # half the margin), the cheapest design with at least two processes is
 # {glue:text}`var_best:s` ({glue:text}`var_best_cost:.0f` s, standard error
-# {glue:text}`var_best_se:.2%`).
+# {glue:text}`var_best_se:.2%`). Reaching the design's own standard error with one placement
+# per process would take {glue:text}`var_by_proc:s` ({glue:text}`var_by_proc_cost:.0f` s
+# against {glue:text}`var_cost_used:.0f` s for the design used).
