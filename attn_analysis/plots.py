@@ -699,4 +699,77 @@ def speedup_summary(tables: dict, margin: float, title: str) -> Figure:
     _legend_below(fig, handles=handles, labels=[h.get_label() for h in handles], ncol=4)
     fig.suptitle(_title(title + "\nright of 1 is faster; values off the window are printed "
                         "at its edge", 100))
+
+
+# --------------------------------------------------------------------------- variance
+
+COMPONENT_COLORS = {"machine": "#7570b3", "process": "#d95f02", "placement": "#1b9e77",
+                    "replay": "#999999"}
+COMPONENT_LABELS = {"machine": "machine (between GPUs)", "process": "process (within GPU)",
+                    "placement": "placement (within process)",
+                    "replay": "replay (within placement)"}
+
+
+@_styled
+def variance_components(components: pd.DataFrame, device_label: str, runs: str = "",
+                        mode: str = "graph") -> Figure:
+    """Standard deviation of each nested effect (``variance.decompose``), as grouped
+    horizontal bars per candidate and configuration, call level (in ``mode``) beside kernel
+    level. SDs are of the log time, shown in % (relative SD); a component that is not
+    estimable (e.g. one machine) has no bar; the kernel level has no replay term."""
+    df = _frame_iv("components", components, ("config", "candidate", "mode", "level",
+                                              "sd_machine", "sd_process", "sd_placement",
+                                              "sd_replay"))
+    label = _label_iv(device_label)
+    call = df[(df["level"] == "call") & (df["mode"] == mode)]
+    kernel = df[df["level"] == "kernel"]
+    if call.empty and kernel.empty:
+        raise ValueError(f"`components` must hold call-level rows in `mode` {mode!r} or "
+                         f"kernel-level rows; modes at call level: "
+                         f"{sorted(set(df.loc[df['level'] == 'call', 'mode']))}.")
+    keys = sorted({(c, k) for c, k in zip(pd.concat([call, kernel])["config"],
+                                           pd.concat([call, kernel])["candidate"])},
+                  key=lambda ck: (Config.from_key(ck[0]), ck[1]))
+    panels = [(f"call level, {MODE_TITLES.get(mode, mode)}", call)] if len(call) else []
+    panels += [("kernel level, profiler time", kernel)] if len(kernel) else []
+    fig = _figure(PAGE_WIDTH_IN, 0.36 * len(keys) + 2.0)
+    axes = fig.subplots(1, len(panels), sharey=True, squeeze=False)[0]
+    y = np.arange(len(keys))
+    factors = list(COMPONENT_COLORS)
+    height = 0.8 / len(factors)
+    frames = [d.set_index(["config", "candidate"]).reindex(keys) for _, d in panels]
+    values = np.concatenate([f[[f"sd_{c}" for c in factors]].to_numpy(dtype=float).ravel()
+                             for f in frames]) * 100
+    values = values[np.isfinite(values) & (values > 0)]
+    # one far-off component must not flatten the rest: beyond 2.5x the 90th percentile a
+    # bar is cut at the axis edge and labelled with its value
+    limit = (min(float(values.max()), 2.5 * float(np.percentile(values, 90))) * 1.08
+             if values.size else 1.0)
+    for ax, (title, _), d in zip(axes, panels, frames):
+        for i, f in enumerate(factors):
+            v = np.nan_to_num(d[f"sd_{f}"].to_numpy(dtype=float) * 100)
+            yy = y + (i - (len(factors) - 1) / 2) * height
+            ax.barh(yy, np.minimum(v, limit), height, color=COMPONENT_COLORS[f],
+                    label=COMPONENT_LABELS[f])
+            for val, yv in zip(v, yy):
+                if val > limit:
+                    ax.annotate(f"{val:.1f} % (cut) ▸", (limit, yv), xytext=(-3, 0),
+                                textcoords="offset points", ha="right", va="center",
+                                fontsize=7.5, color="black",
+                                bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none",
+                                          alpha=0.85))
+        ax.set_xlim(0, limit)
+        ax.set_title(title)
+        ax.set_xlabel("standard deviation of the log time (%)")
+        ax.grid(axis="x", alpha=0.3)
+    for b in range(len(keys) - 1):
+        if keys[b][0] != keys[b + 1][0]:
+            for ax in axes:
+                ax.axhline(b + 0.5, color="0.6", lw=0.8)
+    axes[0].set_yticks(y, [f"{cand}, {_short(cfg)}" for cfg, cand in keys])
+    axes[0].set_ylim(len(keys) - 0.5, -0.5)
+    axes[0].set_ylabel("candidate, configuration")
+    _legend_below(fig, axes, ncol=2)
+    fig.suptitle(_title("Where the variance comes from: nested components of the log time"
+                        + (f"\nruns {runs}" if runs else "") + f"\n{label}"))
     return fig

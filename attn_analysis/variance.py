@@ -1,0 +1,474 @@
+"""Where the variance of a timing comes from: machine, process, placement, replay.
+
+Protocol v2 times every unit at several memory placements in several fresh processes on
+one or more GPUs, so a log time decomposes into nested random effects::
+
+    log t = mu + machine + process(machine) + placement(process) + replay(placement)
+
+:func:`decompose` estimates the standard deviation of each effect per (configuration,
+candidate, timing mode) at two levels: *call* (the timed samples; the replay term is the
+spread of the samples of one placement) and *kernel* (the profiler's kernel time, one
+value per placement, so there is no replay term). :func:`single_placement_spread` asks
+whether placement explains the spread between processes that the old protocol (one
+placement per process) saw; :func:`speedup_by_level` asks whether a lead survives
+randomized placement, at both levels; :func:`log_speedup_se` and :func:`cheapest_design`
+turn the components into the standard error of a design and the cheapest design meeting a
+target.
+
+Pure: pandas, numpy and scipy only; no torch, no files. :func:`stack` joins loaded runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+
+import numpy as np
+import pandas as pd
+
+from . import stats
+
+FACTORS = ("machine", "process", "placement", "replay")
+LEVELS = ("call", "kernel")
+PLACEMENT_KEYS = ("machine", "run", "config", "candidate", "mode", "trial", "placement")
+SAMPLE_KEYS = PLACEMENT_KEYS + ("ms",)
+CELL = ("config", "candidate", "mode")
+RESULT_COLUMNS = (CELL + ("level",) + tuple(f"sd_{f}" for f in FACTORS)
+                  + ("sd_total", "n_machines", "n_processes", "n_placements", "n_values",
+                     "geo_mean_ms", "clamped"))
+
+
+# --------------------------------------------------------------------------- validation
+
+def _frame_iv(name: str, df, columns) -> pd.DataFrame:
+    """Check that ``df`` is a non-empty DataFrame holding ``columns``."""
+    if not isinstance(df, pd.DataFrame):
+        raise ValueError(f"`{name}` must be a pandas DataFrame; got {type(df).__name__}.")
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise ValueError(f"`{name}` must have columns {list(columns)}; missing {missing}.")
+    if df.empty:
+        raise ValueError(f"`{name}` must hold at least one row; got none.")
+    return df
+
+
+def _positive_times_iv(name: str, values: pd.Series, allow_nan: bool = False) -> None:
+    """Times must be positive and finite (NaN allowed where ``allow_nan``)."""
+    v = values.to_numpy(dtype=float)
+    bad = ~(np.isfinite(v) & (v > 0))
+    if allow_nan:
+        bad &= ~np.isnan(v)
+    if bad.any():
+        raise ValueError(f"`{name}` must hold positive finite times; got {v[bad][0]!r}.")
+
+
+def _levels_iv(levels) -> tuple:
+    """``levels`` must be a non-empty subset of :data:`LEVELS`."""
+    levels = (levels,) if isinstance(levels, str) else tuple(levels)
+    if not levels or any(lv not in LEVELS for lv in levels):
+        raise ValueError(f"`levels` must be a non-empty subset of {LEVELS}; got {levels!r}.")
+    return levels
+
+
+def _int_iv(name: str, value, minimum: int) -> int:
+    """An integer of at least ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise ValueError(f"`{name}` must be an integer >= {minimum}; got {value!r}.")
+    return int(value)
+
+
+def _nonneg_iv(name: str, value, positive: bool = False) -> float:
+    """A finite number >= 0 (> 0 where ``positive``)."""
+    ok = (not isinstance(value, bool) and isinstance(value, numbers.Real)
+          and math.isfinite(value) and (value > 0 if positive else value >= 0))
+    if not ok:
+        raise ValueError(f"`{name}` must be a finite number {'>' if positive else '>='} 0; "
+                         f"got {value!r}.")
+    return float(value)
+
+
+def _arm_iv(name: str, arm) -> tuple[float, float, float]:
+    """An arm's (process, placement, replay) SDs from a mapping or a row of
+    :func:`decompose`; a missing or NaN replay SD counts as 0 (kernel level)."""
+    try:
+        sds = [arm[f"sd_{f}"] if f"sd_{f}" in arm else math.nan
+               for f in ("process", "placement", "replay")]
+    except TypeError:
+        raise ValueError(f"`{name}` must be a mapping or row with sd_process, sd_placement "
+                         f"and optionally sd_replay; got {type(arm).__name__}.") from None
+    sds = [float(x) for x in sds]
+    sds[2] = 0.0 if math.isnan(sds[2]) else sds[2]
+    if not all(math.isfinite(x) and x >= 0 for x in sds):
+        raise ValueError(f"`{name}` must have finite sd_process and sd_placement >= 0; "
+                         f"got {sds[:2]}.")
+    return tuple(sds)
+
+
+# --------------------------------------------------------------------------- joining runs
+
+def machine_label(uuid: str) -> str:
+    """A GPU's short name: the first 8 hex digits of its UUID ('GPU-' prefix dropped)."""
+    return str(uuid).removeprefix("GPU-")[:8]
+
+
+def stack(runs) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Placements and samples of several loaded runs, with ``run`` and ``machine`` columns.
+
+    ``runs`` maps a run id to an object with ``placements``, ``samples`` and
+    ``fingerprint`` (a :class:`records.Run`); ``machine`` is the trial's ``gpu_uuid`` from
+    the fingerprint. Returns ``(placements, samples)``.
+    """
+    if not isinstance(runs, dict) or not runs:
+        raise ValueError(f"`runs` must be a non-empty dict of run id -> loaded run; got {runs!r}.")
+    places, samples = [], []
+    for run_id, r in runs.items():
+        trials = (r.fingerprint or {}).get("trials") or {}
+        uuid = {int(t): fp.get("gpu_uuid") for t, fp in trials.items()}
+        used = set(r.placements["trial"]) | set(r.samples["trial"])
+        missing = sorted(t for t in used if not uuid.get(int(t)))
+        if missing:
+            raise ValueError(f"`runs` must record a gpu_uuid for every trial; run {run_id!r} "
+                             f"lacks it for trials {missing}.")
+        for frame, out in ((r.placements, places), (r.samples, samples)):
+            out.append(frame.assign(run=run_id, machine=frame["trial"].map(
+                lambda t: uuid[int(t)])))
+    return pd.concat(places, ignore_index=True), pd.concat(samples, ignore_index=True)
+
+
+# --------------------------------------------------------------------------- estimator
+
+def nested_components(y, groups) -> tuple[np.ndarray, np.ndarray]:
+    """Method-of-moments variance components of a nested random-effects model.
+
+    ``y`` is a 1-D array; ``groups`` lists integer codes from the coarsest factor to the
+    finest, each finer factor nested in the one before (the last level, the residual, is
+    the single observation). Returns ``(variances, estimable)`` with one entry per factor
+    plus the residual; a factor with no degrees of freedom (one level per parent
+    everywhere) is not estimable and gets NaN. Negative estimates are returned as they
+    are (the caller clamps). Henderson's method I: exact for unbalanced data.
+    """
+    y = np.asarray(y, dtype=float)
+    codes = [np.zeros(y.size, dtype=np.int64)]
+    for g in groups:  # a group is identified within its parent: codes stay nested
+        g = np.asarray(g)
+        if g.shape != y.shape:
+            raise ValueError(f"`groups` must hold one code per value of `y` ({y.size}); "
+                             f"got {g.shape}.")
+        pairs = pd.MultiIndex.from_arrays([codes[-1], g])
+        codes.append(pd.factorize(pairs)[0].astype(np.int64))
+    codes.append(np.arange(y.size, dtype=np.int64))
+    depth = len(codes)  # level 0 is the grand mean
+    counts = [np.bincount(c) for c in codes]
+    sums = [np.bincount(c, weights=y) for c in codes]
+    fit = [float(np.sum(s ** 2 / n)) for s, n in zip(sums, counts)]  # sum n_g * mean_g^2
+    n_groups = [len(n) for n in counts]
+    # k[L][K]: sum over groups g at level L of (sum over its level-K groups h of n_h^2) / n_g
+    k = np.zeros((depth, depth))
+    for lv in range(depth):
+        for kv in range(lv, depth):
+            parent = np.zeros(n_groups[kv], dtype=np.int64)
+            parent[codes[kv]] = codes[lv]
+            sq = np.bincount(parent, weights=counts[kv].astype(float) ** 2,
+                             minlength=n_groups[lv])
+            k[lv, kv] = float(np.sum(sq / counts[lv]))
+    rows = range(1, depth)
+    ss = np.array([fit[lv] - fit[lv - 1] for lv in rows])
+    coef = np.array([[k[lv, kv] - k[lv - 1, kv] if kv >= lv else 0.0 for kv in rows]
+                     for lv in rows])
+    df = np.array([n_groups[lv] - n_groups[lv - 1] for lv in rows])
+    estimable = df > 0
+    var = np.full(depth - 1, np.nan)
+    if estimable[-1]:
+        idx = np.flatnonzero(estimable)
+        var[idx] = np.linalg.solve(coef[np.ix_(idx, idx)], ss[idx])
+    else:
+        estimable[:] = False
+    return var, estimable
+
+
+def _cell_components(frame: pd.DataFrame, value: str, replays: bool) -> dict:
+    """Components of one cell: log ``value`` nested in machine > process (> placement when
+    the values are ``replays`` of a placement; otherwise a value is a placement)."""
+    y = np.log(frame[value].to_numpy(dtype=float))
+    process = pd.MultiIndex.from_arrays([frame["run"], frame["trial"]])
+    groups = [pd.factorize(frame["machine"])[0], pd.factorize(process)[0]]
+    if replays:
+        groups.append(frame["placement"].to_numpy())
+    var, _ = nested_components(y, groups)
+    names = FACTORS[:len(var)]
+    clamped = [n for n, v in zip(names, var) if v < 0]
+    sd = {f"sd_{n}": math.sqrt(max(v, 0.0)) if np.isfinite(v) else math.nan
+          for n, v in zip(names, var)}
+    sd.setdefault("sd_replay", math.nan)
+    total = sum(max(v, 0.0) for v in var if np.isfinite(v))
+    return dict(sd, sd_total=math.sqrt(total), n_machines=frame["machine"].nunique(),
+                n_processes=process.nunique(),
+                n_placements=int(frame.groupby(["run", "trial"])["placement"].nunique().sum()),
+                n_values=len(frame), geo_mean_ms=float(np.exp(y.mean())),
+                clamped=", ".join(clamped))
+
+
+def decompose(placements: pd.DataFrame, samples: pd.DataFrame | None = None,
+              levels=LEVELS) -> pd.DataFrame:
+    """Standard deviation of each nested random effect on the log time, per cell and level.
+
+    Parameters
+    ----------
+    placements : DataFrame
+        One row per placement (:func:`stack` output): ``machine``, ``run``, ``config``,
+        ``candidate``, ``mode``, ``trial``, ``placement``, ``kernel_ms`` (NaN where the
+        profiler did not record it). A process is a (``run``, ``trial``) pair; it is nested
+        in its ``machine``.
+    samples : DataFrame, optional
+        One row per sample, with the same keys and ``ms``; needed for the call level.
+    levels : str or tuple of str
+        Subset of ``("call", "kernel")``; default both. ``call`` decomposes the log
+        samples (machine, process, placement, replay), ``kernel`` the log profiler time per
+        placement (machine, process, placement; no replay term).
+
+    Returns
+    -------
+    DataFrame
+        One row per (``config``, ``candidate``, ``mode``, ``level``) with ``sd_machine``,
+        ``sd_process``, ``sd_placement``, ``sd_replay`` (NaN at kernel level) and
+        ``sd_total``: standard deviations of the natural log of the time, i.e. relative
+        standard deviations (0.01 is about 1 %); the counts ``n_machines``,
+        ``n_processes``, ``n_placements`` (summed over processes) and ``n_values``;
+        ``geo_mean_ms``; and ``clamped``, the components whose estimate was negative and
+        is reported as 0. Kernel-level rows have ``mode`` "" (the profiler time of a
+        placement does not depend on the timing mode; it is recorded once per placement).
+
+    Notes
+    -----
+    Method of moments (Henderson's method I, the ANOVA estimator): each level's sum of
+    squares is set equal to its expectation under the nested model and the linear system
+    is solved from the finest level up; with near-balanced data (here every placement has
+    the same samples and every process the same placements) it equals the classical
+    balanced ANOVA estimator. A negative solution, which happens when a component is small
+    against the noise above it, is clamped at 0 and named in ``clamped``. A factor with
+    a single level per parent (e.g. one machine) is not estimable: NaN. With two machines
+    the machine component rests on one degree of freedom and is very imprecise. The
+    estimator uses means of logs, not medians, so a few extreme samples raise the replay
+    component.
+
+    References
+    ----------
+    .. [1] S. R. Searle, G. Casella, C. E. McCulloch, *Variance Components*, Wiley, 1992,
+       ch. 5 (ANOVA estimation, unbalanced data).
+    """
+    levels = _levels_iv(levels)
+    places = _frame_iv("placements", placements, PLACEMENT_KEYS + ("kernel_ms",))
+    _positive_times_iv("placements['kernel_ms']", places["kernel_ms"], allow_nan=True)
+    rows = []
+    if "call" in levels:
+        s = _frame_iv("samples", samples, SAMPLE_KEYS)
+        _positive_times_iv("samples['ms']", s["ms"])
+        for cell, frame in s.groupby(list(CELL), sort=True):
+            rows.append(dict(zip(CELL, cell), level="call",
+                             **_cell_components(frame, "ms", replays=True)))
+    if "kernel" in levels:
+        k = places.dropna(subset=["kernel_ms"])
+        keys = ["machine", "run", "config", "candidate", "trial", "placement"]
+        spread = k.groupby(keys)["kernel_ms"].nunique()
+        if (spread > 1).any():
+            raise ValueError(f"`placements` must hold one kernel_ms per placement (the same in "
+                             f"every mode); {spread.idxmax()} has {spread.max()} values.")
+        k = k.drop_duplicates(keys)
+        for cell, frame in k.groupby(["config", "candidate"], sort=True):
+            rows.append(dict(config=cell[0], candidate=cell[1], mode="", level="kernel",
+                             **_cell_components(frame, "kernel_ms", replays=False)))
+    out = pd.DataFrame(rows, columns=list(RESULT_COLUMNS))
+    for c in ("n_machines", "n_processes", "n_placements", "n_values"):
+        out[c] = out[c].astype("int64")
+    return out
+
+
+# --------------------------------------------------------------------------- question (a)
+
+def single_placement_spread(placements: pd.DataFrame, components: pd.DataFrame,
+                            placement: int = 0) -> pd.DataFrame:
+    """The spread between processes that one placement per process shows, beside the
+    process component of the nested model.
+
+    The old protocol timed each process at one placement, so the spread of its process
+    medians held the process effect *and* that placement's effect. Here each process's
+    value at placement ``placement`` (its median at call level, its kernel time at kernel
+    level) is taken, and the standard deviation of their logs is pooled within machines
+    (each machine's own mean removed), for each row of ``components`` (:func:`decompose`).
+
+    Returns
+    -------
+    DataFrame
+        ``components``' keys with ``sd_one_placement`` (pooled SD of the logs),
+        ``df_one_placement`` (its degrees of freedom: processes minus machines),
+        ``sd_process`` (from ``components``) and ``share_placement``,
+        ``1 - sd_process**2 / sd_one_placement**2`` clipped to [0, 1]: the share of the
+        one-placement spread between processes that is not a process effect (placement and
+        replay noise). NaN where fewer than two processes share a machine.
+    """
+    places = _frame_iv("placements", placements, PLACEMENT_KEYS + ("median_ms", "kernel_ms"))
+    comp = _frame_iv("components", components, CELL + ("level", "sd_process"))
+    placement = _int_iv("placement", placement, 0)
+    if placement not in set(places["placement"]):
+        raise ValueError(f"`placement` must be one of the recorded placements "
+                         f"{sorted(set(places['placement']))}; got {placement}.")
+    one = places[places["placement"] == placement]
+    rows = []
+    for r in comp.itertuples(index=False):
+        if r.level == "call":
+            sel = one[(one["config"] == r.config) & (one["candidate"] == r.candidate)
+                      & (one["mode"] == r.mode)]
+            value = "median_ms"
+        else:
+            sel = one[(one["config"] == r.config) & (one["candidate"] == r.candidate)]
+            sel = sel.dropna(subset=["kernel_ms"]).drop_duplicates(["machine", "run", "trial"])
+            value = "kernel_ms"
+        logs = np.log(sel[value].to_numpy(dtype=float))
+        centred = logs - sel.assign(y=logs).groupby("machine")["y"].transform("mean").to_numpy()
+        dof = len(sel) - sel["machine"].nunique()
+        sd_one = math.sqrt(float(np.sum(centred ** 2)) / dof) if dof > 0 else math.nan
+        share = (min(1.0, max(0.0, 1.0 - r.sd_process ** 2 / sd_one ** 2))
+                 if dof > 0 and sd_one > 0 and np.isfinite(r.sd_process) else math.nan)
+        rows.append({"config": r.config, "candidate": r.candidate, "mode": r.mode,
+                     "level": r.level, "sd_one_placement": sd_one, "df_one_placement": dof,
+                     "sd_process": r.sd_process, "share_placement": share})
+    return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------- question (b)
+
+def _nested_arm(samples, places, candidate, level, mode) -> list:
+    """One arm as processes -> placements -> samples (stats.compare's nested input)."""
+    if level == "call":
+        d = samples[(samples["candidate"] == candidate) & (samples["mode"] == mode)]
+        return [[g["ms"].to_numpy(dtype=float) for _, g in proc.groupby("placement")]
+                for _, proc in d.groupby(["run", "trial"])]
+    d = places[(places["candidate"] == candidate)].dropna(subset=["kernel_ms"])
+    d = d.drop_duplicates(["run", "trial", "placement"])
+    return [[np.array([v]) for v in proc.sort_values("placement")["kernel_ms"]]
+            for _, proc in d.groupby(["run", "trial"])]
+
+
+def speedup_by_level(placements: pd.DataFrame, samples: pd.DataFrame, config: str,
+                     baseline: str = "sdpa", candidate: str = "eager_compiled",
+                     modes=None, margin: float = 0.02, n_resamples: int = 10_000,
+                     seed: int | None = 42) -> pd.DataFrame:
+    """Speedup ``baseline / candidate`` on each machine, at call level in each mode and at
+    kernel level, with :func:`stats.compare`'s hierarchical interval and verdict.
+
+    The bootstrap resamples processes, then placements within a process, then samples
+    within a placement (call level) or takes the placement's one kernel time (kernel
+    level), so the interval carries the placement variance. Machines are compared
+    separately: with two machines, a machine level cannot be resampled. Every interval is
+    Bonferroni-adjusted for the number of rows returned.
+
+    Returns
+    -------
+    DataFrame
+        One row per (``machine``, ``level``, ``mode``; mode "" at kernel level):
+        ``n_processes``, ``speedup``, ``ci_low``, ``ci_high``, ``verdict``, ``reason``,
+        ``margin``, ``n_comparisons``.
+    """
+    places = _frame_iv("placements", placements, PLACEMENT_KEYS + ("kernel_ms",))
+    s = _frame_iv("samples", samples, SAMPLE_KEYS)
+    if config not in set(s["config"]):
+        raise ValueError(f"`config` must be one of {sorted(set(s['config']))}; got {config!r}.")
+    s, places = s[s["config"] == config], places[places["config"] == config]
+    for name, cand in (("baseline", baseline), ("candidate", candidate)):
+        if cand not in set(s["candidate"]):
+            raise ValueError(f"`{name}` must be one of {sorted(set(s['candidate']))}; "
+                             f"got {cand!r}.")
+    recorded = [m for m in ("per_call", "cold_l2", "graph") if m in set(s["mode"])]
+    modes = tuple(recorded if modes is None else ((modes,) if isinstance(modes, str) else modes))
+    if not modes or any(m not in recorded for m in modes):
+        raise ValueError(f"`modes` must be a non-empty subset of the recorded modes "
+                         f"{recorded}; got {modes!r}.")
+    jobs = []
+    for machine in sorted(set(s["machine"])):
+        ms, mp = s[s["machine"] == machine], places[places["machine"] == machine]
+        jobs += [(machine, "call", m, ms, mp) for m in modes]
+        if mp.loc[mp["candidate"].isin([baseline, candidate]), "kernel_ms"].notna().any():
+            jobs.append((machine, "kernel", "", ms, mp))
+    rows = []
+    for machine, level, mode, ms, mp in jobs:
+        base = _nested_arm(ms, mp, baseline, level, mode)
+        cand = _nested_arm(ms, mp, candidate, level, mode)
+        if not base or not cand:
+            continue
+        c = stats.compare(base, cand, margin=margin, n_resamples=n_resamples, seed=seed,
+                          n_comparisons=len(jobs))
+        rows.append({"machine": machine, "level": level, "mode": mode,
+                     "n_processes": min(len(base), len(cand)), "speedup": c.ratio_ci.ratio,
+                     "ci_low": c.ratio_ci.low, "ci_high": c.ratio_ci.high,
+                     "verdict": c.verdict.value, "reason": c.reason, "margin": margin,
+                     "n_comparisons": len(jobs)})
+    return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------- design
+
+@dataclasses.dataclass(frozen=True)
+class Design:
+    """A measurement design and what it buys: standard error of the log speedup, cost."""
+
+    processes: int
+    placements: int
+    samples: int
+    se: float
+    cost_s: float
+
+
+def log_speedup_se(baseline, candidate, processes: int, placements: int,
+                   samples: int) -> float:
+    """Standard error of the log speedup from ``processes`` x ``placements`` x ``samples``
+    per arm on one machine.
+
+    ``baseline`` and ``candidate`` are rows of :func:`decompose` (or mappings with
+    ``sd_process``, ``sd_placement`` and ``sd_replay``; a NaN or missing replay SD counts
+    as 0, as at kernel level). Each arm's mean log time has variance
+    ``sd_process**2 / P + sd_placement**2 / (P M) + sd_replay**2 / (P M N)``; the arms are
+    taken as independent and the two variances add. The machine component is left out:
+    both arms run on the same machine. Processes shared by both arms would correlate the
+    arms and make the true error smaller, so this errs on the safe side.
+    """
+    arms = [_arm_iv("baseline", baseline), _arm_iv("candidate", candidate)]
+    p = _int_iv("processes", processes, 1)
+    m = _int_iv("placements", placements, 1)
+    n = _int_iv("samples", samples, 1)
+    return math.sqrt(sum(sp ** 2 / p + sl ** 2 / (p * m) + sr ** 2 / (p * m * n)
+                         for sp, sl, sr in arms))
+
+
+def cheapest_design(baseline, candidate, target_se: float, process_overhead_s: float,
+                    placement_s: float, samples: int = 20, arms: int = 2,
+                    min_processes: int = 2, max_processes: int = 64,
+                    max_placements: int = 64) -> Design | None:
+    """The (processes, placements) of least cost whose :func:`log_speedup_se` is at most
+    ``target_se``, or None when no design in the grid reaches it.
+
+    Cost of a design: ``P * (process_overhead_s + arms * M * placement_s)``, with
+    ``placement_s`` the wall time of one placement of one arm at ``samples`` samples and
+    ``process_overhead_s`` a process's fixed cost (start-up, compilation, checks). Ties go
+    to the smaller standard error. At least ``min_processes`` processes (default 2): one
+    process cannot show a process effect.
+    """
+    target_se = _nonneg_iv("target_se", target_se, positive=True)
+    overhead = _nonneg_iv("process_overhead_s", process_overhead_s)
+    per = _nonneg_iv("placement_s", placement_s, positive=True)
+    n = _int_iv("samples", samples, 1)
+    arms = _int_iv("arms", arms, 1)
+    lo = _int_iv("min_processes", min_processes, 1)
+    hi = _int_iv("max_processes", max_processes, lo)
+    m_hi = _int_iv("max_placements", max_placements, 1)
+    best = None
+    for p in range(lo, hi + 1):
+        for m in range(1, m_hi + 1):
+            se = log_speedup_se(baseline, candidate, p, m, n)
+            if se > target_se:
+                continue
+            d = Design(p, m, n, se, p * (overhead + arms * m * per))
+            if best is None or (d.cost_s, d.se) < (best.cost_s, best.se):
+                best = d
+            break  # more placements only cost more at this P
+    return best

@@ -1,0 +1,334 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Where the variance comes from: machine, process, placement, replay
+#
+# This section splits the spread of protocol v2's timings into nested components (the GPU,
+# the process on it, the memory placement within the process, and replay-to-replay noise
+# within a placement), at call level and at the profiler's kernel level. It then answers
+# two questions the protocol was built for: does placement explain the spread between
+# processes that the old one-placement protocol saw, and does `eager_compiled`'s lead over
+# `sdpa` survive randomized placement? The components also size the design used.
+
+# %% tags=["parameters", "hide-input"]
+runs_dir = "data/runs"                                   # recorded runs, relative to the repository root
+decomposition_runs = "h200-decomp-p2-m1,h200-decomp-p2-m2"  # protocol-v2 runs for the decomposition, comma-separated
+target_runs = "h200-target-p2-m1,h200-target-p2-m2"      # protocol-v2 target runs for the speedup, comma-separated
+margin = 0.02                                            # equivalence margin on the speedup ratio
+n_resamples = 2000                                       # bootstrap resamples per comparison
+
+# %% tags=["remove-cell"]
+_given = dict(globals())  # the parameters as papermill left them, checked below
+from pathlib import Path
+import sys
+
+here = Path.cwd().resolve()
+root = next(p for p in (here, *here.parents) if (p / "attn_analysis").is_dir())
+sys.path.insert(0, str(root))
+
+import numpy as np
+import pandas as pd
+from scipy import stats as sps
+
+from attn_analysis import calibration as cal
+from attn_analysis import notebook_support as nbs
+from attn_analysis import plots, records, summaries, tables
+from attn_analysis import variance as V
+from attn_analysis.configs import TARGET
+
+nbs.unknown_parameters_iv(nbs.given_parameters(_given), (
+    "runs_dir", "decomposition_runs", "target_runs", "margin", "n_resamples"))
+if not isinstance(runs_dir, str) or not (root / runs_dir).is_dir():
+    raise ValueError(f"`runs_dir` must be an existing folder; got {runs_dir!r}.")
+params = {"runs_dir": root / runs_dir}
+
+
+def _runs_iv(name, value):
+    """Comma-separated finalized runs of protocol v2 under runs_dir, loaded and verified."""
+    names = [v.strip() for v in value.split(",") if v.strip()] if isinstance(value, str) else []
+    if not names:
+        raise ValueError(f"`{name}` must name one or more runs, comma-separated; got {value!r}.")
+    loaded = {n: records.load(params["runs_dir"] / nbs.recorded_run_iv(name, n, params))
+              for n in names}
+    old = [n for n, r in loaded.items() if r.protocol < 2]
+    if old:
+        raise ValueError(f"`{name}` must name protocol-v2 runs (placements recorded); "
+                         f"{old} are protocol 1.")
+    return loaded
+
+
+margin = nbs.fraction_iv("margin", margin, 0.5)
+if isinstance(n_resamples, bool) or not isinstance(n_resamples, int) or n_resamples < 100:
+    raise ValueError(f"`n_resamples` must be an integer >= 100; got {n_resamples!r}.")
+DR = _runs_iv("decomposition_runs", decomposition_runs)
+TR = _runs_iv("target_runs", target_runs)
+DP, DS = V.stack(DR)
+TP, TS = V.stack(TR)
+if TARGET.key not in set(DS["config"]) or TARGET.key not in set(TS["config"]):
+    raise ValueError(f"`decomposition_runs` and `target_runs` must both hold the target "
+                     f"configuration {TARGET.key}.")
+g = nbs.glue_text
+label = "; ".join(dict.fromkeys(summaries.run_label(r) for r in [*DR.values(), *TR.values()]))
+d_names, t_names = ", ".join(DR), ", ".join(TR)
+gpus = sorted(set(DP["machine"]) | set(TP["machine"]))
+gpu_names = [V.machine_label(u) for u in gpus]
+cfg = TARGET.key
+cfg_short = tables.short_config(cfg)
+g("var_label", label)
+g("var_d_runs", d_names)
+g("var_t_runs", t_names)
+g("var_cfg", cfg_short)
+g("var_gpus", " and ".join(gpu_names))
+g("var_n_gpus", len(gpus))
+g("var_machine_df", len(gpus) - 1)
+
+# the decomposition, call level in the runs' mode(s), kernel level once per placement
+comp = V.decompose(DP, DS)
+one = V.single_placement_spread(DP, comp, placement=0)
+d_mode = "graph" if "graph" in set(DS["mode"]) else sorted(set(DS["mode"]))[0]
+g("var_mode", d_mode)
+first = comp.iloc[0]
+g("var_n_proc", int(first["n_processes"]))
+g("var_n_place", int(round(first["n_placements"] / first["n_processes"])))
+g("var_n_samp", int(round(first["n_values"] / first["n_placements"])))
+g("var_n_cells", len(comp))
+g("var_n_configs", comp["config"].nunique())
+g("var_n_cands", comp["candidate"].nunique())
+g("var_n_clamped", int((comp["clamped"] != "").sum()))
+
+
+def row(frame, candidate, level, config=cfg):
+    """The row of ``frame`` for a candidate at a configuration and level."""
+    sel = frame[(frame["config"] == config) & (frame["candidate"] == candidate)
+                & (frame["level"] == level)]
+    if level == "call":
+        sel = sel[sel["mode"] == d_mode]
+    return sel.iloc[0]
+
+
+for level in ("call", "kernel"):
+    r = row(comp, "sdpa", level)
+    for f in V.FACTORS:
+        g(f"var_sdpa_{level}_{f}", r[f"sd_{f}"])
+    g(f"var_sdpa_{level}_total", r["sd_total"])
+    o = row(one, "sdpa", level)
+    g(f"var_sdpa_{level}_one", o["sd_one_placement"])
+    g(f"var_sdpa_{level}_share", o["share_placement"])
+g("var_one_df", int(row(one, "sdpa", "call")["df_one_placement"]))
+
+# question (a) over every cell: how much of the one-placement spread is not a process effect
+shares = one["share_placement"].dropna()
+g("var_a_n", len(shares))
+g("var_a_n_mostly", int((shares > 0.5).sum()))
+g("var_a_median_share", float(shares.median()))
+g("var_a_median_one", float(one["sd_one_placement"].median()))
+g("var_a_median_proc", float(one["sd_process"].median()))
+
+# the machine component between the GPUs
+big = comp.loc[comp["sd_machine"].idxmax()]
+g("var_machine_max", big["sd_machine"])
+g("var_machine_max_who", f"{big['candidate']} at {tables.short_config(big['config'])}, "
+                         f"{big['level']} level")
+g("var_machine_median", float(comp["sd_machine"].median()))
+
+# question (b): sdpa / eager_compiled on each GPU, call level in each mode and kernel level
+spd = V.speedup_by_level(TP, TS, cfg, baseline="sdpa", candidate="eager_compiled",
+                         margin=margin, n_resamples=n_resamples)
+spd["gpu"] = spd["machine"].map(V.machine_label)
+g("var_b_n", len(spd))
+g("var_margin", margin)
+decisive = spd[(spd["level"] == "kernel") | (spd["mode"] == "graph")]
+g("var_b_n_decisive", len(decisive))
+g("var_b_n_faster", int((decisive["verdict"] == "faster").sum()))
+g("var_b_n_equivalent", int(decisive["verdict"].isin(
+    ["equivalent", "faster within margin", "slower within margin"]).sum()))
+g("var_b_lo", float(decisive["ci_low"].min()))
+g("var_b_hi", float(decisive["ci_high"].max()))
+host = spd[spd["mode"].isin(["per_call", "cold_l2"])]
+g("var_b_n_host", len(host))
+g("var_b_n_host_slower", int((host["verdict"] == "slower").sum()))
+g("var_b_host_max", float(host["speedup"].max()) if len(host) else np.nan)
+g("var_t_n_place", int(TP.groupby(["run", "trial", "candidate", "mode"]).size().median()))
+g("var_t_n_proc", " and ".join(f"{n} on {V.machine_label(m)}" for m, n in
+                               zip(spd.drop_duplicates("machine")["machine"],
+                                   spd.drop_duplicates("machine")["n_processes"])))
+
+# the design: standard error of the log speedup and cost, from the components
+arm_b, arm_c = row(comp, "sdpa", "call"), row(comp, "eager_compiled", "call")
+units = pd.concat([r.units for r in DR.values()])
+ok = units[units["status"] == "ok"]
+per_unit = DP.groupby(["run", "config", "candidate", "mode", "trial"]).size()
+placement_s = float((ok["elapsed_s"] / float(per_unit.median())).median())
+overhead_s = float(np.median([cal.process_overhead_s(r.units) for r in DR.values()]))
+target_se = margin / (2 * sps.norm.ppf(0.975))
+# the calibrated design: two processes per comparison, at the placements and samples the
+# decomposition runs recorded
+P_USED = 2
+M_USED = int(round(first["n_placements"] / first["n_processes"]))
+N_USED = int(round(first["n_values"] / first["n_placements"]))
+se_used = V.log_speedup_se(arm_b, arm_c, P_USED, M_USED, N_USED)
+se_one = V.log_speedup_se(arm_b, arm_c, P_USED, 1, N_USED)
+cost = lambda p, m: p * (overhead_s + 2 * m * placement_s)  # noqa: E731
+best = V.cheapest_design(arm_b, arm_c, target_se, overhead_s, placement_s, samples=N_USED)
+for key, value in (("p_used", P_USED), ("m_used", M_USED), ("n_used", N_USED)):
+    g(f"var_{key}", value)
+g("var_se_used", se_used)
+g("var_se_one", se_one)
+g("var_cost_used", cost(P_USED, M_USED))
+g("var_cost_one", cost(P_USED, 1))
+g("var_overhead_s", overhead_s)
+g("var_placement_s", placement_s)
+g("var_target_se", target_se)
+g("var_best", f"{best.processes} processes x {best.placements} placements"
+                if best else "none within 64 x 64")
+g("var_best_cost", best.cost_s if best else np.nan)
+g("var_best_se", best.se if best else np.nan)
+g("var_proc_in_places", overhead_s / placement_s)
+by_proc = V.cheapest_design(arm_b, arm_c, se_used, overhead_s, placement_s, samples=N_USED,
+                            max_placements=1)  # the design's error from processes alone
+g("var_by_proc", f"{by_proc.processes} processes" if by_proc else "more than 64 processes")
+g("var_by_proc_cost", by_proc.cost_s if by_proc else np.nan)
+nbs.glue_figure("var_figure", plots.variance_components(comp, label, runs=d_names,
+                                                        mode=d_mode))
+
+# %% [markdown]
+# The decomposition runs ({glue:text}`var_d_runs:s`; {glue:text}`var_label:s`) hold
+# {glue:text}`var_n_proc:d` fresh processes between {glue:text}`var_n_gpus:d` GPUs
+# ({glue:text}`var_gpus:s`, named by the first digits of their UUIDs), each timing
+# {glue:text}`var_n_cands:d` candidates at {glue:text}`var_n_configs:d` configurations
+# ({glue:text}`var_mode:s` mode) at {glue:text}`var_n_place:d` placements of
+# {glue:text}`var_n_samp:d` samples. `attn_analysis.variance.decompose` fits the nested
+# model on the log times by the method of moments; each standard deviation is of the
+# natural log of the time, which for small values is the relative spread. Of the
+# {glue:text}`var_n_cells:d` estimates (cells x levels), {glue:text}`var_n_clamped:d` had at
+# least one component come out negative and reported as 0.
+#
+# At {glue:text}`var_cfg:s`, `sdpa`'s call-level components are: machine
+# {glue:text}`var_sdpa_call_machine:.2%`, process {glue:text}`var_sdpa_call_process:.2%`,
+# placement {glue:text}`var_sdpa_call_placement:.2%`, replay
+# {glue:text}`var_sdpa_call_replay:.2%`. At kernel level they are machine
+# {glue:text}`var_sdpa_kernel_machine:.2%`, process {glue:text}`var_sdpa_kernel_process:.2%`
+# and placement {glue:text}`var_sdpa_kernel_placement:.2%`.
+
+# %% tags=["remove-input"]
+shown = comp[comp["config"] == cfg].merge(
+    one[["config", "candidate", "mode", "level", "sd_one_placement"]],
+    on=["config", "candidate", "mode", "level"])
+cols = ["candidate", "level", "sd_machine", "sd_process", "sd_placement", "sd_replay",
+        "sd_one_placement"]
+tables.show(shown[cols],
+            f"Standard deviation of each nested component of the log time at {cfg_short} "
+            f"(call level in {d_mode} mode; kernel level from the profiler, one value per "
+            f"placement, so no replay term), and, last, the spread between processes that "
+            f"one placement per process shows (placement 0 only, pooled within GPUs). "
+            f"{label}, runs {d_names}. Every configuration is in the CSV.",
+            name="tbl-variance-components",
+            labels={"level": "level", "sd_machine": "machine (%)",
+                    "sd_process": "process (%)", "sd_placement": "placement (%)",
+                    "sd_replay": "replay (%)",
+                    "sd_one_placement": "between processes, one placement (%)"},
+            formats={c: ".2%" for c in cols[2:]}, csv="variance_components.csv",
+            full=comp.merge(one[["config", "candidate", "mode", "level", "sd_one_placement",
+                                 "share_placement"]],
+                            on=["config", "candidate", "mode", "level"]))
+
+# %% [markdown]
+# ```{glue:figure} var_figure
+# :name: fig-variance-components
+#
+# Standard deviation of each nested component of the log time, per candidate and
+# configuration: call level ({glue:text}`var_mode:s` mode) on the left, the profiler's
+# kernel time per placement on the right. Measured on {glue:text}`var_label:s` (runs
+# {glue:text}`var_d_runs:s`).
+# ```
+#
+# ## Does placement explain the spread between processes?
+#
+# The old protocol timed each process at one placement, so the spread of its process
+# medians mixed a process effect with that placement's effect. Taking placement 0 only, the
+# per-process values of `sdpa` at {glue:text}`var_cfg:s` spread by
+# {glue:text}`var_sdpa_call_one:.2%` at call level ({glue:text}`var_one_df:d` degrees of
+# freedom, pooled within GPUs), while the process component of the full model is
+# {glue:text}`var_sdpa_call_process:.2%`: {glue:text}`var_sdpa_call_share:.0%` of that
+# variance is placement and replay noise, not a property of the process. At kernel level
+# the numbers are {glue:text}`var_sdpa_kernel_one:.2%` against
+# {glue:text}`var_sdpa_kernel_process:.2%` ({glue:text}`var_sdpa_kernel_share:.0%`). Over
+# all {glue:text}`var_a_n:d` cells, placement and replay noise make up more than half of the
+# one-placement spread in {glue:text}`var_a_n_mostly:d` (median share
+# {glue:text}`var_a_median_share:.0%`; median one-placement spread
+# {glue:text}`var_a_median_one:.2%` against a median process component of
+# {glue:text}`var_a_median_proc:.2%`). Each one-placement spread rests on few processes, so
+# single cells are rough; the pattern across cells is the finding.
+#
+# ## The machine component
+#
+# Between the {glue:text}`var_n_gpus:d` GPUs ({glue:text}`var_gpus:s`), `sdpa`'s machine
+# component at {glue:text}`var_cfg:s` is {glue:text}`var_sdpa_call_machine:.2%` at call
+# level and {glue:text}`var_sdpa_kernel_machine:.2%` at kernel level; the median over all
+# cells is {glue:text}`var_machine_median:.2%`, the largest
+# {glue:text}`var_machine_max:.1%` ({glue:text}`var_machine_max_who:s`). With
+# {glue:text}`var_n_gpus:d` GPUs each machine component rests on
+# {glue:text}`var_machine_df:d` degree(s) of freedom: it says whether these GPUs differed,
+# not how much GPUs of this model differ in general.
+#
+# ## Does `eager_compiled`'s lead over `sdpa` survive randomized placement?
+#
+# The target runs ({glue:text}`var_t_runs:s`; processes: {glue:text}`var_t_n_proc:s`;
+# every candidate at {glue:text}`var_t_n_place:d` placements per process) give the speedup
+# `sdpa / eager_compiled` on each GPU, in each timing mode at call level and at kernel level,
+# with the hierarchical bootstrap of `stats.compare` (processes, then placements, then
+# samples; margin ±{glue:text}`var_margin:.0%`, Bonferroni over the
+# {glue:text}`var_b_n:d` comparisons). Where the GPU does the work (graph mode and kernel
+# level, {glue:text}`var_b_n_decisive:d` comparisons), `eager_compiled` was shown faster by
+# more than the margin in {glue:text}`var_b_n_faster:d`, and within the margin of `sdpa`
+# (equivalent, or a difference smaller than the margin) in
+# {glue:text}`var_b_n_equivalent:d`; every such interval lies within
+# {glue:text}`var_b_lo:.3f`–{glue:text}`var_b_hi:.3f`. With the host in the timed span
+# (per_call and cold_l2), `eager_compiled` was slower in {glue:text}`var_b_n_host_slower:d`
+# of {glue:text}`var_b_n_host:d` comparisons (speedup at most
+# {glue:text}`var_b_host_max:.2f`); these modes time host work too, which graph replay
+# removes.
+
+# %% tags=["remove-input"]
+tables.show(spd[["gpu", "level", "mode", "n_processes", "speedup", "ci_low", "ci_high",
+                 "verdict"]],
+            f"Speedup sdpa / eager_compiled at {cfg_short} on each GPU, call level per "
+            f"timing mode and kernel level (profiler time per placement, mode not "
+            f"applicable), with the Bonferroni-adjusted 95 % hierarchical interval and the "
+            f"verdict against a ±{margin:.0%} margin. {label}, runs {t_names}.",
+            name="tbl-variance-speedup",
+            labels={"gpu": "GPU (UUID prefix)", "level": "level",
+                    "n_processes": "processes"})
+
+# %% [markdown]
+# ## What the components say about the design
+#
+# From `sdpa`'s and `eager_compiled`'s call-level components at {glue:text}`var_cfg:s`,
+# the standard error of the log speedup on one GPU with P processes, M placements and N
+# samples per arm is the square root of the sum over both arms of
+# process² / P + placement² / (P M) + replay² / (P M N) (`variance.log_speedup_se`). The
+# design used, P = {glue:text}`var_p_used:d` processes x M = {glue:text}`var_m_used:d`
+# placements x N = {glue:text}`var_n_used:d` samples, gives
+# {glue:text}`var_se_used:.2%`; with one placement per process (the old layout) it would be
+# {glue:text}`var_se_one:.2%`. A process costs {glue:text}`var_overhead_s:.0f` s of fixed
+# overhead (start-up, compilation, correctness checks; median over the runs) and a
+# placement of one arm {glue:text}`var_placement_s:.2f` s, so the design costs
+# {glue:text}`var_cost_used:.0f` s per comparison against {glue:text}`var_cost_one:.0f` s
+# with one placement: one process costs as much as {glue:text}`var_proc_in_places:.0f`
+# placements. For a standard error of {glue:text}`var_target_se:.2%` (a 95 % half-width of
+# half the margin), the cheapest design with at least two processes is
+# {glue:text}`var_best:s` ({glue:text}`var_best_cost:.0f` s, standard error
+# {glue:text}`var_best_se:.2%`). Reaching the design's own standard error with one placement
+# per process would take {glue:text}`var_by_proc:s` ({glue:text}`var_by_proc_cost:.0f` s
+# against {glue:text}`var_cost_used:.0f` s for the design used).
