@@ -12,6 +12,7 @@
 # ---
 
 # %% [markdown]
+# (variance-v2)=
 # # Where the variance comes from: machine, process, placement, replay
 #
 # This section splits the spread of protocol v2's timings into nested components (the GPU,
