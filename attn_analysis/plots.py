@@ -699,6 +699,7 @@ def speedup_summary(tables: dict, margin: float, title: str) -> Figure:
     _legend_below(fig, handles=handles, labels=[h.get_label() for h in handles], ncol=4)
     fig.suptitle(_title(title + "\nright of 1 is faster; values off the window are printed "
                         "at its edge", 100))
+    return fig
 
 
 # --------------------------------------------------------------------------- variance

@@ -175,3 +175,20 @@ def test_calibrate_cli_gives_rates_with_intervals_and_replication_counts(cpu_run
     assert ("repo", "sdpa_twin", "significant") in rows
     res = _cli("calibrate", str(cpu_run), "--processes", "0")
     assert res.returncode == 1 and "--processes" in res.stderr
+
+
+def test_summary_figure_has_both_levels_a_linear_axis_around_one_and_the_margin_band():
+    samples, placements = _frames()
+    table = comparisons.speedup_table(samples, placements, n_resamples=500)
+    from attn_analysis import plots
+    fig = plots.speedup_summary({"GPU a": table, "GPU b": table}, 0.02, "NVIDIA H200, test")
+    call, kernel = fig.axes[:2]
+    assert "call" in call.get_title() and "kernel" in kernel.get_title()
+    for ax in (call, kernel):
+        lo, hi = ax.get_xlim()
+        assert ax.get_xscale() == "linear" and lo < 0.98 and hi > 1.02 and hi - lo < 0.5
+        assert "(×)" in ax.get_xlabel()
+    assert "NVIDIA H200" in fig._suptitle.get_text()
+    assert fig.legends and not call.get_legend()
+    with pytest.raises(ValueError, match="tables"):
+        plots.speedup_summary({}, 0.02, "x")
