@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # book build, papermill or the Triton interpreter
+
 ROOT = Path(__file__).resolve().parents[1]
 HTML = ROOT / "_build" / "html"
 # The jupyter-book next to this Python (a virtual environment need not be on PATH).

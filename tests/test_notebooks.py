@@ -17,6 +17,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
+pytestmark = pytest.mark.slow  # book build, papermill or the Triton interpreter
+
 ROOT = Path(__file__).resolve().parents[1]
 NEW_SHAPE = "2,2,48"
 NEW_CONFIG = "B2-H2-S48-D64-fp16"

@@ -131,6 +131,7 @@ def cpu_run(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_a_cpu_run_has_placements_and_loads_as_protocol_2(cpu_run):
     assert records.verify(cpu_run) == []
     run = records.load(cpu_run)
@@ -143,6 +144,7 @@ def _cli(*args):
                           capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_compare_cli_prints_a_table_and_a_json_document_with_the_documented_schema(cpu_run):
     text = _cli("compare", str(cpu_run), "--resamples", "500")
     assert text.returncode == 0, text.stderr
@@ -158,6 +160,7 @@ def test_compare_cli_prints_a_table_and_a_json_document_with_the_documented_sche
     assert {r["verdict"] for r in doc["rows"]} <= {v.value for v in stats.Verdict}
 
 
+@pytest.mark.slow
 def test_compare_cli_refuses_bad_arguments_with_one_line(cpu_run):
     for args, word in ((("--margin", "2"), "--margin"), (("--baseline", "nope"), "baseline"),
                        (("--resamples", "5"), "--resamples")):
@@ -165,6 +168,7 @@ def test_compare_cli_refuses_bad_arguments_with_one_line(cpu_run):
         assert res.returncode == 1 and word in res.stderr and "Traceback" not in res.stderr
 
 
+@pytest.mark.slow
 def test_calibrate_cli_gives_rates_with_intervals_and_replication_counts(cpu_run):
     doc = json.loads(_cli("calibrate", str(cpu_run), "--json", "--resamples", "500").stdout)
     assert doc["schema"] == cal.CALIBRATE_SCHEMA and doc["processes_per_replication"] == 2

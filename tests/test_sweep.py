@@ -112,6 +112,7 @@ def _start_sweep_and_wait(out, **popen):
     return proc, journal, env
 
 
+@pytest.mark.slow
 def test_killed_sweep_resumes_without_losing_or_remeasuring(tmp_path):
     out = tmp_path / "run"
     proc, journal, env = _start_sweep_and_wait(out, stdout=subprocess.DEVNULL,
@@ -133,6 +134,7 @@ def test_killed_sweep_resumes_without_losing_or_remeasuring(tmp_path):
     assert ids.is_unique
 
 
+@pytest.mark.slow
 def test_ctrl_c_exits_130_cleanly_and_a_rerun_completes_without_remeasuring(tmp_path):
     out = tmp_path / "run"
     proc, journal, env = _start_sweep_and_wait(out, stdout=subprocess.PIPE,
@@ -313,6 +315,7 @@ def _sleepy_cli(out):
             "fake_candidates", "--no-profile", "--no-ceilings", "--quiet"]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc (Linux)")
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["kill", "kill-9"])
 def test_killing_only_the_parent_leaves_no_worker_and_a_rerun_completes(tmp_path, sig):
@@ -354,6 +357,7 @@ def test_killing_only_the_parent_leaves_no_worker_and_a_rerun_completes(tmp_path
     assert not run_lock.lock_path(out).exists()
 
 
+@pytest.mark.slow
 def test_a_second_sweep_on_a_running_folder_is_refused(tmp_path):
     out = tmp_path / "run"
     proc, journal, env = _start_sweep_and_wait(out, stdout=subprocess.DEVNULL,

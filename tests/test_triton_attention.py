@@ -22,6 +22,8 @@ import torch
 
 # The book needs no triton, so a CPU user may not have it (requirements-test.txt adds it).
 # CI sets ATTN_REQUIRE_TRITON=1 (.ci/run): there a missing triton fails instead of skipping.
+pytestmark = pytest.mark.slow  # the Triton interpreter
+
 if os.environ.get("ATTN_REQUIRE_TRITON") != "1":
     pytest.importorskip("triton", reason="triton is not installed: these tests run the kernel "
                                          "through its interpreter (pip install -r "
