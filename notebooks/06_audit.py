@@ -22,6 +22,11 @@
 # hierarchical bootstrap of the speedup and an equivalence test (`stats.compare`). The
 # controls are an A/A pair (the default SDPA call timed twice as two candidates: any
 # difference found is false) and SDPA followed by a spin kernel of known length.
+#
+# The runs this chapter reads are protocol 1 (H100, one memory placement per candidate per
+# process): it is the protocol's history, kept because it shows what the earlier instrument
+# could and could not resolve. The calibration of the design the paper now uses (protocol 2,
+# H200) is {ref}`calibration-v2`.
 
 # %% tags=["parameters", "hide-input"]
 runs_dir = "data/runs"                           # recorded runs, relative to the repository root
