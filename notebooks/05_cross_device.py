@@ -125,11 +125,18 @@ run_mode = {r: ("graph" if "graph" in set(g["mode"]) else g["mode"].iloc[0])
 main = table[[run_mode[r] == m for r, m in zip(table["run"], table["mode"])]]
 target_only = [r for r, g in main.groupby("run") if set(g["config"]) == {summaries.TARGET.key}]
 main = main[~main["run"].isin(target_only)]
-# At most four run columns fit the page: the lead run, then the runs covering the most
-# configurations; the others (with every mode) are in the CSV and the figure.
-n_configs = main.groupby("run")["config"].nunique().sort_values(ascending=False)
-shown = list(dict.fromkeys([lead] * (lead in n_configs.index) + list(n_configs.index)))[:4]
-left_out = [r for r in n_configs.index if r not in shown]
+# At most four run columns fit the page: one run per device (the lead run on its device,
+# elsewhere the run covering the most configurations), so a newly measured device always
+# gets a column; the other runs (and every mode) are in the CSV and the figure.
+n_configs = main.groupby("run")["config"].nunique()
+device_of = {r: runs[r].device for r in n_configs.index}
+order = sorted(n_configs.index, key=lambda r: (r != lead, -n_configs[r], r))
+shown = []
+for r in order:
+    if device_of[r] not in {device_of[x] for x in shown}:
+        shown.append(r)
+shown = shown[:4]
+left_out = [r for r in sorted(n_configs.index) if r not in shown]
 main = main[main["run"].isin(shown)]
 wide = main.pivot_table(index="config", columns="run", values="median_ms")
 l4_range = table.groupby("config")[["l4_min_ms", "l4_max_ms"]].first()
