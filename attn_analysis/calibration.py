@@ -29,7 +29,7 @@ import numbers
 import numpy as np
 import pandas as pd
 
-from . import stats, workload
+from . import stats, summaries, workload
 from .configs import Config
 
 BASELINE = "sdpa"
@@ -131,17 +131,10 @@ def _by_trial(df: pd.DataFrame, candidate: str) -> dict[int, np.ndarray]:
 
 
 def _by_process(df: pd.DataFrame, candidate: str) -> dict[int, list[np.ndarray]]:
-    """Samples of one candidate keyed by trial (process), split by memory placement.
-
-    Runs before protocol 2 have no ``placement`` column: each process is one placement.
-    """
+    """Samples of one candidate keyed by trial (process), split by memory placement
+    (:func:`summaries.process_groups`; before protocol 2 each process is one placement)."""
     sel = df[df["candidate"] == candidate]
-    if "placement" not in sel.columns:
-        return {t: [a] for t, a in _by_trial(df, candidate).items()}
-    order = ["trial", "placement"] + (["sample"] if "sample" in sel.columns else [])
-    sel = sel.sort_values(order)
-    return {int(t): [p["ms"].to_numpy(dtype=float) for _, p in g.groupby("placement", sort=True)]
-            for t, g in sel.groupby("trial", sort=True)}
+    return {int(t): summaries.process_groups(g)[0] for t, g in sel.groupby("trial", sort=True)}
 
 
 # --------------------------------------------------------------------------- protocols

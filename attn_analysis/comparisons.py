@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from . import stats
+from .summaries import process_groups
 
 BASELINE = "sdpa"
 LEVELS = ("call", "kernel")
@@ -56,12 +57,9 @@ def _iv(run_samples, placements, baseline, mode, margin, confidence, n_resamples
 def call_groups(samples: pd.DataFrame, config: str, candidate: str, mode: str
                 ) -> list[list[np.ndarray]]:
     """Samples of one unit kind as processes -> placements -> 1-D arrays (ms)."""
-    sel = samples[(samples["config"] == config) & (samples["candidate"] == candidate)
-                  & (samples["mode"] == mode)]
-    order = [c for c in ("trial", "placement", "sample") if c in sel.columns]
-    sel = sel.sort_values(order)
-    return [[g["ms"].to_numpy(dtype=float) for _, g in proc.groupby("placement", sort=True)]
-            for _, proc in sel.groupby("trial", sort=True)]
+    return process_groups(samples[(samples["config"] == config)
+                                  & (samples["candidate"] == candidate)
+                                  & (samples["mode"] == mode)])
 
 
 def kernel_groups(placements: pd.DataFrame, config: str, candidate: str, mode: str

@@ -110,6 +110,8 @@ def process_groups(frame: pd.DataFrame) -> list:
     Runs before protocol 2 have no ``placement`` column; each process is then one
     placement, and :func:`stats.compare` reduces to its two-stage bootstrap.
     """
+    order = [c for c in ("trial", "placement", "sample") if c in frame.columns]
+    frame = frame.sort_values(order, kind="stable")
     if "placement" not in frame.columns:
         return [[t["ms"].to_numpy(dtype=float)] for _, t in frame.groupby("trial", sort=True)]
     return [[p["ms"].to_numpy(dtype=float) for _, p in t.groupby("placement", sort=True)]
