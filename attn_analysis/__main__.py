@@ -22,7 +22,8 @@ def _shape(text: str):
 
 def build_parser() -> argparse.ArgumentParser:
     from .configs import MATRICES
-    from .sweep import MODES  # torch-free at import, unlike candidates
+    from . import sweep  # torch-free at import, unlike candidates
+    from .sweep import MODES
     parser = argparse.ArgumentParser(prog="python -m attn_analysis",
                                      description="Measure, verify and show attention runs.")
     sub = parser.add_subparsers(dest="verb", required=True)
@@ -44,17 +45,26 @@ def build_parser() -> argparse.ArgumentParser:
                          "candidates.DEFAULT_CANDIDATES, resolved when the sweep starts)")
     sw.add_argument("--modes", nargs="+", default=list(MODES),
                     help=f"timing protocols (default: {' '.join(MODES)})")
-    sw.add_argument("--trials", type=int, default=3, help="independent processes (default 3)")
+    # The defaults are protocol 2's calibrated design (book, "Protocol 2"): 2 processes x
+    # 8 placements x 20 samples, 10 ms of warm-up per placement.
+    sw.add_argument("--trials", type=int, default=sweep.DEFAULT_TRIALS,
+                    help=f"independent processes (default {sweep.DEFAULT_TRIALS})")
     stop = sw.add_mutually_exclusive_group()
-    stop.add_argument("--samples", type=int, help="fixed number of samples per unit")
-    stop.add_argument("--ci-target", type=float, default=0.005,
-                      help="stop when the median's 95%% CI half-width / median falls below")
-    sw.add_argument("--budget", type=float, default=0.5, help="seconds per unit at most")
-    sw.add_argument("--warmup-ms", type=float, default=100.0,
-                    help="warm-up per unit in milliseconds (default 100)")
-    sw.add_argument("--placements", type=int, default=4,
+    stop.add_argument("--samples", type=int, default=None,
+                      help=f"fixed number of samples per placement (default "
+                           f"{sweep.DEFAULT_TIMING['n_samples']})")
+    stop.add_argument("--ci-target", type=float, default=None,
+                      help="instead of a fixed count: stop when the median's 95%% CI "
+                           "half-width / median falls below this (with --budget)")
+    sw.add_argument("--budget", type=float, default=0.5,
+                    help="with --ci-target: seconds per placement at most (default 0.5)")
+    sw.add_argument("--warmup-ms", type=float, default=sweep.DEFAULT_TIMING["warmup_ms"],
+                    help=f"warm-up per placement in milliseconds (default "
+                         f"{sweep.DEFAULT_TIMING['warmup_ms']:g})")
+    sw.add_argument("--placements", type=int, default=sweep.DEFAULT_PLACEMENTS,
                     help="memory placements per unit: fresh inputs behind a random pad, graph "
-                         "re-captured, candidates interleaved in rounds (default 4)")
+                         f"re-captured, candidates interleaved in rounds "
+                         f"(default {sweep.DEFAULT_PLACEMENTS})")
     sw.add_argument("--no-kernel-times", action="store_true",
                     help="skip the profiler's kernel time at each placement")
     sw.add_argument("--process-warmup-ms", type=float, default=500.0,
@@ -134,10 +144,12 @@ def cmd_sweep(args) -> int:
     else:
         matrix_name = args.matrix or "reports-v1"
         cfgs = configs.matrix(matrix_name)
-    # --ci-target and --budget are checked even when --samples makes them unused.
+    # --budget is checked even when a fixed sample count makes it unused.
     sweep._timing_iv({"ci_target": args.ci_target, "budget_s": args.budget})
-    timing = ({"n_samples": args.samples} if args.samples is not None
-              else {"ci_target": args.ci_target, "budget_s": args.budget})
+    timing = ({"ci_target": args.ci_target, "budget_s": args.budget}
+              if args.ci_target is not None
+              else {"n_samples": sweep.DEFAULT_TIMING["n_samples"] if args.samples is None
+                    else args.samples})
     timing["warmup_ms"] = args.warmup_ms
     plan = sweep.Plan(configs=cfgs, candidates=candidates, modes=tuple(args.modes),
                       trials=args.trials, device=device, timing=timing, seed=args.seed,

@@ -37,6 +37,13 @@ SETTINGS_THAT_MUST_MATCH = ("device", "timing", "seed", "deterministic", "placem
 PROTOCOL = 2
 
 
+# Protocol 2's calibrated design (book, "Protocol 2"; the calibration chapter measures its
+# error rates): 2 processes x 8 placements x 20 samples, 10 ms of warm-up per placement.
+DEFAULT_TRIALS = 2
+DEFAULT_PLACEMENTS = 8
+DEFAULT_TIMING = {"n_samples": 20, "warmup_ms": 10.0}
+
+
 class SweepError(RuntimeError):
     """The sweep cannot go on (for example, a resumed run on a different machine)."""
 
@@ -48,10 +55,9 @@ class Plan:
     configs: tuple
     candidates: tuple
     modes: tuple = MODES
-    trials: int = 3
+    trials: int = DEFAULT_TRIALS
     device: str = "cuda"
-    timing: dict = dataclasses.field(default_factory=lambda: {"ci_target": 0.005,
-                                                              "budget_s": 0.5})
+    timing: dict = dataclasses.field(default_factory=lambda: dict(DEFAULT_TIMING))
     seed: int = 0
     plugins: tuple = ()
     matrix: str = ""
@@ -63,7 +69,7 @@ class Plan:
     deterministic: bool = False
     # Protocol v2: placements per unit (fresh inputs behind a random pad, graph re-captured),
     # the profiler's kernel time at each placement, and a warm-up before the first round.
-    placements: int = 4
+    placements: int = DEFAULT_PLACEMENTS
     kernel_times: bool = True
     process_warmup_ms: float = 500.0
 

@@ -95,6 +95,24 @@ def test_default_candidates_resolved_when_the_sweep_runs(tmp_path, monkeypatch):
     assert plans[0].modes == sweep.MODES
 
 
+def test_sweep_defaults_are_the_calibrated_design(tmp_path, monkeypatch):
+    """Without flags a sweep measures protocol 2's calibrated design (2 processes x 8
+    placements x 20 samples, 10 ms warm-up); --ci-target switches to the adaptive rule."""
+    plans = []
+    monkeypatch.setattr(sweep, "run", lambda out, plan, progress: plans.append(plan) or {
+        "units": 0, "out": out, "wall_s": 0.0, "timing_units": 0, "timed": 0, "not_timed": {}})
+    base = ["sweep", "--device", "cpu", "--shape", "1,2,16", "--quiet"]
+    assert main(base + ["--out", str(tmp_path / "a")]) == 0
+    assert main(base + ["--out", str(tmp_path / "b"), "--ci-target", "0.01"]) == 0
+    assert main(base + ["--out", str(tmp_path / "c"), "--samples", "7"]) == 0
+    default, adaptive, fixed = plans
+    assert (default.trials, default.placements) == (2, 8)
+    assert default.timing == {"n_samples": 20, "warmup_ms": 10.0} == sweep.Plan(
+        configs=default.configs, candidates=("sdpa",)).timing
+    assert adaptive.timing == {"ci_target": 0.01, "budget_s": 0.5, "warmup_ms": 10.0}
+    assert fixed.timing == {"n_samples": 7, "warmup_ms": 10.0}
+
+
 def test_verify_ok_and_failed(tmp_path, capsys):
     run = make_run(tmp_path)
     assert main(["verify", str(run)]) == 0
