@@ -182,3 +182,32 @@ def format_table(table: pd.DataFrame) -> str:
     lines.append(f"{m} comparisons; Bonferroni-adjusted intervals; speedup > 1: faster than "
                  f"the baseline")
     return "\n".join(lines)
+
+
+def kernel_split(kernels: pd.DataFrame) -> pd.DataFrame:
+    """Each (config, candidate)'s kernel time per call split into its longest kernel (the
+    attention kernel itself) and all the others (for SDPA's default dispatch a memset).
+
+    A kernel-level speedup sums every kernel of a call, so a one-kernel candidate can come
+    out "faster" than a baseline whose attention kernel is faster but which also runs a
+    memset. This split, from the run's profiler evidence (``records.Run.kernels``: one
+    profile per configuration and candidate, no interval), says which it is. Columns:
+    ``config``, ``candidate``, ``main_kernel``, ``main_ms``, ``other_ms``, ``total_ms``,
+    ``n_kernels`` (times are device ms per call).
+    """
+    cols = ("config", "candidate", "kernel", "device_ms_per_call")
+    if not isinstance(kernels, pd.DataFrame):
+        raise ValueError(f"`kernels` must be a DataFrame; got {type(kernels).__name__}.")
+    missing = [c for c in cols if c not in kernels.columns]
+    if missing:
+        raise ValueError(f"`kernels` must have columns {list(cols)}; missing {missing}.")
+    rows = []
+    for (config, candidate), g in kernels.groupby(["config", "candidate"], sort=True):
+        ms = g["device_ms_per_call"].astype(float)
+        top = int(np.argmax(ms.to_numpy()))
+        rows.append({"config": config, "candidate": candidate,
+                     "main_kernel": str(g["kernel"].iloc[top]),
+                     "main_ms": float(ms.iloc[top]), "other_ms": float(ms.sum() - ms.iloc[top]),
+                     "total_ms": float(ms.sum()), "n_kernels": int(len(g))})
+    return pd.DataFrame(rows, columns=["config", "candidate", "main_kernel", "main_ms",
+                                       "other_ms", "total_ms", "n_kernels"])

@@ -18,8 +18,8 @@ import pandas as pd
 
 from . import records, summaries
 
-DEFAULT_LEAD_RUN = "h100-reports-v1"
-DEFAULT_TRITON_RUN = "h100-triton-v2"
+DEFAULT_LEAD_RUN = "h200-reports-p2-all"
+DEFAULT_TRITON_RUN = "h200-triton-p2"
 DEVICE_CHOICES = ("auto", "cuda", "cpu")
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 # The parameters every measuring notebook declares (01 to 05), in their cells' order.

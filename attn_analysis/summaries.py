@@ -288,7 +288,8 @@ def kernel_vs_library(samples: pd.DataFrame, kernel: str = "triton",
     ``speedup = median(library) / median(kernel)`` (above 1: the kernel is faster) with
     :func:`stats.compare`'s hierarchical interval and verdict; ``ratio`` is its inverse,
     kernel time over library time. Configurations lacking the kernel or every library are
-    skipped.
+    skipped. The table is one family: its intervals are Bonferroni-adjusted over its rows
+    (``n_comparisons``).
     """
     df = _samples_iv(samples)
     (mode,) = _modes_iv(mode)
@@ -297,25 +298,28 @@ def kernel_vs_library(samples: pd.DataFrame, kernel: str = "triton",
         raise ValueError("`libraries` must name at least one candidate.")
     n_resamples = _resamples_iv(n_resamples)
     df = df[df["mode"] == mode]
-    rows = []
+    pairs = []
     for config, g in df.groupby("config", sort=True):
         med = g.groupby("candidate")["ms"].median()
         libs = med[med.index.isin(libraries)]
-        if kernel not in med.index or libs.empty:
-            continue
+        if kernel in med.index and not libs.empty:
+            pairs.append((config, g, med, libs))
+    rows = []
+    for config, g, med, libs in pairs:
         lib = str(libs.idxmin())
         sel = g[g["config"] == config]
         cmp = stats.compare(process_groups(sel[(sel["candidate"] == lib) & (sel["mode"] == mode)]),
                             process_groups(sel[(sel["candidate"] == kernel)
                                                & (sel["mode"] == mode)]), margin=margin,
-                            n_resamples=n_resamples, seed=seed)
+                            n_resamples=n_resamples, seed=seed, n_comparisons=len(pairs))
         r = cmp.ratio_ci
         rows.append({"config": config, "mode": mode, "kernel": kernel, "library": lib,
                      "kernel_ms": float(med[kernel]), "library_ms": float(libs.min()),
                      "speedup": r.ratio, "ci_low": r.low, "ci_high": r.high,
-                     "ratio": 1.0 / r.ratio, "verdict": cmp.verdict.value})
+                     "ratio": 1.0 / r.ratio, "verdict": cmp.verdict.value,
+                     "n_comparisons": len(pairs)})
     cols = ["config", "mode", "kernel", "library", "kernel_ms", "library_ms", "speedup",
-            "ci_low", "ci_high", "ratio", "verdict"]
+            "ci_low", "ci_high", "ratio", "verdict", "n_comparisons"]
     return _with_fields(pd.DataFrame(rows, columns=cols))
 
 
@@ -596,8 +600,9 @@ def measurement_plan(device: str, shapes="", candidates="", trials: int = 2,
 
     Defaults: on a GPU the reports' ten configurations and every registered candidate;
     on a CPU the small shapes ``CPU_SHAPES`` and ``CPU_CANDIDATES`` (CPU times are host
-    wall-clock and labelled so). ``samples`` > 0 fixes the samples per unit; 0 keeps the
-    adaptive stopping rule (CI target 0.5 %, at most 0.4 s per unit).
+    wall-clock and labelled so). ``samples`` > 0 fixes the samples per placement; 0 takes
+    protocol 2's calibrated design (``sweep.DEFAULT_TIMING``; placements
+    ``sweep.DEFAULT_PLACEMENTS``).
     """
     from . import candidates as cands
     from . import sweep
@@ -606,7 +611,7 @@ def measurement_plan(device: str, shapes="", candidates="", trials: int = 2,
     if isinstance(trials, bool) or not isinstance(trials, numbers.Integral) or trials < 1:
         raise ValueError(f"`trials` must be a positive integer; got {trials!r}.")
     if isinstance(samples, bool) or not isinstance(samples, numbers.Integral) or samples < 0:
-        raise ValueError(f"`samples` must be a non-negative integer (0: adaptive); "
+        raise ValueError(f"`samples` must be a non-negative integer (0: the default); "
                          f"got {samples!r}.")
     cfgs = parse_shapes(shapes) or (MATRICES["reports-v1"] if device == "cuda"
                                     else parse_shapes(CPU_SHAPES))
@@ -615,8 +620,7 @@ def measurement_plan(device: str, shapes="", candidates="", trials: int = 2,
     else:
         names = tuple(candidates)
     names = names or (cands.DEFAULT_CANDIDATES if device == "cuda" else CPU_CANDIDATES)
-    timing = ({"n_samples": int(samples)} if samples
-              else {"ci_target": 0.005, "budget_s": 0.4, "warmup_ms": 100.0})
+    timing = dict(sweep.DEFAULT_TIMING, **({"n_samples": int(samples)} if samples else {}))
     matrix = next((name for name, m in MATRICES.items() if m == cfgs), "")
     return sweep.Plan(configs=cfgs, candidates=names, trials=int(trials), device=device,
                       timing=timing, matrix=matrix, profile=device == "cuda")

@@ -21,13 +21,13 @@
 
 # %% tags=["parameters", "hide-input"]
 runs_dir = "data/runs"    # recorded runs, relative to the repository root
-run = "h100-reports-v1"   # documented default lead run; empty picks the largest GPU run
+run = "h200-reports-p2-all"  # documented default lead run; empty picks the largest GPU run
 measure = False           # True measures a new run on this machine first (see 03_matrix)
 device = "auto"           # auto picks the GPU if present, else the CPU; or cuda, cpu
 shapes = ""               # semicolon-separated B,H,S[,D] or a matrix name; empty for the default
 candidates = ""           # comma-separated candidate names; empty for the device default
 trials = 2                # independent processes per unit
-samples = 0               # samples per unit; 0 for the adaptive stopping rule
+samples = 0               # samples per placement; 0 for the protocol's default
 run_id = ""               # folder name of the new run; empty for the device and UTC time
 n_resamples = 1000        # bootstrap resamples (unused here; shared parameter set)
 
@@ -115,8 +115,8 @@ glue("env_runs_table", Markdown(tables.markdown_table(
 plan = (runs[lead].info or {}).get("plan", {})
 timing = plan.get("timing", {})
 nbs.glue_text("env_lead_trials", plan.get("trials", float("nan")))
-nbs.glue_text("env_ci_target", timing.get("ci_target", float("nan")))
-nbs.glue_text("env_budget_s", timing.get("budget_s", float("nan")))
+nbs.glue_text("env_lead_placements", plan.get("placements", 1))
+nbs.glue_text("env_lead_samples", timing.get("n_samples", float("nan")))
 nbs.glue_text("env_warmup_ms", timing.get("warmup_ms", float("nan")))
 nbs.glue_text("env_rel_threshold_fp16", cands.REL_ERROR_THRESHOLD["float16"])
 corr = runs[lead].correctness

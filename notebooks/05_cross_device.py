@@ -22,13 +22,13 @@
 
 # %% tags=["parameters", "hide-input"]
 runs_dir = "data/runs"    # recorded runs, relative to the repository root
-run = "h100-reports-v1"   # documented default lead run; empty picks the largest GPU run
+run = "h200-reports-p2-all"  # documented default lead run; empty picks the largest GPU run
 measure = False           # True measures a new run on this machine first
 device = "auto"           # auto picks the GPU if present, else the CPU; or cuda, cpu
 shapes = ""               # semicolon-separated B,H,S[,D] or a matrix name; empty for the default
 candidates = ""           # comma-separated candidate names; empty for the device default
 trials = 2                # independent processes per unit
-samples = 0               # samples per unit; 0 for the adaptive stopping rule
+samples = 0               # samples per placement; 0 for the protocol's default
 run_id = ""               # folder name of the new run; empty for the device and UTC time
 n_resamples = 1000        # bootstrap resamples per interval
 candidate = "sdpa"        # which candidate to compare across devices

@@ -117,6 +117,26 @@ def test_speedup_table_has_no_kernel_level_without_kernel_times_and_checks_its_i
         comparisons.speedup_table(samples, placements, margin=2)
 
 
+def test_kernel_split_separates_the_attention_kernel_from_the_memset():
+    kernels = pd.DataFrame({
+        "config": ["S128"] * 3 + ["S512"] * 2,
+        "candidate": ["sdpa", "sdpa", "triton", "sdpa", "sdpa"],
+        "kernel": ["cudnn_fprop", "Memset (Device)", "_attn_fwd", "Memset (Device)",
+                   "cudnn_fprop"],
+        "device_ms_per_call": [0.00646, 0.00077, 0.00669, 0.00085, 0.04607]})
+    split = comparisons.kernel_split(kernels).set_index(["config", "candidate"])
+    sdpa = split.loc[("S128", "sdpa")]
+    assert sdpa["main_kernel"] == "cudnn_fprop" and sdpa["n_kernels"] == 2
+    assert (sdpa["main_ms"], sdpa["other_ms"]) == pytest.approx((0.00646, 0.00077))
+    assert sdpa["total_ms"] == pytest.approx(0.00723)
+    # Summed, triton's one kernel is shorter; its attention kernel alone is not.
+    tri = split.loc[("S128", "triton")]
+    assert tri["total_ms"] < sdpa["total_ms"] and tri["main_ms"] > sdpa["main_ms"]
+    assert split.loc[("S512", "sdpa"), "main_kernel"] == "cudnn_fprop"  # order-free
+    with pytest.raises(ValueError, match="device_ms_per_call"):
+        comparisons.kernel_split(kernels.drop(columns="device_ms_per_call"))
+
+
 @pytest.fixture(scope="module")
 def cpu_run(tmp_path_factory):
     """A protocol-2 CPU run with the A/A twin and two spin controls: 4 processes x 2

@@ -139,6 +139,16 @@ def test_kernel_vs_library_ratio_and_tuning():
     assert row["library"] == "sdpa_cudnn"
     assert row["ratio"] == pytest.approx(1.25, rel=1e-2)
     assert row["speedup"] == pytest.approx(0.8, rel=1e-2) and row["verdict"] == "slower"
+    assert row["n_comparisons"] == 1
+    # A second configuration makes the table a family of two: wider intervals.
+    other = "B8-H8-S512-D64-fp16"
+    s2 = pd.concat([s, make_samples({(other, "sdpa", "graph"): [2.0] * 3,
+                                     (other, "sdpa_cudnn", "graph"): [1.0] * 3,
+                                     (other, "triton", "graph"): [1.25] * 3}, jitter=0.001)])
+    two = S.kernel_vs_library(s2, n_resamples=200).set_index("config")
+    assert set(two["n_comparisons"]) == {2}
+    wide, narrow = two.loc[TARGET], row
+    assert wide["ci_high"] - wide["ci_low"] >= narrow["ci_high"] - narrow["ci_low"]
     with pytest.raises(ValueError, match="`libraries` must name at least one"):
         S.kernel_vs_library(s, libraries=())
     units = pd.DataFrame({"config": [TARGET, TARGET], "candidate": ["triton"] * 2,
@@ -172,7 +182,9 @@ def test_parse_shapes_and_measurement_plan():
     with pytest.raises(ValueError, match="`shapes` must be a string"):
         S.parse_shapes(5)
     plan = S.measurement_plan("cpu", shapes="2,2,32", samples=5)
-    assert plan.device == "cpu" and plan.timing == {"n_samples": 5}
+    assert plan.device == "cpu" and plan.timing == {"n_samples": 5, "warmup_ms": 10.0}
+    default = S.measurement_plan("cpu", shapes="2,2,32")  # 0 samples: the calibrated design
+    assert default.timing == {"n_samples": 20, "warmup_ms": 10.0} and default.placements == 8
     assert plan.candidates == S.CPU_CANDIDATES and not plan.profile
     with pytest.raises(ValueError, match="`device` must be 'cuda' or 'cpu'"):
         S.measurement_plan("tpu")
