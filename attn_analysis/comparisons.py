@@ -22,7 +22,7 @@ from . import stats
 from .summaries import process_groups
 
 BASELINE = "sdpa"
-LEVELS = ("call", "kernel")
+LEVELS = ("call", "kernel", "attention")
 COLUMNS = ("config", "candidate", "level", "mode", "speedup", "ci_low", "ci_high",
            "verdict", "reason", "n_processes", "n_placements", "n_comparisons",
            "baseline_ms", "candidate_ms")
@@ -75,8 +75,8 @@ def kernel_groups(placements: pd.DataFrame, config: str, candidate: str, mode: s
 
 def speedup_table(samples: pd.DataFrame, placements: pd.DataFrame, baseline: str = BASELINE,
                   mode: str = "graph", configs=None, candidates=None, margin: float = 0.02,
-                  confidence: float = 0.95, n_resamples: int = 20_000, seed: int = 42
-                  ) -> pd.DataFrame:
+                  confidence: float = 0.95, n_resamples: int = 20_000, seed: int = 42,
+                  kernels: pd.DataFrame | None = None) -> pd.DataFrame:
     """Speedup ``median(baseline) / median(candidate)`` at call and kernel level.
 
     Parameters
@@ -94,6 +94,11 @@ def speedup_table(samples: pd.DataFrame, placements: pd.DataFrame, baseline: str
         Equivalence margin and family-wise confidence of :func:`stats.compare`.
     n_resamples, seed
         Bootstrap resamples and seed of every comparison.
+    kernels : DataFrame, optional
+        The run's profiler evidence (``records.Run.kernels``). Given, a third level,
+        "attention", compares the longest kernel of each side: each placement's kernel time
+        less the side's other kernels (:func:`kernel_split`; for the default dispatch its
+        memset), so a candidate is not credited with the baseline's auxiliary kernels.
 
     Returns
     -------
@@ -109,6 +114,9 @@ def speedup_table(samples: pd.DataFrame, placements: pd.DataFrame, baseline: str
     bad = [c for c in configs if c not in all_configs]
     if bad:
         raise ValueError(f"`configs` must be drawn from {all_configs}; got {bad}.")
+    other = ({} if kernels is None else
+             {k: v for k, v in kernel_split(kernels).set_index(["config", "candidate"])
+              ["other_ms"].items()})
     plan = []
     for config in configs:
         present = sorted(set(timed.loc[timed["config"] == config, "candidate"]))
@@ -121,6 +129,10 @@ def speedup_table(samples: pd.DataFrame, placements: pd.DataFrame, baseline: str
             plan.append((config, cand, "call"))
             if base_k and kernel_groups(placements, config, cand, mode):
                 plan.append((config, cand, "kernel"))
+                if ((config, baseline) in other and (config, cand) in other and all(
+                        min(a.min() for a in kernel_groups(placements, config, c, mode))
+                        > other[(config, c)] for c in (baseline, cand))):
+                    plan.append((config, cand, "attention"))
     m = max(len(plan), 1)
     rows = []
     for i, (config, cand, level) in enumerate(plan):
@@ -129,6 +141,9 @@ def speedup_table(samples: pd.DataFrame, placements: pd.DataFrame, baseline: str
             flat = [np.concatenate([pl for proc in g for pl in proc]) for g in (base, arm)]
         else:
             base, arm = (kernel_groups(placements, config, c, mode) for c in (baseline, cand))
+            if level == "attention":
+                base, arm = ([a - other[(config, c)] for a in g]
+                             for g, c in ((base, baseline), (arm, cand)))
             flat = [np.concatenate(g) for g in (base, arm)]
         cmp = stats.compare(base, arm, margin=margin, confidence=confidence,
                             n_resamples=n_resamples, seed=seed + i, n_comparisons=m)

@@ -137,6 +137,27 @@ def test_kernel_split_separates_the_attention_kernel_from_the_memset():
         comparisons.kernel_split(kernels.drop(columns="device_ms_per_call"))
 
 
+def test_attention_level_compares_the_longest_kernels_without_the_baselines_memset():
+    samples, placements = _frames()
+    configs = sorted(set(placements["config"]))
+    kernels = pd.DataFrame([
+        {"config": c, "candidate": cand, "kernel": name, "device_ms_per_call": ms}
+        for c in configs for cand, name, ms in (
+            ("sdpa", "attn", 1.0), ("sdpa", "Memset (Device)", 0.1),
+            ("twin", "attn", 1.0), ("twin", "Memset (Device)", 0.1), ("fast", "attn", 0.9))])
+    table = comparisons.speedup_table(samples, placements, n_resamples=500, kernels=kernels)
+    assert set(table["level"]) == {"call", "kernel", "attention"}
+    assert set(table["n_comparisons"]) == {len(table)}  # one family over all three levels
+    t = table.set_index(["candidate", "level"])
+    # Each side less its own other kernels: the baseline's kernel time falls by 0.1 ms.
+    base_k = t.loc[("fast", "kernel"), "baseline_ms"]
+    assert t.loc[("fast", "attention"), "baseline_ms"] == pytest.approx(base_k - 0.1)
+    assert t.loc[("fast", "attention"), "speedup"] < t.loc[("fast", "kernel"), "speedup"]
+    assert t.loc[("twin", "attention"), "verdict"] == "equivalent"
+    without = comparisons.speedup_table(samples, placements, n_resamples=500)
+    assert "attention" not in set(without["level"])
+
+
 @pytest.fixture(scope="module")
 def cpu_run(tmp_path_factory):
     """A protocol-2 CPU run with the A/A twin and two spin controls: 4 processes x 2
