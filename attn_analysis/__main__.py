@@ -97,6 +97,10 @@ def build_parser() -> argparse.ArgumentParser:
     co.add_argument("--margin", type=float, default=0.02, help="equivalence margin (default 0.02)")
     co.add_argument("--resamples", type=int, default=20_000,
                     help="bootstrap resamples per comparison (default 20000)")
+    co.add_argument("--attention", action="store_true",
+                    help="add the attention level: each side's longest kernel alone (its "
+                         "kernel time less its other kernels, e.g. SDPA's memset), from the "
+                         "run's profiler evidence; joins the same family")
     co.add_argument("--json", action="store_true",
                     help=f"print JSON (schema {'attn_analysis.compare/1'}, documented in "
                          f"comparisons.as_json)")
@@ -218,7 +222,8 @@ def cmd_compare(args) -> int:
     run = records.load(args.run)
     table = comparisons.speedup_table(run.samples, run.placements, baseline=args.baseline,
                                       mode=args.mode, configs=args.config, margin=args.margin,
-                                      n_resamples=args.resamples)
+                                      n_resamples=args.resamples,
+                                      kernels=run.kernels if args.attention else None)
     if args.json:
         print(json.dumps(comparisons.as_json(
             table, run_id=run.run_id, device=run.device, protocol=run.protocol,

@@ -28,6 +28,10 @@ COLUMNS = ("config", "candidate", "level", "mode", "speedup", "ci_low", "ci_high
            "baseline_ms", "candidate_ms")
 # The documented JSON layout of ``python -m attn_analysis compare --json`` (a test pins it).
 JSON_SCHEMA = "attn_analysis.compare/1"
+# The attention level needs a fused call: one kernel holding at least this share of the
+# call's kernel time, the rest auxiliary (memsets, fills). An unfused call (eager, math:
+# two products and a softmax) has no single attention kernel to compare.
+FUSED_SHARE = 0.8
 
 
 def _iv(run_samples, placements, baseline, mode, margin, confidence, n_resamples):
@@ -98,7 +102,8 @@ def speedup_table(samples: pd.DataFrame, placements: pd.DataFrame, baseline: str
         The run's profiler evidence (``records.Run.kernels``). Given, a third level,
         "attention", compares the longest kernel of each side: each placement's kernel time
         less the side's other kernels (:func:`kernel_split`; for the default dispatch its
-        memset), so a candidate is not credited with the baseline's auxiliary kernels.
+        memset), so a candidate is not credited with the baseline's auxiliary kernels. Only
+        between fused calls (longest kernel at least ``FUSED_SHARE`` of the call's kernels).
 
     Returns
     -------
@@ -114,9 +119,10 @@ def speedup_table(samples: pd.DataFrame, placements: pd.DataFrame, baseline: str
     bad = [c for c in configs if c not in all_configs]
     if bad:
         raise ValueError(f"`configs` must be drawn from {all_configs}; got {bad}.")
-    other = ({} if kernels is None else
-             {k: v for k, v in kernel_split(kernels).set_index(["config", "candidate"])
-              ["other_ms"].items()})
+    split = (pd.DataFrame(columns=["config", "candidate", "other_ms", "main_share"])
+             if kernels is None else kernel_split(kernels))
+    fused = split[split["main_share"] >= FUSED_SHARE]
+    other = dict(zip(zip(fused["config"], fused["candidate"]), fused["other_ms"]))
     plan = []
     for config in configs:
         present = sorted(set(timed.loc[timed["config"] == config, "candidate"]))
@@ -164,8 +170,8 @@ def as_json(table: pd.DataFrame, *, run_id: str, device: str, protocol: int, bas
 
     Layout (``schema`` = ``JSON_SCHEMA``): ``run``, ``device``, ``protocol``, ``baseline``,
     ``mode``, ``margin``, ``confidence`` (family-wise), ``correction`` ("bonferroni"),
-    ``n_comparisons``, ``rows``: [{``config``, ``candidate``, ``level`` ("call" or
-    "kernel"), ``speedup``, ``ci_low``, ``ci_high``, ``verdict``, ``n_processes``,
+    ``n_comparisons``, ``rows``: [{``config``, ``candidate``, ``level`` ("call", "kernel",
+    or with ``--attention`` "attention"), ``speedup``, ``ci_low``, ``ci_high``, ``verdict``, ``n_processes``,
     ``n_placements``, ``baseline_ms``, ``candidate_ms``}]. Speedups above 1: faster.
     """
     keys = ("config", "candidate", "level", "speedup", "ci_low", "ci_high", "verdict",
@@ -208,7 +214,7 @@ def kernel_split(kernels: pd.DataFrame) -> pd.DataFrame:
     memset. This split, from the run's profiler evidence (``records.Run.kernels``: one
     profile per configuration and candidate, no interval), says which it is. Columns:
     ``config``, ``candidate``, ``main_kernel``, ``main_ms``, ``other_ms``, ``total_ms``,
-    ``n_kernels`` (times are device ms per call).
+    ``n_kernels``, ``main_share`` (``main_ms / total_ms``; times are device ms per call).
     """
     cols = ("config", "candidate", "kernel", "device_ms_per_call")
     if not isinstance(kernels, pd.DataFrame):
@@ -223,6 +229,7 @@ def kernel_split(kernels: pd.DataFrame) -> pd.DataFrame:
         rows.append({"config": config, "candidate": candidate,
                      "main_kernel": str(g["kernel"].iloc[top]),
                      "main_ms": float(ms.iloc[top]), "other_ms": float(ms.sum() - ms.iloc[top]),
-                     "total_ms": float(ms.sum()), "n_kernels": int(len(g))})
+                     "total_ms": float(ms.sum()), "n_kernels": int(len(g)),
+                     "main_share": float(ms.iloc[top] / ms.sum()) if ms.sum() > 0 else 0.0})
     return pd.DataFrame(rows, columns=["config", "candidate", "main_kernel", "main_ms",
-                                       "other_ms", "total_ms", "n_kernels"])
+                                       "other_ms", "total_ms", "n_kernels", "main_share"])

@@ -72,10 +72,11 @@ def test_the_placement_level_carries_placement_variance_into_the_interval():
     assert (single.low, single.high) == (flat.low, flat.high)
 
 
-def _frames(kernel=True):
+def _frames(kernel=True, extra=None):
     rng = np.random.default_rng(5)
     rows, places = [], []
-    for cand, centre in (("sdpa", 1.0), ("fast", 0.9), ("twin", 1.0)):
+    arms = (("sdpa", 1.0), ("fast", 0.9), ("twin", 1.0)) + ((extra,) if extra else ())
+    for cand, centre in arms:
         for t in range(4):
             for p in range(4):
                 ms = centre * rng.normal(1, 0.003) * rng.normal(1, 0.001, 10)
@@ -144,9 +145,15 @@ def test_attention_level_compares_the_longest_kernels_without_the_baselines_mems
         {"config": c, "candidate": cand, "kernel": name, "device_ms_per_call": ms}
         for c in configs for cand, name, ms in (
             ("sdpa", "attn", 1.0), ("sdpa", "Memset (Device)", 0.1),
-            ("twin", "attn", 1.0), ("twin", "Memset (Device)", 0.1), ("fast", "attn", 0.9))])
+            ("twin", "attn", 1.0), ("twin", "Memset (Device)", 0.1), ("fast", "attn", 0.9),
+            ("unfused", "gemm", 0.4), ("unfused", "softmax", 0.3), ("unfused", "gemm2", 0.3))])
+    samples, placements = _frames(extra=("unfused", 1.0))
     table = comparisons.speedup_table(samples, placements, n_resamples=500, kernels=kernels)
     assert set(table["level"]) == {"call", "kernel", "attention"}
+    # An unfused call has no single attention kernel: no attention row for it.
+    assert set(table.loc[table["level"] == "attention", "candidate"]) == {"fast", "twin"}
+    assert comparisons.kernel_split(kernels).set_index("candidate").loc[
+        "unfused", "main_share"] == pytest.approx(0.4)
     assert set(table["n_comparisons"]) == {len(table)}  # one family over all three levels
     t = table.set_index(["candidate", "level"])
     # Each side less its own other kernels: the baseline's kernel time falls by 0.1 ms.
@@ -199,6 +206,10 @@ def test_compare_cli_prints_a_table_and_a_json_document_with_the_documented_sche
                                    "ci_high", "verdict", "n_processes", "n_placements",
                                    "baseline_ms", "candidate_ms"}
     assert {r["verdict"] for r in doc["rows"]} <= {v.value for v in stats.Verdict}
+    # A CPU run has no profiler evidence: --attention is accepted and adds no row.
+    att = json.loads(_cli("compare", str(cpu_run), "--resamples", "500", "--json",
+                          "--attention").stdout)
+    assert att["rows"] == doc["rows"]
 
 
 @pytest.mark.slow
