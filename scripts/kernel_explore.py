@@ -174,7 +174,7 @@ def kernel_time_us(fn, calls=20):
     for _ in range(3):
         fn()
     torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for _ in range(calls):
             fn()
         torch.cuda.synchronize()
@@ -281,7 +281,13 @@ def grid_check(variants, names):
     return rows
 
 
-def timing(variants, placements, seed):
+def dump(args, result):
+    """Write what is known so far (a call that runs out of time still returns it)."""
+    with open(os.path.join(args.out, "explore.json"), "w") as f:
+        json.dump(result, f, indent=1, default=str)
+
+
+def timing(variants, placements, seed, partial=None):
     rng = random.Random(seed)
     names = list(variants) + list(LIBS)
     per = {n: [] for n in names}
@@ -291,39 +297,49 @@ def timing(variants, placements, seed):
         order = names[:]
         rng.shuffle(order)
         for n in order:
+            rec = {"placement": p}
             try:
                 fn = make_fn(n, q, k, v, variants)
-                gt = graph_time_us(fn)
-                kt = kernel_time_us(fn)
-                per[n].append({"placement": p, "graph_us": gt, **kt})
+                rec["graph_us"] = graph_time_us(fn)
+                rec.update(kernel_time_us(fn))
             except Exception as e:  # noqa: BLE001
-                per[n].append({"placement": p, "error": f"{type(e).__name__}: {str(e)[:200]}"})
+                rec["error"] = f"{type(e).__name__}: {str(e)[:300]}"
+            per[n].append(rec)
         log(f"placement {p}: " + " ".join(
             f"{n}={per[n][-1].get('kernel_us', float('nan')):.1f}" for n in names))
+        errs = {n: per[n][-1]["error"] for n in names if "error" in per[n][-1]}
+        if errs:
+            log("errors", json.dumps(errs)[:1500])
         del q, k, v, spacer
         torch.cuda.empty_cache()
+        if partial:
+            partial(per)
     return per
 
 
 def summarize(per):
-    ok = {n: {r["placement"]: r for r in rows if "kernel_us" in r} for n, rows in per.items()}
-    cud, sd = ok["cudnn"], ok["sdpa"]
+    """Medians over placements; paired speed-ups (same placement) with bootstrap CIs."""
+    def by_place(n, key):
+        return {r["placement"]: r[key] for r in per[n] if key in r}
     summary = {}
-    for n, rows in ok.items():
-        if not rows:
-            summary[n] = {"error": per[n][0].get("error")}
+    cud_k, sd_g = by_place("cudnn", "kernel_us"), by_place("sdpa", "graph_us")
+    for n in per:
+        kern, graph, allk = by_place(n, "kernel_us"), by_place(n, "graph_us"), by_place(n, "all_us")
+        if not kern and not graph:
+            summary[n] = {"error": next((r.get("error") for r in per[n] if "error" in r), None)}
             continue
-        common = [p for p in rows if p in cud and p in sd]
-        sk = [cud[p]["kernel_us"] / rows[p]["kernel_us"] for p in common]
-        sc = [sd[p]["graph_us"] / rows[p]["graph_us"] for p in common]
+        sk = [cud_k[p] / kern[p] for p in kern if p in cud_k]
+        sc = [sd_g[p] / graph[p] for p in graph if p in sd_g]
         summary[n] = {
-            "kernel_us": statistics.median(r["kernel_us"] for r in rows.values()),
-            "all_us": statistics.median(r["all_us"] for r in rows.values()),
-            "graph_us": statistics.median(r["graph_us"] for r in rows.values()),
-            "speedup_kernel_vs_cudnn": statistics.median(sk), "ci_kernel": boot_ci(sk),
-            "speedup_call_vs_sdpa": statistics.median(sc), "ci_call": boot_ci(sc),
-            "n_placements": len(common),
-            "main_kernel": next(iter(rows.values()))["main_kernel"]}
+            "kernel_us": statistics.median(kern.values()) if kern else float("nan"),
+            "all_us": statistics.median(allk.values()) if allk else float("nan"),
+            "graph_us": statistics.median(graph.values()) if graph else float("nan"),
+            "speedup_kernel_vs_cudnn": statistics.median(sk) if sk else float("nan"),
+            "ci_kernel": boot_ci(sk),
+            "speedup_call_vs_sdpa": statistics.median(sc) if sc else float("nan"),
+            "ci_call": boot_ci(sc), "n_placements": len(kern),
+            "main_kernel": next((r["main_kernel"] for r in per[n] if "main_kernel" in r), None),
+            "errors": [r["error"] for r in per[n] if "error" in r][:2]}
     return summary
 
 
@@ -356,25 +372,28 @@ def main_phase(args):
             tar.addfile(ti, io.BytesIO(blob))
     with open(os.path.join(args.out, "cubins.tar"), "wb") as f:
         f.write(buf.getvalue())
+    dump(args, result)
     good = {n: variants[n] for n in variants if checks[n]["ok"]}
     grid_names = [n for n in (args.grid.split(",") if args.grid else []) if n in good]
     if grid_names:
         result["grid"] = grid_check(variants, grid_names)
+    dump(args, result)
     log("timing", len(good), "variants")
-    per = timing(good, args.placements, args.seed)
+    per = timing(good, args.placements, args.seed, partial=lambda per: dump(
+        args, {**result, "timing": per}))
     result["timing"] = per
     result["summary"] = summary = summarize(per)
-    ranked = sorted((n for n in good if "kernel_us" in summary.get(n, {})),
+    ranked = sorted((n for n in good if summary.get(n, {}).get("kernel_us", math.nan)
+                     == summary.get(n, {}).get("kernel_us", math.nan)),
                     key=lambda n: summary[n]["kernel_us"])
     top = [n for n in ranked if n != "base"][:args.ncu_top]
     with open(os.path.join(args.out, "ncu_variants.txt"), "w") as f:
         f.write(",".join(["base"] + top if "base" in good else top))
     result["elapsed_s"] = time.time() - T0
-    with open(os.path.join(args.out, "explore.json"), "w") as f:
-        json.dump(result, f, indent=1, default=str)
+    dump(args, result)
     log(f"{'variant':18s} {'kern us':>8s} {'all us':>7s} {'graph us':>8s} "
         f"{'cudnn/var (kernel) [95% CI]':>28s} {'sdpa/var (call) [95% CI]':>26s} regs smem")
-    for n in ranked + list(LIBS):
+    for n in ranked + [n for n in LIBS if "kernel_us" in summary.get(n, {})]:
         s = summary[n]
         c = checks.get(n, {})
         log(f"{n:18s} {s['kernel_us']:8.2f} {s['all_us']:7.2f} {s['graph_us']:8.2f} "
