@@ -37,7 +37,7 @@ LOG2E = 1.4426950408889634
 HEAD_DIMS = (64, 128)
 DTYPES = (torch.float16, torch.bfloat16)
 CONFIG_KEYS = ("BLOCK_M", "BLOCK_N", "num_warps", "num_stages", "EXP_F16", "PERSIST",
-               "FLATTEN", "LAZY_RESCALE", "POLY_EXP", "WARP_SPEC")
+               "FLATTEN", "LAZY_RESCALE", "POLY_EXP", "WARP_SPEC", "DUAL", "MAXNREG")
 # Variant switches (notes/triton_kernel.md, "Session i17"), all off in the defaults:
 # PERSIST: 0 = one program per query tile; n > 0 = a persistent grid of n programs per
 #   multiprocessor, each looping over (batch*head, query tile) tiles.
@@ -48,11 +48,17 @@ CONFIG_KEYS = ("BLOCK_M", "BLOCK_N", "num_warps", "num_stages", "EXP_F16", "PERS
 # POLY_EXP: half of the exponentials (odd columns) by a degree-3 polynomial on the FMA
 #   pipes (Cody-Waite split, exponent by integer add) instead of the MUFU unit.
 # WARP_SPEC: tl.range(..., warp_specialize=True) on the key loop (Triton's automatic WS).
+# DUAL: the BLOCK_M rows as two independent halves in one key loop (two QK^T products,
+#   then each half's softmax and PV), so the scheduler can run one half's softmax while
+#   the other half's wgmma is in flight (FA3's overlap, inside one program).
+# MAXNREG: 0 = the compiler's register count; n = at most n registers per thread (Triton's
+#   ``maxnreg``), to fit one more program per multiprocessor.
 _VARIANT_KEYS = {"PERSIST": (0, 1, 2, 3, 4), "FLATTEN": (False, True),
                  "LAZY_RESCALE": (False, True), "POLY_EXP": (False, True),
-                 "WARP_SPEC": (False, True)}
+                 "WARP_SPEC": (False, True), "DUAL": (False, True),
+                 "MAXNREG": (0, 96, 128, 160, 168, 192, 232, 255)}
 _VARIANT_OFF = {"PERSIST": 0, "FLATTEN": False, "LAZY_RESCALE": False, "POLY_EXP": False,
-                "WARP_SPEC": False}
+                "WARP_SPEC": False, "DUAL": False, "MAXNREG": 0}
 # Keys that ``tune`` adds to a configuration; ``attention`` accepts and ignores them.
 TUNING_KEYS = ("tuned_ms", "n_tried", "n_failed", "interpreted", "TMA", "fast_launch")
 _BLOCKS = (16, 32, 64, 128, 256)
@@ -203,6 +209,99 @@ def _kv_loop(acc, l_i, m_i, q, Ks, Vs, bh, base, offs_m, lo, hi, S, qk_scale,
 
 
 @triton.jit
+def _softmax_pv(qk, acc, l_i, m_i, v, offs_m, start_n, S, qk_scale, BLOCK_N: tl.constexpr,
+                MASKED: tl.constexpr, CAUSAL: tl.constexpr, EXP16: tl.constexpr,
+                POLY: tl.constexpr, INTERP: tl.constexpr):
+    """One key tile's online-softmax update of (acc, l, m) from the scores ``qk``."""
+    if MASKED:
+        cols = start_n + tl.arange(0, BLOCK_N)
+        keep = cols[None, :] < S
+        if CAUSAL:
+            keep = keep & (offs_m[:, None] >= cols[None, :])
+        qk = tl.where(keep, qk * qk_scale, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(qk, 1))
+        p = _exp2(qk - m_new[:, None], EXP16, POLY, INTERP)
+    else:
+        m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+        p = _exp2(qk * qk_scale - m_new[:, None], EXP16, POLY, INTERP)
+    alpha = tl.math.exp2(m_i - m_new)
+    l_i = l_i * alpha + tl.sum(p.to(tl.float32), 1)
+    acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
+    return acc, l_i, m_new
+
+
+@triton.jit
+def _kv_loop_dual(acc_a, l_a, m_a, acc_b, l_b, m_b, q_a, q_b, Ks, Vs, bh, base, offs_a,
+                  offs_b, lo, hi, S, qk_scale, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
+                  MASKED: tl.constexpr, CAUSAL: tl.constexpr, TMA: tl.constexpr,
+                  EXP16: tl.constexpr, POLY: tl.constexpr, INTERP: tl.constexpr):
+    """``_kv_loop`` for two independent row halves sharing each K/V tile: both QK^T
+    products are issued first, so half a's softmax can overlap half b's product and
+    half b's softmax half a's PV product."""
+    for start_n in range(lo, hi, BLOCK_N):
+        k = _tile(Ks, bh, base, start_n, S, BLOCK_N, HEAD_DIM, TMA, MASKED)
+        v = _tile(Vs, bh, base, start_n, S, BLOCK_N, HEAD_DIM, TMA, MASKED)
+        qk_a = tl.dot(q_a, k.T)
+        qk_b = tl.dot(q_b, k.T)
+        acc_a, l_a, m_a = _softmax_pv(qk_a, acc_a, l_a, m_a, v, offs_a, start_n, S, qk_scale,
+                                      BLOCK_N, MASKED, CAUSAL, EXP16, POLY, INTERP)
+        acc_b, l_b, m_b = _softmax_pv(qk_b, acc_b, l_b, m_b, v, offs_b, start_n, S, qk_scale,
+                                      BLOCK_N, MASKED, CAUSAL, EXP16, POLY, INTERP)
+    return acc_a, l_a, m_a, acc_b, l_b, m_b
+
+
+@triton.jit
+def _store_rows(Os, o, bh, base, start, S, ROWS: tl.constexpr, HEAD_DIM: tl.constexpr,
+                TMA: tl.constexpr):
+    if TMA:  # the copy engine clips rows past S
+        Os.store([bh, start, 0], o.reshape(1, ROWS, HEAD_DIM))
+    else:
+        offs = start + tl.arange(0, ROWS)
+        tl.store(Os + base + offs[:, None] * HEAD_DIM + tl.arange(0, HEAD_DIM)[None, :], o,
+                 mask=offs[:, None] < S)
+
+
+@triton.jit
+def _one_tile_dual(Qs, Ks, Vs, Os, bh, pid_m, S, qk_scale,
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
+                   CAUSAL: tl.constexpr, TMA: tl.constexpr, EXP16: tl.constexpr,
+                   INTERP: tl.constexpr, EVEN: tl.constexpr, POLY: tl.constexpr):
+    """``_one_tile`` with the rows as two halves of BLOCK_M // 2 (see ``_kv_loop_dual``);
+    Q and O descriptors then have BLOCK_M // 2 rows."""
+    HALF: tl.constexpr = BLOCK_M // 2
+    base = bh.to(tl.int64) * S * HEAD_DIM
+    start_m = pid_m * BLOCK_M
+    offs_a = start_m + tl.arange(0, HALF)
+    offs_b = start_m + HALF + tl.arange(0, HALF)
+    q_a = _tile(Qs, bh, base, start_m, S, HALF, HEAD_DIM, TMA, True)
+    q_b = _tile(Qs, bh, base, start_m + HALF, S, HALF, HEAD_DIM, TMA, True)
+    m_a = tl.full([HALF], float("-inf"), dtype=tl.float32)
+    l_a = tl.zeros([HALF], dtype=tl.float32)
+    acc_a = tl.zeros([HALF, HEAD_DIM], dtype=tl.float32)
+    m_b = tl.full([HALF], float("-inf"), dtype=tl.float32)
+    l_b = tl.zeros([HALF], dtype=tl.float32)
+    acc_b = tl.zeros([HALF, HEAD_DIM], dtype=tl.float32)
+    if CAUSAL:
+        end = tl.minimum(start_m + BLOCK_M, S)
+        full_end = (tl.minimum(start_m, S) // BLOCK_N) * BLOCK_N
+    else:
+        end = S
+        full_end = (S // BLOCK_N) * BLOCK_N
+    acc_a, l_a, m_a, acc_b, l_b, m_b = _kv_loop_dual(
+        acc_a, l_a, m_a, acc_b, l_b, m_b, q_a, q_b, Ks, Vs, bh, base, offs_a, offs_b, 0,
+        full_end, S, qk_scale, BLOCK_N, HEAD_DIM, False, CAUSAL, TMA, EXP16, POLY, INTERP)
+    if not EVEN:
+        acc_a, l_a, m_a, acc_b, l_b, m_b = _kv_loop_dual(
+            acc_a, l_a, m_a, acc_b, l_b, m_b, q_a, q_b, Ks, Vs, bh, base, offs_a, offs_b,
+            full_end, end, S, qk_scale, BLOCK_N, HEAD_DIM, True, CAUSAL, TMA, EXP16, POLY,
+            INTERP)
+    _store_rows(Os, (acc_a / l_a[:, None]).to(q_a.dtype), bh, base, start_m, S, HALF,
+                HEAD_DIM, TMA)
+    _store_rows(Os, (acc_b / l_b[:, None]).to(q_b.dtype), bh, base, start_m + HALF, S, HALF,
+                HEAD_DIM, TMA)
+
+
+@triton.jit
 def _one_tile(Qs, Ks, Vs, Os, bh, pid_m, S, qk_scale,
               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
               CAUSAL: tl.constexpr, TMA: tl.constexpr, EXP16: tl.constexpr,
@@ -245,13 +344,17 @@ def _attn_fwd(Qs, Ks, Vs, Os, S, qk_scale,
               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
               CAUSAL: tl.constexpr, TMA: tl.constexpr, EXP16: tl.constexpr,
               INTERP: tl.constexpr, EVEN: tl.constexpr = False, LAZY: tl.constexpr = False,
-              POLY: tl.constexpr = False, WS: tl.constexpr = False):
+              POLY: tl.constexpr = False, WS: tl.constexpr = False, DUAL: tl.constexpr = False):
     """Grid (cdiv(S, BLOCK_M), B*H) over contiguous (B, H, S, D) tensors (or descriptors)."""
     pid_m = tl.program_id(0)
     if CAUSAL:  # longest rows first: better tail balance
         pid_m = tl.num_programs(0) - 1 - pid_m
-    _one_tile(Qs, Ks, Vs, Os, tl.program_id(1), pid_m, S, qk_scale, BLOCK_M, BLOCK_N,
-              HEAD_DIM, CAUSAL, TMA, EXP16, INTERP, EVEN, LAZY, POLY, WS)
+    if DUAL:
+        _one_tile_dual(Qs, Ks, Vs, Os, tl.program_id(1), pid_m, S, qk_scale, BLOCK_M,
+                       BLOCK_N, HEAD_DIM, CAUSAL, TMA, EXP16, INTERP, EVEN, POLY)
+    else:
+        _one_tile(Qs, Ks, Vs, Os, tl.program_id(1), pid_m, S, qk_scale, BLOCK_M, BLOCK_N,
+                  HEAD_DIM, CAUSAL, TMA, EXP16, INTERP, EVEN, LAZY, POLY, WS)
 
 
 @triton.jit
@@ -259,7 +362,8 @@ def _attn_fwd_persist(Qs, Ks, Vs, Os, S, qk_scale, n_m, n_tiles,
                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
                       CAUSAL: tl.constexpr, TMA: tl.constexpr, EXP16: tl.constexpr,
                       INTERP: tl.constexpr, EVEN: tl.constexpr, LAZY: tl.constexpr,
-                      POLY: tl.constexpr, WS: tl.constexpr, FLATTEN: tl.constexpr):
+                      POLY: tl.constexpr, WS: tl.constexpr, FLATTEN: tl.constexpr,
+                      DUAL: tl.constexpr):
     """Persistent grid: program p handles tiles p, p + P, p + 2P, ... of the n_tiles =
     n_m * B*H (query tile fastest, so programs running together share K/V in L2; causal:
     query tiles in reverse, longest rows first). FLATTEN lets Triton pipeline across tiles."""
@@ -268,8 +372,12 @@ def _attn_fwd_persist(Qs, Ks, Vs, Os, S, qk_scale, n_m, n_tiles,
         pid_m = tile % n_m
         if CAUSAL:
             pid_m = n_m - 1 - pid_m
-        _one_tile(Qs, Ks, Vs, Os, bh, pid_m, S, qk_scale, BLOCK_M, BLOCK_N, HEAD_DIM,
-                  CAUSAL, TMA, EXP16, INTERP, EVEN, LAZY, POLY, WS)
+        if DUAL:
+            _one_tile_dual(Qs, Ks, Vs, Os, bh, pid_m, S, qk_scale, BLOCK_M, BLOCK_N,
+                           HEAD_DIM, CAUSAL, TMA, EXP16, INTERP, EVEN, POLY)
+        else:
+            _one_tile(Qs, Ks, Vs, Os, bh, pid_m, S, qk_scale, BLOCK_M, BLOCK_N, HEAD_DIM,
+                      CAUSAL, TMA, EXP16, INTERP, EVEN, LAZY, POLY, WS)
 
 
 # --------------------------------------------------------------------------- validation
@@ -319,13 +427,16 @@ def _config_iv(config, head_dim: int) -> dict:
     for key, allowed in (("BLOCK_M", _BLOCKS), ("BLOCK_N", _BLOCKS), ("num_warps", _WARPS),
                          ("num_stages", tuple(range(1, 9))), ("EXP_F16", (False, True)),
                          *_VARIANT_KEYS.items()):
-        is_flag = allowed == (False, True)
+        is_flag = allowed == (False, True)  # (1 == True: a bool is refused for a number)
         if isinstance(full[key], bool) != is_flag or full[key] not in allowed:
             raise ValueError(f"`config['{key}']` must be one of {allowed}; got {full[key]!r}.")
     if full["EXP_F16"] and full["POLY_EXP"]:
         raise ValueError("`config['POLY_EXP']` needs fp32 exponentials (EXP_F16 False).")
     if full["FLATTEN"] and not full["PERSIST"]:
         raise ValueError("`config['FLATTEN']` needs a persistent grid (PERSIST > 0).")
+    if full["DUAL"] and (full["LAZY_RESCALE"] or full["WARP_SPEC"] or full["BLOCK_M"] < 32):
+        raise ValueError("`config['DUAL']` needs BLOCK_M >= 32 and no LAZY_RESCALE or "
+                         "WARP_SPEC.")
     return full
 
 
@@ -385,11 +496,12 @@ def _launch(q, k, v, out, causal, qk_scale, cfg, tma=None, return_kernel=False):
         out = torch.empty_like(q)
     if tma is None:
         tma = _tma_ok(q.device) and all(t.data_ptr() % 16 == 0 for t in (q, k, v, out))
-    BM, BN = cfg["BLOCK_M"], cfg["BLOCK_N"]
-    args = (*_descriptors(q, k, v, BM, BN), _descriptor(out, BM)) if tma else (q, k, v, out)
+    QR, BN = _q_rows(cfg), cfg["BLOCK_N"]
+    args = (*_descriptors(q, k, v, QR, BN), _descriptor(out, QR)) if tma else (q, k, v, out)
     jit_fn, grid, scalars, consts = _plan(q, causal, qk_scale, cfg, tma)
+    extra = {"maxnreg": cfg["MAXNREG"]} if cfg["MAXNREG"] and not INTERPRETED else {}
     kernel = jit_fn[grid](*args, *scalars, **consts, num_warps=cfg["num_warps"],
-                          num_stages=cfg["num_stages"])
+                          num_stages=cfg["num_stages"], **extra)
     return (out, kernel, args) if return_kernel else out
 
 
@@ -402,13 +514,13 @@ def _plan(q, causal, qk_scale, cfg, tma):
     variant = dict(LAZY=cfg["LAZY_RESCALE"], POLY=cfg["POLY_EXP"], WS=cfg["WARP_SPEC"])
     if not cfg["PERSIST"]:
         grid = (triton.cdiv(S, BM), B * H, 1)
-        if any(variant.values()):
-            consts.update(EVEN=False, **variant)
+        if any(variant.values()) or cfg["DUAL"]:
+            consts.update(EVEN=False, **variant, DUAL=cfg["DUAL"])
         return _attn_fwd, grid, (S, qk_scale), consts
     n_m = triton.cdiv(S, BM)
     n_tiles = n_m * B * H
     even = (not causal) and S % BN == 0
-    consts.update(EVEN=even, **variant, FLATTEN=cfg["FLATTEN"] and even)
+    consts.update(EVEN=even, **variant, FLATTEN=cfg["FLATTEN"] and even, DUAL=cfg["DUAL"])
     grid = (min(n_tiles, cfg["PERSIST"] * _num_sms(q.device)), 1, 1)
     return _attn_fwd_persist, grid, (S, qk_scale, n_m, n_tiles), consts
 
@@ -420,6 +532,11 @@ def _num_sms(device) -> int:
     if device.type != "cuda":
         return 3
     return torch.cuda.get_device_properties(device).multi_processor_count
+
+
+def _q_rows(cfg) -> int:
+    """Rows of the Q and O tiles one load or store moves: half the block with DUAL."""
+    return cfg["BLOCK_M"] // 2 if cfg["DUAL"] else cfg["BLOCK_M"]
 
 
 def _descriptor(t, rows):
@@ -447,7 +564,7 @@ def _fast_fn(q, k, v, causal, cfg):
     B, H, S, D = shape = q.shape
     dtype, device = q.dtype, q.device
     qk_scale = LOG2E / math.sqrt(D)
-    BM, BN = cfg["BLOCK_M"], cfg["BLOCK_N"]
+    QR, BN = _q_rows(cfg), cfg["BLOCK_N"]
     ref = attention(q, k, v, causal=causal, config=cfg)
     out, kernel, args = _launch(q, k, v, torch.empty_like(q), causal, qk_scale, cfg,
                                 return_kernel=True)
@@ -470,8 +587,8 @@ def _fast_fn(q, k, v, causal, cfg):
             run(q, k, v, out, *consts)
             return out
         if not (q is last[0] and k is last[1] and v is last[2]):
-            last[:] = q, k, v, _descriptors(q, k, v, BM, BN)
-        run(*last[3], _descriptor(out, BM), *consts)
+            last[:] = q, k, v, _descriptors(q, k, v, QR, BN)
+        run(*last[3], _descriptor(out, QR), *consts)
         return out
 
     try:

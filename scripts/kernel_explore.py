@@ -86,6 +86,14 @@ VARIANTS = {
     "poly_m64n128w4": (shape(64, 128, 4, 2, POLY_EXP=True), None),
     "ws": (V(WARP_SPEC=True), None),
     "m256n64w8s2": (shape(256, 64, 8, 2), None),
+    "d_m128n64w4s2": (shape(128, 64, 4, 2, DUAL=True), None),
+    "d_m128n64w4s3": (shape(128, 64, 4, 3, DUAL=True), None),
+    "d_m128n64w4s2_r168": (shape(128, 64, 4, 2, DUAL=True, MAXNREG=168), None),
+    "d_m128n64w8s2": (shape(128, 64, 8, 2, DUAL=True), None),
+    "d_m256n64w8s2": (shape(256, 64, 8, 2, DUAL=True), None),
+    "d_p2_m128n64w4s2": (shape(128, 64, 4, 2, DUAL=True, PERSIST=2), None),
+    "d_poly_m128n64w4s2": (shape(128, 64, 4, 2, DUAL=True, POLY_EXP=True), None),
+    "ptr_d_m128n64w4s2": (shape(128, 64, 4, 2, DUAL=True), False),
 }
 LIBS = ("sdpa", "cudnn")
 
@@ -422,8 +430,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--phase", choices=("main", "ncu"), default="main")
     ap.add_argument("--variants", default="")
-    ap.add_argument("--grid", default="p2,lazy,poly")
-    ap.add_argument("--placements", type=int, default=8)
+    ap.add_argument("--grid", default="d_m128n64w4s2,p2,lazy,poly")
+    ap.add_argument("--placements", type=int, default=6)
     ap.add_argument("--ncu-top", type=int, default=3)
     ap.add_argument("--seed", type=int, default=17)
     ap.add_argument("--out", default=os.environ.get("OUT", "."))

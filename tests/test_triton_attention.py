@@ -69,6 +69,16 @@ CASES = [
      "tma"),
     (1, 2, 50, 64, True, {"POLY_EXP": True}, None, "ptr"),
     (1, 2, 33, 64, False, {"WARP_SPEC": True}, None, "tma"),  # a hint the interpreter ignores
+    # Two row halves per program (Q/O descriptors of BLOCK_M // 2 rows).
+    (1, 2, 77, 64, False, {"DUAL": True, "BLOCK_M": 32}, None, "tma"),
+    (2, 1, 77, 64, True, {"DUAL": True, "BLOCK_M": 32}, None, "tma"),
+    (1, 2, 40, 128, True, {"DUAL": True, "BLOCK_M": 64, "BLOCK_N": 16}, None, "ptr"),
+    (1, 2, 50, 64, False, {"DUAL": True, "BLOCK_M": 32, "POLY_EXP": True}, None, "ptr"),
+    (2, 3, 64, 64, False, {"DUAL": True, "BLOCK_M": 32, "PERSIST": 1, "FLATTEN": True}, None,
+     "tma"),
+    (2, 3, 45, 64, True, {"DUAL": True, "BLOCK_M": 32, "PERSIST": 2, "EXP_F16": True}, None,
+     "tma"),
+    (1, 2, 33, 64, False, {"DUAL": True, "BLOCK_M": 32, "MAXNREG": 168}, None, "tma"),
 ]
 
 _CHILD = r"""
@@ -229,6 +239,10 @@ def test_tensor_validation(no_launch, change, match):
     ({"config": {"LAZY_RESCALE": 1}}, r"`config\['LAZY_RESCALE'\]` must be one of"),
     ({"config": {"POLY_EXP": True, "EXP_F16": True}}, r"`config\['POLY_EXP'\]` needs fp32"),
     ({"config": {"FLATTEN": True}}, r"`config\['FLATTEN'\]` needs a persistent grid"),
+    ({"config": {"DUAL": True, "LAZY_RESCALE": True}}, r"`config\['DUAL'\]` needs"),
+    ({"config": {"DUAL": 1}}, r"`config\['DUAL'\]` must be one of"),
+    ({"config": {"MAXNREG": 100}}, r"`config\['MAXNREG'\]` must be one of"),
+    ({"config": {"MAXNREG": True}}, r"`config\['MAXNREG'\]` must be one of"),
     ({"out": torch.empty(1, 2, 8, 64, dtype=torch.bfloat16)}, r"`out` dtype must equal"),
     ({"out": torch.empty(1, 2, 9, 64, dtype=torch.float16)}, r"`out` shape must equal"),
 ])
@@ -262,7 +276,7 @@ def test_documented_defaults(monkeypatch):
     monkeypatch.setattr(ta, "INTERPRETED", True)
     assert ta._config_iv(None, 64) == ta.INTERPRETER_CONFIG
     off = {"PERSIST": 0, "FLATTEN": False, "LAZY_RESCALE": False, "POLY_EXP": False,
-           "WARP_SPEC": False}
+           "WARP_SPEC": False, "DUAL": False, "MAXNREG": 0}
     assert ta.DEFAULT_CONFIGS[64] == {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8,
                                       "num_stages": 3, "EXP_F16": False, **off}
     assert ta.DEFAULT_CONFIGS[128] == {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8,
