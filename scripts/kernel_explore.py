@@ -94,6 +94,16 @@ VARIANTS = {
     "d_p2_m128n64w4s2": (shape(128, 64, 4, 2, DUAL=True, PERSIST=2), None),
     "d_poly_m128n64w4s2": (shape(128, 64, 4, 2, DUAL=True, POLY_EXP=True), None),
     "ptr_d_m128n64w4s2": (shape(128, 64, 4, 2, DUAL=True), False),
+    # call 2: a register cap that fits two 8-warp programs with 128-key tiles per SM, and
+    # three DUAL programs per SM with deeper pipelining.
+    "m128n128w8s2_r128": (shape(128, 128, 8, 2, MAXNREG=128), None),
+    "p2_m128n128w8s2_r128": (shape(128, 128, 8, 2, MAXNREG=128, PERSIST=2), None),
+    "d_m128n64w4s3_r168": (shape(128, 64, 4, 3, DUAL=True, MAXNREG=168), None),
+    "d_m128n64w4s4": (shape(128, 64, 4, 4, DUAL=True), None),
+    "d_p3_m128n64w4s3_r168": (shape(128, 64, 4, 3, DUAL=True, MAXNREG=168, PERSIST=3), None),
+    "p2_s2": (shape(128, 64, 8, 2, PERSIST=2), None),
+    "p2_s4": (shape(128, 64, 8, 4, PERSIST=2), None),
+    "ptr_p2": (V(PERSIST=2), False),
 }
 LIBS = ("sdpa", "cudnn")
 
