@@ -74,9 +74,6 @@ VARIANTS = {
     "ptr_base": (V(), False),
     "p1": (V(PERSIST=1), None),
     "p2": (V(PERSIST=2), None),
-    "p2_flat": (V(PERSIST=2, FLATTEN=True), None),
-    "ptr_p2_flat": (V(PERSIST=2, FLATTEN=True), False),
-    "ptr_p1_flat": (V(PERSIST=1, FLATTEN=True), False),
     "p2_m64n128w4": (shape(64, 128, 4, 2, PERSIST=2), None),
     "p4_m64n64w4s2": (shape(64, 64, 4, 2, PERSIST=4), None),
     "p3_m64n64w4s3": (shape(64, 64, 4, 3, PERSIST=3), None),
@@ -104,6 +101,15 @@ VARIANTS = {
     "p2_s2": (shape(128, 64, 8, 2, PERSIST=2), None),
     "p2_s4": (shape(128, 64, 8, 4, PERSIST=2), None),
     "ptr_p2": (V(PERSIST=2), False),
+    # call 3: Triton's warp specialisation on the key loop; combinations of the best.
+    "ws": (V(WARP_SPEC=True), None),
+    "p2_ws": (V(PERSIST=2, WARP_SPEC=True), None),
+    "ws_m128n128w8s2_r128": (shape(128, 128, 8, 2, MAXNREG=128, WARP_SPEC=True), None),
+    "d_e16_m128n64w4s3_r168": (shape(128, 64, 4, 3, DUAL=True, MAXNREG=168, EXP_F16=True),
+                               None),
+    "d_p2_m128n64w4s3_r168": (shape(128, 64, 4, 3, DUAL=True, MAXNREG=168, PERSIST=2), None),
+    "p3_m64n64w4s2": (shape(64, 64, 4, 2, PERSIST=3), None),
+    "p3_e16_m64n64w4s3": (shape(64, 64, 4, 3, PERSIST=3, EXP_F16=True), None),
 }
 LIBS = ("sdpa", "cudnn")
 
@@ -258,7 +264,7 @@ def check_target(variants, seed):
     return rows, cubins, cud
 
 
-def grid_check(variants, names):
+def grid_check(variants, names, seqs=(77, 1000)):
     """fp16/bf16 x D 64/128 x causal x S 77/1000 at B2 H3, for each named variant. At D=128
     the variant's keys are applied to the D=128 default blocks when its own do not fit."""
     g = torch.Generator(device="cuda").manual_seed(7)
@@ -268,7 +274,7 @@ def grid_check(variants, names):
         for dtype in (torch.float16, torch.bfloat16):
             for D in (64, 128):
                 for causal in (False, True):
-                    for S in (77, 1000):
+                    for S in seqs:
                         q, k, v = (torch.randn(2, 3, S, D, device="cuda", dtype=dtype,
                                                generator=g) for _ in range(3))
                         ref = reference(q, k, v, causal)
@@ -392,9 +398,18 @@ def main_phase(args):
         f.write(buf.getvalue())
     dump(args, result)
     good = {n: variants[n] for n in variants if checks[n]["ok"]}
+    if args.build:
+        q, k, v = (torch.randn(*TARGET, device="cuda", dtype=torch.float16) for _ in range(3))
+        t = time.time()
+        _, tuning = ta.build(q, k, v)
+        result["build"] = {"tuning": tuning, "seconds": time.time() - t}
+        log("build picked", json.dumps(tuning))
+        good["built"] = ({key: tuning[key] for key in ta.CONFIG_KEYS}, None)
+        del q, k, v
     grid_names = [n for n in (args.grid.split(",") if args.grid else []) if n in good]
     if grid_names:
-        result["grid"] = grid_check(variants, grid_names)
+        result["grid"] = grid_check(variants, grid_names,
+                                    tuple(int(x) for x in args.grid_s.split(",")))
     dump(args, result)
     log("timing", len(good), "variants")
     per = timing(good, args.placements, args.seed, partial=lambda per: dump(
@@ -441,6 +456,9 @@ def main(argv=None):
     ap.add_argument("--phase", choices=("main", "ncu"), default="main")
     ap.add_argument("--variants", default="")
     ap.add_argument("--grid", default="d_m128n64w4s2,p2,lazy,poly")
+    ap.add_argument("--grid-s", default="77,1000")
+    ap.add_argument("--build", action="store_true",
+                    help="also tune with ta.build at the target and time what it returns")
     ap.add_argument("--placements", type=int, default=6)
     ap.add_argument("--ncu-top", type=int, default=3)
     ap.add_argument("--seed", type=int, default=17)

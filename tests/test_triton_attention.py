@@ -55,7 +55,7 @@ CASES = [
     # counts 3 multiprocessors, so each program loops over several tiles (here 6 or 3).
     (2, 3, 40, 64, False, {"PERSIST": 1}, None, "tma"),
     (2, 3, 40, 64, True, {"PERSIST": 2}, None, "tma"),
-    (1, 2, 64, 64, False, {"PERSIST": 1, "FLATTEN": True}, None, "tma"),  # even: one loop
+    (1, 2, 64, 64, False, {"PERSIST": 1}, None, "tma"),  # even: one loop
     (2, 1, 33, 128, True, {"PERSIST": 1, "BLOCK_M": 32, "BLOCK_N": 16}, None, "ptr"),
     # Lazy rescale with a large scale, so that row maxima keep growing by more than 2**8
     # after the first tile (the branch is taken late, not only at the start).
@@ -74,8 +74,7 @@ CASES = [
     (2, 1, 77, 64, True, {"DUAL": True, "BLOCK_M": 32}, None, "tma"),
     (1, 2, 40, 128, True, {"DUAL": True, "BLOCK_M": 64, "BLOCK_N": 16}, None, "ptr"),
     (1, 2, 50, 64, False, {"DUAL": True, "BLOCK_M": 32, "POLY_EXP": True}, None, "ptr"),
-    (2, 3, 64, 64, False, {"DUAL": True, "BLOCK_M": 32, "PERSIST": 1, "FLATTEN": True}, None,
-     "tma"),
+    (2, 3, 64, 64, False, {"DUAL": True, "BLOCK_M": 32, "PERSIST": 1}, None, "tma"),
     (2, 3, 45, 64, True, {"DUAL": True, "BLOCK_M": 32, "PERSIST": 2, "EXP_F16": True}, None,
      "tma"),
     (1, 2, 33, 64, False, {"DUAL": True, "BLOCK_M": 32, "MAXNREG": 168}, None, "tma"),
@@ -238,7 +237,6 @@ def test_tensor_validation(no_launch, change, match):
     ({"config": {"PERSIST": True}}, r"`config\['PERSIST'\]` must be one of"),
     ({"config": {"LAZY_RESCALE": 1}}, r"`config\['LAZY_RESCALE'\]` must be one of"),
     ({"config": {"POLY_EXP": True, "EXP_F16": True}}, r"`config\['POLY_EXP'\]` needs fp32"),
-    ({"config": {"FLATTEN": True}}, r"`config\['FLATTEN'\]` needs a persistent grid"),
     ({"config": {"DUAL": True, "LAZY_RESCALE": True}}, r"`config\['DUAL'\]` needs"),
     ({"config": {"DUAL": 1}}, r"`config\['DUAL'\]` must be one of"),
     ({"config": {"MAXNREG": 100}}, r"`config\['MAXNREG'\]` must be one of"),
@@ -275,7 +273,7 @@ def test_documented_defaults(monkeypatch):
     assert got == {**ta.DEFAULT_CONFIGS[128], "BLOCK_N": 32}
     monkeypatch.setattr(ta, "INTERPRETED", True)
     assert ta._config_iv(None, 64) == ta.INTERPRETER_CONFIG
-    off = {"PERSIST": 0, "FLATTEN": False, "LAZY_RESCALE": False, "POLY_EXP": False,
+    off = {"PERSIST": 0, "LAZY_RESCALE": False, "POLY_EXP": False,
            "WARP_SPEC": False, "DUAL": False, "MAXNREG": 0}
     assert ta.DEFAULT_CONFIGS[64] == {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8,
                                       "num_stages": 3, "EXP_F16": False, **off}
