@@ -37,6 +37,7 @@ import time
 import torch
 import torch.nn.functional as F
 import triton
+import triton.language as tl
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from attn_analysis import triton_attention as ta
@@ -44,6 +45,69 @@ from attn_analysis import triton_attention as ta
 T0 = time.time()
 TARGET = (32, 8, 512, 64)
 TOL = {torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
+
+
+@triton.jit
+def _ablate_fwd(Qs, Ks, Vs, Os, S, qk_scale, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                HEAD_DIM: tl.constexpr, MODE: tl.constexpr):
+    """Diagnostic copies of the default kernel's non-causal path with one stage left out
+    (wrong results on purpose; timed only, to place the time): MODE 0 = all stages (the
+    default kernel's work), 1 = no exponentials (P = the shifted scores), 2 = no PV product
+    (P added to acc; the compiler then drops the V loads too), 3 = no softmax (P = the
+    scores cast to fp16), 4 = the loads and the store only (K and V tiles summed over their
+    rows instead of any product)."""
+    bh = tl.program_id(1)
+    start_m = tl.program_id(0) * BLOCK_M
+    q = Qs.load([bh, start_m, 0]).reshape(BLOCK_M, HEAD_DIM)
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    for start_n in range(0, S, BLOCK_N):
+        k = Ks.load([bh, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
+        v = Vs.load([bh, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
+        if MODE == 4:
+            acc += tl.sum(k.to(tl.float32) + v.to(tl.float32), 0)[None, :]
+        else:
+            qk = tl.dot(q, k.T)
+            if MODE == 3:
+                p = qk
+            else:
+                m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+                if MODE == 1:
+                    p = qk * qk_scale - m_new[:, None]
+                else:
+                    p = tl.math.exp2(qk * qk_scale - m_new[:, None])
+                alpha = tl.math.exp2(m_i - m_new)
+                l_i = l_i * alpha + tl.sum(p, 1)
+                acc = acc * alpha[:, None]
+                m_i = m_new
+            if MODE == 2:
+                tl.static_assert(BLOCK_N == HEAD_DIM)
+                acc = acc + p
+            else:
+                acc = tl.dot(p.to(tl.float16), v, acc)
+    o = (acc / (l_i[:, None] + 1.0)).to(tl.float16)
+    Os.store([bh, start_m, 0], o.reshape(1, BLOCK_M, HEAD_DIM))
+
+
+# name -> (mode, BLOCK_M, BLOCK_N, num_warps, num_stages); timed, never checked.
+ABLATIONS = {f"abl{m}_{tag}": (m, bm, bn, w, st) for m in range(5)
+             for tag, (bm, bn, w, st) in (("m128n64w8s3", (128, 64, 8, 3)),
+                                          ("m64n64w4s3", (64, 64, 4, 3)))}
+
+
+def ablation_fn(name, q, k, v):
+    mode, bm, bn, w, st = ABLATIONS[name]
+    out = torch.empty_like(q)
+    dq, dk, dv = ta._descriptors(q, k, v, bm, bn)
+    do = ta._descriptor(out, bm)
+    B, H, S, D = q.shape
+    grid = (S // bm, B * H, 1)
+    kern = _ablate_fwd[grid](dq, dk, dv, do, S, D ** -0.5 * ta.LOG2E, BLOCK_M=bm,
+                             BLOCK_N=bn, HEAD_DIM=D, MODE=mode, num_warps=w, num_stages=st)
+    args = (dq, dk, dv, do, S, D ** -0.5 * ta.LOG2E, bm, bn, D, mode)
+    run = kern[grid]
+    return lambda: run(*args)
 
 
 def log(*a):
@@ -110,6 +174,10 @@ VARIANTS = {
     "d_p2_m128n64w4s3_r168": (shape(128, 64, 4, 3, DUAL=True, MAXNREG=168, PERSIST=2), None),
     "p3_m64n64w4s2": (shape(64, 64, 4, 2, PERSIST=3), None),
     "p3_e16_m64n64w4s3": (shape(64, 64, 4, 3, PERSIST=3, EXP_F16=True), None),
+    # call 4: shorter per-tile chains (32 keys), more programs per SM.
+    "m64n32w4s3": (shape(64, 32, 4, 3), None),
+    "m128n32w4s3": (shape(128, 32, 4, 3), None),
+    "p4_m64n32w4s3": (shape(64, 32, 4, 3, PERSIST=4), None),
 }
 LIBS = ("sdpa", "cudnn")
 
@@ -154,6 +222,8 @@ def make_fn(name, q, k, v, variants):
             with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
                 return F.scaled_dot_product_attention(q, k, v)
         return f
+    if name in ABLATIONS:
+        return ablation_fn(name, q, k, v)
     cfg, tma = variants[name]
     if tma is None:
         fast = ta._fast_fn(q, k, v, False, cfg)
@@ -410,6 +480,9 @@ def main_phase(args):
     if grid_names:
         result["grid"] = grid_check(variants, grid_names,
                                     tuple(int(x) for x in args.grid_s.split(",")))
+    if args.ablations:
+        for n in args.ablations.split(","):
+            good[n] = None  # diagnostic: timed only (make_fn builds it)
     dump(args, result)
     log("timing", len(good), "variants")
     per = timing(good, args.placements, args.seed, partial=lambda per: dump(
@@ -419,7 +492,7 @@ def main_phase(args):
     ranked = sorted((n for n in good if summary.get(n, {}).get("kernel_us", math.nan)
                      == summary.get(n, {}).get("kernel_us", math.nan)),
                     key=lambda n: summary[n]["kernel_us"])
-    top = [n for n in ranked if n != "base"][:args.ncu_top]
+    top = [n for n in ranked if n != "base" and n in VARIANTS][:args.ncu_top]
     with open(os.path.join(args.out, "ncu_variants.txt"), "w") as f:
         f.write(",".join(["base"] + top if "base" in good else top))
     result["elapsed_s"] = time.time() - T0
@@ -439,12 +512,16 @@ def main_phase(args):
 
 
 def ncu_phase(args):
-    variants = parse_variants(args.variants)
+    names = [n for n in args.variants.split(",") if n in VARIANTS or n in ABLATIONS]
     q, k, v = (torch.randn(*TARGET, device="cuda", dtype=torch.float16) for _ in range(3))
-    for i, (name, (cfg, tma)) in enumerate(variants.items()):
-        run_variant(q, k, v, cfg, tma)
+    for i, name in enumerate(names):
+        if name in ABLATIONS:
+            ablation_fn(name, q, k, v)  # compiles and launches once
+        else:
+            run_variant(q, k, v, *VARIANTS[name])
         torch.cuda.synchronize()
         print(f"NCU_ORDER {i} {name}", flush=True)
+    variants = names
     with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
         F.scaled_dot_product_attention(q, k, v)
     torch.cuda.synchronize()
@@ -457,6 +534,7 @@ def main(argv=None):
     ap.add_argument("--variants", default="")
     ap.add_argument("--grid", default="d_m128n64w4s2,p2,lazy,poly")
     ap.add_argument("--grid-s", default="77,1000")
+    ap.add_argument("--ablations", default="", help="names from ABLATIONS (timed only)")
     ap.add_argument("--build", action="store_true",
                     help="also tune with ta.build at the target and time what it returns")
     ap.add_argument("--placements", type=int, default=6)
