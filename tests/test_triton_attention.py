@@ -78,6 +78,11 @@ CASES = [
     (2, 3, 45, 64, True, {"DUAL": True, "BLOCK_M": 32, "PERSIST": 2, "EXP_F16": True}, None,
      "tma"),
     (1, 2, 33, 64, False, {"DUAL": True, "BLOCK_M": 32, "MAXNREG": 168}, None, "tma"),
+    # Leaving out the empty masked loop: only where it is empty (even S, not causal).
+    (2, 2, 64, 64, False, {"SKIP_TAIL": True}, None, "tma"),
+    (1, 2, 63, 64, False, {"SKIP_TAIL": True}, None, "tma"),
+    (1, 2, 64, 64, True, {"SKIP_TAIL": True}, None, "tma"),
+    (1, 2, 48, 128, False, {"SKIP_TAIL": True, "DUAL": True, "BLOCK_M": 32}, None, "ptr"),
 ]
 
 _CHILD = r"""
@@ -241,6 +246,7 @@ def test_tensor_validation(no_launch, change, match):
     ({"config": {"DUAL": 1}}, r"`config\['DUAL'\]` must be one of"),
     ({"config": {"MAXNREG": 100}}, r"`config\['MAXNREG'\]` must be one of"),
     ({"config": {"MAXNREG": True}}, r"`config\['MAXNREG'\]` must be one of"),
+    ({"config": {"SKIP_TAIL": 1}}, r"`config\['SKIP_TAIL'\]` must be one of"),
     ({"out": torch.empty(1, 2, 8, 64, dtype=torch.bfloat16)}, r"`out` dtype must equal"),
     ({"out": torch.empty(1, 2, 9, 64, dtype=torch.float16)}, r"`out` shape must equal"),
 ])
@@ -274,7 +280,7 @@ def test_documented_defaults(monkeypatch):
     monkeypatch.setattr(ta, "INTERPRETED", True)
     assert ta._config_iv(None, 64) == ta.INTERPRETER_CONFIG
     off = {"PERSIST": 0, "LAZY_RESCALE": False, "POLY_EXP": False,
-           "WARP_SPEC": False, "DUAL": False, "MAXNREG": 0}
+           "WARP_SPEC": False, "DUAL": False, "MAXNREG": 0, "SKIP_TAIL": False}
     assert ta.DEFAULT_CONFIGS[64] == {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8,
                                       "num_stages": 3, "EXP_F16": False, **off}
     assert ta.DEFAULT_CONFIGS[128] == {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8,
