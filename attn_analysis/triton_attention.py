@@ -54,7 +54,8 @@ CONFIG_KEYS = ("BLOCK_M", "BLOCK_N", "num_warps", "num_stages", "EXP_F16", "PERS
 # SKIP_TAIL: leave the masked key loop out of the compiled kernel where the shape makes it
 #   empty (not causal, S a multiple of BLOCK_N); the persistent kernel always does. The
 #   empty loop still costs: a copy of the kernel without it ran 4 % faster at the target.
-_VARIANT_KEYS = {"PERSIST": (0, 1, 2, 3, 4), "LAZY_RESCALE": (False, True), "POLY_EXP": (False, True),
+_VARIANT_KEYS = {"PERSIST": (0, 1, 2, 3, 4), "LAZY_RESCALE": (False, True),
+                 "POLY_EXP": (False, True),
                  "WARP_SPEC": (False, True), "DUAL": (False, True),
                  "MAXNREG": (0, 96, 128, 160, 168, 192, 232, 255),
                  "SKIP_TAIL": (False, True)}

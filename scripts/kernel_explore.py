@@ -369,9 +369,10 @@ def grid_check(variants, names, seqs=(77, 1000)):
                             log("GRID FAIL", row)
     for name in names:
         sel = [r for r in rows if r["variant"] == name]
+        worst = {dt: max((r.get("err", 9) for r in sel if r["dtype"] == dt), default=9.0)
+                 for dt in ("float16", "bfloat16")}
         log(f"grid {name}: {sum(r['ok'] for r in sel)}/{len(sel)} ok; max err fp16 "
-            f"{max((r.get('err', 9) for r in sel if r['dtype'] == 'float16'), default=None):.2e}"
-            f" bf16 {max((r.get('err', 9) for r in sel if r['dtype'] == 'bfloat16'), default=None):.2e}")
+            f"{worst['float16']:.2e} bf16 {worst['bfloat16']:.2e}")
     return rows
 
 
@@ -418,7 +419,8 @@ def summarize(per):
     summary = {}
     cud_k, sd_g = by_place("cudnn", "kernel_us"), by_place("sdpa", "graph_us")
     for n in per:
-        kern, graph, allk = by_place(n, "kernel_us"), by_place(n, "graph_us"), by_place(n, "all_us")
+        kern, graph = by_place(n, "kernel_us"), by_place(n, "graph_us")
+        allk = by_place(n, "all_us")
         if not kern and not graph:
             summary[n] = {"error": next((r.get("error") for r in per[n] if "error" in r), None)}
             continue
@@ -503,7 +505,8 @@ def main_phase(args):
         s = summary[n]
         c = checks.get(n, {})
         log(f"{n:18s} {s['kernel_us']:8.2f} {s['all_us']:7.2f} {s['graph_us']:8.2f} "
-            f"{s['speedup_kernel_vs_cudnn']:7.3f} [{s['ci_kernel'][0]:.3f},{s['ci_kernel'][1]:.3f}]"
+            f"{s['speedup_kernel_vs_cudnn']:7.3f} "
+            f"[{s['ci_kernel'][0]:.3f},{s['ci_kernel'][1]:.3f}]"
             f"      {s['speedup_call_vs_sdpa']:7.3f} [{s['ci_call'][0]:.3f},{s['ci_call'][1]:.3f}]"
             f"  {c.get('n_regs')} {c.get('shared')}")
     failed = {n: checks[n].get("error", f"err {checks[n].get('err')}") for n in checks

@@ -32,23 +32,26 @@ def summarise(path, names=None):
     col = {h: i for i, h in enumerate(header)}
     out = []
     for j, row in enumerate(data):
-        get = lambda h: row[col[h]] if h in col else None  # noqa: E731
+        def get(h, row=row):
+            return row[col[h]] if h in col else None
+        dur = "gpu__time_duration.sum"
+        peak = ".avg.pct_of_peak_sustained_"
         rec = {"name": (names[j] if names and j < len(names) else get("Kernel Name")[:40]),
                "kernel": get("Kernel Name")[:60],
                "grid": get("Grid Size"), "block": get("Block Size"),
                "regs": get("launch__registers_per_thread"),
-               "time_us": num(get("gpu__time_duration.sum")),
-               "time_unit": units[col["gpu__time_duration.sum"]] if "gpu__time_duration.sum" in col else None,
-               "sm_busy_pct": num(get("sm__throughput.avg.pct_of_peak_sustained_elapsed")),
-               "mem_busy_pct": num(get("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed")),
-               "dram_pct": num(get("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed")),
-               "occupancy_pct": num(get("sm__warps_active.avg.pct_of_peak_sustained_active")),
-               "issue_active_pct": num(get("sm__inst_issued.avg.pct_of_peak_sustained_active")
-                                       or get("smsp__issue_active.avg.pct_of_peak_sustained_active")),
+               "time_us": num(get(dur)), "time_unit": units[col[dur]] if dur in col else None,
+               "sm_busy_pct": num(get("sm__throughput" + peak + "elapsed")),
+               "mem_busy_pct": num(get("gpu__compute_memory_throughput" + peak + "elapsed")),
+               "dram_pct": num(get("gpu__dram_throughput" + peak + "elapsed")),
+               "occupancy_pct": num(get("sm__warps_active" + peak + "active")),
+               "issue_active_pct": num(get("sm__inst_issued" + peak + "active")
+                                       or get("smsp__issue_active" + peak + "active")),
                "ipc": num(get("sm__inst_executed.avg.per_cycle_active"))}
         pipes = {}
         for h, i in col.items():
-            m = re.match(r"sm__(inst_executed_pipe_|pipe_)(\w+?)(_cycles_active)?\.avg\.pct_of_peak_sustained_active$", h)
+            m = re.match(r"sm__(inst_executed_pipe_|pipe_)(\w+?)(_cycles_active)?"
+                         r"\.avg\.pct_of_peak_sustained_active$", h)
             if m and num(row[i]) is not None:
                 pipes[m.group(1)[:4] + m.group(2) + (m.group(3) or "")] = num(row[i])
         rec["pipes"] = dict(sorted(pipes.items(), key=lambda kv: -kv[1])[:10])
@@ -70,4 +73,5 @@ if __name__ == "__main__":
             "grid", "block", "regs", "time_us", "time_unit", "sm_busy_pct", "mem_busy_pct",
             "dram_pct", "occupancy_pct", "issue_active_pct", "ipc")))
         print("   pipes %: " + ", ".join(f"{k}={v:.1f}" for k, v in rec["pipes"].items()))
-        print("   stalls (cycles/issue): " + ", ".join(f"{k}={v:.2f}" for k, v in rec["stalls"].items()))
+        print("   stalls (cycles/issue): "
+              + ", ".join(f"{k}={v:.2f}" for k, v in rec["stalls"].items()))
