@@ -36,7 +36,31 @@ INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") == "1"
 LOG2E = 1.4426950408889634
 HEAD_DIMS = (64, 128)
 DTYPES = (torch.float16, torch.bfloat16)
-CONFIG_KEYS = ("BLOCK_M", "BLOCK_N", "num_warps", "num_stages", "EXP_F16")
+CONFIG_KEYS = ("BLOCK_M", "BLOCK_N", "num_warps", "num_stages", "EXP_F16", "PERSIST",
+               "LAZY_RESCALE", "POLY_EXP", "WARP_SPEC", "DUAL", "MAXNREG", "SKIP_TAIL")
+# Variant switches (notes/triton_kernel.md, "Session i17"), all off in the defaults:
+# PERSIST: 0 = one program per query tile; n > 0 = a persistent grid of n programs per
+#   multiprocessor, each looping over (batch*head, query tile) tiles.
+# LAZY_RESCALE: rescale the accumulator only when some row maximum grew by more than
+#   2**8 (a block-wide test, one branch); the stale maximum keeps P <= 256, so it is exact.
+# POLY_EXP: half of the exponentials (odd columns) by a degree-3 polynomial on the FMA
+#   pipes (Cody-Waite split, exponent by integer add) instead of the MUFU unit.
+# WARP_SPEC: tl.range(..., warp_specialize=True) on the key loop (Triton's automatic WS).
+# DUAL: the BLOCK_M rows as two independent halves in one key loop (two QK^T products,
+#   then each half's softmax and PV), so the scheduler can run one half's softmax while
+#   the other half's wgmma is in flight (FA3's overlap, inside one program).
+# MAXNREG: 0 = the compiler's register count; n = at most n registers per thread (Triton's
+#   ``maxnreg``), to fit one more program per multiprocessor.
+# SKIP_TAIL: leave the masked key loop out of the compiled kernel where the shape makes it
+#   empty (not causal, S a multiple of BLOCK_N); the persistent kernel always does. The
+#   empty loop still costs: a copy of the kernel without it ran 4 % faster at the target.
+_VARIANT_KEYS = {"PERSIST": (0, 1, 2, 3, 4), "LAZY_RESCALE": (False, True),
+                 "POLY_EXP": (False, True),
+                 "WARP_SPEC": (False, True), "DUAL": (False, True),
+                 "MAXNREG": (0, 96, 128, 160, 168, 192, 232, 255),
+                 "SKIP_TAIL": (False, True)}
+_VARIANT_OFF = {"PERSIST": 0, "LAZY_RESCALE": False, "POLY_EXP": False,
+                "WARP_SPEC": False, "DUAL": False, "MAXNREG": 0, "SKIP_TAIL": False}
 # Keys that ``tune`` adds to a configuration; ``attention`` accepts and ignores them.
 TUNING_KEYS = ("tuned_ms", "n_tried", "n_failed", "interpreted", "TMA", "fast_launch")
 _BLOCKS = (16, 32, 64, 128, 256)
@@ -46,11 +70,13 @@ _WARPS = (1, 2, 4, 8, 16)
 # softmax exponentials two at a time in fp16 (a larger, still small, error); it measured
 # slower on the H100, so it is off by default and out of the default tuning candidates.
 DEFAULT_CONFIGS = {
-    64: {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 3, "EXP_F16": False},
-    128: {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3, "EXP_F16": False},
+    64: {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 3, "EXP_F16": False,
+         **_VARIANT_OFF},
+    128: {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3, "EXP_F16": False,
+          **_VARIANT_OFF},
 }
 INTERPRETER_CONFIG = {"BLOCK_M": 16, "BLOCK_N": 16, "num_warps": 1, "num_stages": 1,
-                      "EXP_F16": False}
+                      "EXP_F16": False, **_VARIANT_OFF}
 
 
 def _candidates(head_dim: int) -> list[dict]:
@@ -63,16 +89,46 @@ def _candidates(head_dim: int) -> list[dict]:
     }[head_dim]
     # EXP_F16 stays out of the default search: on the H100 it was slower at every shape
     # timed (notes/triton_kernel.md, run 5); pass candidates with it to try it.
-    return [dict(zip(CONFIG_KEYS, s + (False,))) for s in shapes]
+    cands = [{**dict(zip(CONFIG_KEYS, s + (False,))), **_VARIANT_OFF} for s in shapes]
+    # Session i17 (H200, B32 H8 S512 D64): a persistent grid, and two row halves per
+    # program with a register cap, each ~2 % faster than (128, 64, 8, 3); leaving the empty
+    # masked loop out ~4 % (measured on a copy of the kernel). The tuner decides per shape.
+    cands.append({**cands[0], "SKIP_TAIL": True})
+    if head_dim == 64:
+        dual = {**cands[0], "num_warps": 4, "DUAL": True, "MAXNREG": 168}
+        cands += [{**cands[0], "PERSIST": 2},
+                  {**cands[0], "BLOCK_M": 64, "num_warps": 4, "PERSIST": 3},
+                  dual, {**dual, "SKIP_TAIL": True}]
+    return cands
 
 
 # --------------------------------------------------------------------------- kernel
 
 
 @triton.jit
-def _exp2(x, EXP16: tl.constexpr, INTERP: tl.constexpr):
+def _poly_exp2(x):
+    """2**x of an fp32 tile with x <= 0 on the FMA and integer pipes, not the MUFU unit.
+
+    x is clamped to -125 (2**-125 instead of smaller values or 0 for -inf: far below what
+    fp16/bf16 P or the fp32 row sum resolve). Cody-Waite split x = j + f with j = round(x)
+    by the 1.5 * 2**23 trick, f in [-1/2, 1/2]; 2**f by a degree-3 polynomial (relative
+    error 1.0e-4, a fifth of fp16's half ulp); 2**j by adding j to the exponent bits."""
+    x = tl.maximum(x, -125.0)
+    t = x + 12582912.0  # low mantissa bits of t hold round(x)
+    f = x - (t - 12582912.0)
+    p = f * 0.05500893 + 0.24221098
+    p = p * f + 0.6932829
+    p = p * f + 1.0
+    bits = p.to(tl.int32, bitcast=True) + (t.to(tl.int32, bitcast=True) << 23)
+    return bits.to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _exp2(x, EXP16: tl.constexpr, POLY: tl.constexpr, INTERP: tl.constexpr):
     """2**x of an fp32 tile. EXP16: two at a time in fp16 (``ex2.approx.f16x2``, half the
-    special-function work, fp16 result); under the interpreter, emulated by rounding."""
+    special-function work, fp16 result); under the interpreter, emulated by rounding.
+    POLY (fp32 only): the odd columns by ``_poly_exp2``, the even ones by the MUFU unit
+    (each thread holds column pairs of the wgmma accumulator, so the split is free)."""
     if EXP16:
         if INTERP:
             return tl.math.exp2(x.to(tl.float16).to(tl.float32)).to(tl.float16)
@@ -80,6 +136,11 @@ def _exp2(x, EXP16: tl.constexpr, INTERP: tl.constexpr):
             return tl.inline_asm_elementwise("ex2.approx.f16x2 $0, $1;", "=r,r",
                                              [x.to(tl.float16)], dtype=tl.float16,
                                              is_pure=True, pack=2)
+    elif POLY:
+        BM: tl.constexpr = x.shape[0]
+        BN: tl.constexpr = x.shape[1]
+        even, odd = x.reshape([BM, BN // 2, 2]).split()
+        return tl.join(tl.math.exp2(even), _poly_exp2(odd)).reshape([BM, BN])
     else:
         return tl.math.exp2(x)
 
@@ -106,41 +167,160 @@ def _tile(src, bh, base, start, S, ROWS: tl.constexpr, HEAD_DIM: tl.constexpr,
 def _kv_loop(acc, l_i, m_i, q, Ks, Vs, bh, base, offs_m, lo, hi, S, qk_scale,
              BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, MASKED: tl.constexpr,
              CAUSAL: tl.constexpr, TMA: tl.constexpr, EXP16: tl.constexpr,
-             INTERP: tl.constexpr):
-    """Fold key/value tiles ``[lo, hi)`` into the running (acc, l, m) of one query tile."""
-    for start_n in range(lo, hi, BLOCK_N):
+             INTERP: tl.constexpr, LAZY: tl.constexpr = False, POLY: tl.constexpr = False,
+             WS: tl.constexpr = False):
+    """Fold key/value tiles ``[lo, hi)`` into the running (acc, l, m) of one query tile.
+
+    LAZY: the running maximum m moves (and acc, l are rescaled) only in iterations where
+    some row's tile maximum exceeds it by more than 8 (log2 units); otherwise P is taken
+    against the stale m, so P <= 2**8 and the result is the same up to rounding."""
+    for start_n in tl.range(lo, hi, BLOCK_N, warp_specialize=WS):
         k = _tile(Ks, bh, base, start_n, S, BLOCK_N, HEAD_DIM, TMA, MASKED)
         v = _tile(Vs, bh, base, start_n, S, BLOCK_N, HEAD_DIM, TMA, MASKED)
         qk = tl.dot(q, k.T)  # (BLOCK_M, BLOCK_N), fp32 accumulation
-        if MASKED:
-            cols = start_n + tl.arange(0, BLOCK_N)
-            keep = cols[None, :] < S
-            if CAUSAL:
-                keep = keep & (offs_m[:, None] >= cols[None, :])
-            qk = tl.where(keep, qk * qk_scale, float("-inf"))
-            m_new = tl.maximum(m_i, tl.max(qk, 1))
-            p = _exp2(qk - m_new[:, None], EXP16, INTERP)
-        else:  # scale and subtract fuse into one FMA per score
-            m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
-            p = _exp2(qk * qk_scale - m_new[:, None], EXP16, INTERP)
-        alpha = tl.math.exp2(m_i - m_new)
-        l_i = l_i * alpha + tl.sum(p.to(tl.float32), 1)
-        acc = acc * alpha[:, None]
-        acc = tl.dot(p.to(v.dtype), v, acc)
-        m_i = m_new
+        if LAZY:
+            if MASKED:
+                cols = start_n + tl.arange(0, BLOCK_N)
+                keep = cols[None, :] < S
+                if CAUSAL:
+                    keep = keep & (offs_m[:, None] >= cols[None, :])
+                qk = tl.where(keep, qk * qk_scale, float("-inf"))
+                m_tile = tl.max(qk, 1)
+            else:
+                m_tile = tl.max(qk, 1) * qk_scale
+            if tl.max(m_tile - m_i, 0) > 8.0:  # block-wide: one uniform branch
+                m_new = tl.maximum(m_i, m_tile)
+                alpha = tl.math.exp2(m_i - m_new)
+                acc = acc * alpha[:, None]
+                l_i = l_i * alpha
+                m_i = m_new
+            if MASKED:
+                p = _exp2(qk - m_i[:, None], EXP16, POLY, INTERP)
+            else:
+                p = _exp2(qk * qk_scale - m_i[:, None], EXP16, POLY, INTERP)
+            l_i = l_i + tl.sum(p.to(tl.float32), 1)
+            acc = tl.dot(p.to(v.dtype), v, acc)
+        else:
+            if MASKED:
+                cols = start_n + tl.arange(0, BLOCK_N)
+                keep = cols[None, :] < S
+                if CAUSAL:
+                    keep = keep & (offs_m[:, None] >= cols[None, :])
+                qk = tl.where(keep, qk * qk_scale, float("-inf"))
+                m_new = tl.maximum(m_i, tl.max(qk, 1))
+                p = _exp2(qk - m_new[:, None], EXP16, POLY, INTERP)
+            else:  # scale and subtract fuse into one FMA per score
+                m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+                p = _exp2(qk * qk_scale - m_new[:, None], EXP16, POLY, INTERP)
+            alpha = tl.math.exp2(m_i - m_new)
+            l_i = l_i * alpha + tl.sum(p.to(tl.float32), 1)
+            acc = acc * alpha[:, None]
+            acc = tl.dot(p.to(v.dtype), v, acc)
+            m_i = m_new
     return acc, l_i, m_i
 
 
 @triton.jit
-def _attn_fwd(Qs, Ks, Vs, Os, S, qk_scale,
+def _softmax_pv(qk, acc, l_i, m_i, v, offs_m, start_n, S, qk_scale, BLOCK_N: tl.constexpr,
+                MASKED: tl.constexpr, CAUSAL: tl.constexpr, EXP16: tl.constexpr,
+                POLY: tl.constexpr, INTERP: tl.constexpr):
+    """One key tile's online-softmax update of (acc, l, m) from the scores ``qk``."""
+    if MASKED:
+        cols = start_n + tl.arange(0, BLOCK_N)
+        keep = cols[None, :] < S
+        if CAUSAL:
+            keep = keep & (offs_m[:, None] >= cols[None, :])
+        qk = tl.where(keep, qk * qk_scale, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(qk, 1))
+        p = _exp2(qk - m_new[:, None], EXP16, POLY, INTERP)
+    else:
+        m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+        p = _exp2(qk * qk_scale - m_new[:, None], EXP16, POLY, INTERP)
+    alpha = tl.math.exp2(m_i - m_new)
+    l_i = l_i * alpha + tl.sum(p.to(tl.float32), 1)
+    acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
+    return acc, l_i, m_new
+
+
+@triton.jit
+def _kv_loop_dual(acc_a, l_a, m_a, acc_b, l_b, m_b, q_a, q_b, Ks, Vs, bh, base, offs_a,
+                  offs_b, lo, hi, S, qk_scale, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
+                  MASKED: tl.constexpr, CAUSAL: tl.constexpr, TMA: tl.constexpr,
+                  EXP16: tl.constexpr, POLY: tl.constexpr, INTERP: tl.constexpr):
+    """``_kv_loop`` for two independent row halves sharing each K/V tile: both QK^T
+    products are issued first, so half a's softmax can overlap half b's product and
+    half b's softmax half a's PV product."""
+    for start_n in range(lo, hi, BLOCK_N):
+        k = _tile(Ks, bh, base, start_n, S, BLOCK_N, HEAD_DIM, TMA, MASKED)
+        v = _tile(Vs, bh, base, start_n, S, BLOCK_N, HEAD_DIM, TMA, MASKED)
+        qk_a = tl.dot(q_a, k.T)
+        qk_b = tl.dot(q_b, k.T)
+        acc_a, l_a, m_a = _softmax_pv(qk_a, acc_a, l_a, m_a, v, offs_a, start_n, S, qk_scale,
+                                      BLOCK_N, MASKED, CAUSAL, EXP16, POLY, INTERP)
+        acc_b, l_b, m_b = _softmax_pv(qk_b, acc_b, l_b, m_b, v, offs_b, start_n, S, qk_scale,
+                                      BLOCK_N, MASKED, CAUSAL, EXP16, POLY, INTERP)
+    return acc_a, l_a, m_a, acc_b, l_b, m_b
+
+
+@triton.jit
+def _store_rows(Os, o, bh, base, start, S, ROWS: tl.constexpr, HEAD_DIM: tl.constexpr,
+                TMA: tl.constexpr):
+    if TMA:  # the copy engine clips rows past S
+        Os.store([bh, start, 0], o.reshape(1, ROWS, HEAD_DIM))
+    else:
+        offs = start + tl.arange(0, ROWS)
+        tl.store(Os + base + offs[:, None] * HEAD_DIM + tl.arange(0, HEAD_DIM)[None, :], o,
+                 mask=offs[:, None] < S)
+
+
+@triton.jit
+def _one_tile_dual(Qs, Ks, Vs, Os, bh, pid_m, S, qk_scale,
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
+                   CAUSAL: tl.constexpr, TMA: tl.constexpr, EXP16: tl.constexpr,
+                   INTERP: tl.constexpr, EVEN: tl.constexpr, POLY: tl.constexpr):
+    """``_one_tile`` with the rows as two halves of BLOCK_M // 2 (see ``_kv_loop_dual``);
+    Q and O descriptors then have BLOCK_M // 2 rows."""
+    HALF: tl.constexpr = BLOCK_M // 2
+    base = bh.to(tl.int64) * S * HEAD_DIM
+    start_m = pid_m * BLOCK_M
+    offs_a = start_m + tl.arange(0, HALF)
+    offs_b = start_m + HALF + tl.arange(0, HALF)
+    q_a = _tile(Qs, bh, base, start_m, S, HALF, HEAD_DIM, TMA, True)
+    q_b = _tile(Qs, bh, base, start_m + HALF, S, HALF, HEAD_DIM, TMA, True)
+    m_a = tl.full([HALF], float("-inf"), dtype=tl.float32)
+    l_a = tl.zeros([HALF], dtype=tl.float32)
+    acc_a = tl.zeros([HALF, HEAD_DIM], dtype=tl.float32)
+    m_b = tl.full([HALF], float("-inf"), dtype=tl.float32)
+    l_b = tl.zeros([HALF], dtype=tl.float32)
+    acc_b = tl.zeros([HALF, HEAD_DIM], dtype=tl.float32)
+    if CAUSAL:
+        end = tl.minimum(start_m + BLOCK_M, S)
+        full_end = (tl.minimum(start_m, S) // BLOCK_N) * BLOCK_N
+    else:
+        end = S
+        full_end = (S // BLOCK_N) * BLOCK_N
+    acc_a, l_a, m_a, acc_b, l_b, m_b = _kv_loop_dual(
+        acc_a, l_a, m_a, acc_b, l_b, m_b, q_a, q_b, Ks, Vs, bh, base, offs_a, offs_b, 0,
+        full_end, S, qk_scale, BLOCK_N, HEAD_DIM, False, CAUSAL, TMA, EXP16, POLY, INTERP)
+    if not EVEN:
+        acc_a, l_a, m_a, acc_b, l_b, m_b = _kv_loop_dual(
+            acc_a, l_a, m_a, acc_b, l_b, m_b, q_a, q_b, Ks, Vs, bh, base, offs_a, offs_b,
+            full_end, end, S, qk_scale, BLOCK_N, HEAD_DIM, True, CAUSAL, TMA, EXP16, POLY,
+            INTERP)
+    _store_rows(Os, (acc_a / l_a[:, None]).to(q_a.dtype), bh, base, start_m, S, HALF,
+                HEAD_DIM, TMA)
+    _store_rows(Os, (acc_b / l_b[:, None]).to(q_b.dtype), bh, base, start_m + HALF, S, HALF,
+                HEAD_DIM, TMA)
+
+
+@triton.jit
+def _one_tile(Qs, Ks, Vs, Os, bh, pid_m, S, qk_scale,
               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
               CAUSAL: tl.constexpr, TMA: tl.constexpr, EXP16: tl.constexpr,
-              INTERP: tl.constexpr):
-    """Grid (cdiv(S, BLOCK_M), B*H) over contiguous (B, H, S, D) tensors (or descriptors)."""
-    pid_m = tl.program_id(0)
-    if CAUSAL:  # longest rows first: better tail balance
-        pid_m = tl.num_programs(0) - 1 - pid_m
-    bh = tl.program_id(1)
+              INTERP: tl.constexpr, EVEN: tl.constexpr, LAZY: tl.constexpr,
+              POLY: tl.constexpr, WS: tl.constexpr):
+    """Query rows ``[pid_m * BLOCK_M, +BLOCK_M)`` of head ``bh``: load, both key loops, store.
+    EVEN (not causal, S a multiple of BLOCK_N): the masked loop would be empty; left out."""
     base = bh.to(tl.int64) * S * HEAD_DIM
     start_m = pid_m * BLOCK_M
     offs_m = start_m + tl.arange(0, BLOCK_M)
@@ -157,15 +337,60 @@ def _attn_fwd(Qs, Ks, Vs, Os, S, qk_scale,
         full_end = (S // BLOCK_N) * BLOCK_N
     # Unmasked tiles first, so every row has seen key 0 (a finite max) before masking.
     acc, l_i, m_i = _kv_loop(acc, l_i, m_i, q, Ks, Vs, bh, base, offs_m, 0, full_end, S,
-                             qk_scale, BLOCK_N, HEAD_DIM, False, CAUSAL, TMA, EXP16, INTERP)
-    acc, l_i, m_i = _kv_loop(acc, l_i, m_i, q, Ks, Vs, bh, base, offs_m, full_end, end, S,
-                             qk_scale, BLOCK_N, HEAD_DIM, True, CAUSAL, TMA, EXP16, INTERP)
+                             qk_scale, BLOCK_N, HEAD_DIM, False, CAUSAL, TMA, EXP16, INTERP,
+                             LAZY, POLY, WS)
+    if not EVEN:
+        acc, l_i, m_i = _kv_loop(acc, l_i, m_i, q, Ks, Vs, bh, base, offs_m, full_end, end,
+                                 S, qk_scale, BLOCK_N, HEAD_DIM, True, CAUSAL, TMA, EXP16,
+                                 INTERP, LAZY, POLY, False)
     o = (acc / l_i[:, None]).to(q.dtype)
     if TMA:  # the copy engine clips rows past S
         Os.store([bh, start_m, 0], o.reshape(1, BLOCK_M, HEAD_DIM))
     else:
         tl.store(Os + base + offs_m[:, None] * HEAD_DIM + tl.arange(0, HEAD_DIM)[None, :], o,
                  mask=offs_m[:, None] < S)
+
+
+@triton.jit
+def _attn_fwd(Qs, Ks, Vs, Os, S, qk_scale,
+              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
+              CAUSAL: tl.constexpr, TMA: tl.constexpr, EXP16: tl.constexpr,
+              INTERP: tl.constexpr, EVEN: tl.constexpr = False, LAZY: tl.constexpr = False,
+              POLY: tl.constexpr = False, WS: tl.constexpr = False, DUAL: tl.constexpr = False):
+    """Grid (cdiv(S, BLOCK_M), B*H) over contiguous (B, H, S, D) tensors (or descriptors)."""
+    pid_m = tl.program_id(0)
+    if CAUSAL:  # longest rows first: better tail balance
+        pid_m = tl.num_programs(0) - 1 - pid_m
+    if DUAL:
+        _one_tile_dual(Qs, Ks, Vs, Os, tl.program_id(1), pid_m, S, qk_scale, BLOCK_M,
+                       BLOCK_N, HEAD_DIM, CAUSAL, TMA, EXP16, INTERP, EVEN, POLY)
+    else:
+        _one_tile(Qs, Ks, Vs, Os, tl.program_id(1), pid_m, S, qk_scale, BLOCK_M, BLOCK_N,
+                  HEAD_DIM, CAUSAL, TMA, EXP16, INTERP, EVEN, LAZY, POLY, WS)
+
+
+@triton.jit
+def _attn_fwd_persist(Qs, Ks, Vs, Os, S, qk_scale, n_m, n_tiles,
+                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
+                      CAUSAL: tl.constexpr, TMA: tl.constexpr, EXP16: tl.constexpr,
+                      INTERP: tl.constexpr, EVEN: tl.constexpr, LAZY: tl.constexpr,
+                      POLY: tl.constexpr, WS: tl.constexpr, DUAL: tl.constexpr):
+    """Persistent grid: program p handles tiles p, p + P, p + 2P, ... of the n_tiles =
+    n_m * B*H (query tile fastest, so programs running together share K/V in L2; causal:
+    query tiles in reverse, longest rows first). (``tl.range(..., flatten=True)`` here,
+    to pipeline across tiles, failed to compile with descriptors and gave wrong results
+    with pointers on Triton 3.6: notes/triton_kernel.md, session i17.)"""
+    for tile in range(tl.program_id(0), n_tiles, tl.num_programs(0)):
+        bh = tile // n_m
+        pid_m = tile % n_m
+        if CAUSAL:
+            pid_m = n_m - 1 - pid_m
+        if DUAL:
+            _one_tile_dual(Qs, Ks, Vs, Os, bh, pid_m, S, qk_scale, BLOCK_M, BLOCK_N,
+                           HEAD_DIM, CAUSAL, TMA, EXP16, INTERP, EVEN, POLY)
+        else:
+            _one_tile(Qs, Ks, Vs, Os, bh, pid_m, S, qk_scale, BLOCK_M, BLOCK_N, HEAD_DIM,
+                      CAUSAL, TMA, EXP16, INTERP, EVEN, LAZY, POLY, WS)
 
 
 # --------------------------------------------------------------------------- validation
@@ -213,9 +438,16 @@ def _config_iv(config, head_dim: int) -> dict:
         raise ValueError(f"`config` keys must be among {CONFIG_KEYS}; got {sorted(unknown)}.")
     full = {**DEFAULT_CONFIGS[head_dim], **{k: config[k] for k in CONFIG_KEYS if k in config}}
     for key, allowed in (("BLOCK_M", _BLOCKS), ("BLOCK_N", _BLOCKS), ("num_warps", _WARPS),
-                         ("num_stages", tuple(range(1, 9))), ("EXP_F16", (False, True))):
-        if (isinstance(full[key], bool) != (key == "EXP_F16")) or full[key] not in allowed:
+                         ("num_stages", tuple(range(1, 9))), ("EXP_F16", (False, True)),
+                         *_VARIANT_KEYS.items()):
+        is_flag = allowed == (False, True)  # (1 == True: a bool is refused for a number)
+        if isinstance(full[key], bool) != is_flag or full[key] not in allowed:
             raise ValueError(f"`config['{key}']` must be one of {allowed}; got {full[key]!r}.")
+    if full["EXP_F16"] and full["POLY_EXP"]:
+        raise ValueError("`config['POLY_EXP']` needs fp32 exponentials (EXP_F16 False).")
+    if full["DUAL"] and (full["LAZY_RESCALE"] or full["WARP_SPEC"] or full["BLOCK_M"] < 32):
+        raise ValueError("`config['DUAL']` needs BLOCK_M >= 32 and no LAZY_RESCALE or "
+                         "WARP_SPEC.")
     return full
 
 
@@ -271,19 +503,51 @@ def attention(q, k, v, *, causal=False, sm_scale=None, config=None, out=None) ->
 def _launch(q, k, v, out, causal, qk_scale, cfg, tma=None, return_kernel=False):
     """Launch the kernel on validated arguments. ``tma=None`` picks the copy-engine path
     where it works (Hopper or newer, or the interpreter, with 16-byte aligned tensors)."""
-    B, H, S, D = q.shape
     if out is None:
         out = torch.empty_like(q)
-    BM, BN = cfg["BLOCK_M"], cfg["BLOCK_N"]
     if tma is None:
         tma = _tma_ok(q.device) and all(t.data_ptr() % 16 == 0 for t in (q, k, v, out))
-    args = (*_descriptors(q, k, v, BM, BN), _descriptor(out, BM)) if tma else (q, k, v, out)
-    grid = (triton.cdiv(S, BM), B * H, 1)
-    kernel = _attn_fwd[grid](*args, S, qk_scale, BLOCK_M=BM, BLOCK_N=BN, HEAD_DIM=D,
-                             CAUSAL=causal, TMA=tma, EXP16=cfg["EXP_F16"],
-                             INTERP=INTERPRETED, num_warps=cfg["num_warps"],
-                             num_stages=cfg["num_stages"])
+    QR, BN = _q_rows(cfg), cfg["BLOCK_N"]
+    args = (*_descriptors(q, k, v, QR, BN), _descriptor(out, QR)) if tma else (q, k, v, out)
+    jit_fn, grid, scalars, consts = _plan(q, causal, qk_scale, cfg, tma)
+    extra = {"maxnreg": cfg["MAXNREG"]} if cfg["MAXNREG"] and not INTERPRETED else {}
+    kernel = jit_fn[grid](*args, *scalars, **consts, num_warps=cfg["num_warps"],
+                          num_stages=cfg["num_stages"], **extra)
     return (out, kernel, args) if return_kernel else out
+
+
+def _plan(q, causal, qk_scale, cfg, tma):
+    """(jit function, grid, runtime scalars, constexpr values in signature order)."""
+    B, H, S, D = q.shape
+    BM, BN = cfg["BLOCK_M"], cfg["BLOCK_N"]
+    consts = dict(BLOCK_M=BM, BLOCK_N=BN, HEAD_DIM=D, CAUSAL=causal, TMA=tma,
+                  EXP16=cfg["EXP_F16"], INTERP=INTERPRETED)
+    variant = dict(LAZY=cfg["LAZY_RESCALE"], POLY=cfg["POLY_EXP"], WS=cfg["WARP_SPEC"])
+    even = (not causal) and S % BN == 0  # the masked key loop would be empty
+    if not cfg["PERSIST"]:
+        grid = (triton.cdiv(S, BM), B * H, 1)
+        if any(variant.values()) or cfg["DUAL"] or cfg["SKIP_TAIL"]:
+            consts.update(EVEN=cfg["SKIP_TAIL"] and even, **variant, DUAL=cfg["DUAL"])
+        return _attn_fwd, grid, (S, qk_scale), consts
+    n_m = triton.cdiv(S, BM)
+    n_tiles = n_m * B * H
+    consts.update(EVEN=even, **variant, DUAL=cfg["DUAL"])
+    grid = (min(n_tiles, cfg["PERSIST"] * _num_sms(q.device)), 1, 1)
+    return _attn_fwd_persist, grid, (S, qk_scale, n_m, n_tiles), consts
+
+
+@functools.lru_cache(maxsize=None)
+def _num_sms(device) -> int:
+    """Multiprocessors of the device; 3 under the interpreter (so that programs of a
+    persistent grid loop over several tiles in the CPU tests)."""
+    if device.type != "cuda":
+        return 3
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
+def _q_rows(cfg) -> int:
+    """Rows of the Q and O tiles one load or store moves: half the block with DUAL."""
+    return cfg["BLOCK_M"] // 2 if cfg["DUAL"] else cfg["BLOCK_M"]
 
 
 def _descriptor(t, rows):
@@ -311,13 +575,14 @@ def _fast_fn(q, k, v, causal, cfg):
     B, H, S, D = shape = q.shape
     dtype, device = q.dtype, q.device
     qk_scale = LOG2E / math.sqrt(D)
-    BM, BN = cfg["BLOCK_M"], cfg["BLOCK_N"]
+    QR, BN = _q_rows(cfg), cfg["BLOCK_N"]
     ref = attention(q, k, v, causal=causal, config=cfg)
     out, kernel, args = _launch(q, k, v, torch.empty_like(q), causal, qk_scale, cfg,
                                 return_kernel=True)
     tma = isinstance(args[0], TensorDescriptor)
-    run = kernel[(triton.cdiv(S, BM), B * H, 1)]
-    consts = (S, qk_scale, BM, BN, D, causal, tma, cfg["EXP_F16"], False)
+    _, grid, scalars, const_vals = _plan(q, causal, qk_scale, cfg, tma)
+    run = kernel[grid]
+    consts = (*scalars, *const_vals.values())
     last = [None, None, None, None]  # q, k, v, their descriptors
 
     def fn(q, k, v):
@@ -333,8 +598,8 @@ def _fast_fn(q, k, v, causal, cfg):
             run(q, k, v, out, *consts)
             return out
         if not (q is last[0] and k is last[1] and v is last[2]):
-            last[:] = q, k, v, _descriptors(q, k, v, BM, BN)
-        run(*last[3], _descriptor(out, BM), *consts)
+            last[:] = q, k, v, _descriptors(q, k, v, QR, BN)
+        run(*last[3], _descriptor(out, QR), *consts)
         return out
 
     try:

@@ -97,17 +97,10 @@ def env_section():
 
 
 def kernel_report(q, cfg, causal):
-    """Compile facts for one config: wgmma present in the PTX, registers, spills, smem."""
-    out = torch.empty_like(q)
-    B, H, S, D = q.shape
-    BM, BN = cfg["BLOCK_M"], cfg["BLOCK_N"]
-    shape, strides, TD = [B * H, S, D], [S * D, D, 1], ta.TensorDescriptor
-    dd = (TD(q, shape, strides, [1, BM, D]), TD(q, shape, strides, [1, BN, D]),
-          TD(q, shape, strides, [1, BN, D]), TD(out, shape, strides, [1, BM, D]))
-    grid = (triton.cdiv(S, BM), B * H)
-    ck = ta._attn_fwd[grid](*dd, S, 1.0, BLOCK_M=BM, BLOCK_N=BN, HEAD_DIM=D, CAUSAL=causal,
-                            TMA=True, EXP16=cfg["EXP_F16"], INTERP=False,
-                            num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+    """Compile facts for one config: wgmma present in the PTX, registers, spills, smem.
+    The kernel is the one ``attention`` launches for this config (variant keys included)."""
+    full = ta._config_iv(cfg, q.shape[-1])
+    _, ck, _ = ta._launch(q, q, q, torch.empty_like(q), causal, 1.0, full, return_kernel=True)
     ptx = ck.asm.get("ptx", "")
     return {"wgmma": ptx.count("wgmma.mma_async"), "mma_sync": ptx.count("mma.sync"),
             "tma_load": ptx.count("cp.async.bulk.tensor"), "ex2": ptx.count("ex2.approx"),

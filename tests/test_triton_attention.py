@@ -51,6 +51,38 @@ CASES = [
     (1, 2, 17, 64, False, None, None, "ptr"),
     (2, 1, 33, 128, True, {"BLOCK_M": 32, "BLOCK_N": 16}, None, "ptr"),
     (1, 1, 40, 64, True, {"BLOCK_M": 16, "BLOCK_N": 32, "EXP_F16": True}, None, "ptr"),
+    # Variants (notes/triton_kernel.md, session i17). Persistent grids: the interpreter
+    # counts 3 multiprocessors, so each program loops over several tiles (here 6 or 3).
+    (2, 3, 40, 64, False, {"PERSIST": 1}, None, "tma"),
+    (2, 3, 40, 64, True, {"PERSIST": 2}, None, "tma"),
+    (1, 2, 64, 64, False, {"PERSIST": 1}, None, "tma"),  # even: one loop
+    (2, 1, 33, 128, True, {"PERSIST": 1, "BLOCK_M": 32, "BLOCK_N": 16}, None, "ptr"),
+    # Lazy rescale with a large scale, so that row maxima keep growing by more than 2**8
+    # after the first tile (the branch is taken late, not only at the start).
+    (1, 2, 70, 64, False, {"LAZY_RESCALE": True}, 2.0, "tma"),
+    (1, 2, 70, 64, True, {"LAZY_RESCALE": True, "BLOCK_M": 32}, 2.0, "ptr"),
+    (1, 2, 70, 64, False, {"LAZY_RESCALE": True, "EXP_F16": True}, None, "tma"),
+    (1, 2, 47, 64, False, {"LAZY_RESCALE": True}, None, "tma"),
+    # Polynomial exponentials: a large scale drives arguments below the -125 clamp.
+    (1, 2, 50, 64, False, {"POLY_EXP": True}, 4.0, "tma"),
+    (1, 2, 50, 128, True, {"POLY_EXP": True, "LAZY_RESCALE": True, "PERSIST": 1}, None,
+     "tma"),
+    (1, 2, 50, 64, True, {"POLY_EXP": True}, None, "ptr"),
+    (1, 2, 33, 64, False, {"WARP_SPEC": True}, None, "tma"),  # a hint the interpreter ignores
+    # Two row halves per program (Q/O descriptors of BLOCK_M // 2 rows).
+    (1, 2, 77, 64, False, {"DUAL": True, "BLOCK_M": 32}, None, "tma"),
+    (2, 1, 77, 64, True, {"DUAL": True, "BLOCK_M": 32}, None, "tma"),
+    (1, 2, 40, 128, True, {"DUAL": True, "BLOCK_M": 64, "BLOCK_N": 16}, None, "ptr"),
+    (1, 2, 50, 64, False, {"DUAL": True, "BLOCK_M": 32, "POLY_EXP": True}, None, "ptr"),
+    (2, 3, 64, 64, False, {"DUAL": True, "BLOCK_M": 32, "PERSIST": 1}, None, "tma"),
+    (2, 3, 45, 64, True, {"DUAL": True, "BLOCK_M": 32, "PERSIST": 2, "EXP_F16": True}, None,
+     "tma"),
+    (1, 2, 33, 64, False, {"DUAL": True, "BLOCK_M": 32, "MAXNREG": 168}, None, "tma"),
+    # Leaving out the empty masked loop: only where it is empty (even S, not causal).
+    (2, 2, 64, 64, False, {"SKIP_TAIL": True}, None, "tma"),
+    (1, 2, 63, 64, False, {"SKIP_TAIL": True}, None, "tma"),
+    (1, 2, 64, 64, True, {"SKIP_TAIL": True}, None, "tma"),
+    (1, 2, 48, 128, False, {"SKIP_TAIL": True, "DUAL": True, "BLOCK_M": 32}, None, "ptr"),
 ]
 
 _CHILD = r"""
@@ -83,10 +115,28 @@ for B, H, S, D, causal, cfg, scale, path in json.loads(sys.argv[1]):
                     "err": rel(out, ref),
                     "err_other_mask": rel(out, reference(q, k, v, not causal,
                                                          D ** -0.5 if scale is None else scale))})
+# The polynomial exp2 alone, on arguments from 0 down past its -125 clamp.
+import triton, triton.language as tl
+@triton.jit
+def _poly(X, Y, N: tl.constexpr):
+    x = tl.load(X + tl.arange(0, N))
+    y = ta._poly_exp2(x.reshape(N // 16, 16))
+    tl.store(Y + tl.arange(0, N), y.reshape(N))
+n = 4096
+x = torch.cat([-torch.rand(n // 2) * 130, -torch.rand(n // 2)]).float()
+x[0], x[1], x[2] = 0.0, -125.0, float("-inf")
+y = torch.empty_like(x)
+_poly[(1,)](x, y, N=n)
+exact = torch.exp2(x.double())
+inside = x >= -125
+poly = {"max_rel_err": float(((y.double() - exact).abs() / exact)[inside].max()),
+        "max_below": float(y[~inside].abs().max()), "min": float(y.min()),
+        "nan": bool(torch.isnan(y).any())}
 # build under the interpreter: no timing, the small configuration, fn allocates.
 q, k, v = (torch.randn(1, 2, 19, 64, dtype=torch.float16) for _ in range(3))
 fn, tuning = ta.build(q, k, v, causal=True)
-extra = {"tuning": tuning, "build_err": rel(fn(q, k, v), reference(q, k, v, True, 0.125))}
+extra = {"tuning": tuning, "build_err": rel(fn(q, k, v), reference(q, k, v, True, 0.125)),
+         "poly": poly}
 try:
     ta.tune(q, k, v)
     extra["tune_raised"] = False
@@ -117,6 +167,14 @@ def test_matches_float64_reference(interpreted, i):
     assert res["err"] < 2e-3
     if CASES[i][2] > 1:  # the mask matters: the other mask's reference is far off
         assert res["err_other_mask"] > 1e-2
+
+
+def test_polynomial_exp2(interpreted):
+    """Degree-3 polynomial: relative error ~1e-4 on [-125, 0]; below, tiny and finite."""
+    poly = interpreted["extra"]["poly"]
+    assert poly["max_rel_err"] < 1.5e-4
+    assert not poly["nan"] and poly["min"] >= 0.0
+    assert poly["max_below"] < 2.0 ** -124
 
 
 def test_build_under_interpreter(interpreted):
@@ -180,6 +238,15 @@ def test_tensor_validation(no_launch, change, match):
     ({"config": {"EXP_F16": 1}}, r"`config\['EXP_F16'\]` must be one of \(False, True\)"),
     ({"config": {"BLOCK_N": True}}, r"`config\['BLOCK_N'\]` must be one of"),
     ({"config": [128, 64]}, r"`config` must be a dict"),
+    ({"config": {"PERSIST": 5}}, r"`config\['PERSIST'\]` must be one of"),
+    ({"config": {"PERSIST": True}}, r"`config\['PERSIST'\]` must be one of"),
+    ({"config": {"LAZY_RESCALE": 1}}, r"`config\['LAZY_RESCALE'\]` must be one of"),
+    ({"config": {"POLY_EXP": True, "EXP_F16": True}}, r"`config\['POLY_EXP'\]` needs fp32"),
+    ({"config": {"DUAL": True, "LAZY_RESCALE": True}}, r"`config\['DUAL'\]` needs"),
+    ({"config": {"DUAL": 1}}, r"`config\['DUAL'\]` must be one of"),
+    ({"config": {"MAXNREG": 100}}, r"`config\['MAXNREG'\]` must be one of"),
+    ({"config": {"MAXNREG": True}}, r"`config\['MAXNREG'\]` must be one of"),
+    ({"config": {"SKIP_TAIL": 1}}, r"`config\['SKIP_TAIL'\]` must be one of"),
     ({"out": torch.empty(1, 2, 8, 64, dtype=torch.bfloat16)}, r"`out` dtype must equal"),
     ({"out": torch.empty(1, 2, 9, 64, dtype=torch.float16)}, r"`out` shape must equal"),
 ])
@@ -212,10 +279,12 @@ def test_documented_defaults(monkeypatch):
     assert got == {**ta.DEFAULT_CONFIGS[128], "BLOCK_N": 32}
     monkeypatch.setattr(ta, "INTERPRETED", True)
     assert ta._config_iv(None, 64) == ta.INTERPRETER_CONFIG
+    off = {"PERSIST": 0, "LAZY_RESCALE": False, "POLY_EXP": False,
+           "WARP_SPEC": False, "DUAL": False, "MAXNREG": 0, "SKIP_TAIL": False}
     assert ta.DEFAULT_CONFIGS[64] == {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8,
-                                      "num_stages": 3, "EXP_F16": False}
+                                      "num_stages": 3, "EXP_F16": False, **off}
     assert ta.DEFAULT_CONFIGS[128] == {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8,
-                                       "num_stages": 3, "EXP_F16": False}
+                                       "num_stages": 3, "EXP_F16": False, **off}
 
 
 @pytest.mark.parametrize("head_dim", [64, 128])
