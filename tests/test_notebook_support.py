@@ -48,7 +48,7 @@ def test_measuring_notebooks_declare_measure_and_call_the_prelude_once(notebook)
     assert text.count("nbs.prelude(") == 1 and "_given" not in text
 
 
-@pytest.mark.parametrize("notebook", ("07_variance.py", "08_calibration.py"))
+@pytest.mark.parametrize("notebook", ("06_audit.py", "07_variance.py", "08_calibration.py"))
 def test_reading_notebooks_call_parameters_once(notebook):
     text = (NOTEBOOKS / notebook).read_text()
     assert text.count("nbs.parameters(") == 1 and "_given" not in text
