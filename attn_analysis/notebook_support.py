@@ -174,14 +174,6 @@ def recorded_run_iv(name: str, value, params: dict) -> str:
     return value
 
 
-def data_file_iv(name: str, value, root: Path) -> str:
-    """Check a parameter naming a data file: '' or an existing file under ``root``."""
-    if not isinstance(value, str) or (value and not (Path(root) / value).is_file()):
-        raise ValueError(f"`{name}` must be '' or an existing file relative to the "
-                         f"repository root {root}; got {value!r}.")
-    return value
-
-
 def config_iv(name: str, value, params: dict) -> str:
     """Check a configuration key: '' or a key such as B32-H8-S512-D64-fp16; when
     measuring, one of the configurations the plan measures."""
