@@ -60,9 +60,9 @@ from IPython.display import Markdown
 from myst_nb import glue
 
 from attn_analysis import calibration as cal
-from attn_analysis import plots, tables
+from attn_analysis import claims, plots, tables
 
-claims = []  # the claims table, in the order of the subsections below
+claim_rows = []  # the claims table, in the order of the subsections below
 
 
 def found(finding):
@@ -70,7 +70,7 @@ def found(finding):
     return the data its figure or table needs."""
     nbs.glue_values("au_", finding.values)
     if finding.claim is not None:
-        claims.append(finding.claim)
+        claim_rows.append(finding.claim)
     return finding.data
 
 
@@ -343,7 +343,7 @@ tables.show(costs[["k", "unit_s", "process_overhead_s", "comparison_s", "replica
 # `workload.HARDWARE`.
 
 # %% tags=["remove-cell"]
-rep = audit.Reported()  # the reports' values, as reported
+rep = claims.Reported()  # the reports' values, as reported
 
 # %% [markdown]
 # (audit-tf32)=
@@ -358,7 +358,7 @@ rep = audit.Reported()  # the reports' values, as reported
 # fp16 inputs never use it.
 
 # %% tags=["remove-cell"]
-found(audit.tf32_claim(X, rep, A_AA, margin=margin, n_resamples=n_resamples))
+found(claims.tf32_claim(X, rep, A_AA, margin=margin, n_resamples=n_resamples))
 
 # %% [markdown]
 # (audit-backends)=
@@ -373,7 +373,7 @@ found(audit.tf32_claim(X, rep, A_AA, margin=margin, n_resamples=n_resamples))
 # *{glue:text}`au_eff_verdict:s`*), graph mode, {glue:text}`au_lead_trials:d` processes.
 
 # %% tags=["remove-cell"]
-found(audit.backends_claim(L, rep, margin=margin, n_resamples=n_resamples))
+found(claims.backends_claim(L, rep, margin=margin, n_resamples=n_resamples))
 
 # %% [markdown]
 # (audit-self)=
@@ -385,7 +385,7 @@ found(audit.backends_claim(L, rep, margin=margin, n_resamples=n_resamples))
 # the same process it gives p < α in {glue:text}`au_a_fp:.0%` of processes.
 
 # %% tags=["remove-cell"]
-found(audit.self_claim(CR, rep))
+found(claims.self_claim(CR, rep))
 
 # %% [markdown]
 # (audit-ci)=
@@ -397,7 +397,7 @@ found(audit.self_claim(CR, rep))
 # {glue:text}`au_cov_pc:.0%` of processes (per call).
 
 # %% tags=["remove-cell"]
-found(audit.ci_claim(cb, CR, rep))
+found(claims.ci_claim(cb, CR, rep))
 
 # %% [markdown]
 # (audit-flops)=
@@ -412,7 +412,7 @@ found(audit.ci_claim(cb, CR, rep))
 # sparsity).
 
 # %% tags=["remove-cell"]
-found(audit.flops_claim(rep))
+found(claims.flops_claim(rep))
 
 # %% [markdown]
 # (audit-bandwidth)=
@@ -428,7 +428,7 @@ found(audit.flops_claim(rep))
 # ({ref}`audit-cache`).
 
 # %% tags=["remove-cell"]
-found(audit.bandwidth_claim(rep))
+found(claims.bandwidth_claim(rep))
 
 # %% [markdown]
 # (audit-roofline)=
@@ -443,7 +443,7 @@ found(audit.bandwidth_claim(rep))
 # follows only from the {glue:text}`au_rep_peak30:.0f` TFLOP/s figure (ridge {glue:text}`au_l4_ridge_30:.0f` FLOP/B).
 
 # %% tags=["remove-cell"]
-found(audit.roofline_claim(rep))
+found(claims.roofline_claim(rep))
 
 # %% [markdown]
 # (audit-seqlen)=
@@ -455,7 +455,7 @@ found(audit.roofline_claim(rep))
 # {glue:text}`au_h100_perflop:.1f`.
 
 # %% tags=["remove-cell"]
-found(audit.seqlen_claim(L, rep))
+found(claims.seqlen_claim(L, rep))
 
 # %% [markdown]
 # (audit-chunking)=
@@ -473,7 +473,7 @@ found(audit.seqlen_claim(L, rep))
 # measurement.
 
 # %% tags=["remove-cell"]
-found(audit.chunking_claim(X, rep, n_resamples=n_resamples))
+found(claims.chunking_claim(X, rep, n_resamples=n_resamples))
 
 # %% [markdown]
 # (audit-a100)=
@@ -488,7 +488,7 @@ found(audit.chunking_claim(X, rep, n_resamples=n_resamples))
 # {glue:text}`au_a100_frac:.0%` (A100) and {glue:text}`au_l4_frac:.0%` (L4).
 
 # %% tags=["remove-cell"]
-found(audit.a100_claim(rep))
+found(claims.a100_claim(rep))
 
 # %% [markdown]
 # (audit-warmup)=
@@ -505,7 +505,7 @@ found(audit.a100_claim(rep))
 # ({glue:text}`au_run_l:s`).
 
 # %% tags=["remove-cell"]
-wu, n_warmup = found(audit.warmup_claim(X, L, fid, rep))
+wu, n_warmup = found(claims.warmup_claim(X, L, fid, rep))
 nbs.glue_figure("au_fig_warmup", plots.warmup_traces(wu, n_warmup, H["label_x"],
                                                      audit.S128.key))
 
@@ -525,7 +525,7 @@ nbs.glue_figure("au_fig_warmup", plots.warmup_traces(wu, n_warmup, H["label_x"],
 # {glue:text}`au_a_fp:.0%` of processes.
 
 # %% tags=["remove-cell"]
-found(audit.mann_whitney_claim(A_AA, rep, alpha=alpha))
+found(claims.mann_whitney_claim(A_AA, rep, alpha=alpha))
 
 # %% [markdown]
 # (audit-triton)=
@@ -539,9 +539,9 @@ found(audit.mann_whitney_claim(A_AA, rep, alpha=alpha))
 # ({glue:text}`au_tr_target_lo:.3f`–{glue:text}`au_tr_target_hi:.3f`).
 
 # %% tags=["remove-cell"]
-found(audit.triton_claim(T, rep, n_resamples=n_resamples))
-glue("au_claims_md", Markdown(cal.claims_markdown(claims)), display=False)
-nbs.glue_values("au_", audit.claims_values(claims))
+found(claims.triton_claim(T, rep, n_resamples=n_resamples))
+glue("au_claims_md", Markdown(cal.claims_markdown(claim_rows)), display=False)
+nbs.glue_values("au_", claims.claims_values(claim_rows))
 
 # %% [markdown]
 # ## Summary

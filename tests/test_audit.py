@@ -1,5 +1,5 @@
-"""audit: the audit chapter's inputs, checks and claims (synthetic data, then the
-committed runs and check files end to end)."""
+"""audit: the audit chapter's inputs, calibration and timing checks (synthetic data), and
+the whole chapter, claims included, on the committed runs and check files."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from attn_analysis import audit, calibration as cal, checks, workload
+from attn_analysis import audit, calibration as cal, checks, claims
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = ROOT / "data" / "runs"
@@ -77,68 +77,6 @@ def test_calibration_runs_iv_needs_an_aa_control_and_spins():
         audit.calibration_runs_iv("c", "h100-target-v2", params)
 
 
-# ------------------------------------------------------------------------- the claims
-
-def test_reported_finds_exactly_one_value_and_names_its_source():
-    rep = audit.Reported()
-    assert rep("000", "median_latency_ms", "Step 2", 512) == 0.3195
-    assert rep.source("000", "Impact Assessment").endswith(".txt, 'Impact Assessment'")
-    with pytest.raises(ValueError, match="expected one reported value for 001 median_latency_ms"):
-        rep("001", "median_latency_ms", "Sequence Length Sweep")  # one per S: ambiguous
-
-
-def test_chunking_claim_reads_time_ratios_and_errors():
-    f = audit.chunking_claim(make_extras(q_factor=2.0, qkv_factor=1.5), audit.Reported(),
-                             n_resamples=200)
-    assert f.values["t_q"] == pytest.approx(2.0, rel=0.01)
-    assert f.values["t_q_lo"] <= f.values["t_q"] <= f.values["t_q_hi"]
-    assert f.values["t_qkv"] == pytest.approx(1.5, rel=0.01)
-    assert (f.values["err_q"], f.values["err_qkv"], f.values["err_full"]) == (2e-4, 0.4, 1e-4)
-    assert f.claim.verdict == "fails" and f.claim.evidence == "audit-chunking"
-    assert "2.00x the time of full attention" in f.claim.measured
-
-
-@pytest.mark.parametrize("kernels, same", [(("a", "b"), "the same kernels with either setting"),
-                                           (("a", "c"), "different kernels under the two "
-                                                        "settings")])
-def test_tf32_claim_compares_the_two_settings_and_their_kernels(kernels, same):
-    a_fp = pd.Series({"rate": 0.4, "ci_low": 0.3, "ci_high": 0.5, "n": 90})
-    f = audit.tf32_claim(make_extras(tf32_kernels=kernels), audit.Reported(), a_fp,
-                         margin=0.02, n_resamples=200)
-    assert f.values["tf32_same"] == same and f.values["tf32_n"] == 4
-    assert f.values["tf32_speedup"] == pytest.approx(1.0, abs=0.01)
-    assert f.values["tf32_verdict"] in ("equivalent", "inconclusive")
-    assert "differ 'significantly' 40% of the time" in f.claim.why
-
-
-def test_datasheet_claims_use_the_workload_figures():
-    rep = audit.Reported()
-    flops = audit.flops_claim(rep).values
-    assert flops["flops_512"] == workload.flops(audit.TARGET)
-    assert flops["l4_sparse"] == 2 * flops["l4_fp16"]
-    roof = audit.roofline_claim(rep)
-    assert roof.values["l4_limiter"].endswith("-bound")
-    assert roof.values["minbytes_512"] == workload.min_bytes(audit.TARGET)
-    a100 = audit.a100_claim(rep).values
-    assert a100["bh"] == 256 and a100["l4_a100"] == pytest.approx(
-        rep("001", "median_latency_ms", "PyTorch SDPA (FlashAttention-2)", 512, 32, 8)
-        / a100["a100_ms"])
-    bw = audit.bandwidth_claim(rep)
-    assert bw.claim.verdict == "cannot be tested here"
-    assert bw.values["ws_l4_256"] < bw.values["ws_l4_512"]
-
-
-def test_claims_values_pastes_each_cell_and_counts_verdicts():
-    claims = [cal.Claim(f"claim {i}", "src", "measured", "holds" if i == 0 else "fails", "why", e)
-              for i, e in enumerate(audit.EVIDENCE_ORDER)]
-    v = audit.claims_values(claims)
-    assert v["c1_claim"] == "claim 0" and v["c1_source"] == "src" and "c1_evidence" not in v
-    assert v["c13_verdict"] == "fails" and v["n_claims"] == 13
-    assert (v["n_holds"], v["n_fails"], v["n_cannot_be_tested_here"]) == (1, 12, 0)
-    with pytest.raises(ValueError, match="the claims' order changed"):
-        audit.claims_values(claims[::-1])
-
-
 def test_outcome_table_shows_each_outcome_with_its_interval():
     rates = pd.DataFrame({
         "protocol": [cal.PROTOCOL_A] * 2 + [cal.PROTOCOL_B] * 2, "k": [1, 1, 3, 3],
@@ -180,16 +118,16 @@ def test_the_audit_runs_on_the_committed_runs_and_checks():
     cache_table, copy_gbs = audit.cache(lead).data
     assert copy_gbs > 0 and len(cache_table) == 10
     assert len(audit.cost(cr, lead, ks).data) == 1 + len(ks)
-    rep = audit.Reported()
-    claims = [f.claim for f in (
-        audit.tf32_claim(extras, rep, a_fp, margin=0.02, n_resamples=200),
-        audit.backends_claim(lead, rep, margin=0.02, n_resamples=200),
-        audit.self_claim(cr, rep), audit.ci_claim(cb, cr, rep), audit.flops_claim(rep),
-        audit.bandwidth_claim(rep), audit.roofline_claim(rep), audit.seqlen_claim(lead, rep),
-        audit.chunking_claim(extras, rep, n_resamples=200), audit.a100_claim(rep),
-        audit.warmup_claim(extras, lead, fid.data, rep),
-        audit.mann_whitney_claim(a_fp, rep, alpha=0.05),
-        audit.triton_claim(triton, rep, n_resamples=200))]
-    v = audit.claims_values(claims)
+    rep = claims.Reported()
+    rows = [f.claim for f in (
+        claims.tf32_claim(extras, rep, a_fp, margin=0.02, n_resamples=200),
+        claims.backends_claim(lead, rep, margin=0.02, n_resamples=200),
+        claims.self_claim(cr, rep), claims.ci_claim(cb, cr, rep), claims.flops_claim(rep),
+        claims.bandwidth_claim(rep), claims.roofline_claim(rep), claims.seqlen_claim(lead, rep),
+        claims.chunking_claim(extras, rep, n_resamples=200), claims.a100_claim(rep),
+        claims.warmup_claim(extras, lead, fid.data, rep),
+        claims.mann_whitney_claim(a_fp, rep, alpha=0.05),
+        claims.triton_claim(triton, rep, n_resamples=200))]
+    v = claims.claims_values(rows)
     assert v["n_claims"] == 13 and v["n_fails"] + v["n_holds"] + v["n_cannot_be_tested_here"] == 13
     assert not any(isinstance(x, float) and math.isnan(x) for x in v.values())

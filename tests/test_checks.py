@@ -62,11 +62,13 @@ def test_unsealed_and_unreadable_files_and_the_wrong_kind(tmp_path):
     problems = checks.verify(tmp_path)
     assert [p.split(":")[0] for p in problems] == ["cut.json", "old.json"]
     assert "unreadable" in problems[0] and "no sha256" in problems[1]
-    with pytest.raises(checks.CheckFileError, match="holds a graph_anatomy check, not audit_extras"):
+    with pytest.raises(checks.CheckFileError,
+                       match="holds a graph_anatomy check, not audit_extras"):
         checks.read(tmp_path / "ok.json", "audit_extras")
     (tmp_path / "empty").mkdir()
     assert checks.verify(tmp_path / "empty") == [f"{tmp_path / 'empty'}: no check files (*.json)"]
-    assert "missing.json: unreadable (FileNotFoundError" in checks.verify(tmp_path / "missing.json")[0]
+    missing = checks.verify(tmp_path / "missing.json")
+    assert "missing.json: unreadable (FileNotFoundError" in missing[0]
 
 
 @pytest.mark.parametrize("call, message", [
