@@ -81,8 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
                          "dispatch; default off, as for a user who never asked)")
     sw.add_argument("--quiet", action="store_true", help="no progress bar")
 
-    ve = sub.add_parser("verify", help="check a run's schema and checksums")
-    ve.add_argument("runs", nargs="+", help="run folders")
+    ve = sub.add_parser("verify", help="check a run's schema and checksums, or check files'")
+    ve.add_argument("runs", nargs="+", help="run folders, check files or their folder "
+                                            "(data/checks)")
 
     sh = sub.add_parser("show", help="summarise a run and warn about unstable data")
     sh.add_argument("run", help="run folder")
@@ -181,10 +182,10 @@ def _raise_interrupt(signum, frame):
 
 
 def cmd_verify(args) -> int:
-    from . import records
+    from . import checks, records
     status = 0
     for run in args.runs:
-        problems = records.verify(run)
+        problems = checks.verify(run) if checks.is_check_path(run) else records.verify(run)
         if problems:
             status = 1
             print(f"{run}: FAILED")

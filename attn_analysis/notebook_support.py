@@ -1,8 +1,12 @@
 """What every notebook of the book does first: find the repository, check the papermill
 parameters, optionally measure a new run, discover and load the recorded runs, glue.
 
-The notebooks stay short by sharing this; everything numeric lives in
-:mod:`attn_analysis.summaries` and every figure in :mod:`attn_analysis.plots`.
+A notebook's first code cell puts its repository's package first on ``sys.path`` and makes
+one call: :func:`prelude` in the notebooks that can measure (they lead with one run), or
+:func:`parameters` in those that only read named runs and checks. Either checks every
+parameter, each with the check the notebook names for it, before any work. Everything
+numeric lives in :mod:`attn_analysis.summaries` (and :mod:`attn_analysis.audit`) and every
+figure in :mod:`attn_analysis.plots`.
 """
 
 from __future__ import annotations
@@ -12,7 +16,9 @@ import math
 import numbers
 import re
 import sys
+import types
 from pathlib import Path
+from typing import NamedTuple
 
 import pandas as pd
 
@@ -25,6 +31,11 @@ _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 # The parameters every measuring notebook declares (01 to 05), in their cells' order.
 COMMON_PARAMETERS = ("runs_dir", "run", "measure", "device", "shapes", "candidates", "trials",
                      "samples", "run_id", "n_resamples")
+# The parameters that only a measurement uses. 03_matrix declares them in its parameters
+# cell with these defaults (a test pins that the two agree); the other measuring notebooks
+# declare only ``measure`` and take these defaults unless papermill passes a value.
+MEASURE_DEFAULTS = {"device": "auto", "shapes": "", "candidates": "", "trials": 2,
+                    "samples": 0, "run_id": ""}
 
 
 def repo_root(start=None) -> Path:
@@ -92,14 +103,16 @@ def check_parameters(*, root: Path, runs_dir: str, run: str, measure: bool, devi
 
 def given_parameters(namespace: dict) -> dict:
     """The notebook's parameters as papermill left them: the user's names in
-    ``namespace`` (``globals()`` before any import), without IPython's own."""
+    ``namespace`` (``globals()`` before any import but of modules), without IPython's
+    own, private names (a leading ``_``) or modules."""
     try:
         from IPython import get_ipython
         hidden = set(getattr(get_ipython(), "user_ns_hidden", None) or ())
     except ImportError:
         hidden = set()
     return {k: v for k, v in namespace.items()
-            if not k.startswith("_") and k not in hidden and k not in ("In", "Out")}
+            if not k.startswith("_") and k not in hidden and k not in ("In", "Out")
+            and not isinstance(v, types.ModuleType)}
 
 
 def unknown_parameters_iv(given: dict, declared) -> None:
@@ -158,14 +171,6 @@ def recorded_run_iv(name: str, value, params: dict) -> str:
         recorded = [p.name for p in records.find_runs(params["runs_dir"])]
         raise ValueError(f"`{name}` must be '' or a finalized run under {params['runs_dir']} "
                          f"({recorded}); got {value!r}.")
-    return value
-
-
-def data_file_iv(name: str, value, root: Path) -> str:
-    """Check a parameter naming a data file: '' or an existing file under ``root``."""
-    if not isinstance(value, str) or (value and not (Path(root) / value).is_file()):
-        raise ValueError(f"`{name}` must be '' or an existing file relative to the "
-                         f"repository root {root}; got {value!r}.")
     return value
 
 
@@ -268,6 +273,12 @@ def glue_text(key: str, value) -> None:
         glue(key, as_number(value), display=False)
 
 
+def glue_values(prefix: str, values: dict) -> None:
+    """Glue each of ``values`` (:func:`glue_text`) under ``prefix`` followed by its key."""
+    for key, value in values.items():
+        glue_text(prefix + key, value)
+
+
 def glue_figure(key: str, fig) -> None:
     """Glue a matplotlib Figure as a PNG without displaying it here (the book pastes it).
 
@@ -280,6 +291,146 @@ def glue_figure(key: str, fig) -> None:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110)
     glue(key, Image(data=buf.getvalue(), format="png"), display=False)
+
+
+def small_fraction_iv(name: str, value, params=None) -> float:
+    """Check a number in (0, 0.5): an equivalence margin or a test's level."""
+    return fraction_iv(name, value, 0.5)
+
+
+def count_iv(name: str, value, params=None) -> int:
+    """Check an integer of at least 1 (processes, a family size)."""
+    return _int_iv(name, value, 1)
+
+
+def resamples_iv(name: str, value, params=None) -> int:
+    """Check a number of bootstrap resamples: an integer of at least 100."""
+    return _int_iv(name, value, 100)
+
+
+def mode_iv(name: str, value, params=None) -> str:
+    """Check a timing mode (``summaries.MODES``); :func:`prelude` then checks that the lead
+    run recorded it."""
+    return choice_iv(name, value, summaries.MODES)
+
+
+def candidate_name_iv(name: str, value, params: dict) -> str:
+    """Check one registered candidate name (:func:`candidate_names_iv`)."""
+    return candidate_names_iv(name, value, params, single=True)[0]
+
+
+def check_file_iv(kind: str, optional: bool = False):
+    """A check of a parameter naming a sealed check file of ``kind`` (:mod:`.checks`),
+    relative to the repository root: the check returns the file's payload (None for ''
+    when ``optional``)."""
+    from . import checks
+
+    def iv(name: str, value, params: dict):
+        if optional and value == "":
+            return None
+        root = Path(params["root"])
+        if not isinstance(value, str) or not value or not (root / value).is_file():
+            either = "'' or " if optional else ""
+            raise ValueError(f"`{name}` must be {either}an existing file relative to the "
+                             f"repository root {root}, written by scripts/ as a {kind} "
+                             f"check; got {value!r}.")
+        try:
+            return checks.read(root / value, kind)
+        except checks.CheckFileError as exc:
+            raise ValueError(f"`{name}` must be a {kind} check file that verifies; {exc}") \
+                from None
+    return iv
+
+
+def runs_iv(name: str, value, params: dict, protocol: int = 1) -> dict:
+    """Check comma-separated finalized runs under ``runs_dir``, each of at least
+    ``protocol``; return them loaded and verified, keyed by run id, in the given order."""
+    names = [v.strip() for v in value.split(",") if v.strip()] if isinstance(value, str) else []
+    if not names:
+        raise ValueError(f"`{name}` must name one or more runs, comma-separated; got {value!r}.")
+    loaded = {n: records.load(Path(params["runs_dir"]) / recorded_run_iv(name, n, params))
+              for n in names}
+    old = [n for n, r in loaded.items() if r.protocol < protocol]
+    if old:
+        raise ValueError(f"`{name}` must name protocol-v{protocol} runs (placements "
+                         f"recorded); {old} are protocol {loaded[old[0]].protocol}.")
+    return loaded
+
+
+def protocol2_runs_iv(name: str, value, params: dict) -> dict:
+    """:func:`runs_iv` for runs of protocol 2 (memory placements recorded)."""
+    return runs_iv(name, value, params, protocol=2)
+
+
+def run_iv(name: str, value, params: dict):
+    """Check one finalized run under ``runs_dir``; return it loaded and verified."""
+    if not isinstance(value, str) or not value or "," in value:
+        raise ValueError(f"`{name}` must be a run folder name; got {value!r}.")
+    return records.load(Path(params["runs_dir"]) / recorded_run_iv(name, value, params))
+
+
+def _checked(given: dict, params: dict, checks: dict) -> dict:
+    """Apply each notebook check, in order, to the parameter of its name."""
+    missing = [k for k in checks if k not in given]
+    if missing:
+        raise ValueError(f"the notebook's parameters cell must define {missing}.")
+    for name, check in checks.items():
+        params[name] = check(name, given[name], params)
+    return params
+
+
+def parameters(namespace: dict, **checks) -> tuple[Path, dict]:
+    """The first step of a notebook that reads named runs and checks (it never measures):
+    find the repository (:func:`repo_root`), refuse a parameter other than ``runs_dir``
+    and those named in ``checks``, check that ``runs_dir`` is a folder, then apply each
+    check ``check(name, value, params)`` in order. ``namespace`` is the notebook's
+    ``globals()`` (only modules imported before the call).
+
+    Returns ``(root, params)``: ``params`` maps ``root``, ``runs_dir`` (absolute) and each
+    checked parameter to what its check returned (a loaded run, a check file's payload, a
+    normalised number).
+    """
+    root = repo_root()
+    given = given_parameters(namespace)
+    unknown_parameters_iv(given, ("runs_dir",) + tuple(checks))
+    runs_dir = given.get("runs_dir")
+    if not isinstance(runs_dir, str) or not runs_dir or not (root / runs_dir).is_dir():
+        raise ValueError(f"`runs_dir` must be an existing folder; got {runs_dir!r}.")
+    return root, _checked(given, {"root": root, "runs_dir": (root / runs_dir).resolve()},
+                          checks)
+
+
+class Prelude(NamedTuple):
+    """What :func:`prelude` hands a measuring notebook."""
+
+    root: Path          # the repository
+    params: dict        # every parameter, checked (see prelude)
+    runs: dict          # every finalized run under runs_dir, loaded, by run id
+    catalog: pd.DataFrame  # run_catalog(runs)
+    lead: str           # the run the notebook leads with
+    run: object         # runs[lead]
+
+
+def prelude(namespace: dict, **checks) -> Prelude:
+    """The first step of a notebook that can measure (01 to 05), in one call.
+
+    Refuses a parameter that is neither common (``COMMON_PARAMETERS``; the measuring ones
+    a notebook does not declare take ``MEASURE_DEFAULTS``) nor named in ``checks``; checks
+    the common ones (:func:`check_given`, which also builds the measurement plan) and then
+    each ``check(name, value, params)`` in order, all before anything is measured or
+    written. Then :func:`start`: measure if ``measure``, load every run, pick the lead. A
+    notebook with a ``mode`` parameter must find that mode in the lead run.
+    ``namespace`` is the notebook's ``globals()``.
+    """
+    root = repo_root()
+    given = {**MEASURE_DEFAULTS, **given_parameters(namespace)}
+    params = dict(check_given(root, given, extra=tuple(checks)), root=root)
+    params, runs, catalog, lead = start(_checked(given, params, checks))
+    run = runs[lead]
+    if "mode" in checks and params["mode"] not in set(run.samples["mode"]):
+        raise ValueError(f"`mode` {params['mode']!r} was not recorded in run {lead!r}; it "
+                         f"has {sorted(set(run.samples['mode']))}.")
+    return Prelude(root, params, runs, catalog, lead, run)
 
 
 def start(params: dict) -> tuple[dict, dict, pd.DataFrame, str]:

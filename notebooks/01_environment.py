@@ -23,31 +23,23 @@
 runs_dir = "data/runs"    # recorded runs, relative to the repository root
 run = "h200-reports-p2-all"  # documented default lead run; empty picks the largest GPU run
 measure = False           # True measures a new run on this machine first (see 03_matrix)
-device = "auto"           # auto picks the GPU if present, else the CPU; or cuda, cpu
-shapes = ""               # semicolon-separated B,H,S[,D] or a matrix name; empty for the default
-candidates = ""           # comma-separated candidate names; empty for the device default
-trials = 2                # independent processes per unit
-samples = 0               # samples per placement; 0 for the protocol's default
-run_id = ""               # folder name of the new run; empty for the device and UTC time
+                          # with measure True also device, shapes, candidates, trials,
+                          # samples and run_id, as declared in 03_matrix
 n_resamples = 1000        # bootstrap resamples (unused here; shared parameter set)
 
 # %% tags=["remove-cell"]
-_given = dict(globals())  # the parameters as papermill left them, checked below
-from pathlib import Path
-import sys
+import pathlib, sys  # this repository's package first, whichever copy is installed
+sys.path.insert(0, str(next(p for p in pathlib.Path("_").resolve().parents if (p / "attn_analysis").is_dir())))
+from attn_analysis import notebook_support as nbs
 
-here = Path.cwd().resolve()
-root = next(p for p in (here, *here.parents) if (p / "attn_analysis").is_dir())
-sys.path.insert(0, str(root))
+root, params, runs, catalog, lead, R = nbs.prelude(globals())
 
 import pandas as pd
 import torch
 from IPython.display import Markdown
 
-from attn_analysis import env, notebook_support as nbs, summaries, tables
+from attn_analysis import env, summaries, tables
 
-params = nbs.check_given(root, _given)
-params, runs, catalog, lead = nbs.start(params)
 nbs.glue_text("env_n_runs", len(runs))
 nbs.glue_text("env_lead_run", lead)
 nbs.glue_text("env_lead_label", catalog.set_index("run").loc[lead, "label"])

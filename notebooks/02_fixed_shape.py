@@ -26,12 +26,8 @@ runs_dir = "data/runs"    # recorded runs, relative to the repository root
 run = "h200-target-p2-m1" # documented default lead run, the target shape under protocol 2;
                           # empty picks the largest GPU run
 measure = False           # True measures a new run on this machine first
-device = "auto"           # auto picks the GPU if present, else the CPU; or cuda, cpu
-shapes = ""               # semicolon-separated B,H,S[,D] or a matrix name; empty for the default
-candidates = ""           # comma-separated candidate names; empty for the device default
-trials = 2                # independent processes per unit
-samples = 0               # samples per placement; 0 for the protocol's default
-run_id = ""               # folder name of the new run; empty for the device and UTC time
+                          # with measure True also device, shapes, candidates, trials,
+                          # samples and run_id, as declared in 03_matrix
 n_resamples = 1000        # bootstrap resamples per interval
 config = ""               # configuration key; empty for B32-H8-S512-D64-fp16 if recorded
 margin = 0.02             # equivalence margin on the speedup ratio, in (0, 0.5)
@@ -40,29 +36,22 @@ replication = "h200-target-p2-m2"  # the same plan on a second GPU of the same m
                                    # empty skips the sections that need it
 
 # %% tags=["remove-cell"]
-_given = dict(globals())  # the parameters as papermill left them, checked below
-from pathlib import Path
-import sys
+import pathlib, sys  # this repository's package first, whichever copy is installed
+sys.path.insert(0, str(next(p for p in pathlib.Path("_").resolve().parents if (p / "attn_analysis").is_dir())))
+from attn_analysis import notebook_support as nbs
 
-here = Path.cwd().resolve()
-root = next(p for p in (here, *here.parents) if (p / "attn_analysis").is_dir())
-sys.path.insert(0, str(root))
+root, params, runs, catalog, lead, R = nbs.prelude(
+    globals(), config=nbs.config_iv, margin=nbs.small_fraction_iv,
+    graph_check=nbs.check_file_iv("graph_variability", optional=True),
+    replication=nbs.recorded_run_iv)
 
 import numpy as np
 import pandas as pd
-from attn_analysis import findings, notebook_support as nbs, plots, reference, stats, summaries
-from attn_analysis import tables
+from attn_analysis import findings, plots, reference, stats, summaries, tables
 from attn_analysis import replay_cost as rc
 from attn_analysis.configs import TARGET
 from attn_analysis.controls import CONTROL_NAMES
 
-params = nbs.check_given(root, _given, extra=("config", "margin", "graph_check", "replication"))
-config = nbs.config_iv("config", config, params)
-margin = nbs.fraction_iv("margin", margin, 0.5)
-graph_check = nbs.data_file_iv("graph_check", graph_check, root)
-replication = nbs.recorded_run_iv("replication", replication, params)
-params, runs, catalog, lead = nbs.start(params)
-R = runs[lead]
 label = summaries.run_label(R)
 recorded = set(R.samples["config"])
 if not isinstance(config, str) or (config and config not in recorded):

@@ -36,27 +36,17 @@ mode = "graph"            # timing mode of the tables: graph, cold_l2 or per_cal
 triton_run = "h200-triton-p2"  # run of our kernel against the backends; empty picks the largest
 
 # %% tags=["remove-cell"]
-_given = dict(globals())  # the parameters as papermill left them, checked below
-from pathlib import Path
-import sys
+import pathlib, sys  # this repository's package first, whichever copy is installed
+sys.path.insert(0, str(next(p for p in pathlib.Path("_").resolve().parents if (p / "attn_analysis").is_dir())))
+from attn_analysis import notebook_support as nbs
 
-here = Path.cwd().resolve()
-root = next(p for p in (here, *here.parents) if (p / "attn_analysis").is_dir())
-sys.path.insert(0, str(root))
+root, params, runs, catalog, lead, R = nbs.prelude(globals(), mode=nbs.mode_iv,
+                                                   triton_run=nbs.recorded_run_iv)
 
 import numpy as np
 import pandas as pd
-from attn_analysis import notebook_support as nbs, plots, reference, stats, summaries, tables
-from attn_analysis import workload
+from attn_analysis import plots, reference, stats, summaries, tables, workload
 
-params = nbs.check_given(root, _given, extra=("mode", "triton_run"))
-mode = nbs.choice_iv("mode", mode, summaries.MODES)
-triton_run = nbs.recorded_run_iv("triton_run", triton_run, params)
-params, runs, catalog, lead = nbs.start(params)
-R = runs[lead]
-if mode not in set(R.samples["mode"]):
-    raise ValueError(f"`mode` {mode!r} was not recorded in run {lead!r}; it has "
-                     f"{sorted(set(R.samples['mode']))}.")
 label = summaries.run_label(R)
 latency = summaries.latency_table(R.samples, modes=(mode,),
                                   n_resamples=params["n_resamples"])

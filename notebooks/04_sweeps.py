@@ -23,37 +23,25 @@
 runs_dir = "data/runs"    # recorded runs, relative to the repository root
 run = "h200-reports-p2-all"  # documented default lead run; empty picks the largest GPU run
 measure = False           # True measures a new run on this machine first
-device = "auto"           # auto picks the GPU if present, else the CPU; or cuda, cpu
-shapes = ""               # semicolon-separated B,H,S[,D] or a matrix name; empty for the default
-candidates = ""           # comma-separated candidate names; empty for the device default
-trials = 2                # independent processes per unit
-samples = 0               # samples per placement; 0 for the protocol's default
-run_id = ""               # folder name of the new run; empty for the device and UTC time
+                          # with measure True also device, shapes, candidates, trials,
+                          # samples and run_id, as declared in 03_matrix
 n_resamples = 1000        # bootstrap resamples per interval
 mode = "graph"            # timing mode of the figures: graph, cold_l2 or per_call
 roofline_candidates = "sdpa,sdpa_flash,sdpa_cudnn,triton"  # drawn on the roofline if recorded
 
 # %% tags=["remove-cell"]
-_given = dict(globals())  # the parameters as papermill left them, checked below
-from pathlib import Path
-import sys
+import pathlib, sys  # this repository's package first, whichever copy is installed
+sys.path.insert(0, str(next(p for p in pathlib.Path("_").resolve().parents if (p / "attn_analysis").is_dir())))
+from attn_analysis import notebook_support as nbs
 
-here = Path.cwd().resolve()
-root = next(p for p in (here, *here.parents) if (p / "attn_analysis").is_dir())
-sys.path.insert(0, str(root))
+root, params, runs, catalog, lead, R = nbs.prelude(
+    globals(), mode=nbs.mode_iv, roofline_candidates=nbs.candidate_names_iv)
+roofline_names = params["roofline_candidates"]
 
 import numpy as np
 import pandas as pd
-from attn_analysis import notebook_support as nbs, plots, reference, stats, summaries, tables
-from attn_analysis import workload
+from attn_analysis import plots, reference, stats, summaries, tables, workload
 
-params = nbs.check_given(root, _given, extra=("mode", "roofline_candidates"))
-mode = nbs.choice_iv("mode", mode, summaries.MODES)
-roofline_names = nbs.candidate_names_iv("roofline_candidates", roofline_candidates, params)
-params, runs, catalog, lead = nbs.start(params)
-R = runs[lead]
-if mode not in set(R.samples["mode"]):
-    raise ValueError(f"`mode` {mode!r} was not recorded in run {lead!r}.")
 if not set(roofline_names) & set(R.samples.loc[R.samples["mode"] == mode, "candidate"]):
     raise ValueError(f"`roofline_candidates` must name a candidate recorded in run {lead!r} "
                      f"({sorted(set(R.samples['candidate']))}); got {roofline_candidates!r}.")

@@ -30,50 +30,25 @@ margin = 0.02                                            # equivalence margin on
 n_resamples = 2000                                       # bootstrap resamples per comparison
 
 # %% tags=["remove-cell"]
-_given = dict(globals())  # the parameters as papermill left them, checked below
-from pathlib import Path
-import sys
+import pathlib, sys  # this repository's package first, whichever copy is installed
+sys.path.insert(0, str(next(p for p in pathlib.Path("_").resolve().parents if (p / "attn_analysis").is_dir())))
+from attn_analysis import notebook_support as nbs
 
-here = Path.cwd().resolve()
-root = next(p for p in (here, *here.parents) if (p / "attn_analysis").is_dir())
-sys.path.insert(0, str(root))
+root, params = nbs.parameters(globals(), margin=nbs.small_fraction_iv,
+                              n_resamples=nbs.resamples_iv,
+                              decomposition_runs=nbs.protocol2_runs_iv,
+                              target_runs=nbs.protocol2_runs_iv)
+DR, TR = params["decomposition_runs"], params["target_runs"]
 
 import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
 from attn_analysis import calibration as cal
-from attn_analysis import notebook_support as nbs
-from attn_analysis import plots, records, summaries, tables
+from attn_analysis import plots, summaries, tables
 from attn_analysis import variance as V
 from attn_analysis.configs import TARGET
 
-nbs.unknown_parameters_iv(nbs.given_parameters(_given), (
-    "runs_dir", "decomposition_runs", "target_runs", "margin", "n_resamples"))
-if not isinstance(runs_dir, str) or not (root / runs_dir).is_dir():
-    raise ValueError(f"`runs_dir` must be an existing folder; got {runs_dir!r}.")
-params = {"runs_dir": root / runs_dir}
-
-
-def _runs_iv(name, value):
-    """Comma-separated finalized runs of protocol v2 under runs_dir, loaded and verified."""
-    names = [v.strip() for v in value.split(",") if v.strip()] if isinstance(value, str) else []
-    if not names:
-        raise ValueError(f"`{name}` must name one or more runs, comma-separated; got {value!r}.")
-    loaded = {n: records.load(params["runs_dir"] / nbs.recorded_run_iv(name, n, params))
-              for n in names}
-    old = [n for n, r in loaded.items() if r.protocol < 2]
-    if old:
-        raise ValueError(f"`{name}` must name protocol-v2 runs (placements recorded); "
-                         f"{old} are protocol 1.")
-    return loaded
-
-
-margin = nbs.fraction_iv("margin", margin, 0.5)
-if isinstance(n_resamples, bool) or not isinstance(n_resamples, int) or n_resamples < 100:
-    raise ValueError(f"`n_resamples` must be an integer >= 100; got {n_resamples!r}.")
-DR = _runs_iv("decomposition_runs", decomposition_runs)
-TR = _runs_iv("target_runs", target_runs)
 DP, DS = V.stack(DR)
 TP, TS = V.stack(TR)
 if TARGET.key not in set(DS["config"]) or TARGET.key not in set(TS["config"]):

@@ -31,36 +31,19 @@ family = 26              # Bonferroni family size of the target table, call and 
 n_resamples = 2000       # bootstrap resamples per comparison
 
 # %% tags=["remove-cell"]
-_given = dict(globals())  # the parameters as papermill left them, checked below
-from pathlib import Path
-import sys
+import pathlib, sys  # this repository's package first, whichever copy is installed
+sys.path.insert(0, str(next(p for p in pathlib.Path("_").resolve().parents if (p / "attn_analysis").is_dir())))
+from attn_analysis import notebook_support as nbs
 
-here = Path.cwd().resolve()
-root = next(p for p in (here, *here.parents) if (p / "attn_analysis").is_dir())
-sys.path.insert(0, str(root))
+root, params = nbs.parameters(globals(), processes=nbs.count_iv, margin=nbs.small_fraction_iv,
+                              family=nbs.count_iv, n_resamples=nbs.resamples_iv,
+                              calibration_runs=nbs.runs_iv)
+CR = list(params["calibration_runs"].values())
 
 import pandas as pd
 from attn_analysis import calibration as cal
-from attn_analysis import notebook_support as nbs, records, summaries, tables
+from attn_analysis import summaries, tables
 
-nbs.unknown_parameters_iv(nbs.given_parameters(_given), (
-    "runs_dir", "calibration_runs", "processes", "margin", "family", "n_resamples"))
-if not isinstance(runs_dir, str) or not (root / runs_dir).is_dir():
-    raise ValueError(f"`runs_dir` must be an existing folder; got {runs_dir!r}.")
-if not isinstance(calibration_runs, str) or not calibration_runs.strip():
-    raise ValueError(f"`calibration_runs` must name one or more runs, comma-separated; "
-                     f"got {calibration_runs!r}.")
-for _name, _value, _low in (("processes", processes, 1), ("family", family, 1),
-                            ("n_resamples", n_resamples, 100)):
-    if isinstance(_value, bool) or not isinstance(_value, int) or _value < _low:
-        raise ValueError(f"`{_name}` must be an integer >= {_low}; got {_value!r}.")
-margin = nbs.fraction_iv("margin", margin, 0.5)
-CR = []
-for _id in (x.strip() for x in calibration_runs.split(",")):
-    if not (root / runs_dir / _id / records.MANIFEST).is_file():
-        raise ValueError(f"`calibration_runs` must name finalized runs under {runs_dir}/; "
-                         f"{_id!r} is not one.")
-    CR.append(records.load(root / runs_dir / _id))
 samples, kernels = cal.pool_runs({r.run_id: (r.samples, r.kernels) for r in CR})
 label = summaries.run_label(CR[0])
 per = cal.design_calibration(samples, kernels, k=processes, margin=margin, n_comparisons=1,

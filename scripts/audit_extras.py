@@ -19,15 +19,15 @@ Usage, from the repository root on a GPU machine::
 
     PYTHONPATH=. python3 scripts/audit_extras.py [--trials 6] [--out FILE]
 
-Writes one JSON file (default ``$OUT/audit_extras.json``) with the fingerprint and every
-raw per-sample time in milliseconds.
+Writes one sealed check file (``attn_analysis.checks``, kind audit_extras; default
+``$OUT/audit_extras.json``) with the fingerprint and every raw per-sample time in
+milliseconds.
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
-import json
 import os
 import sys
 import time
@@ -35,7 +35,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from attn_analysis import candidates, env, timing
+from attn_analysis import candidates, checks, env, timing
 from attn_analysis.configs import Config
 
 CHUNKS = 4
@@ -165,10 +165,7 @@ def main(argv=None) -> int:
     result["gpu_state_end"] = env.gpu_state()
     result["elapsed_s"] = time.time() - started
 
-    tmp = args.out + ".tmp"
-    with open(tmp, "w") as fh:
-        json.dump(result, fh)
-    os.replace(tmp, args.out)
+    checks.write(args.out, result, "audit_extras")
     _log(f"wrote {args.out} in {result['elapsed_s']:.0f} s")
     for setting in ("on", "off"):
         meds = [sorted(x["times_ms"])[len(x["times_ms"]) // 2] for x in tf32[setting]]

@@ -17,8 +17,9 @@ not fatal. Usage, from the repository root::
 
     PYTHONPATH=. python3 scripts/check_timer.py [--seq 1024 ...] [--out FILE] [--smoke]
 
-Writes JSON to ``--out`` (default ``$OUT/check_timer.json`` if OUT is set, else
-./check_timer.json) and prints a short table last. ``--smoke`` runs a tiny float32 case on
+Writes a sealed check file (``attn_analysis.checks``, kind check_timer) to ``--out``
+(default ``$OUT/check_timer.json`` if OUT is set, else ./check_timer.json), with the
+machine's ``env.fingerprint()``, and prints a short table last. ``--smoke`` runs a tiny float32 case on
 the CPU (wall clock, no profiler or triton) to check the script itself. Exit code 1 if the
 acceptance check fails.
 """
@@ -30,12 +31,9 @@ import functools
 import json
 import math
 import os
-import platform
-import subprocess
 import sys
-import time
 
-from attn_analysis import timing
+from attn_analysis import checks, env, timing
 
 SHAPE = dict(batch=32, heads=8, head_dim=64, dtype="float16")
 SMOKE_SHAPE = dict(batch=2, heads=2, head_dim=64, dtype="float32")
@@ -47,7 +45,6 @@ def log(*a):
 
 def lock_env(seed=0) -> str:
     """Lock the environment as the sweep does (default dispatch kept); say what happened."""
-    from attn_analysis import env
     try:
         env.lock(seed=seed, deterministic=False)
     except Exception as exc:  # a lock that fails is reported with the numbers, not fatal
@@ -55,26 +52,33 @@ def lock_env(seed=0) -> str:
     return f"locked: env.lock(seed={seed}, deterministic=False)"
 
 
+def inputs(seq_len, batch, heads, head_dim, dtype, device):
+    """Random normal Q, K, V, the same for a given ``seq_len`` (float32 allowed, for the
+    CPU smoke run)."""
+    import torch
+    gen = torch.Generator(device=device).manual_seed(1000 + seq_len)
+    return tuple(torch.randn(batch, heads, seq_len, head_dim, device=device,
+                             dtype=getattr(torch, dtype), generator=gen) for _ in range(3))
+
+
 def make_sdpa(seq_len, batch, heads, head_dim, dtype, device, lock=False):
-    """Build random normal Q, K, V and return a zero-argument SDPA call (picklable factory)."""
+    """Build the inputs and return a zero-argument SDPA call (picklable factory)."""
     import torch
     if lock:
         lock_env()
-    gen = torch.Generator(device=device).manual_seed(1000 + seq_len)
-    q, k, v = (torch.randn(batch, heads, seq_len, head_dim, device=device,
-                           dtype=getattr(torch, dtype), generator=gen) for _ in range(3))
+    q, k, v = inputs(seq_len, batch, heads, head_dim, dtype, device)
     sdpa = torch.nn.functional.scaled_dot_product_attention
     return lambda: sdpa(q, k, v)
 
 
 def rel_error(fn, seq_len, batch, heads, head_dim, dtype, device) -> float:
-    """||out - ref|| / ||ref|| against float32 softmax(QK^T/sqrt(D))V on the same inputs."""
+    """||out - ref|| / ||ref|| against float64 attention (``candidates.reference``) on the
+    same inputs."""
     import torch
-    gen = torch.Generator(device=device).manual_seed(1000 + seq_len)
-    q, k, v = (torch.randn(batch, heads, seq_len, head_dim, device=device,
-                           dtype=getattr(torch, dtype), generator=gen).float() for _ in range(3))
-    ref = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(head_dim), dim=-1) @ v
-    out = fn().float()
+    from attn_analysis import candidates
+    ref = candidates.reference(*inputs(seq_len, batch, heads, head_dim, dtype, device),
+                               causal=False)
+    out = fn().double()
     return float(torch.linalg.vector_norm(out - ref) / torch.linalg.vector_norm(ref))
 
 
@@ -89,41 +93,9 @@ def summary(r: timing.TimingSample, raw=True) -> dict:
     return d
 
 
-def meta(device) -> dict:
-    import torch
-    m = dict(python=platform.python_version(), torch=torch.__version__,
-             cuda=torch.version.cuda, time=time.strftime("%FT%T%z"))  # no host names
-    try:
-        import triton
-        m["triton"] = triton.__version__
-    except ImportError:
-        m["triton"] = None
-    if device == "cuda":
-        p = torch.cuda.get_device_properties(0)
-        m.update(gpu=p.name, capability=f"{p.major}.{p.minor}", sm_count=p.multi_processor_count,
-                 l2_bytes=getattr(p, "L2_cache_size", None), memory_bytes=p.total_memory)
-    return m
-
-
-def gpu_state() -> str:
-    """Read-only nvidia-smi query of clocks, temperature and power (settings never changed)."""
-    try:
-        return subprocess.run(
-            ["nvidia-smi", "--query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw",
-             "--format=csv,noheader"], capture_output=True, text=True, timeout=20).stdout.strip()
-    except Exception as exc:
-        return f"unavailable ({exc})"
-
-
 def sm_clock_mhz():
-    """Current SM clock through NVML (read-only), or None."""
-    try:
-        import pynvml
-        pynvml.nvmlInit()
-        h = pynvml.nvmlDeviceGetHandleByIndex(0)
-        return int(pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM))
-    except Exception:
-        return None
+    """Current SM clock through NVML (``env.gpu_state``, read-only), or None."""
+    return env.gpu_state()["sm_clock_mhz"]
 
 
 def main(argv=None) -> int:
@@ -144,21 +116,19 @@ def main(argv=None) -> int:
     if args.smoke:
         seqs = [64, 128]
 
-    doc = dict(lock=lock_env(), meta=meta(device), shape=shape, seqs=seqs,
+    doc = dict(lock=lock_env(), fingerprint=env.fingerprint(), shape=shape, seqs=seqs,
                warmup_ms=args.warmup_ms, budget_s=args.budget_s, proc_budget_s=args.proc_budget_s,
-               gpu_state_before=gpu_state() if device == "cuda" else None, results={})
-    def save():  # after every section, atomically, so a cut-short run keeps what it has
-        os.makedirs(os.path.dirname(os.path.abspath(out_path)), exist_ok=True)
-        with open(out_path + ".tmp", "w") as fh:
-            json.dump(doc, fh, indent=1, default=str, allow_nan=True)
-        os.replace(out_path + ".tmp", out_path)
+               gpu_state_before=env.gpu_state() if device == "cuda" else None, results={})
+
+    def save():  # after every section, sealed and atomic, so a cut-short run keeps its part
+        checks.write(out_path, doc, "check_timer")
 
     log("env:", doc["lock"])
-    log("meta:", json.dumps(doc["meta"]))
+    log("fingerprint:", json.dumps(doc["fingerprint"]))
     fns = {s: make_sdpa(s, device=device, **shape) for s in seqs}
     res = doc["results"]
     for s in seqs:
-        res[s] = {"rel_error_vs_fp32": rel_error(fns[s], s, device=device, **shape), "modes": {}}
+        res[s] = {"rel_error_vs_fp64": rel_error(fns[s], s, device=device, **shape), "modes": {}}
         for mode in timing.MODES:
             try:
                 clk0 = sm_clock_mhz() if device == "cuda" else None
@@ -207,7 +177,7 @@ def main(argv=None) -> int:
                 res[s]["processes"][mode] = {"error": f"{type(exc).__name__}: {exc}"}
                 log(f"S={s} {mode} processes FAILED: {exc}")
         save()
-    doc["gpu_state_after"] = gpu_state() if device == "cuda" else None
+    doc["gpu_state_after"] = env.gpu_state() if device == "cuda" else None
 
     def med(s, mode):
         return res[s]["modes"].get(mode, {}).get("median_ms", math.nan)
@@ -237,7 +207,7 @@ def main(argv=None) -> int:
         log(f"{s:>5} {med(s, 'per_call'):9.5f} {med(s, 'cold_l2'):9.5f} {med(s, 'graph'):9.5f} "
             f"{prof(s):9.5f} {r.get('do_bench_median_ms') or math.nan:9.5f} "
             f"{r.get('do_bench_cudagraph_median_ms') or math.nan:9.5f} "
-            f"{r['ratio_graph_over_profiler']:10.3f} {r['rel_error_vs_fp32']:8.1e}")
+            f"{r['ratio_graph_over_profiler']:10.3f} {r['rel_error_vs_fp64']:8.1e}")
     log(f"\nmedians in {args.trials} fresh processes, warmup_ms={args.warmup_ms} "
         "(min / max, spread = max/min - 1):")
     for s in seqs:

@@ -8,17 +8,18 @@ the rest of the difference between the graph figure and the profiler's kernel su
 process, for each candidate and configuration:
 
 - ``eager_profiler_ms``: ``timing.profile_device_time`` (the kernels of one eager call);
-- for each ``k`` in ``--ks``: a graph of ``k`` calls captured as ``timing`` captures it,
-  ``--replays`` replays timed with event pairs (median per call), then ten replays under
-  ``torch.profiler``: per call, the kernels' summed duration (``busy``) and the span from
-  the first kernel's start to the last one's end (``span``);
+- for each ``k`` in ``--ks``: a graph of ``k`` calls (``timing.capture_graph``, as graph
+  mode captures it), ``--replays`` replays timed with event pairs (median per call), then
+  ten replays under ``torch.profiler`` (``timing.profile_graph``): per call, the kernels'
+  summed duration (``busy``) and the span from the first kernel's start to the last one's
+  end (``span``);
 - ``fit``: least squares of replay time on ``k`` (ms per replay = overhead + k * per_call),
   with scipy's standard errors; the intercept is the fixed cost of one replay.
 
 The rounds over ``k`` are interleaved (``--rounds``) so that drift hits every ``k`` alike.
-Usage: ``PYTHONPATH=. python3 scripts/graph_anatomy.py``; writes
-``$OUT/graph_anatomy.json`` (or ./graph_anatomy.json), after each configuration, and
-prints a table last.
+Usage: ``PYTHONPATH=. python3 scripts/graph_anatomy.py``; writes the sealed check file
+(``attn_analysis.checks``, kind graph_anatomy) ``$OUT/graph_anatomy.json`` (or
+./graph_anatomy.json) after each configuration, and prints a table last.
 """
 
 from __future__ import annotations
@@ -33,24 +34,6 @@ SEQ_LENS = (128, 512)
 KS = (1, 2, 4, 8, 16, 32, 64)
 
 
-def capture(call, k):
-    """A CUDA graph of ``k`` calls, warmed on a side stream and uploaded (as in ``timing``)."""
-    import torch
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        call()
-    torch.cuda.current_stream().wait_stream(stream)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(k):
-            call()
-    g.replay()
-    torch.cuda.synchronize()
-    return g
-
-
 def replay_ms(g, n) -> list[float]:
     """Event time of each of ``n`` back-to-back replays, in ms (events made up front)."""
     import torch
@@ -62,27 +45,6 @@ def replay_ms(g, n) -> list[float]:
         e.record()
     torch.cuda.synchronize()
     return [s.elapsed_time(e) for s, e in pairs]
-
-
-def timeline(g, k, n_replays=10) -> dict:
-    """Per call inside a replay: kernels' summed duration and first-start-to-last-end span."""
-    import torch
-    from torch.profiler import ProfilerActivity, profile
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(n_replays):
-            g.replay()
-        torch.cuda.synchronize()
-    ks = sorted((e for e in prof.events() if e.device_type.name == "CUDA"
-                 and e.name != "Activity Buffer Request"), key=lambda e: e.time_range.start)
-    per = len(ks) // n_replays
-    busy, span = [], []
-    for r in range(n_replays):
-        rk = ks[r * per:(r + 1) * per]
-        if rk:
-            busy.append(sum(x.time_range.end - x.time_range.start for x in rk) / k / 1e3)
-            span.append((rk[-1].time_range.end - rk[0].time_range.start) / k / 1e3)
-    return {"kernels_per_replay": per, "busy_ms_per_call": statistics.median(busy),
-            "span_ms_per_call": statistics.median(span)}
 
 
 def fit(ks, per_replay_ms) -> dict:
@@ -102,7 +64,7 @@ def main(argv=None) -> int:
     ap.add_argument("--replays", type=int, default=100, help="timed replays per k and round")
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args(argv)
-    from attn_analysis import candidates as cands, env, timing
+    from attn_analysis import candidates as cands, checks, env, timing
     from attn_analysis.configs import Config
     env.lock(seed=0, deterministic=False)  # as the sweep locks it: default dispatch kept
     out_path = os.path.join(os.environ.get("OUT", "."), "graph_anatomy.json")
@@ -123,14 +85,14 @@ def main(argv=None) -> int:
                            ["device_ms_per_call"],
                            "auto": {"calls_per_sample": auto.calls_per_sample,
                                     "median_ms": auto.median_ms}, "by_k": {}}
-                    graphs = {kk: capture(call, kk) for kk in args.ks}
+                    graphs = {kk: timing.capture_graph(call, kk) for kk in args.ks}
                     times = {kk: [] for kk in args.ks}
                     for _ in range(args.rounds):
                         for kk in args.ks:
                             times[kk] += replay_ms(graphs[kk], args.replays)
                     for kk in args.ks:
                         med = statistics.median(times[kk])
-                        row["by_k"][kk] = dict(timeline(graphs[kk], kk),
+                        row["by_k"][kk] = dict(timing.profile_graph(graphs[kk], kk),
                                                replay_median_ms=med, per_call_ms=med / kk)
                     del graphs
                 row["fit"] = fit(args.ks, [row["by_k"][kk]["replay_median_ms"] for kk in args.ks])
@@ -138,9 +100,8 @@ def main(argv=None) -> int:
             except Exception as exc:  # report and go on
                 res[name] = {"error": f"{type(exc).__name__}: {exc}"}
             print(cfg.key, name, json.dumps(res[name])[:300], flush=True)
-        with open(out_path + ".tmp", "w") as fh:
-            json.dump(doc, fh, indent=1, default=str)
-        os.replace(out_path + ".tmp", out_path)
+        checks.write(out_path, doc, "graph_anatomy")
+        print("wrote", out_path, flush=True)
     print(f"\n{'config':22s} {'candidate':15s} {'eager':>7s} {'auto k':>6s} {'auto':>7s} "
           f"{'slope':>7s} {'ovh/rep':>7s} {'busy64':>7s} {'span64':>7s}   (us)")
     for key, res in doc["results"].items():
@@ -154,7 +115,6 @@ def main(argv=None) -> int:
                   f"{r['fit']['per_call_ms'] * 1e3:7.2f} "
                   f"{r['fit']['overhead_ms_per_replay'] * 1e3:7.2f} "
                   f"{big['busy_ms_per_call'] * 1e3:7.2f} {big['span_ms_per_call'] * 1e3:7.2f}")
-    print("wrote", out_path)
     return 0
 
 

@@ -9,12 +9,14 @@ graph-mode medians of ``sdpa`` spread over several percent while those of
 - ``recaptures``: each candidate's graph is captured afresh ``--rounds`` times
   (interleaved, so drift hits all alike) and timed with ``timing.measure(mode="graph")``;
   if the spread appears between captures of one process, it is not a per-process effect;
-- ``device_timeline``: one captured graph of 4 calls replayed under ``torch.profiler``:
-  per call, the span from the first kernel's start to the last kernel's end, and the
-  sum of kernel durations (the difference is the idle gap inside the graph);
+- ``device_timeline``: one captured graph of 4 calls replayed under ``torch.profiler``
+  (``timing.capture_graph``, ``timing.profile_graph``): per call, the span from the first
+  kernel's start to the last kernel's end, and the sum of kernel durations (the difference
+  is the idle gap inside the graph);
 - ``graph_nodes``: the captured graph's nodes (CUDA graph debug dump), counted by kind.
 
-Usage: ``PYTHONPATH=. python3 scripts/graph_variability.py [--rounds 15]``; writes
+Usage: ``PYTHONPATH=. python3 scripts/graph_variability.py [--rounds 15]``; writes the
+sealed check file (``attn_analysis.checks``, kind graph_variability)
 ``$OUT/graph_variability.json`` (or ./graph_variability.json) and prints a table last.
 """
 
@@ -22,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import json
 import os
 import re
 import statistics
@@ -32,48 +33,18 @@ CANDIDATES = ("sdpa", "eager_compiled", "sdpa_cudnn")
 
 
 def device_timeline(call, n_calls=4, n_replays=10) -> dict:
-    """Kernel spans and busy time per call, from the profiler over graph replays."""
-    import torch
-    from torch.profiler import ProfilerActivity, profile
-    g = torch.cuda.CUDAGraph()
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        call()
-    torch.cuda.current_stream().wait_stream(stream)
-    torch.cuda.synchronize()
-    with torch.cuda.graph(g):
-        for _ in range(n_calls):
-            call()
-    g.replay()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(n_replays):
-            g.replay()
-        torch.cuda.synchronize()
-    kernels = sorted((e for e in prof.events() if e.device_type.name == "CUDA"),
-                     key=lambda e: e.time_range.start)
-    spans, busy = [], []
-    per_replay = len(kernels) // n_replays
-    for r in range(n_replays):
-        ks = kernels[r * per_replay:(r + 1) * per_replay]
-        if not ks:
-            continue
-        spans.append((ks[-1].time_range.end - ks[0].time_range.start) / n_calls)
-        busy.append(sum(k.time_range.end - k.time_range.start for k in ks) / n_calls)
-    names = collections.Counter(k.name for k in kernels[:per_replay])
-    return {"kernels_per_replay": per_replay, "kernel_names": dict(names),
-            "span_us_per_call": statistics.median(spans) if spans else None,
-            "busy_us_per_call": statistics.median(busy) if busy else None}
+    """Kernel spans and busy time per call (µs), from the profiler over graph replays."""
+    from attn_analysis import timing
+    t = timing.profile_graph(timing.capture_graph(call, n_calls), n_calls, n_replays)
+    us = {k: t[f"{k}_ms_per_call"] and t[f"{k}_ms_per_call"] * 1e3 for k in ("span", "busy")}
+    return {"kernels_per_replay": t["kernels_per_replay"], "kernel_names": t["kernel_names"],
+            "span_us_per_call": us["span"], "busy_us_per_call": us["busy"]}
 
 
 def graph_nodes(call) -> dict:
     """Node kinds of a captured graph of one call, from the CUDA graph debug dump."""
-    import torch
-    g = torch.cuda.CUDAGraph()
-    g.enable_debug_mode()
-    with torch.cuda.graph(g):
-        call()
+    from attn_analysis import timing
+    g = timing.capture_graph(call, 1, debug=True)
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "graph.dot")
         g.debug_dump(path)
@@ -88,8 +59,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=15)
     args = ap.parse_args(argv)
-    import torch
-    from attn_analysis import candidates as cands, env, timing
+    from attn_analysis import candidates as cands, checks, env, timing
     from attn_analysis.configs import TARGET
     env.lock(seed=0, deterministic=False)
     out_path = os.path.join(os.environ.get("OUT", "."), "graph_variability.json")
@@ -117,8 +87,8 @@ def main(argv=None) -> int:
                 doc["graph_nodes"][name] = graph_nodes(calls[name])
             except Exception as exc:
                 doc["graph_nodes"][name] = {"error": f"{type(exc).__name__}: {exc}"}
-    with open(out_path, "w") as fh:
-        json.dump(doc, fh, indent=1, default=str)
+    checks.write(out_path, doc, "graph_variability")
+    print("wrote", out_path)
     print(f"{'candidate':16s} {'min':>8s} {'median':>8s} {'max':>8s} {'span':>8s} {'busy':>8s}"
           "  (us per call; graph recaptures, then profiler over replays)")
     for name in CANDIDATES:
@@ -127,7 +97,6 @@ def main(argv=None) -> int:
         print(f"{name:16s} {min(m):8.2f} {statistics.median(m):8.2f} {max(m):8.2f} "
               f"{t.get('span_us_per_call') or float('nan'):8.2f} "
               f"{t.get('busy_us_per_call') or float('nan'):8.2f}  {doc['graph_nodes'][name]}")
-    print("wrote", out_path)
     return 0
 
 

@@ -3,8 +3,8 @@
 (a) Correctness grid: odd and even S from 77 to 8192, fp16 and bf16, D 64 and 128, causal
     and not, small B*H, three configurations each (the default, a second block shape with
     fp16 exponentials, and the pointer path). Fresh normal inputs per case, output
-    poisoned with NaN, error ``||out - ref|| / ||ref||`` against a float64 reference computed
-    by torch on the GPU (chunked over heads). SDPA's flash backend is measured on the same
+    poisoned with NaN, error ``||out - ref|| / ||ref||`` against the float64 reference
+    ``candidates.reference`` computed on the GPU (chunked over heads). SDPA's flash backend is measured on the same
     inputs so the thresholds can be judged against a library kernel.
 (b) Speed table: the reports' ten configurations, S=4096/8192, D=128 and two causal rows.
     Ours is built (tuned) first, outside the timing; then ours and each SDPA backend
@@ -14,16 +14,19 @@
     timed again with the other exponential precision and through the pointer path.
 (c) Host cost of one call (CPU microseconds, no synchronisation) for ours and SDPA.
 
+The ``env`` section records ``env.fingerprint()`` and the device's measured ceilings
+(``ceilings.measure_ceilings``: an 8192³ fp16 product and a 2 GiB copy).
+
 Usage: ``PYTHONPATH=. python3 scripts/triton_check.py [--sections env,grid,host,speed]
-[--quick]``. Writes ``$OUT/triton_check.json`` (or ./triton_check.json) and prints a
-short table last. Exit code 1 if any correctness check fails.
+[--quick]``. Writes the sealed check file (``attn_analysis.checks``, kind triton_check)
+``$OUT/triton_check.json`` (or ./triton_check.json) and prints a short table last. Exit
+code 1 if any correctness check fails.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 import time
@@ -33,8 +36,9 @@ import torch.nn.functional as F
 import triton
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from attn_analysis import configs
+from attn_analysis import ceilings, checks, configs, env
 from attn_analysis import triton_attention as ta
+from attn_analysis.candidates import reference
 
 TOL = {torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
 BACKENDS = {"flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION,
@@ -44,23 +48,6 @@ DT = {"float16": torch.float16, "bfloat16": torch.bfloat16}
 
 def log(*a):
     print(*a, flush=True)
-
-
-def reference(q, k, v, causal, max_bytes=2 << 30):
-    """float64 softmax(q k^T / sqrt(D) [+ causal]) v, chunked over (batch*head)."""
-    B, H, S, D = q.shape
-    q2, k2, v2 = (t.reshape(B * H, S, D) for t in (q, k, v))
-    out = torch.empty(B * H, S, D, dtype=torch.float64, device=q.device)
-    step = max(1, max_bytes // (S * S * 8))
-    mask = torch.ones(S, S, dtype=torch.bool, device=q.device).triu(1) if causal else None
-    for i in range(0, B * H, step):
-        qs, ks, vs = (t[i:i + step].double() for t in (q2, k2, v2))
-        s = (qs @ ks.transpose(-1, -2)) / math.sqrt(D)
-        if causal:
-            s.masked_fill_(mask, float("-inf"))
-        out[i:i + step] = torch.softmax(s, dim=-1) @ vs
-        del s
-    return out.reshape(B, H, S, D)
 
 
 def rel_err(out, ref):
@@ -79,20 +66,13 @@ def bench(fn, warmup=25, rep=100):
 
 
 def env_section():
-    p = torch.cuda.get_device_properties(0)
-    info = {"torch": torch.__version__, "triton": triton.__version__, "device": p.name,
-            "sm_count": p.multi_processor_count, "cuda": torch.version.cuda,
-            "cudnn": torch.backends.cudnn.version()}
-    # The two ceilings, measured: a device-to-device copy and a large fp16 product.
-    x = torch.empty(1 << 29, dtype=torch.uint8, device="cuda").random_()
-    y = torch.empty_like(x)
-    ms = bench(lambda: y.copy_(x))
-    info["copy_TBps"] = 2 * x.numel() / ms / 1e9
-    a, b = (torch.randn(8192, 8192, device="cuda", dtype=torch.float16) for _ in range(2))
-    ms = bench(lambda: a @ b)
-    info["mm_fp16_TFLOPS"] = 2 * 8192 ** 3 / ms / 1e9
-    del x, y, a, b
-    log("env", json.dumps(info))
+    """The machine (``env.fingerprint``) and its measured matmul and copy ceilings."""
+    info = {"fingerprint": env.fingerprint(), "ceilings": ceilings.measure_ceilings("cuda")}
+    log("env", json.dumps({"gpu": info["fingerprint"]["gpu_name"],
+                           "torch": info["fingerprint"]["torch_version"],
+                           "triton": info["fingerprint"]["triton_version"],
+                           "mm_TFLOPS": info["ceilings"]["matmul"]["tflops"],
+                           "copy_GBps": info["ceilings"]["copy"]["gbs"]}))
     return info
 
 
@@ -318,8 +298,7 @@ def main(argv=None) -> int:
         result["speed"] = speed_section(args.quick, out_dir)
     name = "triton_check" + ("" if args.sections == "env,grid,host,speed" else
                              "_" + args.sections.replace(",", "_")) + ".json"
-    with open(os.path.join(out_dir, name), "w") as f:
-        json.dump(result, f, indent=1, default=str)
+    checks.write(os.path.join(out_dir, name), result, "triton_check")
     bad = [r for r in result.get("grid", []) + result.get("speed", []) if not r["ok"]]
     if "grid" in result:
         log(f"\ncorrectness grid: {len(result['grid']) - sum(not r['ok'] for r in result['grid'])}"
