@@ -96,6 +96,11 @@ def tf32_claim(extras: dict, rep: Reported, a_fp, *, margin: float,
             "audit-tf32"))
 
 
+def _device(run) -> str:
+    """The run's GPU without the vendor prefix, as the claims' measured column names it."""
+    return str(run.device).replace("NVIDIA ", "")
+
+
 def backends_claim(lead, rep: Reported, *, margin: float, n_resamples: int) -> Finding:
     """Which backend the default dispatch runs at the target shape, and how the forced
     backends compare with it (graph mode)."""
@@ -120,7 +125,7 @@ def backends_claim(lead, rep: Reported, *, margin: float, n_resamples: int) -> F
         f"{rep('000', 'slowdown_percent', 'Fixed-Shape', 512, backend='memory_efficient'):.0f}"
         "% slower",
         rep.source("002", "Phase 2: Optimization Loop"),
-        f"H100: default dispatch runs {family}; flash speedup {speedup('sdpa_flash')}, "
+        f"{_device(lead)}: default dispatch runs {family}; flash speedup {speedup('sdpa_flash')}, "
         f"memory-efficient {speedup('sdpa_efficient')}",
         "cannot be tested here",
         "a statement about the L4 with PyTorch 2.2.1; it needs an L4. With our software the "
@@ -250,7 +255,7 @@ def seqlen_claim(lead, rep: Reported) -> Finding:
     h_perflop = ((med[S128.key] / workload.flops(S128))
                  / (med[S512.key] / workload.flops(TARGET)))
     return Finding(
-        {"work_ratio": work_ratio, "l4_perflop": l4_perflop, "h100_perflop": h_perflop},
+        {"work_ratio": work_ratio, "l4_perflop": l4_perflop, "lead_perflop": h_perflop},
         cal.Claim(
             f"S=128 is {rep('000', 'speedup', 'Multi-Shape', 128):.1f}x "
             f"(elsewhere {rep('004', 'speedup', 'Speedup Analysis'):.1f}x) faster than S=512: "
@@ -259,7 +264,7 @@ def seqlen_claim(lead, rep: Reported) -> Finding:
             + rep.source("004", "Speedup Analysis"),
             f"S=128 is {work_ratio:.0f}x less work; time per FLOP at S=128 is "
             f"{l4_perflop:.1f}x that at S=512 on the L4 (as reported) and {h_perflop:.1f}x "
-            "on H100",
+            f"on {_device(lead)}",
             "fails",
             "a shorter sequence is a different, smaller problem, not a faster way to solve the "
             "same one; per unit of work short sequences are less efficient",
@@ -391,12 +396,12 @@ def triton_claim(triton, rep: Reported, *, n_resamples: int) -> Finding:
         cal.Claim(
             "Custom kernels can reach 1.1-1.5x over SDPA on same-generation hardware",
             rep.source("001", "Custom Kernel Targets from Literature"),
-            f"H100, our Triton kernel vs the fastest library backend: faster at {n_faster} "
-            f"of {len(kv)} shapes, best {b['speedup']:.3f} [{b['ci_low']:.3f}, "
+            f"{_device(triton)}, our Triton kernel vs the fastest library backend: faster at "
+            f"{n_faster} of {len(kv)} shapes, best {b['speedup']:.3f} [{b['ci_low']:.3f}, "
             f"{b['ci_high']:.3f}] ({best}); at the target {t['speedup']:.3f}",
             "holds" if len(reached) else "fails",
             found + "; the claim concerns Ada (L4), which we could not measure, so this "
-            "answers it for H100 and our kernel only",
+            f"answers it for the {_device(triton)} and our kernel only",
             "audit-triton"))
 
 

@@ -23,17 +23,19 @@
 # controls are an A/A pair (the default SDPA call timed twice as two candidates: any
 # difference found is false) and SDPA followed by a spin kernel of known length.
 #
-# The runs this chapter reads are protocol 1 (H100, one memory placement per candidate per
-# process): it is the protocol's history, kept because it shows what the earlier instrument
-# could and could not resolve. The calibration of the design the paper now uses (protocol 2,
-# H200) is {ref}`calibration-v2`.
+# The calibration runs of this chapter are protocol 1 (H100, one memory placement per
+# candidate per process): that part is the protocol's history, kept because it shows what
+# the earlier instrument could and could not resolve; the calibration of the design the
+# paper now uses (protocol 2, H200) is {ref}`calibration-v2`. The timing-fidelity, cache,
+# cost and claims sections read the protocol-2 matrix and kernel runs (H200), and the
+# instrument checks of `data/checks/` (H100), each named in its caption.
 
 # %% tags=["parameters", "hide-input"]
 runs_dir = "data/runs"                           # recorded runs, relative to the repository root
 calibration_run = "h100-calibration-v1,h100-calibration-v2"  # runs with sdpa, sdpa_twin and
                                                  # sdpa_spin<N>, comma-separated, pooled
-lead_run = "h100-reports-v1"                     # the reports matrix in three timing modes
-triton_run = "h100-triton-v2"                    # our Triton kernel against the SDPA backends
+lead_run = "h200-reports-p2-all"                 # the reports matrix in three timing modes
+triton_run = "h200-triton-p2"                    # our Triton kernel against the SDPA backends
 extras = "data/checks/audit_extras_h100.json"    # scripts/audit_extras.py output
 anatomy = "data/checks/graph_anatomy_h100.json"  # scripts/graph_anatomy.py output
 ks = "3,4,5"                                     # processes per replication of protocol (b)
@@ -452,7 +454,7 @@ found(claims.roofline_claim(rep))
 # S = 128 does {glue:text}`au_work_ratio:.0f` times less work than S = 512. Per FLOP, the
 # reports' own L4 figures (as reported) make S = 128 {glue:text}`au_l4_perflop:.1f` times
 # *slower* than S = 512; on {glue:text}`au_label_l:s` (graph mode) the factor is
-# {glue:text}`au_h100_perflop:.1f`.
+# {glue:text}`au_lead_perflop:.1f`.
 
 # %% tags=["remove-cell"]
 found(claims.seqlen_claim(L, rep))
