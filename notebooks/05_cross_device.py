@@ -40,10 +40,12 @@ import numpy as np
 import pandas as pd
 from attn_analysis import plots, reference, stats, summaries, tables, workload
 
-# Runs that hold the target shape alone (the calibration and target-shape runs) add
-# nothing to compare across configurations; any other run, a new one included, is shown.
+# Runs that hold the target shape alone (the calibration and target-shape runs, also in
+# bf16 or causal) add nothing to compare across configurations; any other run, a new one
+# included, is shown.
+target_sizes = summaries.TARGET.key.rsplit("-", 1)[0] + "-"
 with_candidate = [r for r, R in runs.items() if candidate in set(R.samples["candidate"])
-                  and set(R.samples["config"]) != {summaries.TARGET.key}]
+                  and not all(c.startswith(target_sizes) for c in set(R.samples["config"]))]
 if not isinstance(candidate, str) or not with_candidate:
     raise ValueError(f"`candidate` must be recorded in at least one run; got {candidate!r}.")
 frames = []

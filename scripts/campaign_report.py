@@ -2,7 +2,7 @@
 reached per configuration, the fastest candidate per configuration and the kernels the
 default SDPA dispatch ran. Everything is read from the recorded run.
 
-    python scripts/campaign_report.py data/runs/h100-reports-v1 > benchmarks/h100-reports-v1.md
+    python scripts/campaign_report.py data/runs/h200-reports-p2-all > benchmarks/h200-reports-p2-all.md
 """
 
 from __future__ import annotations

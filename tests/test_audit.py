@@ -74,7 +74,7 @@ def test_calibration_runs_iv_needs_an_aa_control_and_spins():
     params = {"root": ROOT, "runs_dir": RUNS}
     with pytest.raises(ValueError, match=r"`c` must hold an A/A control \('sdpa_twin',\) and "
                                          r"spin controls; it holds"):
-        audit.calibration_runs_iv("c", "h100-target-v2", params)
+        audit.calibration_runs_iv("c", "h200-kernel-bf16-p2", params)
 
 
 def test_outcome_table_shows_each_outcome_with_its_interval():
@@ -99,7 +99,7 @@ def test_the_audit_runs_on_the_committed_runs_and_checks():
     from attn_analysis import notebook_support as nbs
     params = {"root": ROOT, "runs_dir": RUNS}
     cr = audit.calibration_runs_iv("c", "h100-calibration-v1,h100-calibration-v2", params)
-    lead, triton = (nbs.run_iv("r", r, params) for r in ("h100-reports-v1", "h100-triton-v2"))
+    lead, triton = (nbs.run_iv("r", r, params) for r in ("h200-reports-p2-all", "h200-triton-p2"))
     extras = audit.extras_iv("x", "data/checks/audit_extras_h100.json", params)
     anatomy = nbs.check_file_iv("graph_anatomy")("a", "data/checks/graph_anatomy_h100.json",
                                                  params)

@@ -83,19 +83,20 @@ def test_parameters_checks_each_in_order(in_repo, ns, message):
 
 def test_parameters_returns_what_each_check_returns(in_repo):
     root, params = nbs.parameters(
-        {"runs_dir": "data/runs", "runs": "h100-target-v2", "family": 3, "one": "h100-target-v2"},
+        {"runs_dir": "data/runs", "runs": "h200-kernel-bf16-p2", "family": 3,
+         "one": "h200-kernel-bf16-p2"},
         family=nbs.count_iv, runs=nbs.runs_iv, one=nbs.run_iv)
     assert root == ROOT and str(ROOT) in sys.path
     assert params["runs_dir"] == ROOT / "data" / "runs" and params["family"] == 3
-    assert list(params["runs"]) == ["h100-target-v2"]
-    assert params["one"].run_id == "h100-target-v2"
+    assert list(params["runs"]) == ["h200-kernel-bf16-p2"]
+    assert params["one"].run_id == "h200-kernel-bf16-p2"
 
 
 @pytest.mark.parametrize("check, value, message", [
     (nbs.runs_iv, " , ", "`x` must name one or more runs, comma-separated"),
-    (nbs.runs_iv, "h100-target-v2,nope", "`x` must be '' or a finalized run under"),
-    (nbs.protocol2_runs_iv, "h100-target-v2", r"`x` must name protocol-v2 runs .*"
-                                               r"\['h100-target-v2'\] are protocol 1"),
+    (nbs.runs_iv, "h200-kernel-bf16-p2,nope", "`x` must be '' or a finalized run under"),
+    (nbs.protocol2_runs_iv, "h100-calibration-v1", r"`x` must name protocol-v2 runs .*"
+                                                    r"\['h100-calibration-v1'\] are protocol 1"),
     (nbs.run_iv, "a,b", "`x` must be a run folder name; got 'a,b'."),
     (nbs.count_iv, True, "`x` must be an integer >= 1; got True."),
     (nbs.mode_iv, "warm", "`x` must be one of ('per_call', 'cold_l2', 'graph')"),
@@ -138,16 +139,17 @@ def test_prelude_checks_everything_before_it_measures(in_repo, tmp_path):
 
 def test_prelude_leads_with_the_requested_run_in_the_requested_mode(in_repo, tmp_path):
     import shutil
-    shutil.copytree(ROOT / "data" / "runs" / "h100-target-v2", tmp_path / "h100-target-v2")
-    ns = dict(runs_dir=str(tmp_path), run="h100-target-v2", measure=False, n_resamples=1000,
+    run = "h200-kernel-bf16-p2"
+    shutil.copytree(ROOT / "data" / "runs" / run, tmp_path / run)
+    ns = dict(runs_dir=str(tmp_path), run=run, measure=False, n_resamples=1000,
               mode="graph")
     got = nbs.prelude(ns, mode=nbs.mode_iv)
-    assert got.root == ROOT and got.lead == "h100-target-v2"
-    assert got.run is got.runs["h100-target-v2"] and got.params["mode"] == "graph"
+    assert got.root == ROOT and got.lead == "h200-kernel-bf16-p2"
+    assert got.run is got.runs["h200-kernel-bf16-p2"] and got.params["mode"] == "graph"
     assert got.params["device"] in ("cpu", "cuda")  # MEASURE_DEFAULTS["device"], resolved
     assert list(got.catalog["run"]) == list(got.runs)
     root, params, runs, catalog, lead, run = got  # the notebooks unpack it
     assert lead == got.lead
     with pytest.raises(ValueError, match=r"`mode` 'per_call' was not recorded in run "
-                                         r"'h100-target-v2'; it has \['graph'\]"):
+                                         r"'h200-kernel-bf16-p2'; it has \['graph'\]"):
         nbs.prelude(dict(ns, mode="per_call"), mode=nbs.mode_iv)

@@ -69,7 +69,7 @@ def _build_book(copy: Path) -> str:
 
 def test_measure_on_cpu_reaches_the_cross_device_table(repo_copy, tmp_path):
     before = _build_book(repo_copy)
-    assert "h100-reports-v1" in before and not _shows_new_config(before)
+    assert "h200-reports-p2-all" in before and not _shows_new_config(before)
 
     measured = _papermill(repo_copy, "03_matrix.py", tmp_path / "03.ipynb",
                           "-p", "measure", "True", "-p", "device", "cpu",
