@@ -21,9 +21,8 @@ def _shape(text: str):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .configs import MATRICES
     from . import sweep  # torch-free at import, unlike candidates
-    from .sweep import MODES
+    from .configs import BASELINE, MATRICES, MODES
     parser = argparse.ArgumentParser(prog="python -m attn_analysis",
                                      description="Measure, verify and show attention runs.")
     sub = parser.add_subparsers(dest="verb", required=True)
@@ -89,7 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     co = sub.add_parser("compare", help="call and kernel speedups over a baseline, with verdicts")
     co.add_argument("run", help="run folder")
-    co.add_argument("--baseline", default="sdpa", help="reference candidate (default sdpa)")
+    co.add_argument("--baseline", default=BASELINE,
+                    help=f"reference candidate (default {BASELINE})")
     co.add_argument("--config", action="append", default=None,
                     help="configuration key, e.g. B32-H8-S512-D64-fp16; repeat for several "
                          "(default: every configuration of the run)")

@@ -29,6 +29,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
+from . import _validate, workload
 from .configs import Config
 
 VERDICT_COLORS = {"faster": "#1b9e77", "faster within margin": "#66c2a5",
@@ -44,16 +45,7 @@ MODE_TITLES = {"graph": "graph: device time, hot L2", "cold_l2": "cold_l2: L2 fl
 
 # --------------------------------------------------------------------------- validation
 
-def _frame_iv(name: str, df, columns) -> pd.DataFrame:
-    """Check that ``df`` is a non-empty DataFrame holding ``columns``."""
-    if not isinstance(df, pd.DataFrame):
-        raise ValueError(f"`{name}` must be a pandas DataFrame; got {type(df).__name__}.")
-    missing = [c for c in columns if c not in df.columns]
-    if missing:
-        raise ValueError(f"`{name}` must have columns {list(columns)}; missing {missing}.")
-    if df.empty:
-        raise ValueError(f"`{name}` must hold at least one row; got none.")
-    return df
+_frame_iv = functools.partial(_validate.frame, rows=True)  # a figure needs rows
 
 
 def _label_iv(device_label) -> str:
@@ -315,7 +307,7 @@ def roofline(points: pd.DataFrame, device_label: str, datasheet: tuple | None = 
         if roof is None or not all(np.isfinite(roof)):
             continue
         peak, bw = roof
-        ax.plot(xs, np.minimum(peak, xs * bw * 1e9 / 1e12), color="black", ls=style, lw=1.2,
+        ax.plot(xs, np.minimum(peak, workload.roof_tflops(xs, bw)), color="black", ls=style, lw=1.2,
                 label=f"{name} roof: {peak:.0f} TFLOP/s, {bw:.0f} GB/s")
     names = sorted(df["candidate"].unique())
     palette = dict(zip(names, sns.color_palette("tab10", len(names))))

@@ -17,6 +17,8 @@ import numpy as np
 from scipy import special as _sp
 from scipy import stats as _st
 
+from . import _validate
+
 BOOTSTRAP_METHODS = ("percentile", "basic", "BCa")
 _CHUNK_ELEMENTS = 1 << 22  # resampled values held at once (about 32 MiB of float64)
 
@@ -99,25 +101,9 @@ class ReportsProtocol:
 
 # -------------------------------------------------------------------------- validation
 
-def _open_interval_iv(name: str, value, low: float, high: float) -> float:
-    """Return ``value`` as a float strictly inside (low, high), or raise naming ``name``."""
-    if (isinstance(value, bool) or not isinstance(value, numbers.Real)
-            or not low < float(value) < high):
-        raise ValueError(f"`{name}` must be a number in ({low:g}, {high:g}); got {value!r}.")
-    return float(value)
-
-
 def _confidence_iv(confidence) -> float:
     """Check that ``confidence`` lies strictly between 0 and 1."""
-    return _open_interval_iv("confidence", confidence, 0.0, 1.0)
-
-
-def _n_resamples_iv(n_resamples) -> int:
-    """Check that ``n_resamples`` is a positive integer."""
-    if (isinstance(n_resamples, bool) or not isinstance(n_resamples, numbers.Integral)
-            or n_resamples < 1):
-        raise ValueError(f"`n_resamples` must be a positive integer; got {n_resamples!r}.")
-    return int(n_resamples)
+    return _validate.number_in("confidence", confidence, 0.0, 1.0)
 
 
 def _seed_iv(seed) -> np.random.Generator:
@@ -177,13 +163,6 @@ def _nested_iv(name: str, x) -> list[list[np.ndarray]]:
     return [[t] for t in _trials_iv(name, x)]
 
 
-def _choice_iv(name: str, value, allowed: tuple) -> str:
-    """Check that ``value`` is one of ``allowed``."""
-    if not isinstance(value, str) or value not in allowed:
-        raise ValueError(f"`{name}` must be one of {allowed}; got {value!r}.")
-    return value
-
-
 def _statistic_iv(statistic):
     """Check that ``statistic`` is callable."""
     if not callable(statistic):
@@ -201,8 +180,7 @@ def _holm_iv(pvalues) -> np.ndarray:
 
 def _counts_iv(successes, trials) -> tuple[int, int]:
     """Check 0 <= ``successes`` <= ``trials`` and ``trials`` >= 1, both integers."""
-    if isinstance(trials, bool) or not isinstance(trials, numbers.Integral) or trials < 1:
-        raise ValueError(f"`trials` must be a positive integer; got {trials!r}.")
+    trials = _validate.positive_integer("trials", trials)
     if (isinstance(successes, bool) or not isinstance(successes, numbers.Integral)
             or not 0 <= successes <= trials):
         raise ValueError(f"`successes` must be an integer in [0, trials={trials}]; "
@@ -213,7 +191,7 @@ def _counts_iv(successes, trials) -> tuple[int, int]:
 def _ratio_iv(baseline, candidate, n_resamples, seed):
     """Validate the arguments shared by the ratio functions (processes -> placements)."""
     return (_nested_iv("baseline", baseline), _nested_iv("candidate", candidate),
-            _n_resamples_iv(n_resamples), _seed_iv(seed))
+            _validate.positive_integer("n_resamples", n_resamples), _seed_iv(seed))
 
 
 # --------------------------------------------------------------------------- intervals
@@ -313,9 +291,9 @@ def bootstrap_ci(x, statistic=np.median, confidence: float = 0.95, n_resamples: 
     x = _sample_iv("x", x)
     statistic = _statistic_iv(statistic)
     confidence = _confidence_iv(confidence)
-    n_resamples = _n_resamples_iv(n_resamples)
+    n_resamples = _validate.positive_integer("n_resamples", n_resamples)
     rng = _seed_iv(seed)
-    method = _choice_iv("method", method, BOOTSTRAP_METHODS)
+    method = _validate.choice("method", method, BOOTSTRAP_METHODS)
 
     try:
         vectorised = "axis" in inspect.signature(statistic).parameters
@@ -619,7 +597,7 @@ def hedges_g(a, b, correction: str = "exact") -> float:
     0.0
     """
     a, b = _sample_iv("a", a, min_size=2), _sample_iv("b", b, min_size=2)
-    correction = _choice_iv("correction", correction, ("exact", "approx"))
+    correction = _validate.choice("correction", correction, ("exact", "approx"))
     df = a.size + b.size - 2
     if correction == "exact":
         j = float(np.exp(_sp.gammaln(df / 2) - _sp.gammaln((df - 1) / 2)) / np.sqrt(df / 2))
@@ -786,16 +764,10 @@ def tost_ratio(baseline, candidate, margin: float, alpha: float = 0.05,
     True
     """
     base, cand, n_resamples, rng = _ratio_iv(baseline, candidate, n_resamples, seed)
-    margin = _open_interval_iv("margin", margin, 0.0, 1.0)
-    alpha = _open_interval_iv("alpha", alpha, 0.0, 0.5)
+    margin = _validate.number_in("margin", margin, 0.0, 1.0)
+    alpha = _validate.number_in("alpha", alpha, 0.0, 0.5)
     ratio, reps = _ratio_replicates(base, cand, n_resamples, rng)
     return _tost_from(ratio, reps, alpha, margin, base, cand)
-
-
-def _count_iv(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"`{name}` must be a positive integer; got {value!r}.")
-    return int(value)
 
 
 def decide(ratio: float, reps: np.ndarray, margin: float = 0.02, confidence: float = 0.95,
@@ -807,9 +779,9 @@ def decide(ratio: float, reps: np.ndarray, margin: float = 0.02, confidence: flo
     drawn differently, are judged by one rule. See :func:`compare` for the rule.
     """
     confidence = _confidence_iv(confidence)
-    margin = _open_interval_iv("margin", margin, 0.0, 1.0)
-    alpha = _open_interval_iv("alpha", alpha, 0.0, 0.5)
-    m = _count_iv("n_comparisons", n_comparisons)
+    margin = _validate.number_in("margin", margin, 0.0, 1.0)
+    alpha = _validate.number_in("alpha", alpha, 0.0, 0.5)
+    m = _validate.positive_integer("n_comparisons", n_comparisons)
     base, cand = [None] * n_baseline, [None] * n_candidate
     ci = _ratio_ci_from(ratio, reps, 1.0 - (1.0 - confidence) / m, base, cand)
     tost = _tost_from(ratio, reps, alpha / m, margin, base, cand)

@@ -16,6 +16,7 @@ import gc
 import json
 import math
 import multiprocessing as mp
+import numbers
 import os
 import queue as _queue
 import random
@@ -25,9 +26,7 @@ from pathlib import Path
 
 from . import __version__
 from . import records, run_lock
-from .configs import Config
-
-MODES = ("per_call", "cold_l2", "graph")
+from .configs import MATRICES, MODES, Config, parse_shapes
 SETTINGS_THAT_MUST_MATCH = ("device", "timing", "seed", "deterministic", "placements",
                             "kernel_times")
 # Measurement protocol written into every timing unit. 1 (runs before 2026-11-24): one
@@ -658,3 +657,40 @@ def _jsonable(obj):
     if hasattr(obj, "item"):
         return obj.item()
     return str(obj)
+
+
+# ------------------------------------------------------------------- a notebook's sweep
+
+CPU_SHAPES = "2,2,64;2,2,128"
+CPU_CANDIDATES = ("sdpa", "sdpa_math", "eager")
+
+
+def measurement_plan(device: str, shapes="", candidates="", trials: int = 2,
+                     samples: int = 0) -> Plan:
+    """The sweep a notebook runs with ``measure=True`` on ``device`` ("cuda" or "cpu").
+
+    Defaults: on a GPU the reports' ten configurations and every registered candidate;
+    on a CPU the small shapes ``CPU_SHAPES`` and ``CPU_CANDIDATES`` (CPU times are host
+    wall-clock and labelled so). ``samples`` > 0 fixes the samples per unit; 0 keeps the
+    adaptive stopping rule (CI target 0.5 %, at most 0.4 s per unit).
+    """
+    from . import _validate
+    from . import candidates as cands
+    if device not in ("cuda", "cpu"):
+        raise ValueError(f"`device` must be 'cuda' or 'cpu'; got {device!r}.")
+    trials = _validate.positive_integer("trials", trials)
+    if isinstance(samples, bool) or not isinstance(samples, numbers.Integral) or samples < 0:
+        raise ValueError(f"`samples` must be a non-negative integer (0: adaptive); "
+                         f"got {samples!r}.")
+    cfgs = parse_shapes(shapes) or (MATRICES["reports-v1"] if device == "cuda"
+                                    else parse_shapes(CPU_SHAPES))
+    if isinstance(candidates, str):
+        names = tuple(candidates.replace(",", " ").split())
+    else:
+        names = tuple(candidates)
+    names = names or (cands.DEFAULT_CANDIDATES if device == "cuda" else CPU_CANDIDATES)
+    timing = ({"n_samples": int(samples)} if samples
+              else {"ci_target": 0.005, "budget_s": 0.4, "warmup_ms": 100.0})
+    matrix = next((name for name, m in MATRICES.items() if m == cfgs), "")
+    return Plan(configs=cfgs, candidates=names, trials=trials, device=device,
+                timing=timing, matrix=matrix, profile=device == "cuda")

@@ -9,11 +9,10 @@ turns a peak and a bandwidth into the fastest time either ceiling allows.
 from __future__ import annotations
 
 import dataclasses
-import math
-import numbers
 import re
 
-from attn_analysis.configs import Config
+from . import _validate
+from .configs import Config
 
 ELEMENT_BYTES = {"float16": 2, "bfloat16": 2}
 
@@ -26,16 +25,6 @@ def _config_iv(config) -> Config:
         raise ValueError(
             f"`config` must be an attn_analysis.configs.Config; got {type(config).__name__}.")
     return config
-
-
-def _positive_iv(name: str, value) -> float:
-    """Return ``value`` as a float, or raise ValueError unless it is finite and > 0."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f"`{name}` must be a positive finite number; got {value!r}.")
-    value = float(value)
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"`{name}` must be a positive finite number; got {value!r}.")
-    return value
 
 
 # --------------------------------------------------------------------------- work, traffic
@@ -71,10 +60,30 @@ def intensity(config: Config) -> float:
     return flops(config) / min_bytes(config)
 
 
+def tflops_rate(flop, ms):
+    """TFLOP/s (1e12 FLOP/s) of ``flop`` operations done in ``ms`` milliseconds.
+
+    The one conversion from a time to a compute rate; numbers, numpy arrays and pandas
+    columns alike, unchecked (a zero or NaN time gives inf or NaN), so tables can convert
+    whole columns. :func:`achieved_tflops` is the checked form for one configuration.
+    """
+    return flop / (ms * 1e-3) / 1e12
+
+
+def gbs_rate(nbytes, ms):
+    """GB/s (1e9 B/s) of ``nbytes`` bytes moved in ``ms`` milliseconds (as :func:`tflops_rate`)."""
+    return nbytes / (ms * 1e-3) / 1e9
+
+
+def roof_tflops(intensity, bandwidth_gbs):
+    """TFLOP/s that ``bandwidth_gbs`` feeds at ``intensity`` FLOP/byte: the memory roof."""
+    return intensity * bandwidth_gbs * 1e9 / 1e12
+
+
 def achieved_tflops(config: Config, ms: float) -> float:
     """TFLOP/s implied by running ``config`` in ``ms`` milliseconds (``flops`` counting)."""
-    ms = _positive_iv("ms", ms)
-    return flops(config) / (ms * 1e-3) / 1e12
+    ms = _validate.positive("ms", ms)
+    return tflops_rate(flops(config), ms)
 
 
 def effective_bandwidth_gbs(config: Config, ms: float) -> float:
@@ -85,8 +94,8 @@ def effective_bandwidth_gbs(config: Config, ms: float) -> float:
     the DRAM peak without anything running faster than the hardware allows; it is then
     not a bandwidth at all.
     """
-    ms = _positive_iv("ms", ms)
-    return min_bytes(config) / (ms * 1e-3) / 1e9
+    ms = _validate.positive("ms", ms)
+    return gbs_rate(min_bytes(config), ms)
 
 
 # --------------------------------------------------------------------------- roofline
@@ -137,14 +146,14 @@ def roofline_bound(config: Config, peak_tflops: float, bandwidth_gbs: float) -> 
     that re-reads K and V from DRAM sits further from it.
     """
     c = _config_iv(config)
-    peak = _positive_iv("peak_tflops", peak_tflops)
-    bw = _positive_iv("bandwidth_gbs", bandwidth_gbs)
+    peak = _validate.positive("peak_tflops", peak_tflops)
+    bw = _validate.positive("bandwidth_gbs", bandwidth_gbs)
     compute_ms = flops(c) / (peak * 1e12) * 1e3
     memory_ms = min_bytes(c) / (bw * 1e9) * 1e3
     limiter = "memory" if memory_ms > compute_ms else "compute"
     bound_ms = max(compute_ms, memory_ms)
     return RooflineBound(compute_ms, memory_ms, bound_ms, limiter, peak * 1e12 / (bw * 1e9),
-                         intensity(c), flops(c) / (bound_ms * 1e-3) / 1e12)
+                         intensity(c), tflops_rate(flops(c), bound_ms))
 
 
 # --------------------------------------------------------------------------- hardware

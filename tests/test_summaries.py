@@ -163,25 +163,6 @@ def test_reported_latency_counts_mentions_and_marks_as_reported():
     assert x["l4_over_ours"] == pytest.approx(0.32 / 0.04)
 
 
-def test_parse_shapes_and_measurement_plan():
-    assert S.parse_shapes("2,2,64;1,2,16,128") == (Config(2, 2, 64), Config(1, 2, 16, 128))
-    assert S.parse_shapes("") == ()
-    assert len(S.parse_shapes("reports-v1")) == 10
-    with pytest.raises(ValueError, match="`shapes` entries must look like"):
-        S.parse_shapes("2,2")
-    with pytest.raises(ValueError, match="`shapes` must be a string"):
-        S.parse_shapes(5)
-    plan = S.measurement_plan("cpu", shapes="2,2,32", samples=5)
-    assert plan.device == "cpu" and plan.timing == {"n_samples": 5}
-    assert plan.candidates == S.CPU_CANDIDATES and not plan.profile
-    with pytest.raises(ValueError, match="`device` must be 'cuda' or 'cpu'"):
-        S.measurement_plan("tpu")
-    with pytest.raises(ValueError, match="`trials` must be a positive integer"):
-        S.measurement_plan("cpu", trials=0)
-    with pytest.raises(ValueError, match="`samples` must be a non-negative integer"):
-        S.measurement_plan("cpu", samples=-1)
-
-
 def test_choose_lead():
     runs = pd.DataFrame({"run": ["cpu-big", "gpu-a", "gpu-b"], "device_kind": ["cpu", "cuda",
                                                                                 "cuda"],

@@ -410,3 +410,15 @@ def test_a_run_of_zero_samples_is_not_finalized(tmp_path):
         sweep.run(out, plan, progress=False)
     assert not (out / "manifest.json").exists()
     assert not run_lock.lock_path(out).exists()
+
+
+def test_measurement_plan_of_a_notebook():
+    plan = sweep.measurement_plan("cpu", shapes="2,2,32", samples=5)
+    assert plan.device == "cpu" and plan.timing == {"n_samples": 5}
+    assert plan.candidates == sweep.CPU_CANDIDATES and not plan.profile
+    with pytest.raises(ValueError, match="`device` must be 'cuda' or 'cpu'"):
+        sweep.measurement_plan("tpu")
+    with pytest.raises(ValueError, match="`trials` must be a positive integer"):
+        sweep.measurement_plan("cpu", trials=0)
+    with pytest.raises(ValueError, match="`samples` must be a non-negative integer"):
+        sweep.measurement_plan("cpu", samples=-1)
