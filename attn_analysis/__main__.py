@@ -12,8 +12,7 @@ import sys
 
 
 def _shape(text: str):
-    """Parse 'B,H,S[,D]' into a Config (dtype and causal come from other flags)."""
-    from .configs import Config
+    """Parse 'B,H,S[,D]' into sizes (dtype and causal come from other flags)."""
     parts = text.split(",")
     if len(parts) not in (3, 4) or not all(p.strip().isdigit() for p in parts):
         raise argparse.ArgumentTypeError(f"--shape must look like B,H,S or B,H,S,D; got {text!r}")

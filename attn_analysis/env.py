@@ -540,34 +540,3 @@ def validate_fingerprint(fp) -> dict:
     if problems:
         raise ValueError("invalid fingerprint: " + "; ".join(problems) + ".")
     return fp
-
-
-def _compatible_iv(fp_a, fp_b, keys) -> tuple:
-    """Check both fingerprints are dicts holding ``keys``, which must be fingerprint fields."""
-    for label, fp in (("fp_a", fp_a), ("fp_b", fp_b)):
-        if not isinstance(fp, dict):
-            raise ValueError(f"`{label}` must be a fingerprint dict; got {type(fp).__name__}.")
-    if keys is None:
-        cpu = "cpu" in (fp_a.get("device_kind"), fp_b.get("device_kind"))
-        keys = HASHED_KEYS + (("cpu_name",) if cpu else ())
-    elif isinstance(keys, str) or not all(k in _FIELDS for k in keys):
-        raise ValueError(f"`keys` must be a sequence of names from FINGERPRINT_FIELDS; "
-                         f"got {keys!r}.")
-    keys = tuple(keys)
-    for label, fp in (("fp_a", fp_a), ("fp_b", fp_b)):
-        missing = [k for k in keys if k not in fp]
-        if missing:
-            raise ValueError(f"`{label}` lacks key(s) {missing}.")
-    return keys
-
-
-def compatible(fp_a: dict, fp_b: dict, keys=None) -> list[str]:
-    """Environment-critical keys on which two fingerprints differ; empty means comparable.
-
-    ``keys`` defaults to the hashed fields (python compared as major.minor), plus
-    ``cpu_name`` when either run is a CPU run. Callers refuse to merge or compare
-    runs when the list is non-empty unless the user overrides (STYLE habit 8).
-    """
-    keys = _compatible_iv(fp_a, fp_b, keys)
-    a, b = _hash_view(fp_a, keys), _hash_view(fp_b, keys)
-    return [k for k in keys if a[k] != b[k]]

@@ -435,38 +435,6 @@ def trial_spread(trials: pd.DataFrame, device_label: str, config: str | None = N
 
 
 @_styled
-def mode_overhead(modes: pd.DataFrame, device_label: str) -> Figure:
-    """Each timing mode's median over the profiler's kernel time, per configuration: near
-    1 a mode reads the kernels, above 1 it also reads host launch cost or idle gaps."""
-    df = _frame_iv("modes", modes, ("config", "device_ms"))
-    label = _label_iv(device_label)
-    cols = [m for m in MODE_LABELS if f"{m}_over_device" in df.columns]
-    if not cols:
-        raise ValueError("`modes` must have at least one '<mode>_over_device' column "
-                         "(summaries.mode_table).")
-    configs = sorted(df["config"], key=Config.from_key)
-    d = df.set_index("config").reindex(configs)
-    fig = _figure(PAGE_WIDTH_IN, 4.4)
-    ax = fig.subplots()
-    width = 0.8 / len(cols)
-    x = np.arange(len(configs))
-    for i, m in enumerate(cols):
-        ax.bar(x + (i - (len(cols) - 1) / 2) * width, d[f"{m}_over_device"], width,
-               label=MODE_LABELS[m])
-    ax.axhline(1.0, color="black", lw=0.8, ls="--")
-    ax.set_xticks(x, [_short(k) for k in configs], rotation=35, ha="right")
-    ax.set_ylabel("median / profiler kernel time (×)")
-    ax.set_xlabel("configuration")
-    top = float(np.nanmax(d[[f"{m}_over_device" for m in cols]].to_numpy(dtype=float)))
-    ax.set_ylim(0, math.ceil(top + 0.5))
-    ax.grid(axis="y", alpha=0.3)
-    _legend_below(fig, ax)
-    ax.set_title(_title(f"What each timing mode reads: default SDPA against torch.profiler"
-                        f"\n{label}"))
-    return fig
-
-
-@_styled
 def kernel_vs_library(table: pd.DataFrame, device_label: str) -> Figure:
     """Speedup of one kernel over the fastest library backend per configuration, with its
     CI, on a linear axis that includes one; points coloured by verdict and each shape

@@ -170,14 +170,6 @@ def _statistic_iv(statistic):
     return statistic
 
 
-def _holm_iv(pvalues) -> np.ndarray:
-    """Return ``pvalues`` as a 1-D float array with values in [0, 1]."""
-    arr = _sample_iv("pvalues", pvalues)
-    if ((arr < 0) | (arr > 1)).any():
-        raise ValueError("`pvalues` must hold values in [0, 1]; got values outside it.")
-    return arr
-
-
 def _counts_iv(successes, trials) -> tuple[int, int]:
     """Check 0 <= ``successes`` <= ``trials`` and ``trials`` >= 1, both integers."""
     trials = _validate.positive_integer("trials", trials)
@@ -674,43 +666,6 @@ def mann_whitney(a, b) -> float:
     """
     a, b = _sample_iv("a", a), _sample_iv("b", b)
     return float(_st.mannwhitneyu(a, b, alternative="two-sided").pvalue)
-
-
-def holm(pvalues) -> np.ndarray:
-    """Holm-Bonferroni adjusted p-values, in the input order.
-
-    Parameters
-    ----------
-    pvalues : array_like
-        One-dimensional p-values in [0, 1], at least one.
-
-    Returns
-    -------
-    numpy.ndarray
-        With ``p_(1) <= ... <= p_(m)`` sorted, ``adj_(i) = min(1, max_{j <= i} (m - j + 1)
-        p_(j))``: monotone in ``p`` and capped at 1. Reject where ``adj <= alpha``.
-
-    Notes
-    -----
-    Controls the family-wise error rate under any dependence between the tests.
-
-    References
-    ----------
-    .. [1] S. Holm, "A simple sequentially rejective multiple test procedure",
-       *Scandinavian J. Statistics* 6(2), 1979.
-
-    Examples
-    --------
-    >>> holm([0.01, 0.04, 0.03, 0.005]).round(3).tolist()
-    [0.03, 0.06, 0.06, 0.02]
-    """
-    p = _holm_iv(pvalues)
-    m = p.size
-    order = np.argsort(p, kind="stable")
-    adj = np.minimum(1.0, np.maximum.accumulate((m - np.arange(m)) * p[order]))
-    out = np.empty(m)
-    out[order] = adj
-    return out
 
 
 # ------------------------------------------------------------------ equivalence, verdict

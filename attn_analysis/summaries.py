@@ -390,25 +390,6 @@ def kernel_table(kernels: pd.DataFrame, candidate: str = BASELINE) -> pd.DataFra
     return _with_fields(pd.DataFrame(rows, columns=cols))
 
 
-def mode_table(latency: pd.DataFrame, kernels: pd.DataFrame, candidate: str = BASELINE
-               ) -> pd.DataFrame:
-    """One candidate's median in each timing mode beside the profiler's device time.
-
-    ``<mode>_over_device`` is the mode's median over the summed kernel time per call: near
-    1 the mode reads the kernels; well above 1 it reads host launch cost or idle gaps.
-    """
-    lat = _validate.frame("latency", latency, ("config", "candidate", "mode", "median_ms"))
-    ker = kernel_table(kernels, candidate)[["config", "total_ms"]]
-    wide = (lat[lat["candidate"] == candidate]
-            .pivot_table(index="config", columns="mode", values="median_ms").reset_index())
-    wide.columns.name = None
-    out = wide.merge(ker.rename(columns={"total_ms": "device_ms"}), on="config", how="left")
-    for m in MODES:
-        if m in out.columns:
-            out[f"{m}_over_device"] = out[m] / out["device_ms"]
-    return _with_fields(out)
-
-
 # --------------------------------------------------------------------------- runs
 
 def run_label(run) -> str:

@@ -63,39 +63,27 @@ def intensity(config: Config) -> float:
 def tflops_rate(flop, ms):
     """TFLOP/s (1e12 FLOP/s) of ``flop`` operations done in ``ms`` milliseconds.
 
-    The one conversion from a time to a compute rate; numbers, numpy arrays and pandas
-    columns alike, unchecked (a zero or NaN time gives inf or NaN), so tables can convert
-    whole columns. :func:`achieved_tflops` is the checked form for one configuration.
+    The one conversion from a time to a compute rate, for numbers, numpy arrays and
+    pandas columns alike; unchecked (a zero or NaN time gives inf or NaN), so a table
+    converts a whole column at once. With ``flops(config)`` it is the rate a run achieved.
     """
     return flop / (ms * 1e-3) / 1e12
 
 
 def gbs_rate(nbytes, ms):
-    """GB/s (1e9 B/s) of ``nbytes`` bytes moved in ``ms`` milliseconds (as :func:`tflops_rate`)."""
+    """GB/s (1e9 B/s) of ``nbytes`` bytes moved in ``ms`` milliseconds (as :func:`tflops_rate`).
+
+    With ``min_bytes(config)`` it is a rate of useful bytes, not a measured DRAM
+    bandwidth: when inputs are served from L2 (small shapes fit in it, and timing loops
+    re-read the same tensors) it can exceed the DRAM peak without anything running faster
+    than the hardware allows; it is then not a bandwidth at all.
+    """
     return nbytes / (ms * 1e-3) / 1e9
 
 
 def roof_tflops(intensity, bandwidth_gbs):
     """TFLOP/s that ``bandwidth_gbs`` feeds at ``intensity`` FLOP/byte: the memory roof."""
     return intensity * bandwidth_gbs * 1e9 / 1e12
-
-
-def achieved_tflops(config: Config, ms: float) -> float:
-    """TFLOP/s implied by running ``config`` in ``ms`` milliseconds (``flops`` counting)."""
-    ms = _validate.positive("ms", ms)
-    return tflops_rate(flops(config), ms)
-
-
-def effective_bandwidth_gbs(config: Config, ms: float) -> float:
-    """``min_bytes`` over the time, in GB/s (1e9 B/s).
-
-    A rate of useful bytes, not a measured DRAM bandwidth: when inputs are served from
-    L2 (small shapes fit in it, and timing loops re-read the same tensors) it can exceed
-    the DRAM peak without anything running faster than the hardware allows; it is then
-    not a bandwidth at all.
-    """
-    ms = _validate.positive("ms", ms)
-    return gbs_rate(min_bytes(config), ms)
 
 
 # --------------------------------------------------------------------------- roofline
@@ -324,12 +312,3 @@ def device_spec_or_none(name: str) -> DeviceSpec | None:
     if not isinstance(name, str):
         raise ValueError(f"`name` must be a string; got {type(name).__name__}.")
     return _BY_NAME.get(_norm(name))
-
-
-def device_spec(name: str) -> DeviceSpec:
-    """Like :func:`device_spec_or_none`, but raise ValueError for an unknown name."""
-    spec = device_spec_or_none(name)
-    if spec is None:
-        known = sorted({n for s in HARDWARE.values() for n in (s.name, *s.torch_names)})
-        raise ValueError(f"`name` must be one of {known}; got {name!r}.")
-    return spec

@@ -102,7 +102,7 @@ def test_throughput_table_closed_forms():
     assert t["tflops_low"] == pytest.approx(flops / 0.1e-3 / 1e12)
     assert t["frac_matmul"] == pytest.approx(t["tflops"] / 500.0)
     assert t["eff_gbs"] == pytest.approx(nbytes / 0.05e-3 / 1e9)
-    spec = workload.device_spec("NVIDIA H100 80GB HBM3")
+    spec = workload.HARDWARE["NVIDIA H100 SXM5 80GB"]
     assert t["frac_peak_bw"] == pytest.approx(t["eff_gbs"] / spec.mem_bandwidth_gbs)
     unknown = S.throughput_table(lat).iloc[0]
     assert math.isnan(unknown["frac_matmul"]) and math.isnan(unknown["frac_peak_tflops"])
