@@ -289,7 +289,7 @@ def outcome_rates(a_decisions: pd.DataFrame | None = None,
     rows = []
     if a_decisions is not None:
         a = _validate.frame("a_decisions", a_decisions, ("candidate", "significant", "slower",
-                                                   "faster"))
+                                                         "faster"))
         for cand, g in a.groupby("candidate", sort=True):
             for outcome, col in (("significant", "significant"),
                                  ("significant, slower", "slower"),
@@ -325,7 +325,7 @@ def headline_rates(rates: pd.DataFrame, aa_controls=AA_CONTROLS) -> pd.DataFrame
     or the verdict "slower").
     """
     df = _validate.frame("rates", rates, ("protocol", "k", "candidate", "outcome", "rate",
-                                    "ci_low", "ci_high"))
+                                          "ci_low", "ci_high"))
     aa = (aa_controls,) if isinstance(aa_controls, str) else tuple(aa_controls)
     event = {(PROTOCOL_A, True): "significant", (PROTOCOL_A, False): "significant, slower",
              (PROTOCOL_B, True): "claimed difference", (PROTOCOL_B, False): "slower"}

@@ -479,12 +479,8 @@ def median_ci_trials(trials, confidence: float = 0.95, n_resamples: int = 10_000
     ----------
     trials : array_like or sequence of array_like
         Positive finite times, one 1-D sample per independent trial (process).
-    confidence : float
-        Two-sided coverage in (0, 1); default 0.95.
-    n_resamples : int
-        Bootstrap resamples, at least 1; default 10 000.
-    seed : int or None
-        Seed of ``np.random.default_rng``; default 42.
+    confidence, n_resamples, seed
+        As in :func:`ratio_ci`.
 
     Returns
     -------
@@ -642,7 +638,7 @@ def mann_whitney(a, b) -> float:
     Parameters
     ----------
     a, b : array_like
-        One-dimensional samples of finite values, at least 1 each.
+        The two samples: one-dimensional, finite, one value each at the least.
 
     Returns
     -------

@@ -205,9 +205,9 @@ def fastest_table(latency: pd.DataFrame, speedups: pd.DataFrame, mode: str = "gr
     estimates say.
     """
     lat = _validate.frame("latency", latency, ("config", "candidate", "mode", "median_ms",
-                                         "ci_low_ms", "ci_high_ms"))
+                                               "ci_low_ms", "ci_high_ms"))
     spd = _validate.frame("speedups", speedups, ("config", "candidate", "mode", "speedup",
-                                           "ci_low", "ci_high", "verdict"))
+                                                 "ci_low", "ci_high", "verdict"))
     (mode,) = _validate.modes(mode)
     lat, spd = lat[lat["mode"] == mode], spd[spd["mode"] == mode]
     rows = []
@@ -374,7 +374,7 @@ def kernel_table(kernels: pd.DataFrame, candidate: str = BASELINE) -> pd.DataFra
     kernel and of all the call's kernels), ``share`` and ``n_kernels``.
     """
     df = _validate.frame("kernels", kernels, ("config", "candidate", "kernel", "calls_per_call",
-                                         "device_ms_per_call"))
+                                               "device_ms_per_call"))
     df = df[df["candidate"] == candidate]
     rows = []
     for config, g in df.groupby("config", sort=True):
@@ -443,8 +443,8 @@ def reported_latency(reported: pd.DataFrame, device: str = "NVIDIA L4",
     "as reported", never our measurement.
     """
     df = _validate.frame("reported", reported, ("quantity", "value", "batch", "heads", "seq_len",
-                                           "head_dim", "dtype", "source_file", "device",
-                                           "backend", "status"))
+                                                 "head_dim", "dtype", "source_file", "device",
+                                                 "backend", "status"))
     df = df[(df["quantity"] == "median_latency_ms") & (df["device"] == device)
             & ~df["backend"].isin(list(exclude_backends))]
     df = df.dropna(subset=["batch", "heads", "seq_len", "head_dim"])
@@ -471,8 +471,8 @@ def cross_device_table(latency_by_run: pd.DataFrame, reported: pd.DataFrame,
     the L4 figure is (not a like-for-like timing: the reports used one process and a
     synchronise after every call, closest to our ``per_call``).
     """
-    lat = _validate.frame("latency_by_run", latency_by_run, ("run", "device", "config", "candidate",
-                                                       "mode", "median_ms"))
+    lat = _validate.frame("latency_by_run", latency_by_run,
+                          ("run", "device", "config", "candidate", "mode", "median_ms"))
     rep = reported_latency(reported)
     agg = (rep.groupby("config")["value_ms"].agg(l4_min_ms="min", l4_max_ms="max",
                                                  l4_n_values="size").reset_index())
