@@ -346,12 +346,14 @@ FINGERPRINT_FIELDS: tuple[FingerprintField, ...] = (
     FingerprintField("note", _S, "", False, "human note, e.g. for CPU runs"),
     FingerprintField("lock_state", (dict,), "", True, "lock_state() at fingerprint time", False),
     FingerprintField("locked", (bool,), "", True, "the lock holds, under the deterministic or the default-dispatch profile that lock_state shows", False),
-    FingerprintField("sm_clock_mhz", _I, "MHz", False, "current SM clock (NVML)"),
-    FingerprintField("mem_clock_mhz", _I, "MHz", False, "current memory clock (NVML)"),
-    FingerprintField("max_sm_clock_mhz", _I, "MHz", False, "maximum SM clock (NVML)"),
-    FingerprintField("temperature_c", _I, "degC", False, "GPU temperature (NVML)"),
-    FingerprintField("power_limit_w", _F, "W", False, "enforced power limit (NVML)"),
-    FingerprintField("power_draw_w", _F, "W", False, "power draw (NVML)"),
+    # NVML readings: volatile, never hashed, None without a GPU or NVML
+    *(FingerprintField(name, types, unit, False, f"{what} (NVML)")
+      for name, types, unit, what in (("sm_clock_mhz", _I, "MHz", "current SM clock"),
+                                      ("mem_clock_mhz", _I, "MHz", "current memory clock"),
+                                      ("max_sm_clock_mhz", _I, "MHz", "maximum SM clock"),
+                                      ("temperature_c", _I, "degC", "GPU temperature"),
+                                      ("power_limit_w", _F, "W", "enforced power limit"),
+                                      ("power_draw_w", _F, "W", "power draw"))),
     FingerprintField("fingerprint_hash", _S, "hex", False, "12 hex of SHA-256 of hashed fields",
                      False),
 )
