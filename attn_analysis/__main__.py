@@ -21,14 +21,14 @@ def _shape(text: str):
 
 def build_parser() -> argparse.ArgumentParser:
     from . import sweep  # torch-free at import, unlike candidates
-    from .configs import BASELINE, MATRICES, MODES
+    from .configs import BASELINE, DEVICES, MATRICES, MODES
     parser = argparse.ArgumentParser(prog="python -m attn_analysis",
                                      description="Measure, verify and show attention runs.")
     sub = parser.add_subparsers(dest="verb", required=True)
 
     sw = sub.add_parser("sweep", help="measure a matrix of configurations (resumable)")
     sw.add_argument("--out", required=True, help="run folder, e.g. data/runs/<run-id>")
-    sw.add_argument("--device", choices=("cuda", "cpu"), default=None,
+    sw.add_argument("--device", choices=DEVICES, default=None,
                     help="cuda or cpu (default: cuda if this machine has a CUDA device, else "
                          "cpu; the sweep says which it chose)")
     group = sw.add_mutually_exclusive_group()

@@ -91,6 +91,9 @@ class Config:
         return dataclasses.asdict(self)
 
 
+CONFIG_FIELDS = tuple(f.name for f in dataclasses.fields(Config))  # batch ... causal
+
+
 def _reports_v1() -> tuple[Config, ...]:
     """The original reports' ten configurations (B=32, H=8, S=512, D=64 is the target)."""
     seq = [Config(32, 8, s) for s in (128, 256, 512, 1024, 2048)]

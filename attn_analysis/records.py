@@ -53,7 +53,7 @@ import numpy as np
 import pandas as pd
 
 from . import RECORD_FORMAT_VERSION
-from .configs import MODES, Config
+from .configs import CONFIG_FIELDS, MODES, Config
 
 KNOWN_FORMAT_VERSIONS = (1, 2)
 STATUSES = ("ok", "unsupported", "failed_correctness", "oom", "error", "crashed")
@@ -537,7 +537,6 @@ KERNELS_TABLE = (_col("config"), _col("candidate"), _col("kernel", "name", withi
                  _col("calls_per_call", within="kernels"),
                  _col("device_ms_per_call", within="kernels"))
 # samples.parquet: one row per sample of an ``ok`` timing unit (placement: format 2).
-CONFIG_FIELDS = tuple(f.name for f in dataclasses.fields(Config))
 SAMPLE_COLUMNS_V1 = ("config", *CONFIG_FIELDS, "candidate", "mode", "trial", "sample", "ms")
 SAMPLE_COLUMNS = SAMPLE_COLUMNS_V1[:10] + ("placement",) + SAMPLE_COLUMNS_V1[10:]
 UNIT_COLUMNS = tuple(c.name for c in UNITS_TABLE)

@@ -20,9 +20,9 @@ import numpy as np
 import pandas as pd
 
 from . import _validate, stats, workload
-from .configs import BASELINE, MODES, TARGET, Config, parse_shapes  # noqa: F401 (re-exported)
+from .configs import BASELINE, CONFIG_FIELDS, MODES, TARGET, Config
+from .configs import parse_shapes  # noqa: F401 (notebook_support calls summaries.parse_shapes)
 
-CONFIG_FIELDS = ("batch", "heads", "seq_len", "head_dim", "dtype", "causal")
 SWEEP_AXES = ("seq_len", "batch", "heads")
 
 # Kernel-name patterns, first match wins: which implementation a profiled kernel belongs to.

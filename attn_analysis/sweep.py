@@ -24,8 +24,8 @@ import uuid
 from pathlib import Path
 
 from . import __version__
-from . import records, run_lock
-from .configs import MATRICES, MODES, Config, parse_shapes
+from . import _validate, records, run_lock
+from .configs import DEVICES, MATRICES, MODES, Config, parse_shapes
 SETTINGS_THAT_MUST_MATCH = ("device", "timing", "seed", "deterministic", "placements",
                             "kernel_times")
 # Measurement protocol written into every timing unit. 1 (runs before 2026-11-24): one
@@ -110,8 +110,7 @@ class Plan:
             raise ValueError(f"`seed` must be an integer in [0, 2**32 - trials]; "
                              f"got {self.seed!r}.")
         for key in ("profile", "ceilings", "allow_mixed", "deterministic"):
-            if not isinstance(getattr(self, key), bool):
-                raise ValueError(f"`{key}` must be True or False; got {getattr(self, key)!r}.")
+            _validate.flag(key, getattr(self, key))
         _timing_iv(self.timing)
 
     def to_json(self) -> dict:
@@ -661,9 +660,8 @@ def measurement_plan(device: str, shapes="", candidates="", trials: int = 2,
     wall-clock and labelled so). ``samples`` > 0 fixes the samples per unit; 0 keeps the
     adaptive stopping rule (CI target 0.5 %, at most 0.4 s per unit).
     """
-    from . import _validate
     from . import candidates as cands
-    if device not in ("cuda", "cpu"):
+    if device not in DEVICES:
         raise ValueError(f"`device` must be 'cuda' or 'cpu'; got {device!r}.")
     trials = _validate.positive_integer("trials", trials)
     if isinstance(samples, bool) or not isinstance(samples, numbers.Integral) or samples < 0:
