@@ -26,6 +26,7 @@ from pathlib import Path
 from . import __version__
 from . import _validate, records, run_lock
 from .configs import DEVICES, MATRICES, MODES, Config, parse_shapes
+
 SETTINGS_THAT_MUST_MATCH = ("device", "timing", "seed", "deterministic", "placements",
                             "kernel_times")
 # Measurement protocol written into every timing unit. 1 (runs before 2026-11-24): one
