@@ -12,8 +12,7 @@ import sys
 
 
 def _shape(text: str):
-    """Parse 'B,H,S[,D]' into a Config (dtype and causal come from other flags)."""
-    from .configs import Config
+    """Parse 'B,H,S[,D]' into sizes (dtype and causal come from other flags)."""
     parts = text.split(",")
     if len(parts) not in (3, 4) or not all(p.strip().isdigit() for p in parts):
         raise argparse.ArgumentTypeError(f"--shape must look like B,H,S or B,H,S,D; got {text!r}")
@@ -21,16 +20,15 @@ def _shape(text: str):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .configs import MATRICES
     from . import sweep  # torch-free at import, unlike candidates
-    from .sweep import MODES
+    from .configs import BASELINE, DEVICES, MATRICES, MODES
     parser = argparse.ArgumentParser(prog="python -m attn_analysis",
                                      description="Measure, verify and show attention runs.")
     sub = parser.add_subparsers(dest="verb", required=True)
 
     sw = sub.add_parser("sweep", help="measure a matrix of configurations (resumable)")
     sw.add_argument("--out", required=True, help="run folder, e.g. data/runs/<run-id>")
-    sw.add_argument("--device", choices=("cuda", "cpu"), default=None,
+    sw.add_argument("--device", choices=DEVICES, default=None,
                     help="cuda or cpu (default: cuda if this machine has a CUDA device, else "
                          "cpu; the sweep says which it chose)")
     group = sw.add_mutually_exclusive_group()
@@ -90,7 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     co = sub.add_parser("compare", help="call and kernel speedups over a baseline, with verdicts")
     co.add_argument("run", help="run folder")
-    co.add_argument("--baseline", default="sdpa", help="reference candidate (default sdpa)")
+    co.add_argument("--baseline", default=BASELINE,
+                    help=f"reference candidate (default {BASELINE})")
     co.add_argument("--config", action="append", default=None,
                     help="configuration key, e.g. B32-H8-S512-D64-fp16; repeat for several "
                          "(default: every configuration of the run)")

@@ -32,8 +32,9 @@ DATA_GLOBS = ("data/runs/*/**/*", "data/reference/**/*", "data/checks/**/*")
 
 def _data_files(root: Path) -> list[Path]:
     """The files the notebooks read, without temporary files an interrupted writer left."""
+    from .records import TEMPORARY_PREFIX
     return sorted({p for pattern in DATA_GLOBS for p in root.glob(pattern)
-                   if p.is_file() and not p.name.startswith(".tmp-")})
+                   if p.is_file() and not p.name.startswith(TEMPORARY_PREFIX)})
 
 
 def data_digest(root) -> str:

@@ -24,15 +24,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import numbers
 
 import numpy as np
 import pandas as pd
 
-from . import stats, summaries, workload
-from .configs import Config
+from . import _validate, stats, summaries, workload
+from .configs import BASELINE, MODES, Config
 
-BASELINE = "sdpa"
 AA_CONTROLS = ("sdpa_twin",)
 CLAIM_VERDICTS = ("holds", "fails", "cannot be tested here")
 PROTOCOL_A = "reports: Mann-Whitney U, one process"
@@ -45,53 +43,10 @@ DERIVED_OUTCOMES = {
     "beyond margin": ("faster", "slower"),
     "any slowdown": ("slower", "slower within margin"),
 }
-SAMPLE_KEYS = ("config", "candidate", "mode", "trial", "ms")
 KERNEL_KEYS = ("config", "candidate", "kernel", "device_ms_per_call")
 
 
 # --------------------------------------------------------------------------- validation
-
-def _frame_iv(name: str, df, columns) -> pd.DataFrame:
-    """Check that ``df`` is a DataFrame holding ``columns``; name the missing ones."""
-    if not isinstance(df, pd.DataFrame):
-        raise ValueError(f"`{name}` must be a pandas DataFrame; got {type(df).__name__}.")
-    missing = [c for c in columns if c not in df.columns]
-    if missing:
-        raise ValueError(f"`{name}` must have columns {list(columns)}; missing {missing}.")
-    return df
-
-
-def _samples_iv(samples) -> pd.DataFrame:
-    """Check the tidy samples table and that its times are positive and finite."""
-    df = _frame_iv("samples", samples, SAMPLE_KEYS)
-    ms = df["ms"].to_numpy(dtype=float)
-    if len(ms) and not (np.isfinite(ms) & (ms > 0)).all():
-        raise ValueError("`samples` column `ms` must hold positive finite times.")
-    return df
-
-
-def _int_iv(name: str, value, minimum: int) -> int:
-    """Check an integer of at least ``minimum``."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise ValueError(f"`{name}` must be an integer >= {minimum}; got {value!r}.")
-    return int(value)
-
-
-def _unit_interval_iv(name: str, value, high: float = 1.0) -> float:
-    """Check a number strictly inside (0, high)."""
-    if (isinstance(value, bool) or not isinstance(value, numbers.Real)
-            or not 0.0 < float(value) < high):
-        raise ValueError(f"`{name}` must be a number in (0, {high:g}); got {value!r}.")
-    return float(value)
-
-
-def _positive_iv(name: str, value) -> float:
-    """Check a positive finite number."""
-    if (isinstance(value, bool) or not isinstance(value, numbers.Real)
-            or not math.isfinite(float(value)) or float(value) <= 0):
-        raise ValueError(f"`{name}` must be a positive finite number; got {value!r}.")
-    return float(value)
-
 
 def _select_iv(df: pd.DataFrame, baseline, candidates, mode, config):
     """Resolve the configuration, check the mode, baseline and candidates are present."""
@@ -156,14 +111,14 @@ def pool_runs(runs) -> tuple[pd.DataFrame, pd.DataFrame]:
         raise ValueError("`runs` must be a non-empty dict: run id -> (samples, kernels).")
     samples, kernels = [], []
     for i, (run_id, (s, k)) in enumerate(runs.items()):
-        s = _samples_iv(s).copy()
+        s = _validate.samples(s).copy()
         if int(s["trial"].max()) >= RUN_TRIAL_STRIDE:
             raise ValueError(f"`runs`: {run_id!r} has trial ids >= {RUN_TRIAL_STRIDE}.")
         s["trial"] = s["trial"].astype(int) + i * RUN_TRIAL_STRIDE
         s["run"] = str(run_id)
         samples.append(s)
         if k is not None and len(k):
-            kernels.append(_frame_iv("kernels", k, KERNEL_KEYS).assign(run=str(run_id)))
+            kernels.append(_validate.frame("kernels", k, KERNEL_KEYS).assign(run=str(run_id)))
     keys = ["config", "candidate", "kernel"]
     pooled_k = (pd.concat(kernels, ignore_index=True)
                 .groupby(keys, as_index=False, sort=True)
@@ -178,7 +133,7 @@ def replication_groups(trials, k: int) -> list[tuple[int, ...]]:
     >>> replication_groups(range(7), 3)
     [(0, 1, 2), (3, 4, 5)]
     """
-    k = _int_iv("k", k, 1)
+    k = _validate.integer("k", k, 1)
     ordered = sorted(int(t) for t in trials)
     return [tuple(ordered[i:i + k]) for i in range(0, len(ordered) - k + 1, k)]
 
@@ -217,8 +172,8 @@ def protocol_a_decisions(samples: pd.DataFrame, baseline: str = BASELINE, candid
     each arm from one process, one test. For an A/A pair ``significant`` is a false
     positive; for a positive control ``slower`` is a detection.
     """
-    df = _samples_iv(samples)
-    alpha = _unit_interval_iv("alpha", alpha)
+    df = _validate.samples(samples)
+    alpha = _validate.number_in("alpha", alpha)
     df, config, candidates = _select_iv(df, baseline, candidates, mode, config)
     base = _by_trial(df, baseline)
     rows = []
@@ -278,13 +233,13 @@ def protocol_b_decisions(samples: pd.DataFrame, baseline: str = BASELINE, candid
     share no process and are independent. Samples pooled from several runs
     (:func:`pool_runs`, a ``run`` column) are grouped within each run.
     """
-    df = _samples_iv(samples)
-    k = _int_iv("k", k, 1)
-    margin = _unit_interval_iv("margin", margin)
-    n_resamples = _int_iv("n_resamples", n_resamples, 1)
-    seed = _int_iv("seed", seed, 0)
+    df = _validate.samples(samples)
+    k = _validate.integer("k", k, 1)
+    margin = _validate.number_in("margin", margin)
+    n_resamples = _validate.integer("n_resamples", n_resamples, 1)
+    seed = _validate.integer("seed", seed, 0)
     df, config, candidates = _select_iv(df, baseline, candidates, mode, config)
-    n_comparisons = _int_iv("n_comparisons", n_comparisons, 1)
+    n_comparisons = _validate.integer("n_comparisons", n_comparisons, 1)
     base = _by_process(df, baseline)
     run_of = (df.groupby("trial")["run"].first().to_dict() if "run" in df.columns
               else {t: "" for t in base})
@@ -328,13 +283,13 @@ def outcome_rates(a_decisions: pd.DataFrame | None = None,
     process), ``candidate``, ``outcome``, ``events``, ``n``, ``rate``, ``ci_low``,
     ``ci_high``.
     """
-    confidence = _unit_interval_iv("confidence", confidence)
+    confidence = _validate.number_in("confidence", confidence)
     if a_decisions is None and b_decisions is None:
         raise ValueError("`a_decisions` and `b_decisions` must not both be None.")
     rows = []
     if a_decisions is not None:
-        a = _frame_iv("a_decisions", a_decisions, ("candidate", "significant", "slower",
-                                                   "faster"))
+        a = _validate.frame("a_decisions", a_decisions, ("candidate", "significant", "slower",
+                                                         "faster"))
         for cand, g in a.groupby("candidate", sort=True):
             for outcome, col in (("significant", "significant"),
                                  ("significant, slower", "slower"),
@@ -343,7 +298,7 @@ def outcome_rates(a_decisions: pd.DataFrame | None = None,
                              "outcome": outcome,
                              **_rate_row(g[col].astype(bool).sum(), len(g), confidence)})
     if b_decisions is not None:
-        b = _frame_iv("b_decisions", b_decisions, ("candidate", "k", "verdict"))
+        b = _validate.frame("b_decisions", b_decisions, ("candidate", "k", "verdict"))
         bad = sorted(set(b["verdict"]) - {v.value for v in stats.Verdict})
         if bad:
             raise ValueError(f"`b_decisions` column `verdict` must hold "
@@ -369,8 +324,8 @@ def headline_rates(rates: pd.DataFrame, aa_controls=AA_CONTROLS) -> pd.DataFrame
     (positive controls, truly slower) it is a detected slowdown ("significant, slower",
     or the verdict "slower").
     """
-    df = _frame_iv("rates", rates, ("protocol", "k", "candidate", "outcome", "rate",
-                                    "ci_low", "ci_high"))
+    df = _validate.frame("rates", rates, ("protocol", "k", "candidate", "outcome", "rate",
+                                          "ci_low", "ci_high"))
     aa = (aa_controls,) if isinstance(aa_controls, str) else tuple(aa_controls)
     event = {(PROTOCOL_A, True): "significant", (PROTOCOL_A, False): "significant, slower",
              (PROTOCOL_B, True): "claimed difference", (PROTOCOL_B, False): "slower"}
@@ -388,7 +343,7 @@ def extra_kernel_ms(kernels: pd.DataFrame, candidate: str, baseline: str = BASEL
                     config=None) -> float:
     """Device ms per call of ``candidate``'s kernels whose names ``baseline`` does not run
     (for a spin control: the spin kernel's own time, from the profiler)."""
-    df = _frame_iv("kernels", kernels, KERNEL_KEYS)
+    df = _validate.frame("kernels", kernels, KERNEL_KEYS)
     if config is not None:
         df = df[df["config"] == config]
     names = set(df.loc[df["candidate"] == baseline, "kernel"])
@@ -413,15 +368,15 @@ def true_effects(samples: pd.DataFrame, kernels: pd.DataFrame | None = None,
     and ``extra_share`` (their ratio: the slowdown the profiler predicts if nothing
     overlaps).
     """
-    df = _samples_iv(samples)
-    confidence = _unit_interval_iv("confidence", confidence)
-    n_resamples = _int_iv("n_resamples", n_resamples, 1)
-    seed = _int_iv("seed", seed, 0)
+    df = _validate.samples(samples)
+    confidence = _validate.number_in("confidence", confidence)
+    n_resamples = _validate.integer("n_resamples", n_resamples, 1)
+    seed = _validate.integer("seed", seed, 0)
     df, config, candidates = _select_iv(df, baseline, candidates, mode, config)
     base = _by_process(df, baseline)
     base_dev = math.nan
     if kernels is not None:
-        k = _frame_iv("kernels", kernels, KERNEL_KEYS)
+        k = _validate.frame("kernels", kernels, KERNEL_KEYS)
         k = k[k["config"] == config]
         base_dev = float(k.loc[k["candidate"] == baseline, "device_ms_per_call"].sum())
     rows = []
@@ -452,7 +407,7 @@ def within_process_coverage(trials, confidence: float = 0.95) -> stats.Confidenc
     covered fraction with its Clopper-Pearson interval; far below ``confidence`` means
     the per-process interval ignores the spread between processes.
     """
-    confidence = _unit_interval_iv("confidence", confidence)
+    confidence = _validate.number_in("confidence", confidence)
     trials = list(trials)
     if len(trials) < 2:
         raise ValueError(f"`trials` must hold at least 2 samples (processes); "
@@ -484,8 +439,8 @@ def timing_fidelity(samples: pd.DataFrame, kernels: pd.DataFrame,
     the host), and ``host_share_graph`` is ``1 - graph / per_call``, the same read against
     graph replay instead of the profiler.
     """
-    df = _samples_iv(samples)
-    ker = _frame_iv("kernels", kernels, KERNEL_KEYS)
+    df = _validate.samples(samples)
+    ker = _validate.frame("kernels", kernels, KERNEL_KEYS)
     wide = _pooled_medians(df, baseline)
     if wide.empty:
         raise ValueError(f"`baseline` must have samples; {baseline!r} has none.")
@@ -493,7 +448,7 @@ def timing_fidelity(samples: pd.DataFrame, kernels: pd.DataFrame,
     out = wide.reset_index()
     out.columns.name = None
     out["device_ms"] = out["config"].map(dev).astype(float)
-    for m in ("per_call", "cold_l2", "graph"):
+    for m in MODES:
         if m not in out.columns:
             out[m] = math.nan
         out[f"{m}_over_device"] = out[m] / out["device_ms"]
@@ -513,9 +468,9 @@ def cache_table(samples: pd.DataFrame, copy_gbs: float, l2_bytes: float,
     ``hot_gbs`` and ``cold_gbs`` (min_bytes over each time: an effective rate, not a
     measured DRAM bandwidth) and each over ``copy_gbs``, the measured copy ceiling.
     """
-    df = _samples_iv(samples)
-    copy_gbs = _positive_iv("copy_gbs", copy_gbs)
-    l2_bytes = _positive_iv("l2_bytes", l2_bytes)
+    df = _validate.samples(samples)
+    copy_gbs = _validate.positive("copy_gbs", copy_gbs)
+    l2_bytes = _validate.positive("l2_bytes", l2_bytes)
     wide = _pooled_medians(df, baseline)
     missing = [m for m in ("graph", "cold_l2") if m not in wide.columns]
     if wide.empty or missing:
@@ -527,8 +482,8 @@ def cache_table(samples: pd.DataFrame, copy_gbs: float, l2_bytes: float,
     out["cold_over_hot"] = out["cold_ms"] / out["hot_ms"]
     out["min_bytes"] = [workload.min_bytes(Config.from_key(c)) for c in out["config"]]
     out["working_set_over_l2"] = out["min_bytes"] / l2_bytes
-    out["hot_gbs"] = out["min_bytes"] / (out["hot_ms"] * 1e-3) / 1e9
-    out["cold_gbs"] = out["min_bytes"] / (out["cold_ms"] * 1e-3) / 1e9
+    out["hot_gbs"] = workload.gbs_rate(out["min_bytes"], out["hot_ms"])
+    out["cold_gbs"] = workload.gbs_rate(out["min_bytes"], out["cold_ms"])
     out["hot_over_copy"] = out["hot_gbs"] / copy_gbs
     out["cold_over_copy"] = out["cold_gbs"] / copy_gbs
     out = out.sort_values("config", key=lambda s: s.map(Config.from_key))
@@ -543,7 +498,7 @@ def unit_costs(units: pd.DataFrame) -> pd.DataFrame:
     Columns: ``n_units``, ``median_unit_s``, ``total_s`` and ``ms_per_sample`` (total
     elapsed over total samples, warm-up included in the elapsed time).
     """
-    df = _frame_iv("units", units, ("candidate", "mode", "status", "n_samples", "elapsed_s"))
+    df = _validate.frame("units", units, ("candidate", "mode", "status", "n_samples", "elapsed_s"))
     df = df[df["status"] == "ok"]
     out = (df.groupby(["candidate", "mode"])
            .agg(n_units=("elapsed_s", "size"), median_unit_s=("elapsed_s", "median"),
@@ -563,7 +518,7 @@ def process_overhead_s(units: pd.DataFrame) -> float:
     one-second resolution, so the median is good to about a second divided by the spread
     of trial counts, not better.
     """
-    df = _frame_iv("units", units, ("trial", "started_utc", "elapsed_s"))
+    df = _validate.frame("units", units, ("trial", "started_utc", "elapsed_s"))
     df = df.dropna(subset=["started_utc", "elapsed_s"])
     start = pd.to_datetime(df["started_utc"], utc=True)
     df = df.assign(end=start + pd.to_timedelta(df["elapsed_s"], unit="s"))
@@ -596,16 +551,13 @@ def protocol_cost(unit_s: float, k: int, arms: int = 2, process_overhead_s: floa
     (:func:`unit_costs`), ``process_overhead_s`` the per-process rest
     (:func:`process_overhead_s`, 0 to count timing only).
     """
-    unit_s = _positive_iv("unit_s", unit_s)
-    k = _int_iv("k", k, 1)
-    arms = _int_iv("arms", arms, 1)
-    if (isinstance(process_overhead_s, bool) or not isinstance(process_overhead_s, numbers.Real)
-            or not math.isfinite(process_overhead_s) or process_overhead_s < 0):
-        raise ValueError(f"`process_overhead_s` must be a finite number >= 0; "
-                         f"got {process_overhead_s!r}.")
-    replications = _int_iv("replications", replications, 1)
-    comparison = k * (arms * unit_s + float(process_overhead_s))
-    return ProtocolCost(k, arms, unit_s, float(process_overhead_s), comparison,
+    unit_s = _validate.positive("unit_s", unit_s)
+    k = _validate.integer("k", k, 1)
+    arms = _validate.integer("arms", arms, 1)
+    process_overhead_s = _validate.finite("process_overhead_s", process_overhead_s)
+    replications = _validate.integer("replications", replications, 1)
+    comparison = k * (arms * unit_s + process_overhead_s)
+    return ProtocolCost(k, arms, unit_s, process_overhead_s, comparison,
                         comparison * replications, replications)
 
 

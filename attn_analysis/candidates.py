@@ -17,9 +17,7 @@ from typing import Callable, ContextManager
 import torch
 import torch.nn.functional as F
 
-from .configs import Config
-
-DEVICES = ("cuda", "cpu")
+from .configs import DEVICES, Config
 
 # Relative-error thresholds ||out - ref|| / ||ref|| against a float64 reference, for
 # N(0, 1) inputs. fp16 keeps 11 significant bits (unit roundoff 4.9e-4), bf16 keeps 8

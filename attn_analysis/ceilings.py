@@ -10,6 +10,8 @@ import statistics
 
 import torch
 
+from . import workload
+
 # Sizes per device kind: large enough to fill a GPU, small enough for a CPU test.
 MATMUL_N = {"cuda": 8192, "cpu": 512}
 COPY_BYTES = {"cuda": 2 << 30, "cpu": 32 << 20}
@@ -39,10 +41,10 @@ def measure_ceilings(device: str, n_samples: int = 20) -> dict:
     copy_bytes = 2 * elems * 2  # each element read once and written once
     return {
         "matmul": {"n": n, "dtype": str(dtype).replace("torch.", ""), "flops": 2 * n**3,
-                   "median_ms": mm_ms, "tflops": 2 * n**3 / (mm_ms * 1e-3) / 1e12,
+                   "median_ms": mm_ms, "tflops": workload.tflops_rate(2 * n**3, mm_ms),
                    "times_ms": list(mm.times_ms), "clock": mm.clock, "mode": mm.mode},
         "copy": {"bytes_moved": copy_bytes, "median_ms": cp_ms,
-                 "gbs": copy_bytes / (cp_ms * 1e-3) / 1e9, "times_ms": list(cp.times_ms),
+                 "gbs": workload.gbs_rate(copy_bytes, cp_ms), "times_ms": list(cp.times_ms),
                  "clock": cp.clock, "mode": cp.mode},
         "device": device,
     }

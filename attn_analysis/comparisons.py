@@ -18,10 +18,10 @@ import math
 import numpy as np
 import pandas as pd
 
-from . import stats
+from . import _validate, stats
+from .configs import BASELINE
 from .summaries import process_groups
 
-BASELINE = "sdpa"
 LEVELS = ("call", "kernel", "attention")
 COLUMNS = ("config", "candidate", "level", "mode", "speedup", "ci_low", "ci_high",
            "verdict", "reason", "n_processes", "n_placements", "n_comparisons",
@@ -35,27 +35,19 @@ FUSED_SHARE = 0.8
 
 
 def _iv(run_samples, placements, baseline, mode, margin, confidence, n_resamples):
-    for name, frame, cols in (("samples", run_samples, ("config", "candidate", "mode", "trial",
-                                                        "placement", "ms")),
-                              ("placements", placements, ("config", "candidate", "mode",
-                                                          "trial", "placement", "kernel_ms"))):
-        if not isinstance(frame, pd.DataFrame):
-            raise ValueError(f"`{name}` must be a DataFrame; got {type(frame).__name__}.")
-        missing = [c for c in cols if c not in frame.columns]
-        if missing:
-            raise ValueError(f"`{name}` must have columns {list(cols)}; missing {missing}.")
+    _validate.frame("samples", run_samples, ("config", "candidate", "mode", "trial",
+                                             "placement", "ms"))
+    _validate.frame("placements", placements, ("config", "candidate", "mode", "trial",
+                                               "placement", "kernel_ms"))
     modes = sorted(set(run_samples["mode"]))
     if mode not in modes:
         raise ValueError(f"`mode` must be one of {modes}; got {mode!r}.")
     present = sorted(set(run_samples.loc[run_samples["mode"] == mode, "candidate"]))
     if not isinstance(baseline, str) or baseline not in present:
         raise ValueError(f"`baseline` must be one of {present}; got {baseline!r}.")
-    if not (isinstance(margin, (int, float)) and 0 < margin < 1):
-        raise ValueError(f"`margin` must be a number in (0, 1); got {margin!r}.")
-    if not (isinstance(confidence, (int, float)) and 0 < confidence < 1):
-        raise ValueError(f"`confidence` must be a number in (0, 1); got {confidence!r}.")
-    if isinstance(n_resamples, bool) or not isinstance(n_resamples, int) or n_resamples < 100:
-        raise ValueError(f"`n_resamples` must be an integer >= 100; got {n_resamples!r}.")
+    _validate.number_in("margin", margin)
+    _validate.number_in("confidence", confidence)
+    _validate.integer("n_resamples", n_resamples, 100)
 
 
 def call_groups(samples: pd.DataFrame, config: str, candidate: str, mode: str

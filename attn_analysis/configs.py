@@ -1,35 +1,36 @@
-"""Attention configurations and the named, versioned experiment matrices."""
+"""Attention configurations, the named experiment matrices, and the names every module shares.
+
+What a run measures is configurations x candidates x timing modes on a device; the
+configurations live here, and so do the few names the other modules agree on:
+``MODES`` (the timing protocols of :mod:`attn_analysis.timing`), ``DEVICES`` and
+``BASELINE`` (the candidate every speedup is taken against). Torch-free.
+"""
 
 from __future__ import annotations
 
 import dataclasses
-import numbers
 import re
 
 import numpy as np
 
+from . import _validate
+
+MODES = ("per_call", "cold_l2", "graph")
+DEVICES = ("cuda", "cpu")
+BASELINE = "sdpa"  # the default SDPA dispatch, what a user gets without asking
 DTYPES = ("float16", "bfloat16")
 HEAD_DIMS = (64, 128)
 DTYPE_SHORT = {"float16": "fp16", "bfloat16": "bf16"}
 _SHORT_DTYPE = {v: k for k, v in DTYPE_SHORT.items()}
 
 
-def _positive_int_iv(name: str, value) -> int:
-    """Return ``value`` as a plain int > 0 (numpy integers too), else raise ValueError."""
-    if (isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral)
-            or value <= 0):
-        raise ValueError(f"`{name}` must be a positive integer; got {value!r}.")
-    return int(value)
-
-
 def _config_iv(batch, heads, seq_len, head_dim, dtype, causal) -> dict:
     """Check and normalise every field of ``Config`` to plain Python values."""
-    out = {name: _positive_int_iv(name, value) for name, value in
+    out = {name: _validate.positive_integer(name, value) for name, value in
            (("batch", batch), ("heads", heads), ("seq_len", seq_len), ("head_dim", head_dim))}
     if out["head_dim"] not in HEAD_DIMS:
         raise ValueError(f"`head_dim` must be one of {HEAD_DIMS}; got {head_dim!r}.")
-    if not (isinstance(dtype, str) and dtype in DTYPES):
-        raise ValueError(f"`dtype` must be one of {DTYPES}; got {dtype!r}.")
+    _validate.choice("dtype", dtype, DTYPES)
     if not isinstance(causal, (bool, np.bool_)):
         raise ValueError(f"`causal` must be True or False; got {causal!r}.")
     out.update(dtype=str(dtype), causal=bool(causal))
@@ -90,6 +91,9 @@ class Config:
         return dataclasses.asdict(self)
 
 
+CONFIG_FIELDS = tuple(f.name for f in dataclasses.fields(Config))  # batch ... causal
+
+
 def _reports_v1() -> tuple[Config, ...]:
     """The original reports' ten configurations (B=32, H=8, S=512, D=64 is the target)."""
     seq = [Config(32, 8, s) for s in (128, 256, 512, 1024, 2048)]
@@ -114,6 +118,28 @@ TARGET = Config(32, 8, 512)
 
 def matrix(name: str) -> tuple[Config, ...]:
     """Return the configurations of a named matrix (a name in ``MATRICES``)."""
-    if not isinstance(name, str) or name not in MATRICES:
-        raise ValueError(f"`matrix` must be one of {sorted(MATRICES)}; got {name!r}.")
-    return MATRICES[name]
+    return MATRICES[_validate.choice("matrix", name, sorted(MATRICES))]
+
+
+def parse_shapes(shapes, head_dim: int = 64) -> tuple[Config, ...]:
+    """Parse ``"B,H,S[,D];B,H,S[,D]"`` (or a list of such strings, or a matrix name).
+
+    An empty value gives an empty tuple (the caller's default applies).
+    """
+    if isinstance(shapes, str) and shapes.strip() in MATRICES:
+        return MATRICES[shapes.strip()]
+    if isinstance(shapes, str):
+        parts = [p for p in re.split(r"[;\s]+", shapes.strip()) if p]
+    elif isinstance(shapes, (list, tuple)) and all(isinstance(p, str) for p in shapes):
+        parts = list(shapes)
+    else:
+        raise ValueError(f"`shapes` must be a string like '2,2,64;2,2,128' or a matrix name "
+                         f"({sorted(MATRICES)}); got {shapes!r}.")
+    out = []
+    for p in parts:
+        nums = p.split(",")
+        if len(nums) not in (3, 4) or not all(n.strip().isdigit() for n in nums):
+            raise ValueError(f"`shapes` entries must look like B,H,S or B,H,S,D; got {p!r}.")
+        b, h, s, *d = (int(n) for n in nums)
+        out.append(Config(b, h, s, d[0] if d else head_dim))
+    return tuple(out)

@@ -346,12 +346,14 @@ FINGERPRINT_FIELDS: tuple[FingerprintField, ...] = (
     FingerprintField("note", _S, "", False, "human note, e.g. for CPU runs"),
     FingerprintField("lock_state", (dict,), "", True, "lock_state() at fingerprint time", False),
     FingerprintField("locked", (bool,), "", True, "the lock holds, under the deterministic or the default-dispatch profile that lock_state shows", False),
-    FingerprintField("sm_clock_mhz", _I, "MHz", False, "current SM clock (NVML)"),
-    FingerprintField("mem_clock_mhz", _I, "MHz", False, "current memory clock (NVML)"),
-    FingerprintField("max_sm_clock_mhz", _I, "MHz", False, "maximum SM clock (NVML)"),
-    FingerprintField("temperature_c", _I, "degC", False, "GPU temperature (NVML)"),
-    FingerprintField("power_limit_w", _F, "W", False, "enforced power limit (NVML)"),
-    FingerprintField("power_draw_w", _F, "W", False, "power draw (NVML)"),
+    # NVML readings: volatile, never hashed, None without a GPU or NVML
+    *(FingerprintField(name, types, unit, False, f"{what} (NVML)")
+      for name, types, unit, what in (("sm_clock_mhz", _I, "MHz", "current SM clock"),
+                                      ("mem_clock_mhz", _I, "MHz", "current memory clock"),
+                                      ("max_sm_clock_mhz", _I, "MHz", "maximum SM clock"),
+                                      ("temperature_c", _I, "degC", "GPU temperature"),
+                                      ("power_limit_w", _F, "W", "enforced power limit"),
+                                      ("power_draw_w", _F, "W", "power draw"))),
     FingerprintField("fingerprint_hash", _S, "hex", False, "12 hex of SHA-256 of hashed fields",
                      False),
 )
@@ -540,34 +542,3 @@ def validate_fingerprint(fp) -> dict:
     if problems:
         raise ValueError("invalid fingerprint: " + "; ".join(problems) + ".")
     return fp
-
-
-def _compatible_iv(fp_a, fp_b, keys) -> tuple:
-    """Check both fingerprints are dicts holding ``keys``, which must be fingerprint fields."""
-    for label, fp in (("fp_a", fp_a), ("fp_b", fp_b)):
-        if not isinstance(fp, dict):
-            raise ValueError(f"`{label}` must be a fingerprint dict; got {type(fp).__name__}.")
-    if keys is None:
-        cpu = "cpu" in (fp_a.get("device_kind"), fp_b.get("device_kind"))
-        keys = HASHED_KEYS + (("cpu_name",) if cpu else ())
-    elif isinstance(keys, str) or not all(k in _FIELDS for k in keys):
-        raise ValueError(f"`keys` must be a sequence of names from FINGERPRINT_FIELDS; "
-                         f"got {keys!r}.")
-    keys = tuple(keys)
-    for label, fp in (("fp_a", fp_a), ("fp_b", fp_b)):
-        missing = [k for k in keys if k not in fp]
-        if missing:
-            raise ValueError(f"`{label}` lacks key(s) {missing}.")
-    return keys
-
-
-def compatible(fp_a: dict, fp_b: dict, keys=None) -> list[str]:
-    """Environment-critical keys on which two fingerprints differ; empty means comparable.
-
-    ``keys`` defaults to the hashed fields (python compared as major.minor), plus
-    ``cpu_name`` when either run is a CPU run. Callers refuse to merge or compare
-    runs when the list is non-empty unless the user overrides (STYLE habit 8).
-    """
-    keys = _compatible_iv(fp_a, fp_b, keys)
-    a, b = _hash_view(fp_a, keys), _hash_view(fp_b, keys)
-    return [k for k in keys if a[k] != b[k]]

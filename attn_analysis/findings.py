@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from .configs import BASELINE
+
 VERDICT_ORDER = ("faster", "faster within margin", "equivalent", "slower within margin",
                  "slower", "inconclusive")
 _COLUMNS = ("candidate", "speedup", "ci_low", "ci_high", "verdict")
@@ -43,7 +45,7 @@ def describe(row) -> str:
             f"{row['ci_low']:.3f}–{row['ci_high']:.3f})")
 
 
-def verdict_sentence(speedups: pd.DataFrame, baseline: str = "sdpa", margin: float = 0.02
+def verdict_sentence(speedups: pd.DataFrame, baseline: str = BASELINE, margin: float = 0.02
                      ) -> str:
     """One sentence: which candidates were faster than, equivalent to, slower than
     ``baseline`` or inconclusive, naming the faster and equivalent ones with their intervals.
@@ -77,7 +79,7 @@ def verdict_sentence(speedups: pd.DataFrame, baseline: str = "sdpa", margin: flo
     return f"Of {len(df)} candidates, " + "; ".join(parts) + "."
 
 
-def same_kernels(kernels: pd.DataFrame, config: str, baseline: str = "sdpa") -> list[str]:
+def same_kernels(kernels: pd.DataFrame, config: str, baseline: str = BASELINE) -> list[str]:
     """Candidates whose profiled kernels at ``config`` have the same names as ``baseline``'s.
 
     Such candidates differ from the baseline only outside the kernels (launch, allocation,
@@ -94,7 +96,7 @@ def same_kernels(kernels: pd.DataFrame, config: str, baseline: str = "sdpa") -> 
 
 
 def negative_result_verdict(speedups: pd.DataFrame, same_kernel_candidates=(),
-                            baseline: str = "sdpa") -> str:
+                            baseline: str = BASELINE) -> str:
     """The claim "nothing beats ``baseline`` here", judged from one configuration's table.
 
     Refuted when a candidate's interval lies above one; when every candidate that did so
@@ -119,7 +121,7 @@ def negative_result_verdict(speedups: pd.DataFrame, same_kernel_candidates=(),
             f"apart from {baseline} nor shown equivalent")
 
 
-def kernel_answer(table: pd.DataFrame, baseline: str = "sdpa", margin: float = 0.02) -> str:
+def kernel_answer(table: pd.DataFrame, baseline: str = BASELINE, margin: float = 0.02) -> str:
     """The title question at one configuration, from a :func:`comparisons.speedup_table`
     holding both levels: does any candidate run a faster kernel *and* a faster call?
 

@@ -142,7 +142,8 @@ def check_given(root: Path, given: dict, extra=()) -> dict:
     params = check_parameters(root=root, **{k: given[k] for k in COMMON_PARAMETERS})
     params["plan"] = None
     if params["measure"]:
-        params["plan"] = summaries.measurement_plan(
+        from . import sweep
+        params["plan"] = sweep.measurement_plan(
             params["device"], shapes=params["shapes"], candidates=params["candidates"],
             trials=params["trials"], samples=params["samples"])
     return params
@@ -207,13 +208,13 @@ def candidate_names_iv(name: str, value, params: dict, single: bool = False) -> 
 
 
 def measure_new_run(params: dict) -> str:
-    """Measure ``params["plan"]`` (default: ``summaries.measurement_plan`` of the
+    """Measure ``params["plan"]`` (default: ``sweep.measurement_plan`` of the
     parameters) into ``runs_dir/<run_id>`` (resumable); return the run id. The default id
     names the device and the UTC time."""
     from . import sweep
     run_id = params["run_id"] or (f"{params['device']}-"
                                   f"{_dt.datetime.now(_dt.timezone.utc):%Y%m%dT%H%M%SZ}")
-    plan = params.get("plan") or summaries.measurement_plan(
+    plan = params.get("plan") or sweep.measurement_plan(
         params["device"], shapes=params["shapes"], candidates=params["candidates"],
         trials=params["trials"], samples=params["samples"])
     sweep.run(Path(params["runs_dir"]) / run_id, plan, progress=False)

@@ -29,6 +29,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
+from . import _validate, workload
 from .configs import Config
 
 VERDICT_COLORS = {"faster": "#1b9e77", "faster within margin": "#66c2a5",
@@ -44,16 +45,7 @@ MODE_TITLES = {"graph": "graph: device time, hot L2", "cold_l2": "cold_l2: L2 fl
 
 # --------------------------------------------------------------------------- validation
 
-def _frame_iv(name: str, df, columns) -> pd.DataFrame:
-    """Check that ``df`` is a non-empty DataFrame holding ``columns``."""
-    if not isinstance(df, pd.DataFrame):
-        raise ValueError(f"`{name}` must be a pandas DataFrame; got {type(df).__name__}.")
-    missing = [c for c in columns if c not in df.columns]
-    if missing:
-        raise ValueError(f"`{name}` must have columns {list(columns)}; missing {missing}.")
-    if df.empty:
-        raise ValueError(f"`{name}` must hold at least one row; got none.")
-    return df
+_frame_iv = functools.partial(_validate.frame, rows=True)  # a figure needs rows
 
 
 def _label_iv(device_label) -> str:
@@ -161,6 +153,31 @@ def _plain_log_axis(axis, subs=(1.0,)) -> None:
     axis.set_minor_formatter(NullFormatter())
 
 
+def _finish(fig, ax, xlabel: str, ylabel: str | None, title: str, ncol: int | None = None,
+            **grid) -> Figure:
+    """Close a one-axes figure: axis labels, the grid (``grid``: ``ax.grid`` keywords),
+    the legend below the axes (when ``ncol`` is given) and the wrapped title."""
+    ax.set_xlabel(xlabel)
+    if ylabel is not None:
+        ax.set_ylabel(ylabel)
+    ax.grid(**grid)
+    if ncol is not None:
+        _legend_below(fig, ax, ncol=ncol)
+    ax.set_title(_title(title))
+    return fig
+
+
+def _by_candidate(ax, df: pd.DataFrame, x: str, y: str, low: str, high: str, **style) -> None:
+    """One error-bar series per candidate, in name order and tab10 colours, in ``df``'s
+    row order; ``low`` and ``high`` are the interval's columns."""
+    names = sorted(df["candidate"].unique())
+    palette = dict(zip(names, sns.color_palette("tab10", len(names))))
+    for name in names:
+        d = df[df["candidate"] == name]
+        ax.errorbar(d[x], d[y], yerr=_err(d[y], d[low], d[high]), color=palette[name],
+                    label=name, **style)
+
+
 def _err(center, low, high) -> np.ndarray:
     """Error-bar lengths from an interval, zero where the interval is missing."""
     c, lo, hi = (np.asarray(x, dtype=float) for x in (center, low, high))
@@ -234,26 +251,18 @@ def latency_sweep(latency: pd.DataFrame, axis: str, device_label: str, mode: str
                        ("candidate",))
     fig = _figure(PAGE_WIDTH_IN, 4.6)
     ax = fig.subplots()
-    names = sorted(df["candidate"].unique())
-    palette = dict(zip(names, sns.color_palette("tab10", len(names))))
-    for name in names:
-        d = df[df["candidate"] == name].sort_values(axis)
-        ax.errorbar(d[axis], d["median_ms"], yerr=_err(d["median_ms"], d["ci_low_ms"],
-                                                       d["ci_high_ms"]),
-                    marker="o", ms=4, capsize=2, lw=1.2, color=palette[name], label=name)
+    _by_candidate(ax, df.sort_values(axis), axis, "median_ms", "ci_low_ms", "ci_high_ms",
+                  marker="o", ms=4, capsize=2, lw=1.2)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     _plain_log_axis(ax.yaxis, subs=(1.0, 2.0, 5.0))
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_xticks(sorted(df[axis].unique()))
-    ax.set_xlabel(AXIS_LABELS[axis] + ", log scale")
-    ax.set_ylabel("median latency per call (ms, log scale)")
-    ax.grid(which="both", alpha=0.3)
-    _legend_below(fig, ax, ncol=5)
-    ax.set_title(_title(f"Latency against {AXIS_LABELS[axis]}, "
-                        f"{MODE_TITLES.get(mode, mode)}\n{label}"))
-    return fig
+    return _finish(fig, ax, AXIS_LABELS[axis] + ", log scale",
+                   "median latency per call (ms, log scale)",
+                   f"Latency against {AXIS_LABELS[axis]}, {MODE_TITLES.get(mode, mode)}\n{label}",
+                   ncol=5, which="both", alpha=0.3)
 
 
 @_styled
@@ -315,26 +324,18 @@ def roofline(points: pd.DataFrame, device_label: str, datasheet: tuple | None = 
         if roof is None or not all(np.isfinite(roof)):
             continue
         peak, bw = roof
-        ax.plot(xs, np.minimum(peak, xs * bw * 1e9 / 1e12), color="black", ls=style, lw=1.2,
-                label=f"{name} roof: {peak:.0f} TFLOP/s, {bw:.0f} GB/s")
-    names = sorted(df["candidate"].unique())
-    palette = dict(zip(names, sns.color_palette("tab10", len(names))))
-    for name in names:
-        d = df[df["candidate"] == name]
-        ax.errorbar(d["intensity"], d["tflops"],
-                    yerr=_err(d["tflops"], d["tflops_low"], d["tflops_high"]), fmt="o", ms=4,
-                    capsize=2, color=palette[name], label=name, alpha=0.85)
+        ax.plot(xs, np.minimum(peak, workload.roof_tflops(xs, bw)), color="black", ls=style,
+                lw=1.2, label=f"{name} roof: {peak:.0f} TFLOP/s, {bw:.0f} GB/s")
+    _by_candidate(ax, df, "intensity", "tflops", "tflops_low", "tflops_high", fmt="o", ms=4,
+                  capsize=2, alpha=0.85)
     ax.set_xscale("log")
     ax.set_yscale("log")
     _plain_log_axis(ax.xaxis)
     _plain_log_axis(ax.yaxis, subs=(1.0, 2.0, 5.0))
-    ax.set_xlabel("arithmetic intensity (FLOP/byte of minimum traffic, log scale)")
-    ax.set_ylabel("achieved TFLOP/s (log scale)")
-    ax.grid(which="both", alpha=0.3)
-    _legend_below(fig, ax, ncol=3)
-    ax.set_title(_title(f"Roofline: attention forward against datasheet and measured "
-                        f"ceilings\n{label}"))
-    return fig
+    return _finish(fig, ax, "arithmetic intensity (FLOP/byte of minimum traffic, log scale)",
+                   "achieved TFLOP/s (log scale)",
+                   f"Roofline: attention forward against datasheet and measured ceilings\n{label}",
+                   ncol=3, which="both", alpha=0.3)
 
 
 @_styled
@@ -433,45 +434,11 @@ def trial_spread(trials: pd.DataFrame, device_label: str, config: str | None = N
                   jitter=0.15, color="#1f77b4", alpha=0.8)
     ax.axvline(0.0, color="black", lw=0.8)
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:+.1%}"))
-    ax.set_xlabel("process (trial) median relative to the median of the trial medians (%)")
-    ax.set_ylabel("candidate")
-    ax.grid(axis="x", alpha=0.3)
-    ax.set_title(_title(f"Spread between independent processes at "
-                        f"{_short(df['config'].iloc[0])}, {mode} "
-                        f"({df['trial'].nunique()} processes)\n{label}"))
-    return fig
-
-
-@_styled
-def mode_overhead(modes: pd.DataFrame, device_label: str) -> Figure:
-    """Each timing mode's median over the profiler's kernel time, per configuration: near
-    1 a mode reads the kernels, above 1 it also reads host launch cost or idle gaps."""
-    df = _frame_iv("modes", modes, ("config", "device_ms"))
-    label = _label_iv(device_label)
-    cols = [m for m in MODE_LABELS if f"{m}_over_device" in df.columns]
-    if not cols:
-        raise ValueError("`modes` must have at least one '<mode>_over_device' column "
-                         "(summaries.mode_table).")
-    configs = sorted(df["config"], key=Config.from_key)
-    d = df.set_index("config").reindex(configs)
-    fig = _figure(PAGE_WIDTH_IN, 4.4)
-    ax = fig.subplots()
-    width = 0.8 / len(cols)
-    x = np.arange(len(configs))
-    for i, m in enumerate(cols):
-        ax.bar(x + (i - (len(cols) - 1) / 2) * width, d[f"{m}_over_device"], width,
-               label=MODE_LABELS[m])
-    ax.axhline(1.0, color="black", lw=0.8, ls="--")
-    ax.set_xticks(x, [_short(k) for k in configs], rotation=35, ha="right")
-    ax.set_ylabel("median / profiler kernel time (×)")
-    ax.set_xlabel("configuration")
-    top = float(np.nanmax(d[[f"{m}_over_device" for m in cols]].to_numpy(dtype=float)))
-    ax.set_ylim(0, math.ceil(top + 0.5))
-    ax.grid(axis="y", alpha=0.3)
-    _legend_below(fig, ax)
-    ax.set_title(_title(f"What each timing mode reads: default SDPA against torch.profiler"
-                        f"\n{label}"))
-    return fig
+    return _finish(fig, ax,
+                   "process (trial) median relative to the median of the trial medians (%)",
+                   "candidate", f"Spread between independent processes at "
+                   f"{_short(df['config'].iloc[0])}, {mode} ({df['trial'].nunique()} processes)"
+                   f"\n{label}", axis="x", alpha=0.3)
 
 
 @_styled
@@ -496,13 +463,10 @@ def kernel_vs_library(table: pd.DataFrame, device_label: str) -> Figure:
     ax.set_yticks(y, [f"{_short(k)}  (vs {lib})" for k, lib in zip(configs, d["library"])])
     ax.set_ylim(-0.6, len(configs) - 0.4)
     ax.invert_yaxis()
-    ax.set_xlabel(f"speedup of {df['kernel'].iloc[0]} over the fastest library backend (×); "
-                  f"above 1: ours faster")
-    ax.grid(axis="x", alpha=0.3)
-    _legend_below(fig, ax, ncol=4)
-    ax.set_title(_title(f"Our kernel against the fastest SDPA backend per configuration "
-                        f"(95% CI)\n{label}"))
-    return fig
+    return _finish(fig, ax, f"speedup of {df['kernel'].iloc[0]} over the fastest library "
+                   f"backend (×); above 1: ours faster", None,
+                   f"Our kernel against the fastest SDPA backend per configuration (95% CI)"
+                   f"\n{label}", ncol=4, axis="x", alpha=0.3)
 
 
 @_styled
@@ -602,12 +566,9 @@ def control_effects(effects: pd.DataFrame, effects_per_call: pd.DataFrame | None
     base = eff.set_index("candidate").reindex(controls)
     for c, xv, yv in zip(controls, base["extra_share"] * 100, base["slowdown_pct"] * 100):
         ax.annotate(c, (xv, yv), textcoords="offset points", xytext=(6, -10), fontsize=7.5)
-    ax.set_xlabel("profiler: extra kernel time per call / sdpa kernel time (%)")
-    ax.set_ylabel("slowdown of the median against sdpa (%)")
-    ax.grid(alpha=0.3)
-    _legend_below(fig, ax, ncol=2)
-    ax.set_title(_title(f"True size of the controls at {_short(config)}\n{label}"))
-    return fig
+    return _finish(fig, ax, "profiler: extra kernel time per call / sdpa kernel time (%)",
+                   "slowdown of the median against sdpa (%)",
+                   f"True size of the controls at {_short(config)}\n{label}", ncol=2, alpha=0.3)
 
 
 @_styled
@@ -628,12 +589,10 @@ def warmup_traces(traces, warmup_calls: int, device_label: str, config: str) -> 
     ax.set_yscale("log")
     _plain_log_axis(ax.xaxis)
     _plain_log_axis(ax.yaxis, subs=(1.0, 2.0, 3.0, 5.0))
-    ax.set_xlabel("call index in the process (log scale)")
-    ax.set_ylabel("per-call time (µs, log scale)")
-    ax.grid(alpha=0.3, which="both")
-    _legend_below(fig, ax, ncol=4)
-    ax.set_title(_title(f"Per-call SDPA at {_short(config)}, no warm-up\n{label}"))
-    return fig
+    return _finish(fig, ax, "call index in the process (log scale)",
+                   "per-call time (µs, log scale)",
+                   f"Per-call SDPA at {_short(config)}, no warm-up\n{label}", ncol=4,
+                   alpha=0.3, which="both")
 
 
 @_styled

@@ -1,13 +1,25 @@
-"""The recorded-data format: write units atomically, consolidate, verify, load.
+"""The run folder and the recorded-data format: units, layout, consolidation, verify, load.
 
-A run lives in ``data/runs/<run-id>/``:
+This module owns a run folder: every name in it is built (and parsed) here, and nothing
+else reads or writes inside it except through these functions. A run lives in
+``data/runs/<run-id>/``:
 
 ``journal/*.json``
     One self-checksummed file per finished unit of work, written atomically (temporary
     name, then rename) the moment the unit completes. Units are ``timing`` (one
     configuration x candidate x mode x trial), ``correctness``, ``kernels`` (profiler
-    evidence), ``trial`` (a trial process's fingerprint) and ``ceilings``. The journal is
-    what a resumed sweep reads to skip finished work.
+    evidence), ``trial`` (a trial process's fingerprint) and ``ceilings``; the fields of
+    each kind, with their types, are declared in ``UNIT_SCHEMA`` and checked when a unit
+    is written and when it is read. A unit's file name is its identity
+    (:func:`unit_name`, :func:`parse_unit_name`). The journal is what a resumed sweep
+    reads to skip finished work.
+``plan.json``
+    The sweep's plan (:func:`write_plan`), written before the first unit; a resumed
+    sweep compares it with its own.
+``.fatal``, ``.current-t<trial>``
+    Markers of a sweep in progress: why a trial process gave up (:func:`write_fatal`),
+    and which configuration and candidates a trial process is on, so that a crash is
+    recorded against them (:func:`write_current`).
 ``samples.parquet``
     Tidy long table, one row per raw sample: configuration fields, candidate, mode,
     trial, sample index, milliseconds.
@@ -16,8 +28,10 @@ A run lives in ``data/runs/<run-id>/``:
     time per call there, the pad in front of the inputs, SM clock and temperature.
 ``units.parquet``, ``correctness.parquet``, ``kernels.parquet``, ``ceilings.json``,
 ``fingerprint.json``
-    Consolidated views of the journal. ``verify`` rebuilds each of them (and
-    ``samples.parquet``) from the journal and requires what is on disk to equal it.
+    Consolidated views of the journal; their columns are declared beside the unit fields
+    they come from (``UNITS_TABLE``, ``CORRECTNESS_TABLE``, ``KERNELS_TABLE``). ``verify``
+    rebuilds each of them (and ``samples.parquet``) from the journal and requires what is
+    on disk to equal it.
 ``run.json``
     How the run was invoked (plan, package version), plus the format version and run id.
 ``manifest.json``
@@ -39,41 +53,171 @@ import numpy as np
 import pandas as pd
 
 from . import RECORD_FORMAT_VERSION
-from .configs import Config
+from .configs import CONFIG_FIELDS, MODES, Config
 
 KNOWN_FORMAT_VERSIONS = (1, 2)
-UNIT_KINDS = ("timing", "correctness", "kernels", "trial", "ceilings")
 STATUSES = ("ok", "unsupported", "failed_correctness", "oom", "error", "crashed")
+# The run folder's own names.
+JOURNAL = "journal"
+PLAN = "plan.json"
+RUN_INFO = "run.json"
 MANIFEST = "manifest.json"
-TABLES_V1 = ("samples.parquet", "units.parquet", "correctness.parquet", "kernels.parquet")
-TABLES = TABLES_V1 + ("placements.parquet",)
-JSON_VIEWS = ("ceilings.json", "fingerprint.json", "run.json")
-
-SAMPLE_COLUMNS_V1 = ("config", "batch", "heads", "seq_len", "head_dim", "dtype", "causal",
-                     "candidate", "mode", "trial", "sample", "ms")
-SAMPLE_COLUMNS = SAMPLE_COLUMNS_V1[:10] + ("placement",) + SAMPLE_COLUMNS_V1[10:]
-PLACEMENT_COLUMNS = ("config", "candidate", "mode", "trial", "placement", "round", "position",
-                     "pad_bytes", "n_samples", "median_ms", "kernel_ms", "calls_per_sample",
-                     "sm_clock_start_mhz", "sm_clock_end_mhz", "temperature_start_c",
-                     "temperature_end_c")
-UNIT_COLUMNS = ("config", "candidate", "mode", "trial", "status", "reason", "n_samples",
-                "median_ms", "clock", "stop_reason", "ci_rel_halfwidth", "calls_per_sample",
-                "sm_clock_start_mhz", "sm_clock_end_mhz", "temperature_start_c",
-                "temperature_end_c", "started_utc", "elapsed_s", "measurement_id", "info")
-CORRECTNESS_COLUMNS = ("config", "candidate", "trial", "status", "passed", "rel_error",
-                       "max_abs_error", "threshold", "nonfinite", "reason")
-KERNEL_COLUMNS = ("config", "candidate", "kernel", "calls_per_call", "device_ms_per_call")
+FATAL = ".fatal"
+CURRENT_PREFIX = ".current-t"
+TEMPORARY_PREFIX = ".tmp-"
+JSON_VIEWS = ("ceilings.json", "fingerprint.json", RUN_INFO)
 
 
 class RecordError(ValueError):
     """A recorded run is malformed, corrupted or of an unknown format; the message says which file."""
 
 
-# ----------------------------------------------------------------------------- units
+# ----------------------------------------------------------------------- unit schema
+
+@dataclasses.dataclass(frozen=True)
+class Field:
+    """One key of a journal unit (or of a record in one of its lists).
+
+    ``types`` are JSON types (a bool is never an int, an int is a number where ``float``
+    is allowed); ``allowed`` closes the set of values; ``check`` raises ValueError on a
+    bad value; ``items`` declares the values of a list: a tuple of types, or the fields
+    of each record in it.
+    """
+
+    name: str
+    types: tuple
+    required: bool = False
+    nullable: bool = False
+    allowed: tuple = ()
+    check: object = None
+    items: tuple = ()
+
+
+_NUMBER = (int, float)
+
+
+def _trial_check(value: int) -> None:
+    if value < 0:
+        raise ValueError(f"must be >= 0; got {value}")
+
+
+def _config_check(value: str) -> None:
+    Config.from_key(value)
+
+
+_KIND = Field("kind", (str,), True)
+_TRIAL = Field("trial", (int,), True, check=_trial_check)
+_CONFIG = Field("config", (str,), True, check=_config_check)
+_CANDIDATE = Field("candidate", (str,), True)
+_MODE = Field("mode", (str,), True, allowed=MODES)
+_STATUS = Field("status", (str,), True, allowed=STATUSES)
+_REASON = Field("reason", (str,), nullable=True)
+_COMMON = (Field("format_version", (int,), True, allowed=KNOWN_FORMAT_VERSIONS),
+           Field("started_utc", (str,)), Field("measurement_id", (str,)))
+# Identity of each kind of unit: the fields its file name is made of, in name order.
+UNIT_IDENTITY = {"timing": (_TRIAL, _CONFIG, _CANDIDATE, _MODE),
+                 "correctness": (_TRIAL, _CONFIG, _CANDIDATE),
+                 "kernels": (_CONFIG, _CANDIDATE),
+                 "trial": (_TRIAL,),
+                 "ceilings": ()}
+UNIT_KINDS = tuple(UNIT_IDENTITY)
+_GPU_STATE = ("gpu_state_start", "gpu_state_end")  # env.gpu_state(), None where not read
+_PLACEMENT = (Field("placement", (int,), True), Field("times_ms", (list,), True, items=_NUMBER),
+              Field("round", (int,)), Field("position", (int,)), Field("pad_bytes", (int,)),
+              Field("kernel_ms", _NUMBER, nullable=True), Field("timing", (dict,)),
+              Field("elapsed_s", _NUMBER),
+              *(Field(name, (dict,), nullable=True) for name in _GPU_STATE))
+_KERNEL = (Field("name", (str,), True), Field("calls_per_call", _NUMBER, True),
+           Field("device_ms_per_call", _NUMBER, True))
+UNIT_SCHEMA: dict[str, tuple[Field, ...]] = {
+    "timing": (*UNIT_IDENTITY["timing"], _STATUS, _REASON,
+               Field("times_ms", (list,), True, items=_NUMBER),
+               Field("timing", (dict,)),  # timing.TimingSample's settings
+               Field("info", (dict,)),  # what the candidate's build chose (backend, tuning)
+               *(Field(name, (dict,), nullable=True) for name in _GPU_STATE),
+               Field("elapsed_s", _NUMBER), Field("protocol", (int,)),
+               Field("placements", (list,), items=_PLACEMENT)),  # protocol 2
+    "correctness": (*UNIT_IDENTITY["correctness"], _STATUS, _REASON,
+                    Field("result", (dict,)),  # candidates.CorrectnessResult
+                    Field("input_seed", (int,))),
+    "kernels": (*UNIT_IDENTITY["kernels"], _STATUS, _REASON,
+                Field("evidence", (dict,)),  # timing.profile_device_time()
+                Field("kernels", (list,), items=_KERNEL)),
+    "trial": (*UNIT_IDENTITY["trial"], Field("fingerprint", (dict,), True),  # env.fingerprint()
+              Field("pid", (int,))),
+    "ceilings": (Field("ceilings", (dict,), True),),  # ceilings.measure_ceilings()
+}
+UNIT_SCHEMA = {kind: (_KIND, *fields, *_COMMON) for kind, fields in UNIT_SCHEMA.items()}
+
+
+def _is_a(value, types: tuple) -> bool:
+    if isinstance(value, bool):
+        return bool in types
+    return isinstance(value, types)
+
+
+_TYPE_WORDS = {str: ("a string", "strings"), int: ("an integer", "integers"),
+               float: ("a number", "numbers"), dict: ("an object", "objects"),
+               list: ("a list", "lists"), bool: ("true or false", "true or false")}
+
+
+def _type_names(types: tuple, plural: bool = False) -> str:
+    """``types`` in words; an int where a float is allowed is just a number."""
+    return " or ".join(_TYPE_WORDS[t][plural] for t in types
+                       if not (t is int and float in types))
+
+
+def _field_problems(obj: dict, fields: tuple, where: str) -> list[str]:
+    """One line per way ``obj`` breaks ``fields``: unknown, missing or ill-typed keys."""
+    declared = {f.name for f in fields}
+    problems = [f"`{where}{k}` is not a declared field" for k in obj if k not in declared]
+    for f in fields:
+        name = f"`{where}{f.name}`"
+        if f.name not in obj:
+            if f.required:
+                problems.append(f"{name} is missing")
+            continue
+        value = obj[f.name]
+        if value is None and f.nullable:
+            continue
+        if not _is_a(value, f.types):
+            problems.append(f"{name} must be {_type_names(f.types)}; got {value!r:.80}")
+        elif f.allowed and value not in f.allowed:
+            problems.append(f"{name} must be one of {f.allowed}; got {value!r}")
+        elif f.check is not None:
+            try:
+                f.check(value)
+            except ValueError as exc:
+                problems.append(f"{name} {exc}".rstrip("."))
+        elif f.items and isinstance(f.items[0], Field):
+            for i, item in enumerate(value):
+                if not isinstance(item, dict):
+                    problems.append(f"{name}[{i}] must be an object; got {item!r:.80}")
+                else:
+                    problems += _field_problems(item, f.items, f"{where}{f.name}[{i}].")
+        elif f.items and not all(_is_a(x, f.items) for x in value):
+            bad = next(x for x in value if not _is_a(x, f.items))
+            problems.append(f"{name} must hold only {_type_names(f.items, plural=True)}; "
+                            f"got {bad!r:.80}")
+    return problems
+
+
+def unit_problems(unit) -> list[str]:
+    """What is wrong with ``unit`` (sealed with its format version, without its checksum)
+    against ``UNIT_SCHEMA``; empty when it conforms."""
+    if not isinstance(unit, dict):
+        return [f"a unit must be a JSON object; got {type(unit).__name__}"]
+    kind = unit.get("kind")
+    if not isinstance(kind, str) or kind not in UNIT_SCHEMA:
+        return [f"`kind` must be one of {UNIT_KINDS}; got {kind!r}"]
+    return _field_problems(unit, UNIT_SCHEMA[kind], "")
+
+
+# ----------------------------------------------------------------------- unit names
 
 def unit_name(kind: str, *, config: str = "", candidate: str = "", mode: str = "",
               trial: int | None = None) -> str:
-    """File name of a journal unit; the name is the unit's identity."""
+    """File name of a journal unit; the name is the unit's identity (``UNIT_IDENTITY``)."""
     if kind not in UNIT_KINDS:
         raise ValueError(f"`kind` must be one of {UNIT_KINDS}; got {kind!r}.")
     parts = [kind]
@@ -81,6 +225,31 @@ def unit_name(kind: str, *, config: str = "", candidate: str = "", mode: str = "
         parts.append(f"t{trial}")
     parts += [p for p in (config, candidate, mode) if p]
     return "__".join(parts) + ".json"
+
+
+def _name_of(unit: dict) -> str:
+    return unit_name(unit["kind"], config=unit.get("config", ""),
+                     candidate=unit.get("candidate", ""), mode=unit.get("mode", ""),
+                     trial=unit.get("trial"))
+
+
+def parse_unit_name(name: str) -> dict:
+    """The identity a journal file name holds: ``kind`` and the ``UNIT_IDENTITY`` fields of
+    that kind (``trial`` an int), the inverse of :func:`unit_name`."""
+    parts = name.removesuffix(".json").split("__") if name.endswith(".json") else []
+    kind = parts[0] if parts else None
+    fields = UNIT_IDENTITY.get(kind)
+    if fields is None or len(parts) != 1 + len(fields):
+        raise ValueError(f"`name` must be a journal unit's file name, such as "
+                         f"'timing__t0__B32-H8-S512-D64-fp16__sdpa__graph.json'; got {name!r}.")
+    out = {"kind": kind}
+    for field, part in zip(fields, parts[1:]):
+        if field.name == "trial":
+            if not (part.startswith("t") and part[1:].isdigit()):
+                raise ValueError(f"`name` must carry the trial as t<number>; got {name!r}.")
+            part = int(part[1:])
+        out[field.name] = part
+    return out
 
 
 def candidate_unit_names(config: str, candidate: str, trial: int, modes, profile: bool
@@ -110,6 +279,80 @@ def plan_unit_names(plan: dict) -> dict[int, list[str]]:
     return out
 
 
+# ------------------------------------------------------------------ the run folder
+
+def unit_path(run_dir, name: str) -> Path:
+    """Where the journal unit ``name`` lives in ``run_dir``."""
+    return Path(run_dir) / JOURNAL / name
+
+
+def journal_paths(run_dir, kind: str, **identity) -> list[Path]:
+    """The journal files of one ``kind`` whose identity matches ``identity`` (e.g.
+    ``config=...``, ``candidate=...``), in name order; unreadable names are skipped."""
+    out = []
+    for path in sorted((Path(run_dir) / JOURNAL).glob(f"{kind}__*.json")):
+        try:
+            ident = parse_unit_name(path.name)
+        except ValueError:
+            continue
+        if ident["kind"] == kind and all(ident.get(k) == v for k, v in identity.items()):
+            out.append(path)
+    return out
+
+
+def read_plan(run_dir) -> dict | None:
+    """The sweep plan recorded in ``run_dir`` (``plan.json``), or None before the first."""
+    path = Path(run_dir) / PLAN
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def write_plan(run_dir, plan: dict) -> Path:
+    """Record a sweep plan (its JSON form) in ``run_dir`` (``plan.json``)."""
+    path = Path(run_dir) / PLAN
+    atomic_write_bytes(path, json.dumps(plan, indent=1).encode())
+    return path
+
+
+def write_fatal(run_dir, reason: str) -> Path:
+    """Say why a trial process gave up (``.fatal``), for the sweep that started it."""
+    path = Path(run_dir) / FATAL
+    atomic_write_bytes(path, str(reason).encode())
+    return path
+
+
+def read_fatal(run_dir) -> str:
+    """The reason :func:`write_fatal` left."""
+    return (Path(run_dir) / FATAL).read_text().strip()
+
+
+def _current_path(run_dir, trial: int) -> Path:
+    return Path(run_dir) / f"{CURRENT_PREFIX}{trial}"
+
+
+def write_current(run_dir, trial: int, config: str, candidates) -> Path:
+    """Say which configuration and candidates trial ``trial``'s process is on, so that a
+    crash is recorded against them (:func:`read_current`)."""
+    path = _current_path(run_dir, trial)
+    atomic_write_bytes(path, json.dumps({"config": config,
+                                         "candidates": list(candidates)}).encode())
+    return path
+
+
+def read_current(run_dir, trial: int) -> dict | None:
+    """What :func:`write_current` said for ``trial`` (``config``, ``candidates``), or None."""
+    path = _current_path(run_dir, trial)
+    if not path.exists():
+        return None
+    current = json.loads(path.read_text())
+    return {"config": current["config"],
+            "candidates": current.get("candidates") or [current["candidate"]]}
+
+
+def clear_current(run_dir, trial: int) -> None:
+    """Remove trial ``trial``'s marker of :func:`write_current`."""
+    _current_path(run_dir, trial).unlink(missing_ok=True)
+
+
 def _canonical(obj) -> bytes:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=True).encode()
 
@@ -122,7 +365,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` through a temporary file in the same folder, then rename."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=TEMPORARY_PREFIX, dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -136,20 +379,22 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
 
 
 def write_unit(run_dir, unit: dict) -> Path:
-    """Seal a unit with the format version and its own checksum, and write it atomically."""
-    kind = unit.get("kind")
-    name = unit_name(kind, config=unit.get("config", ""), candidate=unit.get("candidate", ""),
-                     mode=unit.get("mode", ""), trial=unit.get("trial"))
+    """Check a unit against ``UNIT_SCHEMA``, seal it with the format version and its own
+    checksum, and write it atomically under its name (:func:`unit_name`)."""
     body = dict(unit, format_version=RECORD_FORMAT_VERSION)
     body.pop("sha256", None)
+    problems = unit_problems(body)
+    if problems:
+        raise ValueError(f"`unit` must fit the journal's schema (records.UNIT_SCHEMA): "
+                         + "; ".join(problems) + ".")
     body["sha256"] = _sha256_bytes(_canonical(body))
-    path = Path(run_dir) / "journal" / name
+    path = unit_path(run_dir, _name_of(body))
     atomic_write_bytes(path, json.dumps(body, indent=1, allow_nan=True).encode())
     return path
 
 
 def read_unit(path) -> dict:
-    """Read a journal unit and check its checksum and format version."""
+    """Read a journal unit and check its checksum, format version, schema and name."""
     path = Path(path)
     try:
         unit = json.loads(path.read_text())
@@ -162,9 +407,11 @@ def read_unit(path) -> dict:
     claimed = unit.pop("sha256")
     if _sha256_bytes(_canonical(unit)) != claimed:
         raise RecordError(f"{path.name}: checksum mismatch (file edited or corrupted)")
-    if path.name != unit_name(unit["kind"], config=unit.get("config", ""),
-                              candidate=unit.get("candidate", ""), mode=unit.get("mode", ""),
-                              trial=unit.get("trial")):
+    problems = unit_problems(unit)
+    if problems:
+        raise RecordError(f"{path.name}: does not fit the journal's schema: "
+                          + "; ".join(problems))
+    if path.name != _name_of(unit):
         raise RecordError(f"{path.name}: file name does not match its contents")
     return unit
 
@@ -177,7 +424,7 @@ def finished_units(run_dir) -> tuple[set[str], list[str]]:
 
 def _read_journal(run_dir) -> tuple[dict[str, dict], list[str]]:
     """Journal units that verify, by file name in sorted order, and complaints about the rest."""
-    journal = Path(run_dir) / "journal"
+    journal = Path(run_dir) / JOURNAL
     good, bad = {}, []
     if not journal.is_dir():
         return good, bad
@@ -192,7 +439,7 @@ def _read_journal(run_dir) -> tuple[dict[str, dict], list[str]]:
 def clean_temporaries(run_dir) -> int:
     """Remove temporary files an interrupted writer left behind; return how many."""
     n = 0
-    for path in Path(run_dir).rglob(".tmp-*"):
+    for path in Path(run_dir).rglob(f"{TEMPORARY_PREFIX}*"):
         path.unlink()
         n += 1
     return n
@@ -200,19 +447,120 @@ def clean_temporaries(run_dir) -> int:
 
 # ----------------------------------------------------------------------- consolidate
 
-def _units(run_dir) -> list[dict]:
-    return [read_unit(path) for path in sorted((Path(run_dir) / "journal").glob("*.json"))]
+@dataclasses.dataclass(frozen=True)
+class Column:
+    """A column of a consolidated table: its name, the unit field it is read from (a
+    dotted path; ``<list>.<key>`` for a table with one row per record of a unit's list)
+    and how the value is read, ``value(unit, record)``."""
+
+    name: str
+    source: str
+    value: object
 
 
-def _config_fields(key: str) -> dict:
-    return Config.from_key(key).as_dict()
+def _col(name: str, path: str | None = None, default=None, *, falsy: bool = False,
+         convert=None, within: str | None = None) -> Column:
+    """The column ``name`` read at ``path`` (default: ``name``) in the unit, or in the
+    record of the unit's list ``within``; ``default`` where the key is absent (and, with
+    ``falsy``, where its value is empty), then ``convert``."""
+    path = path or name
+    *parents, leaf = path.split(".")
+
+    def value(unit: dict, record: dict | None = None):
+        obj = unit if within is None else record
+        for key in parents:
+            obj = obj.get(key) or {}
+        found = obj.get(leaf, default)
+        if falsy and not found:
+            found = default
+        return found if convert is None else convert(found)
+    return Column(name, path if within is None else f"{within}.{path}", value)
 
 
 def _median(times: list) -> float:
-    """Median that skips NaN, as ``pd.Series(times).median()`` does."""
+    """Median that skips NaN, as ``pd.Series(times).median()`` does; NaN for no times."""
     values = np.asarray(times, dtype=np.float64)
     values = values[~np.isnan(values)]
     return float(np.median(values)) if values.size else math.nan
+
+
+def _number(value) -> float:
+    return math.nan if value is None else float(value)
+
+
+def _json_text(value) -> str:
+    return json.dumps(value, sort_keys=True)
+
+
+_IDENTITY = (_col("config"), _col("candidate"), _col("mode"), _col("trial"))
+# units.parquet: one row per timing unit.
+UNITS_TABLE = (
+    *_IDENTITY, _col("status"), _col("reason", default="", falsy=True),
+    _col("n_samples", "times_ms", [], falsy=True, convert=len),
+    _col("median_ms", "times_ms", [], falsy=True, convert=_median),
+    _col("clock", "timing.clock", ""), _col("stop_reason", "timing.stop_reason", ""),
+    _col("ci_rel_halfwidth", "timing.ci_rel_halfwidth", math.nan),
+    _col("calls_per_sample", "timing.calls_per_sample", 0, falsy=True),
+    _col("sm_clock_start_mhz", "gpu_state_start.sm_clock_mhz"),
+    _col("sm_clock_end_mhz", "gpu_state_end.sm_clock_mhz"),
+    _col("temperature_start_c", "gpu_state_start.temperature_c"),
+    _col("temperature_end_c", "gpu_state_end.temperature_c"),
+    _col("started_utc", default=""), _col("elapsed_s", default=math.nan),
+    _col("measurement_id", default=""), _col("info", default={}, falsy=True, convert=_json_text))
+# placements.parquet (format 2): one row per placement record of an ``ok`` timing unit.
+PLACEMENTS_TABLE = (
+    *_IDENTITY[:3], _col("trial", convert=int),
+    _col("placement", within="placements", convert=int),
+    Column("round", "placements.round", lambda u, r: int(r.get("round", r["placement"]))),
+    _col("position", default=0, convert=int, within="placements"),
+    _col("pad_bytes", default=0, convert=int, within="placements"),
+    _col("n_samples", "times_ms", convert=len, within="placements"),
+    _col("median_ms", "times_ms", convert=_median, within="placements"),
+    _col("kernel_ms", convert=_number, within="placements"),
+    _col("calls_per_sample", "timing.calls_per_sample", 0, falsy=True, convert=int,
+         within="placements"),
+    *(_col(f"{what}_{edge}_{unit}", f"gpu_state_{edge}.{what}_{unit}", convert=_number,
+           within="placements")
+      for what, unit in (("sm_clock", "mhz"), ("temperature", "c"))
+      for edge in ("start", "end")))
+# correctness.parquet: one row per correctness unit.
+CORRECTNESS_TABLE = (
+    _col("config"), _col("candidate"), _col("trial"), _col("status"),
+    _col("passed", "result.passed", False, convert=bool),
+    *(_col(name, f"result.{name}", math.nan) for name in ("rel_error", "max_abs_error",
+                                                          "threshold")),
+    _col("nonfinite", "result.nonfinite", 0, convert=int),
+    Column("reason", "reason", lambda u, r: (u.get("reason") or (u.get("result") or {})
+                                              .get("reason") or "")))
+# kernels.parquet: one row per kernel of a kernels unit.
+KERNELS_TABLE = (_col("config"), _col("candidate"), _col("kernel", "name", within="kernels"),
+                 _col("calls_per_call", within="kernels"),
+                 _col("device_ms_per_call", within="kernels"))
+# samples.parquet: one row per sample of an ``ok`` timing unit (placement: format 2).
+SAMPLE_COLUMNS_V1 = ("config", *CONFIG_FIELDS, "candidate", "mode", "trial", "sample", "ms")
+SAMPLE_COLUMNS = SAMPLE_COLUMNS_V1[:10] + ("placement",) + SAMPLE_COLUMNS_V1[10:]
+UNIT_COLUMNS = tuple(c.name for c in UNITS_TABLE)
+PLACEMENT_COLUMNS = tuple(c.name for c in PLACEMENTS_TABLE)
+CORRECTNESS_COLUMNS = tuple(c.name for c in CORRECTNESS_TABLE)
+KERNEL_COLUMNS = tuple(c.name for c in KERNELS_TABLE)
+
+
+def table_columns(version: int = RECORD_FORMAT_VERSION) -> dict[str, tuple]:
+    """The Parquet tables a run of format ``version`` holds, with their columns."""
+    tables = {"samples.parquet": SAMPLE_COLUMNS if version >= 2 else SAMPLE_COLUMNS_V1,
+              "units.parquet": UNIT_COLUMNS, "correctness.parquet": CORRECTNESS_COLUMNS,
+              "kernels.parquet": KERNEL_COLUMNS}
+    if version >= 2:
+        tables["placements.parquet"] = PLACEMENT_COLUMNS
+    return tables
+
+
+def _row(table: tuple, unit: dict, record: dict | None = None) -> dict:
+    return {c.name: c.value(unit, record) for c in table}
+
+
+def _units(run_dir) -> list[dict]:
+    return [read_unit(path) for path in sorted((Path(run_dir) / JOURNAL).glob("*.json"))]
 
 
 def _placement_index(unit: dict) -> np.ndarray:
@@ -226,16 +574,16 @@ def _placement_index(unit: dict) -> np.ndarray:
 
 def _samples(timed: list[dict], version: int = RECORD_FORMAT_VERSION) -> pd.DataFrame:
     """One row per raw sample of the ``ok`` timing units, built column by column."""
-    columns = SAMPLE_COLUMNS if version >= 2 else SAMPLE_COLUMNS_V1
+    columns = table_columns(version)["samples.parquet"]
     if not timed:
         return pd.DataFrame([], columns=list(columns))
     counts = [len(u["times_ms"]) for u in timed]
 
     def repeat(values):
         return np.repeat(np.array(values, dtype=object), counts)
-    fields = [_config_fields(u["config"]) for u in timed]
+    fields = [Config.from_key(u["config"]).as_dict() for u in timed]
     cols = {"config": repeat([u["config"] for u in timed])}
-    for key in ("batch", "heads", "seq_len", "head_dim", "dtype", "causal"):
+    for key in CONFIG_FIELDS:
         cols[key] = repeat([f[key] for f in fields])
     for key in ("candidate", "mode", "trial"):
         cols[key] = repeat([u[key] for u in timed])
@@ -253,78 +601,24 @@ def _samples(timed: list[dict], version: int = RECORD_FORMAT_VERSION) -> pd.Data
     return s
 
 
-def _placement_rows(u: dict) -> list[dict]:
-    """placements.parquet rows of one ``ok`` timing unit of protocol 2."""
-    rows = []
-    for rec in u.get("placements") or []:
-        start, end = rec.get("gpu_state_start") or {}, rec.get("gpu_state_end") or {}
-        times = rec["times_ms"]
-        kernel = rec.get("kernel_ms")
-        rows.append({"config": u["config"], "candidate": u["candidate"], "mode": u["mode"],
-                     "trial": int(u["trial"]), "placement": int(rec["placement"]),
-                     "round": int(rec.get("round", rec["placement"])),
-                     "position": int(rec.get("position", 0)),
-                     "pad_bytes": int(rec.get("pad_bytes", 0)), "n_samples": len(times),
-                     "median_ms": _median(times) if times else math.nan,
-                     "kernel_ms": math.nan if kernel is None else float(kernel),
-                     "calls_per_sample": int((rec.get("timing") or {}).get("calls_per_sample")
-                                             or 0),
-                     "sm_clock_start_mhz": _number(start.get("sm_clock_mhz")),
-                     "sm_clock_end_mhz": _number(end.get("sm_clock_mhz")),
-                     "temperature_start_c": _number(start.get("temperature_c")),
-                     "temperature_end_c": _number(end.get("temperature_c"))})
-    return rows
-
-
-def _number(value) -> float:
-    return math.nan if value is None else float(value)
-
-
 def _tables(units: list[dict], version: int = RECORD_FORMAT_VERSION) -> dict[str, pd.DataFrame]:
     timed, rows, corr, kern, places = [], [], [], [], []
     for u in units:
         if u["kind"] == "timing":
-            start, end = u.get("gpu_state_start") or {}, u.get("gpu_state_end") or {}
-            times = u.get("times_ms") or []
-            timing = u.get("timing") or {}
-            rows.append({
-                "config": u["config"], "candidate": u["candidate"], "mode": u["mode"],
-                "trial": u["trial"], "status": u["status"], "reason": u.get("reason") or "",
-                "n_samples": len(times),
-                "median_ms": _median(times) if times else math.nan,
-                "clock": timing.get("clock", ""), "stop_reason": timing.get("stop_reason", ""),
-                "ci_rel_halfwidth": timing.get("ci_rel_halfwidth", math.nan),
-                "calls_per_sample": timing.get("calls_per_sample", 0) or 0,
-                "sm_clock_start_mhz": start.get("sm_clock_mhz"),
-                "sm_clock_end_mhz": end.get("sm_clock_mhz"),
-                "temperature_start_c": start.get("temperature_c"),
-                "temperature_end_c": end.get("temperature_c"),
-                "started_utc": u.get("started_utc", ""), "elapsed_s": u.get("elapsed_s", math.nan),
-                "measurement_id": u.get("measurement_id", ""),
-                "info": json.dumps(u.get("info") or {}, sort_keys=True),
-            })
-            if u["status"] == "ok" and times:
+            rows.append(_row(UNITS_TABLE, u))
+            if u["status"] == "ok" and u.get("times_ms"):
                 timed.append(u)
-                places += _placement_rows(u)
+                places += [_row(PLACEMENTS_TABLE, u, rec) for rec in u.get("placements") or []]
         elif u["kind"] == "correctness":
-            c = u.get("result") or {}
-            corr.append({"config": u["config"], "candidate": u["candidate"], "trial": u["trial"],
-                         "status": u["status"], "passed": bool(c.get("passed", False)),
-                         "rel_error": c.get("rel_error", math.nan),
-                         "max_abs_error": c.get("max_abs_error", math.nan),
-                         "threshold": c.get("threshold", math.nan),
-                         "nonfinite": int(c.get("nonfinite", 0)),
-                         "reason": u.get("reason") or c.get("reason") or ""})
+            corr.append(_row(CORRECTNESS_TABLE, u))
         elif u["kind"] == "kernels":
-            for k in u.get("kernels") or []:
-                kern.append({"config": u["config"], "candidate": u["candidate"],
-                             "kernel": k["name"], "calls_per_call": k["calls_per_call"],
-                             "device_ms_per_call": k["device_ms_per_call"]})
+            kern += [_row(KERNELS_TABLE, u, k) for k in u.get("kernels") or []]
+    columns = table_columns(version)
     tables = {
         "samples.parquet": _samples(timed, version),
-        "units.parquet": pd.DataFrame(rows, columns=list(UNIT_COLUMNS)),
-        "correctness.parquet": pd.DataFrame(corr, columns=list(CORRECTNESS_COLUMNS)),
-        "kernels.parquet": pd.DataFrame(kern, columns=list(KERNEL_COLUMNS)),
+        "units.parquet": pd.DataFrame(rows, columns=list(columns["units.parquet"])),
+        "correctness.parquet": pd.DataFrame(corr, columns=list(columns["correctness.parquet"])),
+        "kernels.parquet": pd.DataFrame(kern, columns=list(columns["kernels.parquet"])),
     }
     if version >= 2:
         tables["placements.parquet"] = _placement_frame(places)
@@ -376,11 +670,12 @@ def finalize(run_dir, run_info: dict) -> Path:
     run_dir = Path(run_dir)
     units = _units(run_dir)
     for name, frame in _tables(units, RECORD_FORMAT_VERSION).items():
-        tmp = run_dir / f".tmp-{name}"
+        tmp = run_dir / f"{TEMPORARY_PREFIX}{name}"
         frame.to_parquet(tmp, index=False)
         os.replace(tmp, run_dir / name)
     views = {**_journal_views(units),
-             "run.json": dict(run_info, format_version=RECORD_FORMAT_VERSION, run_id=run_dir.name)}
+             RUN_INFO: dict(run_info, format_version=RECORD_FORMAT_VERSION,
+                            run_id=run_dir.name)}
     for name, obj in views.items():
         atomic_write_bytes(run_dir / name, _json_bytes(obj))
     return write_manifest(run_dir)
@@ -447,18 +742,14 @@ def verify(run_dir) -> list[str]:
             problems.append(f"{rel}: SHA-256 does not match the manifest")
     for rel in sorted(present - set(files)):
         problems.append(f"{rel}: present but not listed in the manifest")
-    for name in _tables_of(version) + JSON_VIEWS:
+    expected = table_columns(version)
+    for name in tuple(expected) + JSON_VIEWS:
         if name not in present:
             problems.append(f"{name}: missing")
     if problems:
         return problems
     units, bad = _read_journal(run_dir)
     problems += [f"journal/{b}" for b in bad]
-    expected = {"samples.parquet": SAMPLE_COLUMNS if version >= 2 else SAMPLE_COLUMNS_V1,
-                "units.parquet": UNIT_COLUMNS,
-                "correctness.parquet": CORRECTNESS_COLUMNS, "kernels.parquet": KERNEL_COLUMNS}
-    if version >= 2:
-        expected["placements.parquet"] = PLACEMENT_COLUMNS
     stored = {}
     for name, columns in expected.items():
         try:
@@ -485,17 +776,21 @@ def _plan_agrees(run_dir: Path, journal_names: set[str]) -> list[str]:
     Runs whose ``run.json`` holds no sweep plan (no ``trials``) are not checked.
     """
     try:
-        plan = json.loads((run_dir / "run.json").read_text()).get("plan")
+        plan = json.loads((run_dir / RUN_INFO).read_text()).get("plan")
     except (OSError, ValueError, AttributeError) as exc:
         return [f"run.json: unreadable ({exc})"]
     if not isinstance(plan, dict) or "trials" not in plan:
         return []
     problems = []
     try:
-        if json.loads((run_dir / "plan.json").read_text()) != plan:
-            problems.append("plan.json: differs from the plan in run.json")
+        recorded = read_plan(run_dir)
     except (OSError, ValueError) as exc:
         problems.append(f"plan.json: missing or unreadable ({exc})")
+    else:
+        if recorded is None:
+            problems.append("plan.json: missing or unreadable (no such file)")
+        elif recorded != plan:
+            problems.append("plan.json: differs from the plan in run.json")
     try:
         wanted = {n for names in plan_unit_names(plan).values() for n in names}
     except (KeyError, TypeError, ValueError) as exc:
@@ -508,11 +803,6 @@ def _plan_agrees(run_dir: Path, journal_names: set[str]) -> list[str]:
         problems.append(f"run.json: the journal holds {len(extra)} unit(s) the plan does not "
                         f"call for, first journal/{extra[0]}")
     return problems
-
-
-def _tables_of(version: int) -> tuple:
-    """The Parquet tables a run of format ``version`` holds."""
-    return TABLES if version >= 2 else TABLES_V1
 
 
 def _journal_agrees(run_dir: Path, units: list[dict], stored: dict, version: int) -> list[str]:
@@ -649,7 +939,7 @@ def load(run_dir) -> Run:
                correctness=pd.read_parquet(run_dir / "correctness.parquet"),
                kernels=pd.read_parquet(run_dir / "kernels.parquet"),
                ceilings=read_json("ceilings.json"), fingerprint=read_json("fingerprint.json"),
-               info=read_json("run.json"))
+               info=read_json(RUN_INFO))
 
 
 def find_runs(root="data/runs") -> list[Path]:

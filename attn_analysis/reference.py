@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from attn_analysis.configs import DTYPES, Config
+from attn_analysis.configs import DTYPES
 
 DEFAULT_PATH = Path(__file__).resolve().parents[1] / "data" / "reference" / "l4_reported.csv"
 
@@ -156,18 +156,3 @@ def load_reported(path=None) -> pd.DataFrame:
     except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as exc:
         raise ValueError(f"{path.name}: not a readable CSV table ({exc}).") from exc
     return _validate(raw, path.name)
-
-
-def for_config(table: pd.DataFrame, config: Config) -> pd.DataFrame:
-    """Rows of ``table`` about exactly the shape and dtype of ``config``.
-
-    The reports measured non-causal attention only, so a causal ``config`` matches nothing.
-    """
-    if not isinstance(config, Config):
-        raise ValueError(
-            f"`config` must be an attn_analysis.configs.Config; got {type(config).__name__}.")
-    mask = ((table["batch"] == config.batch) & (table["heads"] == config.heads)
-            & (table["seq_len"] == config.seq_len) & (table["head_dim"] == config.head_dim)
-            & (table["dtype"] == config.dtype)).fillna(False).astype(bool)
-    mask &= not config.causal
-    return table[mask]

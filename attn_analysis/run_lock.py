@@ -33,7 +33,6 @@ import threading
 import time
 from pathlib import Path
 
-RUN_MARKERS = ("plan.json", "manifest.json", "journal")
 REPO_MARKERS = (".git", "pyproject.toml", "attn_analysis")
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 ORPHAN_EXIT = 75
@@ -44,12 +43,15 @@ class FolderBusy(RuntimeError):
 
 
 def _is_run(path: Path) -> bool:
-    return any((path / m).exists() for m in RUN_MARKERS)
+    from . import records  # imported here: a worker's die_with_parent needs no pandas
+    return any((path / m).exists() for m in (records.PLAN, records.MANIFEST, records.JOURNAL))
 
 
 def _listing(path: Path) -> list[str]:
     """Entries of a folder, ignoring temporary files an interrupted writer left behind."""
-    return sorted(p.name for p in path.iterdir() if not p.name.startswith(".tmp-"))
+    from . import records
+    return sorted(p.name for p in path.iterdir()
+                  if not p.name.startswith(records.TEMPORARY_PREFIX))
 
 
 def check_run_folder(path, name: str = "out_dir") -> Path:
@@ -67,8 +69,9 @@ def check_run_folder(path, name: str = "out_dir") -> Path:
     allowed = "a new folder, an empty one, or an existing run folder to resume"
     if full.exists() and not full.is_dir():
         raise ValueError(f"`{name}` must be {allowed}; {str(path)!r} is a file.")
+    from . import records
     for parent in full.parents:
-        if any((parent / m).is_file() for m in ("plan.json", "manifest.json")):
+        if any((parent / m).is_file() for m in (records.PLAN, records.MANIFEST)):
             raise ValueError(f"`{name}` must be {allowed}; {str(path)!r} lies inside the "
                              f"run folder {parent}.")
     if full.is_dir() and not _is_run(full):

@@ -17,6 +17,8 @@ import numpy as np
 from scipy import special as _sp
 from scipy import stats as _st
 
+from . import _validate
+
 BOOTSTRAP_METHODS = ("percentile", "basic", "BCa")
 _CHUNK_ELEMENTS = 1 << 22  # resampled values held at once (about 32 MiB of float64)
 
@@ -99,25 +101,9 @@ class ReportsProtocol:
 
 # -------------------------------------------------------------------------- validation
 
-def _open_interval_iv(name: str, value, low: float, high: float) -> float:
-    """Return ``value`` as a float strictly inside (low, high), or raise naming ``name``."""
-    if (isinstance(value, bool) or not isinstance(value, numbers.Real)
-            or not low < float(value) < high):
-        raise ValueError(f"`{name}` must be a number in ({low:g}, {high:g}); got {value!r}.")
-    return float(value)
-
-
 def _confidence_iv(confidence) -> float:
     """Check that ``confidence`` lies strictly between 0 and 1."""
-    return _open_interval_iv("confidence", confidence, 0.0, 1.0)
-
-
-def _n_resamples_iv(n_resamples) -> int:
-    """Check that ``n_resamples`` is a positive integer."""
-    if (isinstance(n_resamples, bool) or not isinstance(n_resamples, numbers.Integral)
-            or n_resamples < 1):
-        raise ValueError(f"`n_resamples` must be a positive integer; got {n_resamples!r}.")
-    return int(n_resamples)
+    return _validate.number_in("confidence", confidence, 0.0, 1.0)
 
 
 def _seed_iv(seed) -> np.random.Generator:
@@ -177,13 +163,6 @@ def _nested_iv(name: str, x) -> list[list[np.ndarray]]:
     return [[t] for t in _trials_iv(name, x)]
 
 
-def _choice_iv(name: str, value, allowed: tuple) -> str:
-    """Check that ``value`` is one of ``allowed``."""
-    if not isinstance(value, str) or value not in allowed:
-        raise ValueError(f"`{name}` must be one of {allowed}; got {value!r}.")
-    return value
-
-
 def _statistic_iv(statistic):
     """Check that ``statistic`` is callable."""
     if not callable(statistic):
@@ -191,18 +170,9 @@ def _statistic_iv(statistic):
     return statistic
 
 
-def _holm_iv(pvalues) -> np.ndarray:
-    """Return ``pvalues`` as a 1-D float array with values in [0, 1]."""
-    arr = _sample_iv("pvalues", pvalues)
-    if ((arr < 0) | (arr > 1)).any():
-        raise ValueError("`pvalues` must hold values in [0, 1]; got values outside it.")
-    return arr
-
-
 def _counts_iv(successes, trials) -> tuple[int, int]:
     """Check 0 <= ``successes`` <= ``trials`` and ``trials`` >= 1, both integers."""
-    if isinstance(trials, bool) or not isinstance(trials, numbers.Integral) or trials < 1:
-        raise ValueError(f"`trials` must be a positive integer; got {trials!r}.")
+    trials = _validate.positive_integer("trials", trials)
     if (isinstance(successes, bool) or not isinstance(successes, numbers.Integral)
             or not 0 <= successes <= trials):
         raise ValueError(f"`successes` must be an integer in [0, trials={trials}]; "
@@ -213,7 +183,7 @@ def _counts_iv(successes, trials) -> tuple[int, int]:
 def _ratio_iv(baseline, candidate, n_resamples, seed):
     """Validate the arguments shared by the ratio functions (processes -> placements)."""
     return (_nested_iv("baseline", baseline), _nested_iv("candidate", candidate),
-            _n_resamples_iv(n_resamples), _seed_iv(seed))
+            _validate.positive_integer("n_resamples", n_resamples), _seed_iv(seed))
 
 
 # --------------------------------------------------------------------------- intervals
@@ -313,9 +283,9 @@ def bootstrap_ci(x, statistic=np.median, confidence: float = 0.95, n_resamples: 
     x = _sample_iv("x", x)
     statistic = _statistic_iv(statistic)
     confidence = _confidence_iv(confidence)
-    n_resamples = _n_resamples_iv(n_resamples)
+    n_resamples = _validate.positive_integer("n_resamples", n_resamples)
     rng = _seed_iv(seed)
-    method = _choice_iv("method", method, BOOTSTRAP_METHODS)
+    method = _validate.choice("method", method, BOOTSTRAP_METHODS)
 
     try:
         vectorised = "axis" in inspect.signature(statistic).parameters
@@ -509,12 +479,8 @@ def median_ci_trials(trials, confidence: float = 0.95, n_resamples: int = 10_000
     ----------
     trials : array_like or sequence of array_like
         Positive finite times, one 1-D sample per independent trial (process).
-    confidence : float
-        Two-sided coverage in (0, 1); default 0.95.
-    n_resamples : int
-        Bootstrap resamples, at least 1; default 10 000.
-    seed : int or None
-        Seed of ``np.random.default_rng``; default 42.
+    confidence, n_resamples, seed
+        As in :func:`ratio_ci`.
 
     Returns
     -------
@@ -619,7 +585,7 @@ def hedges_g(a, b, correction: str = "exact") -> float:
     0.0
     """
     a, b = _sample_iv("a", a, min_size=2), _sample_iv("b", b, min_size=2)
-    correction = _choice_iv("correction", correction, ("exact", "approx"))
+    correction = _validate.choice("correction", correction, ("exact", "approx"))
     df = a.size + b.size - 2
     if correction == "exact":
         j = float(np.exp(_sp.gammaln(df / 2) - _sp.gammaln((df - 1) / 2)) / np.sqrt(df / 2))
@@ -672,7 +638,7 @@ def mann_whitney(a, b) -> float:
     Parameters
     ----------
     a, b : array_like
-        One-dimensional samples of finite values, at least 1 each.
+        The two samples: one-dimensional, finite, one value each at the least.
 
     Returns
     -------
@@ -696,43 +662,6 @@ def mann_whitney(a, b) -> float:
     """
     a, b = _sample_iv("a", a), _sample_iv("b", b)
     return float(_st.mannwhitneyu(a, b, alternative="two-sided").pvalue)
-
-
-def holm(pvalues) -> np.ndarray:
-    """Holm-Bonferroni adjusted p-values, in the input order.
-
-    Parameters
-    ----------
-    pvalues : array_like
-        One-dimensional p-values in [0, 1], at least one.
-
-    Returns
-    -------
-    numpy.ndarray
-        With ``p_(1) <= ... <= p_(m)`` sorted, ``adj_(i) = min(1, max_{j <= i} (m - j + 1)
-        p_(j))``: monotone in ``p`` and capped at 1. Reject where ``adj <= alpha``.
-
-    Notes
-    -----
-    Controls the family-wise error rate under any dependence between the tests.
-
-    References
-    ----------
-    .. [1] S. Holm, "A simple sequentially rejective multiple test procedure",
-       *Scandinavian J. Statistics* 6(2), 1979.
-
-    Examples
-    --------
-    >>> holm([0.01, 0.04, 0.03, 0.005]).round(3).tolist()
-    [0.03, 0.06, 0.06, 0.02]
-    """
-    p = _holm_iv(pvalues)
-    m = p.size
-    order = np.argsort(p, kind="stable")
-    adj = np.minimum(1.0, np.maximum.accumulate((m - np.arange(m)) * p[order]))
-    out = np.empty(m)
-    out[order] = adj
-    return out
 
 
 # ------------------------------------------------------------------ equivalence, verdict
@@ -786,16 +715,10 @@ def tost_ratio(baseline, candidate, margin: float, alpha: float = 0.05,
     True
     """
     base, cand, n_resamples, rng = _ratio_iv(baseline, candidate, n_resamples, seed)
-    margin = _open_interval_iv("margin", margin, 0.0, 1.0)
-    alpha = _open_interval_iv("alpha", alpha, 0.0, 0.5)
+    margin = _validate.number_in("margin", margin, 0.0, 1.0)
+    alpha = _validate.number_in("alpha", alpha, 0.0, 0.5)
     ratio, reps = _ratio_replicates(base, cand, n_resamples, rng)
     return _tost_from(ratio, reps, alpha, margin, base, cand)
-
-
-def _count_iv(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"`{name}` must be a positive integer; got {value!r}.")
-    return int(value)
 
 
 def decide(ratio: float, reps: np.ndarray, margin: float = 0.02, confidence: float = 0.95,
@@ -807,9 +730,9 @@ def decide(ratio: float, reps: np.ndarray, margin: float = 0.02, confidence: flo
     drawn differently, are judged by one rule. See :func:`compare` for the rule.
     """
     confidence = _confidence_iv(confidence)
-    margin = _open_interval_iv("margin", margin, 0.0, 1.0)
-    alpha = _open_interval_iv("alpha", alpha, 0.0, 0.5)
-    m = _count_iv("n_comparisons", n_comparisons)
+    margin = _validate.number_in("margin", margin, 0.0, 1.0)
+    alpha = _validate.number_in("alpha", alpha, 0.0, 0.5)
+    m = _validate.positive_integer("n_comparisons", n_comparisons)
     base, cand = [None] * n_baseline, [None] * n_candidate
     ci = _ratio_ci_from(ratio, reps, 1.0 - (1.0 - confidence) / m, base, cand)
     tost = _tost_from(ratio, reps, alpha / m, margin, base, cand)

@@ -14,20 +14,16 @@ The notebooks glue what these return into the book.
 from __future__ import annotations
 
 import math
-import numbers
 import re
 
 import numpy as np
 import pandas as pd
 
-from . import stats, workload
-from .configs import MATRICES, TARGET, Config
+from . import _validate, stats, workload
+from .configs import BASELINE, CONFIG_FIELDS, MODES, TARGET, Config
+from .configs import parse_shapes  # noqa: F401 (notebook_support calls summaries.parse_shapes)
 
-BASELINE = "sdpa"
-MODES = ("per_call", "cold_l2", "graph")
-CONFIG_FIELDS = ("batch", "heads", "seq_len", "head_dim", "dtype", "causal")
 SWEEP_AXES = ("seq_len", "batch", "heads")
-SAMPLE_KEYS = ("config", "candidate", "mode", "trial", "ms")
 
 # Kernel-name patterns, first match wins: which implementation a profiled kernel belongs to.
 KERNEL_FAMILIES = (
@@ -40,44 +36,6 @@ KERNEL_FAMILIES = (
     (r"softmax", "softmax"),
     (r"^Memset|memset|fill", "memset / fill"),
 )
-
-
-# --------------------------------------------------------------------------- validation
-
-def _frame_iv(name: str, df, columns) -> pd.DataFrame:
-    """Check that ``df`` is a DataFrame holding ``columns``; name the missing ones."""
-    if not isinstance(df, pd.DataFrame):
-        raise ValueError(f"`{name}` must be a pandas DataFrame; got {type(df).__name__}.")
-    missing = [c for c in columns if c not in df.columns]
-    if missing:
-        raise ValueError(f"`{name}` must have columns {list(columns)}; missing {missing}.")
-    return df
-
-
-def _modes_iv(modes) -> tuple[str, ...]:
-    """Return ``modes`` (a name or a sequence of names from MODES) as a tuple."""
-    modes = (modes,) if isinstance(modes, str) else tuple(modes)
-    bad = [m for m in modes if m not in MODES]
-    if not modes or bad:
-        raise ValueError(f"`modes` must be drawn from {MODES}; got {modes!r}.")
-    return modes
-
-
-def _resamples_iv(n_resamples) -> int:
-    """Check that ``n_resamples`` is a positive integer."""
-    if (isinstance(n_resamples, bool) or not isinstance(n_resamples, numbers.Integral)
-            or n_resamples < 1):
-        raise ValueError(f"`n_resamples` must be a positive integer; got {n_resamples!r}.")
-    return int(n_resamples)
-
-
-def _samples_iv(samples) -> pd.DataFrame:
-    """Check the tidy samples table and that its times are positive and finite."""
-    df = _frame_iv("samples", samples, SAMPLE_KEYS)
-    ms = df["ms"].to_numpy(dtype=float)
-    if len(ms) and not (np.isfinite(ms) & (ms > 0)).all():
-        raise ValueError("`samples` column `ms` must hold positive finite times.")
-    return df
 
 
 # --------------------------------------------------------------------------- helpers
@@ -99,7 +57,7 @@ def _with_fields(df: pd.DataFrame) -> pd.DataFrame:
 def trial_arrays(samples: pd.DataFrame, config: str, candidate: str, mode: str
                  ) -> list[np.ndarray]:
     """The samples of one (config, candidate, mode), one array per trial, in trial order."""
-    df = _samples_iv(samples)
+    df = _validate.samples(samples)
     sel = df[(df["config"] == config) & (df["candidate"] == candidate) & (df["mode"] == mode)]
     return [g["ms"].to_numpy(dtype=float) for _, g in sel.groupby("trial", sort=True)]
 
@@ -120,7 +78,7 @@ def process_groups(frame: pd.DataFrame) -> list:
 
 def trial_medians(samples: pd.DataFrame) -> pd.DataFrame:
     """Median of each trial (process) per configuration, candidate and mode."""
-    df = _samples_iv(samples)
+    df = _validate.samples(samples)
     out = (df.groupby(["config", "candidate", "mode", "trial"])["ms"]
            .agg(median_ms="median", n_samples="size").reset_index())
     return _with_fields(out)
@@ -138,10 +96,10 @@ def latency_table(samples: pd.DataFrame, modes=MODES, ci_modes=None, confidence:
     per trial make the bootstrap slow. ``trial_spread`` is max/min of the trial medians
     minus one: the between-process spread that a pooled bootstrap would hide.
     """
-    df = _samples_iv(samples)
-    modes = _modes_iv(modes)
-    ci_modes = modes if ci_modes is None else _modes_iv(ci_modes)
-    n_resamples = _resamples_iv(n_resamples)
+    df = _validate.samples(samples)
+    modes = _validate.modes(modes)
+    ci_modes = modes if ci_modes is None else _validate.modes(ci_modes)
+    n_resamples = _validate.positive_integer("n_resamples", n_resamples)
     rows = []
     for (config, cand, mode), g in df[df["mode"].isin(modes)].groupby(
             ["config", "candidate", "mode"], sort=True):
@@ -186,9 +144,9 @@ def speedup_table(samples: pd.DataFrame, baseline: str = BASELINE, modes=("graph
     counted), so ``confidence`` is family-wise; the column ``n_comparisons`` says which m
     was used. Runs of protocol 2 are resampled by process, placement and sample.
     """
-    df = _samples_iv(samples)
-    modes = _modes_iv(modes)
-    n_resamples = _resamples_iv(n_resamples)
+    df = _validate.samples(samples)
+    modes = _validate.modes(modes)
+    n_resamples = _validate.positive_integer("n_resamples", n_resamples)
     if not isinstance(baseline, str) or baseline not in set(df["candidate"]):
         raise ValueError(f"`baseline` must be a candidate present in `samples` "
                          f"({sorted(set(df['candidate']))}); got {baseline!r}.")
@@ -227,7 +185,7 @@ def speedup_table(samples: pd.DataFrame, baseline: str = BASELINE, modes=("graph
 
 def verdict_counts(speedups: pd.DataFrame, exclude_baseline: bool = True) -> pd.DataFrame:
     """How many comparisons per mode ended in each verdict (baseline-vs-itself left out)."""
-    df = _frame_iv("speedups", speedups, ("mode", "candidate", "baseline", "verdict"))
+    df = _validate.frame("speedups", speedups, ("mode", "candidate", "baseline", "verdict"))
     if exclude_baseline:
         df = df[df["candidate"] != df["baseline"]]
     out = df.groupby(["mode", "verdict"]).size().unstack("verdict", fill_value=0)
@@ -246,11 +204,11 @@ def fastest_table(latency: pd.DataFrame, speedups: pd.DataFrame, mode: str = "gr
     candidate is shown faster than the baseline at that configuration, whatever the point
     estimates say.
     """
-    lat = _frame_iv("latency", latency, ("config", "candidate", "mode", "median_ms",
-                                         "ci_low_ms", "ci_high_ms"))
-    spd = _frame_iv("speedups", speedups, ("config", "candidate", "mode", "speedup",
-                                           "ci_low", "ci_high", "verdict"))
-    (mode,) = _modes_iv(mode)
+    lat = _validate.frame("latency", latency, ("config", "candidate", "mode", "median_ms",
+                                               "ci_low_ms", "ci_high_ms"))
+    spd = _validate.frame("speedups", speedups, ("config", "candidate", "mode", "speedup",
+                                                 "ci_low", "ci_high", "verdict"))
+    (mode,) = _validate.modes(mode)
     lat, spd = lat[lat["mode"] == mode], spd[spd["mode"] == mode]
     rows = []
     for config, g in lat.groupby("config", sort=False):
@@ -291,12 +249,12 @@ def kernel_vs_library(samples: pd.DataFrame, kernel: str = "triton",
     skipped. The table is one family: its intervals are Bonferroni-adjusted over its rows
     (``n_comparisons``).
     """
-    df = _samples_iv(samples)
-    (mode,) = _modes_iv(mode)
+    df = _validate.samples(samples)
+    (mode,) = _validate.modes(mode)
     libraries = (libraries,) if isinstance(libraries, str) else tuple(libraries)
     if not libraries:
         raise ValueError("`libraries` must name at least one candidate.")
-    n_resamples = _resamples_iv(n_resamples)
+    n_resamples = _validate.positive_integer("n_resamples", n_resamples)
     df = df[df["mode"] == mode]
     pairs = []
     for config, g in df.groupby("config", sort=True):
@@ -327,7 +285,7 @@ def tuning_table(units: pd.DataFrame, candidate: str = "triton") -> pd.DataFrame
     """Per configuration: the tuning a candidate recorded in its timing units' ``info``
     (the first trial that has one), one column per tuning key."""
     import json
-    df = _frame_iv("units", units, ("config", "candidate", "trial", "info"))
+    df = _validate.frame("units", units, ("config", "candidate", "trial", "info"))
     df = df[df["candidate"] == candidate].sort_values("trial")
     rows = {}
     for config, info in zip(df["config"], df["info"]):
@@ -354,7 +312,7 @@ def throughput_table(latency: pd.DataFrame, ceilings: dict | None = None,
     ``workload.HARDWARE``'s dense tensor-core and memory peaks for ``device_name``; NaN
     for a device not in that table).
     """
-    df = _frame_iv("latency", latency, ("config", "median_ms", "ci_low_ms", "ci_high_ms"))
+    df = _validate.frame("latency", latency, ("config", "median_ms", "ci_low_ms", "ci_high_ms"))
     df = df.copy()
     cfgs = [Config.from_key(k) for k in df["config"]]
     ceilings = ceilings or {}
@@ -364,10 +322,10 @@ def throughput_table(latency: pd.DataFrame, ceilings: dict | None = None,
     df["flops"] = [workload.flops(c) for c in cfgs]
     df["min_bytes"] = [workload.min_bytes(c) for c in cfgs]
     df["intensity"] = df["flops"] / df["min_bytes"]
-    df["tflops"] = df["flops"] / (df["median_ms"] * 1e-3) / 1e12
-    df["tflops_low"] = df["flops"] / (df["ci_high_ms"] * 1e-3) / 1e12
-    df["tflops_high"] = df["flops"] / (df["ci_low_ms"] * 1e-3) / 1e12
-    df["eff_gbs"] = df["min_bytes"] / (df["median_ms"] * 1e-3) / 1e9
+    df["tflops"] = workload.tflops_rate(df["flops"], df["median_ms"])
+    df["tflops_low"] = workload.tflops_rate(df["flops"], df["ci_high_ms"])
+    df["tflops_high"] = workload.tflops_rate(df["flops"], df["ci_low_ms"])
+    df["eff_gbs"] = workload.gbs_rate(df["min_bytes"], df["median_ms"])
     df["frac_matmul"] = df["tflops"] / mm
     df["frac_copy"] = df["eff_gbs"] / cp
     peak = [spec.peak_tflops(c.dtype) if spec else math.nan for c in cfgs]
@@ -386,7 +344,7 @@ def sweep_table(df: pd.DataFrame, axis: str) -> pd.DataFrame:
     """
     if axis not in SWEEP_AXES:
         raise ValueError(f"`axis` must be one of {SWEEP_AXES}; got {axis!r}.")
-    df = _frame_iv("df", df, CONFIG_FIELDS)
+    df = _validate.frame("df", df, CONFIG_FIELDS)
     if df.empty:
         return df.copy()
     fixed = [f for f in CONFIG_FIELDS if f != axis]
@@ -419,8 +377,8 @@ def kernel_table(kernels: pd.DataFrame, candidate: str = BASELINE) -> pd.DataFra
     (:func:`kernel_family`), ``main_ms`` and ``total_ms`` (device ms per call of that
     kernel and of all the call's kernels), ``share`` and ``n_kernels``.
     """
-    df = _frame_iv("kernels", kernels, ("config", "candidate", "kernel", "calls_per_call",
-                                         "device_ms_per_call"))
+    df = _validate.frame("kernels", kernels, ("config", "candidate", "kernel", "calls_per_call",
+                                               "device_ms_per_call"))
     df = df[df["candidate"] == candidate]
     rows = []
     for config, g in df.groupby("config", sort=True):
@@ -434,25 +392,6 @@ def kernel_table(kernels: pd.DataFrame, candidate: str = BASELINE) -> pd.DataFra
     cols = ["config", "candidate", "main_kernel", "family", "main_ms", "total_ms", "share",
             "n_kernels"]
     return _with_fields(pd.DataFrame(rows, columns=cols))
-
-
-def mode_table(latency: pd.DataFrame, kernels: pd.DataFrame, candidate: str = BASELINE
-               ) -> pd.DataFrame:
-    """One candidate's median in each timing mode beside the profiler's device time.
-
-    ``<mode>_over_device`` is the mode's median over the summed kernel time per call: near
-    1 the mode reads the kernels; well above 1 it reads host launch cost or idle gaps.
-    """
-    lat = _frame_iv("latency", latency, ("config", "candidate", "mode", "median_ms"))
-    ker = kernel_table(kernels, candidate)[["config", "total_ms"]]
-    wide = (lat[lat["candidate"] == candidate]
-            .pivot_table(index="config", columns="mode", values="median_ms").reset_index())
-    wide.columns.name = None
-    out = wide.merge(ker.rename(columns={"total_ms": "device_ms"}), on="config", how="left")
-    for m in MODES:
-        if m in out.columns:
-            out[f"{m}_over_device"] = out[m] / out["device_ms"]
-    return _with_fields(out)
 
 
 # --------------------------------------------------------------------------- runs
@@ -507,9 +446,9 @@ def reported_latency(reported: pd.DataFrame, device: str = "NVIDIA L4",
     memory-efficient backend, which is not the default dispatch). Every row is a claim
     "as reported", never our measurement.
     """
-    df = _frame_iv("reported", reported, ("quantity", "value", "batch", "heads", "seq_len",
-                                           "head_dim", "dtype", "source_file", "device",
-                                           "backend", "status"))
+    df = _validate.frame("reported", reported, ("quantity", "value", "batch", "heads", "seq_len",
+                                                 "head_dim", "dtype", "source_file", "device",
+                                                 "backend", "status"))
     df = df[(df["quantity"] == "median_latency_ms") & (df["device"] == device)
             & ~df["backend"].isin(list(exclude_backends))]
     df = df.dropna(subset=["batch", "heads", "seq_len", "head_dim"])
@@ -536,8 +475,8 @@ def cross_device_table(latency_by_run: pd.DataFrame, reported: pd.DataFrame,
     the L4 figure is (not a like-for-like timing: the reports used one process and a
     synchronise after every call, closest to our ``per_call``).
     """
-    lat = _frame_iv("latency_by_run", latency_by_run, ("run", "device", "config", "candidate",
-                                                       "mode", "median_ms"))
+    lat = _validate.frame("latency_by_run", latency_by_run,
+                          ("run", "device", "config", "candidate", "mode", "median_ms"))
     rep = reported_latency(reported)
     agg = (rep.groupby("config")["value_ms"].agg(l4_min_ms="min", l4_max_ms="max",
                                                  l4_n_values="size").reset_index())
@@ -566,73 +505,13 @@ def reports_protocol_table(results: dict) -> pd.DataFrame:
 
 # --------------------------------------------------------------------------- notebooks
 
-CPU_SHAPES = "2,2,64;2,2,128"
-CPU_CANDIDATES = ("sdpa", "sdpa_math", "eager")
-
-
-def parse_shapes(shapes, head_dim: int = 64) -> tuple[Config, ...]:
-    """Parse ``"B,H,S[,D];B,H,S[,D]"`` (or a list of such strings, or a matrix name).
-
-    An empty value gives an empty tuple (the caller's default applies).
-    """
-    if isinstance(shapes, str) and shapes.strip() in MATRICES:
-        return MATRICES[shapes.strip()]
-    if isinstance(shapes, str):
-        parts = [p for p in re.split(r"[;\s]+", shapes.strip()) if p]
-    elif isinstance(shapes, (list, tuple)) and all(isinstance(p, str) for p in shapes):
-        parts = list(shapes)
-    else:
-        raise ValueError(f"`shapes` must be a string like '2,2,64;2,2,128' or a matrix name "
-                         f"({sorted(MATRICES)}); got {shapes!r}.")
-    out = []
-    for p in parts:
-        nums = p.split(",")
-        if len(nums) not in (3, 4) or not all(n.strip().isdigit() for n in nums):
-            raise ValueError(f"`shapes` entries must look like B,H,S or B,H,S,D; got {p!r}.")
-        b, h, s, *d = (int(n) for n in nums)
-        out.append(Config(b, h, s, d[0] if d else head_dim))
-    return tuple(out)
-
-
-def measurement_plan(device: str, shapes="", candidates="", trials: int = 2,
-                     samples: int = 0):
-    """The sweep a notebook runs with ``measure=True`` on ``device`` ("cuda" or "cpu").
-
-    Defaults: on a GPU the reports' ten configurations and every registered candidate;
-    on a CPU the small shapes ``CPU_SHAPES`` and ``CPU_CANDIDATES`` (CPU times are host
-    wall-clock and labelled so). ``samples`` > 0 fixes the samples per placement; 0 takes
-    protocol 2's calibrated design (``sweep.DEFAULT_TIMING``; placements
-    ``sweep.DEFAULT_PLACEMENTS``).
-    """
-    from . import candidates as cands
-    from . import sweep
-    if device not in ("cuda", "cpu"):
-        raise ValueError(f"`device` must be 'cuda' or 'cpu'; got {device!r}.")
-    if isinstance(trials, bool) or not isinstance(trials, numbers.Integral) or trials < 1:
-        raise ValueError(f"`trials` must be a positive integer; got {trials!r}.")
-    if isinstance(samples, bool) or not isinstance(samples, numbers.Integral) or samples < 0:
-        raise ValueError(f"`samples` must be a non-negative integer (0: the default); "
-                         f"got {samples!r}.")
-    cfgs = parse_shapes(shapes) or (MATRICES["reports-v1"] if device == "cuda"
-                                    else parse_shapes(CPU_SHAPES))
-    if isinstance(candidates, str):
-        names = tuple(candidates.replace(",", " ").split())
-    else:
-        names = tuple(candidates)
-    names = names or (cands.DEFAULT_CANDIDATES if device == "cuda" else CPU_CANDIDATES)
-    timing = dict(sweep.DEFAULT_TIMING, **({"n_samples": int(samples)} if samples else {}))
-    matrix = next((name for name, m in MATRICES.items() if m == cfgs), "")
-    return sweep.Plan(configs=cfgs, candidates=names, trials=int(trials), device=device,
-                      timing=timing, matrix=matrix, profile=device == "cuda")
-
-
 def choose_lead(runs: pd.DataFrame, requested: str = "") -> str:
     """The run a notebook leads with: ``requested`` if given, else the GPU run with the
     most timing units (ties: first by name), else the largest CPU run.
 
     ``runs`` has columns ``run``, ``device_kind`` and ``n_units``.
     """
-    df = _frame_iv("runs", runs, ("run", "device_kind", "n_units"))
+    df = _validate.frame("runs", runs, ("run", "device_kind", "n_units"))
     if df.empty:
         raise ValueError("`runs` is empty: no recorded run was found (run a sweep, or set "
                          "measure=True).")

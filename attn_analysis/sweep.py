@@ -13,9 +13,9 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import gc
-import json
 import math
 import multiprocessing as mp
+import numbers
 import os
 import queue as _queue
 import random
@@ -24,10 +24,9 @@ import uuid
 from pathlib import Path
 
 from . import __version__
-from . import records, run_lock
-from .configs import Config
+from . import _validate, records, run_lock
+from .configs import DEVICES, MATRICES, MODES, Config, parse_shapes
 
-MODES = ("per_call", "cold_l2", "graph")
 SETTINGS_THAT_MUST_MATCH = ("device", "timing", "seed", "deterministic", "placements",
                             "kernel_times")
 # Measurement protocol written into every timing unit. 1 (runs before 2026-11-24): one
@@ -112,8 +111,7 @@ class Plan:
             raise ValueError(f"`seed` must be an integer in [0, 2**32 - trials]; "
                              f"got {self.seed!r}.")
         for key in ("profile", "ceilings", "allow_mixed", "deterministic"):
-            if not isinstance(getattr(self, key), bool):
-                raise ValueError(f"`{key}` must be True or False; got {getattr(self, key)!r}.")
+            _validate.flag(key, getattr(self, key))
         _timing_iv(self.timing)
 
     def to_json(self) -> dict:
@@ -246,7 +244,7 @@ def _run_locked(out_dir: Path, plan: Plan, *, progress: bool, max_restarts: int)
                 if code == 0:
                     continue
                 if code == _FATAL:
-                    raise SweepError((out_dir / ".fatal").read_text().strip())
+                    raise SweepError(records.read_fatal(out_dir))
                 restarts += 1
                 _record_crash(out_dir, plan, trial, code)
                 if restarts > max_restarts:
@@ -271,9 +269,9 @@ def _timing_outcome(out_dir: Path, expected: dict) -> dict:
     failure's reason."""
     statuses, first = {}, ""
     for name in sorted(n for names in expected.values() for n in names):
-        if not name.startswith("timing__"):
+        if records.parse_unit_name(name)["kind"] != "timing":
             continue
-        unit = records.read_unit(out_dir / "journal" / name)
+        unit = records.read_unit(records.unit_path(out_dir, name))
         status = unit.get("status", "?")
         statuses[status] = statuses.get(status, 0) + 1
         if status != "ok" and not first:
@@ -290,16 +288,15 @@ _FATAL = 3
 
 def _check_resume(out_dir: Path, plan: Plan) -> None:
     """Refuse to resume a folder recorded with settings that change what a unit means."""
-    path = out_dir / "plan.json"
-    if path.exists():
-        old = json.loads(path.read_text())
+    old = records.read_plan(out_dir)
+    if old is not None:
         new = plan.to_json()
         diff = [k for k in SETTINGS_THAT_MUST_MATCH if old.get(k) != new.get(k)]
         if diff:
             raise SweepError(f"{out_dir} was recorded with other settings ({', '.join(diff)}): "
                              f"recorded {[old.get(k) for k in diff]}, asked "
                              f"{[new.get(k) for k in diff]}; use a new --out folder.")
-    records.atomic_write_bytes(path, json.dumps(plan.to_json(), indent=1).encode())
+    records.write_plan(out_dir, plan.to_json())
 
 
 def _run_worker(ctx, out_dir: Path, plan: Plan, trial: int, bar) -> int:
@@ -328,28 +325,24 @@ def _run_worker(ctx, out_dir: Path, plan: Plan, trial: int, bar) -> int:
 
 def _record_crash(out_dir: Path, plan: Plan, trial: int, code: int) -> None:
     """Record the units of the (configuration, candidate) a crashed worker was on."""
-    marker = out_dir / f".current-t{trial}"
-    if not marker.exists():
+    current = records.read_current(out_dir, trial)
+    if current is None:
         return
-    current = json.loads(marker.read_text())
     config = Config.from_key(current["config"])
     reason = f"worker process crashed (exit code {code}) while on this candidate"
     done, _ = records.finished_units(out_dir)
-    for cand in current.get("candidates") or [current["candidate"]]:
+    for cand in current["candidates"]:
         for name in _candidate_units(plan, config, cand, trial):
             if name not in done:
-                _write_failure(out_dir, name, config, cand, trial, "crashed", reason)
-    marker.unlink()
+                _write_failure(out_dir, name, "crashed", reason)
+    records.clear_current(out_dir, trial)
 
 
-def _write_failure(out_dir, name, config, cand, trial, status, reason) -> None:
-    kind = name.split("__")[0]
-    unit = {"kind": kind, "config": config.key, "candidate": cand, "status": status,
-            "reason": reason, "started_utc": _now(), "measurement_id": uuid.uuid4().hex}
-    if kind != "kernels":
-        unit["trial"] = trial
-    if kind == "timing":
-        unit["mode"] = name.rsplit("__", 1)[1][:-5]
+def _write_failure(out_dir, name, status, reason) -> None:
+    """Record the unit ``name`` (its identity read from the name) as not measured."""
+    unit = dict(records.parse_unit_name(name), status=status, reason=reason,
+                started_utc=_now(), measurement_id=uuid.uuid4().hex)
+    if unit["kind"] == "timing":
         unit["times_ms"] = []
     records.write_unit(out_dir, unit)
 
@@ -363,7 +356,7 @@ def _worker_main(out_dir: str, plan_json: dict, trial: int, messages, parent_pid
     try:
         _Worker(Path(out_dir), Plan.from_json(plan_json), trial, messages).run()
     except SweepError as exc:
-        records.atomic_write_bytes(Path(out_dir) / ".fatal", str(exc).encode())
+        records.write_fatal(out_dir, str(exc))
         sys.exit(_FATAL)
 
 
@@ -410,7 +403,7 @@ class _Worker:
     def _check_machine(self, fp: dict) -> None:
         if self.plan.allow_mixed:
             return
-        for path in sorted((self.out / "journal").glob("trial__*.json")):
+        for path in records.journal_paths(self.out, "trial"):
             other = records.read_unit(path)["fingerprint"].get("fingerprint_hash")
             if other != fp.get("fingerprint_hash"):
                 raise SweepError(
@@ -419,25 +412,17 @@ class _Worker:
 
     def _earlier_info(self, config: Config, cand: str) -> dict | None:
         """What another trial's build of this candidate recorded (e.g. its tuning), if any."""
-        pattern = f"timing__t*__{config.key}__{cand}__*.json"
-        for path in sorted((self.out / "journal").glob(pattern)):
+        for path in records.journal_paths(self.out, "timing", config=config.key, candidate=cand):
             unit = records.read_unit(path)
             if unit["trial"] != self.trial and unit.get("status") == "ok" and unit.get("info"):
                 return unit["info"]
         return None
 
-    def _fail_rest(self, names, config, cand, status, reason) -> None:
+    def _fail_rest(self, names, status, reason) -> None:
         for name in names:
             if name not in self.done:
-                _write_failure(self.out, name, config, cand, self.trial, status, reason)
+                _write_failure(self.out, name, status, reason)
                 self._emit(name)
-
-    def _marker(self, config: Config, candidates) -> Path:
-        """Say which candidates this process is on, so a crash is recorded against them."""
-        marker = self.out / f".current-t{self.trial}"
-        records.atomic_write_bytes(marker, json.dumps(
-            {"config": config.key, "candidates": list(candidates)}).encode())
-        return marker
 
     def _config(self, config: Config, ci: int, rng: random.Random) -> None:
         """Build and check every candidate of one configuration, then time them interleaved."""
@@ -449,15 +434,16 @@ class _Worker:
             if all(n in self.done for n in names):
                 continue
             self.messages.put(("status", f"t{self.trial} {config.key} {cand} (check)"))
-            marker = self._marker(config, [cand])
+            # say which candidate this process is on, so a crash is recorded against it
+            records.write_current(self.out, self.trial, config.key, [cand])
             built = self._prepare(config, ci, cand, names)
-            marker.unlink()
+            records.clear_current(self.out, self.trial)
             if built is not None:
                 ready[cand] = (built, names)
         if ready:
-            marker = self._marker(config, list(ready))
+            records.write_current(self.out, self.trial, config.key, list(ready))
             self._rounds(config, ci, ready, rng)
-            marker.unlink()
+            records.clear_current(self.out, self.trial)
 
     def _prepare(self, config: Config, ci: int, cand: str, names: list[str]):
         """Build one candidate and pass it through the float64 gate; None when it cannot
@@ -467,29 +453,29 @@ class _Worker:
         try:
             built = cands.build(cand, config, self.plan.device, hint=self._earlier_info(config, cand))
         except cands.Unsupported as exc:
-            return self._fail_rest(names, config, cand, "unsupported", str(exc))
+            return self._fail_rest(names, "unsupported", str(exc))
         except torch.OutOfMemoryError as exc:
-            return self._fail_rest(names, config, cand, "oom", _short(exc))
+            return self._fail_rest(names, "oom", _short(exc))
         except Exception as exc:  # compile failures and the like: record and go on
-            return self._fail_rest(names, config, cand, "error", _short(exc))
+            return self._fail_rest(names, "error", _short(exc))
         seed = _input_seed(self.plan, self.trial, ci)
         corr_name = names[0]
         if corr_name in self.done:
-            passed = records.read_unit(self.out / "journal" / corr_name)["status"] == "ok"
+            passed = records.read_unit(records.unit_path(self.out, corr_name))["status"] == "ok"
         else:
             try:
                 result = cands.check(built, config, self.plan.device, seed=seed, name=cand)
             except torch.OutOfMemoryError as exc:
-                return self._fail_rest(names, config, cand, "oom", _short(exc))
+                return self._fail_rest(names, "oom", _short(exc))
             except Exception as exc:
-                return self._fail_rest(names, config, cand, "error", _short(exc))
+                return self._fail_rest(names, "error", _short(exc))
             passed = result.passed
             self._write({"kind": "correctness", "config": config.key, "candidate": cand,
                          "trial": self.trial, "status": "ok" if passed else "failed_correctness",
                          "reason": result.reason, "result": dataclasses.asdict(result),
                          "input_seed": seed, "started_utc": _now()})
         if not passed:
-            return self._fail_rest(names, config, cand, "failed_correctness",
+            return self._fail_rest(names, "failed_correctness",
                                    "failed the float64 correctness gate; not timed")
         return built
 
@@ -658,3 +644,38 @@ def _jsonable(obj):
     if hasattr(obj, "item"):
         return obj.item()
     return str(obj)
+
+
+# ------------------------------------------------------------------- a notebook's sweep
+
+CPU_SHAPES = "2,2,64;2,2,128"
+CPU_CANDIDATES = ("sdpa", "sdpa_math", "eager")
+
+
+def measurement_plan(device: str, shapes="", candidates="", trials: int = 2,
+                     samples: int = 0) -> Plan:
+    """The sweep a notebook runs with ``measure=True`` on ``device`` ("cuda" or "cpu").
+
+    Defaults: on a GPU the reports' ten configurations and every registered candidate;
+    on a CPU the small shapes ``CPU_SHAPES`` and ``CPU_CANDIDATES`` (CPU times are host
+    wall-clock and labelled so). ``samples`` > 0 fixes the samples per placement; 0 takes
+    protocol 2's calibrated design (``DEFAULT_TIMING``; placements ``DEFAULT_PLACEMENTS``).
+    """
+    from . import candidates as cands
+    if device not in DEVICES:
+        raise ValueError(f"`device` must be 'cuda' or 'cpu'; got {device!r}.")
+    trials = _validate.positive_integer("trials", trials)
+    if isinstance(samples, bool) or not isinstance(samples, numbers.Integral) or samples < 0:
+        raise ValueError(f"`samples` must be a non-negative integer (0: the default); "
+                         f"got {samples!r}.")
+    cfgs = parse_shapes(shapes) or (MATRICES["reports-v1"] if device == "cuda"
+                                    else parse_shapes(CPU_SHAPES))
+    if isinstance(candidates, str):
+        names = tuple(candidates.replace(",", " ").split())
+    else:
+        names = tuple(candidates)
+    names = names or (cands.DEFAULT_CANDIDATES if device == "cuda" else CPU_CANDIDATES)
+    timing = dict(DEFAULT_TIMING, **({"n_samples": int(samples)} if samples else {}))
+    matrix = next((name for name, m in MATRICES.items() if m == cfgs), "")
+    return Plan(configs=cfgs, candidates=names, trials=trials, device=device,
+                timing=timing, matrix=matrix, profile=device == "cuda")

@@ -34,17 +34,16 @@ import dataclasses
 import inspect
 import math
 import multiprocessing
-import numbers
 import os
 import pickle
 import time
 
 import numpy as np
 
-from attn_analysis.stats import median_ci
+from . import _validate
+from .configs import DEVICES, MODES
+from .stats import median_ci
 
-MODES = ("per_call", "cold_l2", "graph")
-DEVICES = ("cpu", "cuda")
 CLOCKS = ("cuda_event", "cpu_wall")
 STOP_REASONS = ("n_samples", "ci_target", "budget", "max_samples")
 # Stopping-rule settings of ``measure`` that each TimingSample keeps under the same names.
@@ -111,13 +110,7 @@ class TimingSample:
                               ("stop_reason", STOP_REASONS)):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"`{name}` must be one of {allowed}; got {getattr(self, name)!r}.")
-        settings = dict(n_samples=_int_iv("n_samples", self.n_samples, allow_none=True),
-                        ci_target=_real_iv("ci_target", self.ci_target),
-                        budget_s=_real_iv("budget_s", self.budget_s),
-                        min_samples=_int_iv("min_samples", self.min_samples),
-                        max_samples=_int_iv("max_samples", self.max_samples),
-                        warmup_ms=_real_iv("warmup_ms", self.warmup_ms, allow_zero=True),
-                        confidence=_confidence_iv(self.confidence))
+        settings = _settings_iv(**{k: getattr(self, k) for k in SETTINGS})
         for name, value in settings.items():  # plain Python values, JSON as they stand
             object.__setattr__(self, name, value)
 
@@ -150,32 +143,16 @@ def _cuda_available() -> bool:
         return False
 
 
-def _int_iv(name, value, *, minimum=1, allow_none=False):
-    """Return ``value`` as an int >= minimum (or None when allowed), else raise ValueError."""
-    if value is None and allow_none:
-        return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        extra = " or None" if allow_none else ""
-        raise ValueError(f"`{name}` must be an integer >= {minimum}{extra}; got {value!r}.")
-    return int(value)
-
-
-def _real_iv(name, value, *, allow_zero=False):
-    """Return ``value`` as a finite float > 0 (>= 0 when allowed), else raise ValueError."""
-    ok = (isinstance(value, numbers.Real) and not isinstance(value, bool)
-          and math.isfinite(value) and (value >= 0 if allow_zero else value > 0))
-    if not ok:
-        bound = ">= 0" if allow_zero else "> 0"
-        raise ValueError(f"`{name}` must be a finite number {bound}; got {value!r}.")
-    return float(value)
-
-
-def _confidence_iv(confidence) -> float:
-    """Return ``confidence`` as a float in (0, 1), else raise ValueError."""
-    if (isinstance(confidence, bool) or not isinstance(confidence, numbers.Real)
-            or not 0 < confidence < 1):
-        raise ValueError(f"`confidence` must be a number in (0, 1); got {confidence!r}.")
-    return float(confidence)
+def _settings_iv(n_samples, ci_target, budget_s, min_samples, max_samples, warmup_ms,
+                 confidence) -> dict:
+    """The stopping-rule settings (``SETTINGS``), checked, as plain int, float or None."""
+    return dict(n_samples=_validate.integer("n_samples", n_samples, allow_none=True),
+                ci_target=_validate.finite("ci_target", ci_target, strict=True),
+                budget_s=_validate.finite("budget_s", budget_s, strict=True),
+                min_samples=_validate.integer("min_samples", min_samples),
+                max_samples=_validate.integer("max_samples", max_samples),
+                warmup_ms=_validate.finite("warmup_ms", warmup_ms),
+                confidence=_validate.number_in("confidence", confidence))
 
 
 def _device_iv(device) -> str:
@@ -197,15 +174,11 @@ def _measure_iv(fn, mode, device, n_samples, ci_target, budget_s, min_samples, m
         raise ValueError(f"`fn` must be a zero-argument callable; got {fn!r}.")
     if not (isinstance(mode, str) and mode in MODES):
         raise ValueError(f"`mode` must be one of {MODES}; got {mode!r}.")
-    p = dict(fn=fn, mode=mode,
-             n_samples=_int_iv("n_samples", n_samples, allow_none=True),
-             ci_target=_real_iv("ci_target", ci_target),
-             budget_s=_real_iv("budget_s", budget_s),
-             min_samples=_int_iv("min_samples", min_samples),
-             max_samples=_int_iv("max_samples", max_samples),
-             warmup_ms=_real_iv("warmup_ms", warmup_ms, allow_zero=True),
-             calls_per_sample=_int_iv("calls_per_sample", calls_per_sample, allow_none=True),
-             flush_bytes=_int_iv("flush_bytes", flush_bytes, allow_none=True))
+    p = dict(fn=fn, mode=mode, **_settings_iv(n_samples, ci_target, budget_s, min_samples,
+                                              max_samples, warmup_ms, confidence),
+             calls_per_sample=_validate.integer("calls_per_sample", calls_per_sample,
+                                                allow_none=True),
+             flush_bytes=_validate.integer("flush_bytes", flush_bytes, allow_none=True))
     if p["min_samples"] > p["max_samples"]:
         raise ValueError(f"`min_samples` must be <= `max_samples`; got {min_samples!r} > "
                          f"{max_samples!r}.")
@@ -215,7 +188,6 @@ def _measure_iv(fn, mode, device, n_samples, ci_target, budget_s, min_samples, m
     if mode != "cold_l2" and p["flush_bytes"] is not None:
         raise ValueError(f"`flush_bytes` must be None unless mode is 'cold_l2'; "
                          f"got {flush_bytes!r} with mode {mode!r}.")
-    p["confidence"] = _confidence_iv(confidence)
     p["device"] = _device_iv(device)
     return p
 
@@ -489,7 +461,7 @@ def measure_in_processes(factory, n_trials, *, mode="graph", **measure_kwargs):
         pickle.dumps(factory)
     except Exception as exc:  # lambdas, closures, bound local functions
         raise ValueError(f"`factory` must be picklable (a module-level callable); {exc}") from None
-    n_trials = _int_iv("n_trials", n_trials)
+    n_trials = _validate.integer("n_trials", n_trials)
     unknown = sorted(set(measure_kwargs) - set(_MEASURE_KWARGS))
     if unknown:
         raise ValueError(f"`measure_kwargs` may hold only {_MEASURE_KWARGS}; got {unknown}.")
@@ -517,7 +489,7 @@ def profile_device_time(fn, n_calls=20) -> dict:
     """
     if not callable(fn):
         raise ValueError(f"`fn` must be a zero-argument callable; got {fn!r}.")
-    n_calls = _int_iv("n_calls", n_calls)
+    n_calls = _validate.integer("n_calls", n_calls)
     if not _cuda_available():
         raise ValueError("`profile_device_time` needs CUDA, which is not available here.")
     torch = _torch()

@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import numbers
 
 import numpy as np
 import pandas as pd
 
-from . import stats
+from . import _validate, stats
+from .configs import BASELINE, MODES
 
 FACTORS = ("machine", "process", "placement", "replay")
 LEVELS = ("call", "kernel")
@@ -40,18 +40,6 @@ RESULT_COLUMNS = (CELL + ("level",) + tuple(f"sd_{f}" for f in FACTORS)
 
 
 # --------------------------------------------------------------------------- validation
-
-def _frame_iv(name: str, df, columns) -> pd.DataFrame:
-    """Check that ``df`` is a non-empty DataFrame holding ``columns``."""
-    if not isinstance(df, pd.DataFrame):
-        raise ValueError(f"`{name}` must be a pandas DataFrame; got {type(df).__name__}.")
-    missing = [c for c in columns if c not in df.columns]
-    if missing:
-        raise ValueError(f"`{name}` must have columns {list(columns)}; missing {missing}.")
-    if df.empty:
-        raise ValueError(f"`{name}` must hold at least one row; got none.")
-    return df
-
 
 def _positive_times_iv(name: str, values: pd.Series, allow_nan: bool = False) -> None:
     """Times must be positive and finite (NaN allowed where ``allow_nan``)."""
@@ -69,23 +57,6 @@ def _levels_iv(levels) -> tuple:
     if not levels or any(lv not in LEVELS for lv in levels):
         raise ValueError(f"`levels` must be a non-empty subset of {LEVELS}; got {levels!r}.")
     return levels
-
-
-def _int_iv(name: str, value, minimum: int) -> int:
-    """An integer of at least ``minimum``."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise ValueError(f"`{name}` must be an integer >= {minimum}; got {value!r}.")
-    return int(value)
-
-
-def _nonneg_iv(name: str, value, positive: bool = False) -> float:
-    """A finite number >= 0 (> 0 where ``positive``)."""
-    ok = (not isinstance(value, bool) and isinstance(value, numbers.Real)
-          and math.isfinite(value) and (value > 0 if positive else value >= 0))
-    if not ok:
-        raise ValueError(f"`{name}` must be a finite number {'>' if positive else '>='} 0; "
-                         f"got {value!r}.")
-    return float(value)
 
 
 def _arm_iv(name: str, arm) -> tuple[float, float, float]:
@@ -258,11 +229,12 @@ def decompose(placements: pd.DataFrame, samples: pd.DataFrame | None = None,
        ch. 5 (ANOVA estimation, unbalanced data).
     """
     levels = _levels_iv(levels)
-    places = _frame_iv("placements", placements, PLACEMENT_KEYS + ("kernel_ms",))
+    places = _validate.frame("placements", placements, PLACEMENT_KEYS + ("kernel_ms",),
+                             rows=True)
     _positive_times_iv("placements['kernel_ms']", places["kernel_ms"], allow_nan=True)
     rows = []
     if "call" in levels:
-        s = _frame_iv("samples", samples, SAMPLE_KEYS)
+        s = _validate.frame("samples", samples, SAMPLE_KEYS, rows=True)
         _positive_times_iv("samples['ms']", s["ms"])
         for cell, frame in s.groupby(list(CELL), sort=True):
             rows.append(dict(zip(CELL, cell), level="call",
@@ -307,9 +279,11 @@ def single_placement_spread(placements: pd.DataFrame, components: pd.DataFrame,
         one-placement spread between processes that is not a process effect (placement and
         replay noise). NaN where fewer than two processes share a machine.
     """
-    places = _frame_iv("placements", placements, PLACEMENT_KEYS + ("median_ms", "kernel_ms"))
-    comp = _frame_iv("components", components, CELL + ("level", "sd_process"))
-    placement = _int_iv("placement", placement, 0)
+    places = _validate.frame("placements", placements,
+                             PLACEMENT_KEYS + ("median_ms", "kernel_ms"), rows=True)
+    comp = _validate.frame("components", components, CELL + ("level", "sd_process"),
+                           rows=True)
+    placement = _validate.integer("placement", placement, 0)
     if placement not in set(places["placement"]):
         raise ValueError(f"`placement` must be one of the recorded placements "
                          f"{sorted(set(places['placement']))}; got {placement}.")
@@ -351,7 +325,7 @@ def _nested_arm(samples, places, candidate, level, mode) -> list:
 
 
 def speedup_by_level(placements: pd.DataFrame, samples: pd.DataFrame, config: str,
-                     baseline: str = "sdpa", candidate: str = "eager_compiled",
+                     baseline: str = BASELINE, candidate: str = "eager_compiled",
                      modes=None, margin: float = 0.02, n_resamples: int = 10_000,
                      seed: int | None = 42) -> pd.DataFrame:
     """Speedup ``baseline / candidate`` on each machine, at call level in each mode and at
@@ -370,8 +344,9 @@ def speedup_by_level(placements: pd.DataFrame, samples: pd.DataFrame, config: st
         ``n_processes``, ``speedup``, ``ci_low``, ``ci_high``, ``verdict``, ``reason``,
         ``margin``, ``n_comparisons``.
     """
-    places = _frame_iv("placements", placements, PLACEMENT_KEYS + ("kernel_ms",))
-    s = _frame_iv("samples", samples, SAMPLE_KEYS)
+    places = _validate.frame("placements", placements, PLACEMENT_KEYS + ("kernel_ms",),
+                             rows=True)
+    s = _validate.frame("samples", samples, SAMPLE_KEYS, rows=True)
     if config not in set(s["config"]):
         raise ValueError(f"`config` must be one of {sorted(set(s['config']))}; got {config!r}.")
     s, places = s[s["config"] == config], places[places["config"] == config]
@@ -379,7 +354,7 @@ def speedup_by_level(placements: pd.DataFrame, samples: pd.DataFrame, config: st
         if cand not in set(s["candidate"]):
             raise ValueError(f"`{name}` must be one of {sorted(set(s['candidate']))}; "
                              f"got {cand!r}.")
-    recorded = [m for m in ("per_call", "cold_l2", "graph") if m in set(s["mode"])]
+    recorded = [m for m in MODES if m in set(s["mode"])]
     modes = tuple(recorded if modes is None else ((modes,) if isinstance(modes, str) else modes))
     if not modes or any(m not in recorded for m in modes):
         raise ValueError(f"`modes` must be a non-empty subset of the recorded modes "
@@ -433,9 +408,9 @@ def log_speedup_se(baseline, candidate, processes: int, placements: int,
     arms and make the true error smaller, so this errs on the safe side.
     """
     arms = [_arm_iv("baseline", baseline), _arm_iv("candidate", candidate)]
-    p = _int_iv("processes", processes, 1)
-    m = _int_iv("placements", placements, 1)
-    n = _int_iv("samples", samples, 1)
+    p = _validate.integer("processes", processes, 1)
+    m = _validate.integer("placements", placements, 1)
+    n = _validate.integer("samples", samples, 1)
     return math.sqrt(sum(sp ** 2 / p + sl ** 2 / (p * m) + sr ** 2 / (p * m * n)
                          for sp, sl, sr in arms))
 
@@ -453,14 +428,14 @@ def cheapest_design(baseline, candidate, target_se: float, process_overhead_s: f
     to the smaller standard error. At least ``min_processes`` processes (default 2): one
     process cannot show a process effect.
     """
-    target_se = _nonneg_iv("target_se", target_se, positive=True)
-    overhead = _nonneg_iv("process_overhead_s", process_overhead_s)
-    per = _nonneg_iv("placement_s", placement_s, positive=True)
-    n = _int_iv("samples", samples, 1)
-    arms = _int_iv("arms", arms, 1)
-    lo = _int_iv("min_processes", min_processes, 1)
-    hi = _int_iv("max_processes", max_processes, lo)
-    m_hi = _int_iv("max_placements", max_placements, 1)
+    target_se = _validate.finite("target_se", target_se, strict=True)
+    overhead = _validate.finite("process_overhead_s", process_overhead_s)
+    per = _validate.finite("placement_s", placement_s, strict=True)
+    n = _validate.integer("samples", samples, 1)
+    arms = _validate.integer("arms", arms, 1)
+    lo = _validate.integer("min_processes", min_processes, 1)
+    hi = _validate.integer("max_processes", max_processes, lo)
+    m_hi = _validate.integer("max_placements", max_placements, 1)
     best = None
     for p in range(lo, hi + 1):
         for m in range(1, m_hi + 1):

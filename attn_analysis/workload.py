@@ -1,19 +1,21 @@
-"""Work and traffic of forward attention, device peaks, and roofline ceilings. Pure, no I/O.
+"""Work and traffic of forward attention, device peaks, and roofline ceilings. Pure functions.
 
 A :class:`~attn_analysis.configs.Config` fixes the work: ``flops`` counts the two matrix
 products, ``min_bytes`` the least device-memory traffic (Q, K, V read once, O written once).
-``HARDWARE`` holds datasheet peaks with the source of every figure, and ``roofline_bound``
+``HARDWARE`` holds datasheet peaks with the source of every figure (read from
+``hardware.json``, the only file this module reads), and ``roofline_bound``
 turns a peak and a bandwidth into the fastest time either ceiling allows.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
-import numbers
+import json
 import re
+from pathlib import Path
 
-from attn_analysis.configs import Config
+from . import _validate
+from .configs import Config
 
 ELEMENT_BYTES = {"float16": 2, "bfloat16": 2}
 
@@ -26,16 +28,6 @@ def _config_iv(config) -> Config:
         raise ValueError(
             f"`config` must be an attn_analysis.configs.Config; got {type(config).__name__}.")
     return config
-
-
-def _positive_iv(name: str, value) -> float:
-    """Return ``value`` as a float, or raise ValueError unless it is finite and > 0."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f"`{name}` must be a positive finite number; got {value!r}.")
-    value = float(value)
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"`{name}` must be a positive finite number; got {value!r}.")
-    return value
 
 
 # --------------------------------------------------------------------------- work, traffic
@@ -71,22 +63,30 @@ def intensity(config: Config) -> float:
     return flops(config) / min_bytes(config)
 
 
-def achieved_tflops(config: Config, ms: float) -> float:
-    """TFLOP/s implied by running ``config`` in ``ms`` milliseconds (``flops`` counting)."""
-    ms = _positive_iv("ms", ms)
-    return flops(config) / (ms * 1e-3) / 1e12
+def tflops_rate(flop, ms):
+    """TFLOP/s (1e12 FLOP/s) of ``flop`` operations done in ``ms`` milliseconds.
 
-
-def effective_bandwidth_gbs(config: Config, ms: float) -> float:
-    """``min_bytes`` over the time, in GB/s (1e9 B/s).
-
-    A rate of useful bytes, not a measured DRAM bandwidth: when inputs are served from
-    L2 (small shapes fit in it, and timing loops re-read the same tensors) it can exceed
-    the DRAM peak without anything running faster than the hardware allows; it is then
-    not a bandwidth at all.
+    The one conversion from a time to a compute rate, for numbers, numpy arrays and
+    pandas columns alike; unchecked (a zero or NaN time gives inf or NaN), so a table
+    converts a whole column at once. With ``flops(config)`` it is the rate a run achieved.
     """
-    ms = _positive_iv("ms", ms)
-    return min_bytes(config) / (ms * 1e-3) / 1e9
+    return flop / (ms * 1e-3) / 1e12
+
+
+def gbs_rate(nbytes, ms):
+    """GB/s (1e9 B/s) of ``nbytes`` bytes moved in ``ms`` milliseconds (as :func:`tflops_rate`).
+
+    With ``min_bytes(config)`` it is a rate of useful bytes, not a measured DRAM
+    bandwidth: when inputs are served from L2 (small shapes fit in it, and timing loops
+    re-read the same tensors) it can exceed the DRAM peak without anything running faster
+    than the hardware allows; it is then not a bandwidth at all.
+    """
+    return nbytes / (ms * 1e-3) / 1e9
+
+
+def roof_tflops(intensity, bandwidth_gbs):
+    """TFLOP/s that ``bandwidth_gbs`` feeds at ``intensity`` FLOP/byte: the memory roof."""
+    return intensity * bandwidth_gbs * 1e9 / 1e12
 
 
 # --------------------------------------------------------------------------- roofline
@@ -137,14 +137,14 @@ def roofline_bound(config: Config, peak_tflops: float, bandwidth_gbs: float) -> 
     that re-reads K and V from DRAM sits further from it.
     """
     c = _config_iv(config)
-    peak = _positive_iv("peak_tflops", peak_tflops)
-    bw = _positive_iv("bandwidth_gbs", bandwidth_gbs)
+    peak = _validate.positive("peak_tflops", peak_tflops)
+    bw = _validate.positive("bandwidth_gbs", bandwidth_gbs)
     compute_ms = flops(c) / (peak * 1e12) * 1e3
     memory_ms = min_bytes(c) / (bw * 1e9) * 1e3
     limiter = "memory" if memory_ms > compute_ms else "compute"
     bound_ms = max(compute_ms, memory_ms)
     return RooflineBound(compute_ms, memory_ms, bound_ms, limiter, peak * 1e12 / (bw * 1e9),
-                         intensity(c), flops(c) / (bound_ms * 1e-3) / 1e12)
+                         intensity(c), tflops_rate(flops(c), bound_ms))
 
 
 # --------------------------------------------------------------------------- hardware
@@ -180,122 +180,22 @@ class DeviceSpec:
         raise ValueError(f"`dtype` must be one of {tuple(ELEMENT_BYTES)}; got {dtype!r}.")
 
 
-# Each figure names the datasheet it comes from and the public page it was checked against
-# (stored copies; the datasheet PDFs themselves were not in reach). "Measured" means read with
-# torch.cuda.get_device_properties(0) and nvidia-smi on this project's device machines
-# (torch 2.11.0+cu130). data/reference/SOURCES.md lists the same sources.
-_L4 = DeviceSpec(
-    name="NVIDIA L4",
-    fp16_tflops_dense=121.0,  # datasheet 242 with sparsity, halved
-    bf16_tflops_dense=121.0,  # datasheet 242 with sparsity, halved
-    mem_bandwidth_gbs=300.0,
-    l2_mb=48.0,
-    sm_count=58,
-    fp32_tflops=30.3,  # CUDA cores; FP16 without tensor cores runs at the same rate (1:1)
-    torch_names=("NVIDIA L4",),
-    sources=(
-        "fp16_tflops_dense=121: NVIDIA L4 datasheet (https://www.nvidia.com/en-us/data-center/"
-        "l4/), FP16 Tensor Core 242 TFLOPS marked 'with sparsity'; halved. Checked: "
-        "grokipedia.com/page/NVIDIA_L4_vs_L40S ('242 TFLOPS in FP16 Tensor Core operations "
-        "(with sparsity)'); 58 SMs x 1024 dense FP16 FLOP/clock/SM x 2.04 GHz = 121.2 "
-        "(hmc-tech.com lists 125.34 dense for 60 SMs at the same clock, the same rate).",
-        "bf16_tflops_dense=121: same datasheet, BFLOAT16 Tensor Core 242 TFLOPS with "
-        "sparsity; halved (hmc-tech.com lists BF16 at the FP16 rate).",
-        "fp32_tflops=30.3: same datasheet, FP32 30.3 TFLOPS; 58 SMs x 128 cores x 2 x "
-        "2.04 GHz = 30.29; fpsbench.com lists FP32 30.29 and FP16 (non-tensor) 30.29 (1:1). "
-        "This is the '30 TFLOPS FP16' the original reports divided by.",
-        "mem_bandwidth_gbs=300: same datasheet, GPU memory bandwidth 300 GB/s; checked: "
-        "store.sourcecode.com L4 spec ('Max Memory Bandwidth 300 GB/s'), fpsbench.com "
-        "(192-bit GDDR6 at 12.5 Gbps, 300.1 GB/s). The reports' '242 GB/s' is not it.",
-        "l2_mb=48: deviceQuery output for 'NVIDIA L4' in a public GitHub README "
-        "('L2 Cache Size: 50331648 bytes'); fpsbench.com lists 48 MB.",
-        "sm_count=58: the same deviceQuery output ('(58) Multiprocessors, (128) CUDA "
-        "Cores/MP: 7424 CUDA Cores'); some aggregators list 60 SMs / 7680 cores (full AD104).",
-    ),
-    notes="Ada Lovelace (sm_89), 72 W, 24 GB GDDR6. Not measured on this project's machines.",
-)
+def _hardware() -> dict[str, DeviceSpec]:
+    """The datasheet table, ``hardware.json`` beside this module, keyed by device name.
 
-_A100 = DeviceSpec(
-    name="NVIDIA A100 SXM4 80GB",
-    fp16_tflops_dense=312.0,
-    bf16_tflops_dense=312.0,
-    mem_bandwidth_gbs=2039.0,
-    l2_mb=40.0,
-    sm_count=108,
-    fp32_tflops=19.5,
-    torch_names=("NVIDIA A100-SXM4-80GB",),
-    sources=(
-        "fp16_tflops_dense=312: NVIDIA A100 datasheet "
-        "(nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf), FP16 Tensor Core 312 TFLOPS, "
-        "624 with sparsity; the dense figure is stated. Checked: glennklockwood.com/garden/"
-        "processors/A100 (FP16 matrix 312, sparse 624, citing that datasheet).",
-        "bf16_tflops_dense=312: same datasheet, BFLOAT16 Tensor Core 312 TFLOPS (624 sparse).",
-        "fp32_tflops=19.5: same datasheet, FP32 19.5 TFLOPS.",
-        "mem_bandwidth_gbs=2039: same datasheet, A100 80GB SXM GPU memory bandwidth "
-        "2,039 GB/s (the 40GB part: 1,555 GB/s); checked: glennklockwood.com A100 page.",
-        "l2_mb=40: NVIDIA Ampere architecture whitepaper, 40 MB L2 (40960 KB, as quoted by "
-        "fudzilla.com); an A100 deviceQuery (upb-pc2 wiki) reports 'L2 Cache Size: "
-        "41943040 bytes'.",
-        "sm_count=108: Ampere whitepaper (108 SMs); the same deviceQuery reports "
-        "'(108) Multiprocessors'.",
-    ),
-    notes="Ampere (sm_80). Not measured on this project's machines.",
-)
+    Each figure there names, in ``sources``, the datasheet it comes from and the public
+    page it was checked against (stored copies; the datasheet PDFs themselves were not in
+    reach). "Measured" means read with torch.cuda.get_device_properties(0) and nvidia-smi
+    on this project's device machines (torch 2.11.0+cu130). data/reference/SOURCES.md
+    lists the same sources.
+    """
+    doc = json.loads(Path(__file__).with_name("hardware.json").read_text(encoding="utf-8"))
+    specs = [DeviceSpec(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
+             for d in doc["devices"]]
+    return {s.name: s for s in specs}
 
-_H100 = DeviceSpec(
-    name="NVIDIA H100 SXM5 80GB",
-    fp16_tflops_dense=989.4,  # datasheet 1,979 with sparsity; whitepaper dense 989.4
-    bf16_tflops_dense=989.4,
-    mem_bandwidth_gbs=3350.0,
-    l2_mb=50.0,
-    sm_count=132,
-    fp32_tflops=67.0,
-    torch_names=("NVIDIA H100 80GB HBM3",),
-    sources=(
-        "fp16_tflops_dense=989.4: NVIDIA H100 datasheet (https://www.nvidia.com/en-us/"
-        "data-center/h100/), H100 SXM FP16 Tensor Core 1,979 TFLOPS with sparsity; the H100 "
-        "architecture whitepaper gives 989.4 dense / 1978.9 sparse. Checked: "
-        "archive-lib.hpctech.co.jp/gpuproduct/nvidia-h100.html ('1,979 TFLOPS*', '* Shown "
-        "with sparsity. Specifications 1/2 lower without sparsity'); glennklockwood.com/"
-        "garden/processors/h100 (FP16 matrix 989.4, sparse 1978.9).",
-        "bf16_tflops_dense=989.4: same sources, BFLOAT16 at the FP16 rate.",
-        "fp32_tflops=67: same datasheet, FP32 67 TFLOPS (hpctech.co.jp table: 67).",
-        "mem_bandwidth_gbs=3350: same datasheet, 3.35 TB/s (hpctech.co.jp: 3,350 GB/sec).",
-        "l2_mb=50: hpctech.co.jp table 'L2 Cache Size 50 MB' (from NVIDIA's spec); measured "
-        "L2_cache_size = 52428800 B on 'NVIDIA H100 80GB HBM3'.",
-        "sm_count=132: hpctech.co.jp table 'SMs 132'; measured multi_processor_count = 132.",
-    ),
-    notes="Hopper (sm_90). torch reports 'NVIDIA H100 80GB HBM3' for the SXM5 part; the "
-          "PCIe part ('NVIDIA H100 PCIe', 114 SMs, 2.0 TB/s) would need its own entry.",
-)
 
-_H200 = DeviceSpec(
-    name="NVIDIA H200 SXM 141GB",
-    fp16_tflops_dense=989.4,  # datasheet 1,979 with sparsity; same GH100 SXM as H100
-    bf16_tflops_dense=989.4,
-    mem_bandwidth_gbs=4800.0,
-    l2_mb=60.0,
-    sm_count=132,
-    fp32_tflops=67.0,
-    torch_names=("NVIDIA H200",),
-    sources=(
-        "fp16_tflops_dense=989.4: NVIDIA H200 datasheet (https://www.nvidia.com/en-us/"
-        "data-center/h200/), H200 SXM FP16 Tensor Core 1,979 TFLOPS with sparsity; halved "
-        "(989.5) and set to the H100 SXM5 whitepaper's 989.4, the same die and SM count, "
-        "both at 1980 MHz max SM clock (nvidia-smi clocks.max.sm, measured on both). Some "
-        "pages (ai-hpc.github.io) call 1,979 'dense'; the H100 whitepaper contradicts that.",
-        "bf16_tflops_dense=989.4: as for FP16.",
-        "fp32_tflops=67: same datasheet, FP32 67 TFLOPS.",
-        "mem_bandwidth_gbs=4800: same datasheet, 4.8 TB/s; checked: aiminingco.com/gpu/h200/"
-        "specs, geektopia.es (six 1024-bit HBM3e stacks at 6.2 Gb/s).",
-        "l2_mb=60: measured L2_cache_size = 62914560 B on 'NVIDIA H200' (the datasheet gives "
-        "no L2 size; pages that assume the H100's 50 MB are contradicted by this).",
-        "sm_count=132: measured multi_processor_count = 132 (saulelectric.com lists 132).",
-    ),
-    notes="Hopper (sm_90), HBM3e. The H200 NVL (PCIe) part has other clocks and peaks.",
-)
-
-HARDWARE: dict[str, DeviceSpec] = {s.name: s for s in (_L4, _A100, _H100, _H200)}
+HARDWARE: dict[str, DeviceSpec] = _hardware()
 
 
 def _norm(name: str) -> str:
@@ -315,12 +215,3 @@ def device_spec_or_none(name: str) -> DeviceSpec | None:
     if not isinstance(name, str):
         raise ValueError(f"`name` must be a string; got {type(name).__name__}.")
     return _BY_NAME.get(_norm(name))
-
-
-def device_spec(name: str) -> DeviceSpec:
-    """Like :func:`device_spec_or_none`, but raise ValueError for an unknown name."""
-    spec = device_spec_or_none(name)
-    if spec is None:
-        known = sorted({n for s in HARDWARE.values() for n in (s.name, *s.torch_names)})
-        raise ValueError(f"`name` must be one of {known}; got {name!r}.")
-    return spec

@@ -114,7 +114,7 @@ def _toy_book(tmp_path) -> Path:
     """A one-notebook book whose notebook loads a recorded run, with book_cache on."""
     import nbformat
 
-    from test_records import make_run
+    from conftest import make_run
     book = tmp_path / "book"
     runs = book / "data" / "runs"
     runs.mkdir(parents=True)

@@ -10,7 +10,7 @@ import pytest
 
 from attn_analysis import __main__ as cli, sweep
 from attn_analysis.__main__ import main
-from test_records import make_run
+from conftest import make_run
 
 REPO = Path(__file__).resolve().parents[1]
 

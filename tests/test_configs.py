@@ -165,3 +165,14 @@ def test_matrix_returns_the_named_tuple():
     for name, cfgs in configs.MATRICES.items():
         assert configs.matrix(name) is cfgs and isinstance(cfgs, tuple)
         assert all(isinstance(c, Config) for c in cfgs)
+
+
+def test_parse_shapes():
+    assert configs.parse_shapes("2,2,64;1,2,16,128") == (Config(2, 2, 64),
+                                                           Config(1, 2, 16, 128))
+    assert configs.parse_shapes("") == ()
+    assert len(configs.parse_shapes("reports-v1")) == 10
+    with pytest.raises(ValueError, match="`shapes` entries must look like"):
+        configs.parse_shapes("2,2")
+    with pytest.raises(ValueError, match="`shapes` must be a string"):
+        configs.parse_shapes(5)

@@ -317,7 +317,6 @@ def test_hash_changes_with_environment_critical_fields(key, value):
     base = _fp()
     changed = _fp(**{key: value})
     assert changed["fingerprint_hash"] != base["fingerprint_hash"]
-    assert env.compatible(base, changed) == [key]
 
 
 def test_hash_changes_with_lock_state():
@@ -384,30 +383,6 @@ def test_every_field_declares_type_unit_and_hashing():
             "driver_version", "cuda_version", "cudnn_version", "torch_version",
             "triton_version", "python_version", "lock_state"} <= set(env.HASHED_KEYS)
     assert {f.unit for f in env.FINGERPRINT_FIELDS if f.name.endswith("_mhz")} == {"MHz"}
-
-
-def test_compatible_lists_differences_and_respects_keys():
-    a = _fp()
-    assert env.compatible(a, copy.deepcopy(a)) == []
-    b = _fp(gpu_name="NVIDIA L4", torch_version="2.2.1", temperature_c=90)
-    assert env.compatible(a, b) == ["gpu_name", "torch_version"]
-    assert env.compatible(a, b, keys=["gpu_name"]) == ["gpu_name"]
-    assert env.compatible(a, b, keys=["temperature_c"]) == (
-        [] if a["temperature_c"] == 90 else ["temperature_c"])
-    cpu = _fp(device_kind="cpu")
-    assert env.compatible(cpu, dict(cpu, cpu_name="another CPU")) == ["cpu_name"]
-
-
-def test_compatible_validates_arguments():
-    a = _fp()
-    with pytest.raises(ValueError, match="`keys` must be a sequence of names"):
-        env.compatible(a, a, keys=["hostname"])
-    with pytest.raises(ValueError, match="`keys` must be a sequence of names"):
-        env.compatible(a, a, keys="gpu_name")
-    with pytest.raises(ValueError, match=r"`fp_b` lacks key\(s\) \['gpu_name'\]"):
-        env.compatible(a, {k: v for k, v in a.items() if k != "gpu_name"})
-    with pytest.raises(ValueError, match="`fp_a` must be a fingerprint dict"):
-        env.compatible(None, a)
 
 
 def test_default_dispatch_lock_keeps_everything_but_deterministic_algorithms():

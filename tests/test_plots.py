@@ -125,17 +125,11 @@ def test_cross_device_marks_l4_as_reported_without_lines_between_configurations(
         P.cross_device(table, pd.DataFrame({"x": [1]}))
 
 
-def test_trial_spread_and_mode_overhead():
+def test_trial_spread():
     trials = pd.DataFrame({"config": [TARGET] * 4, "candidate": ["a", "a", "b", "b"],
                            "mode": "graph", "trial": [0, 1, 0, 1],
                            "median_ms": [1.0, 1.1, 2.0, 2.0]})
     assert LABEL in titles(P.trial_spread(trials, LABEL))
-    modes = pd.DataFrame({"config": [TARGET], "device_ms": [0.05], "graph_over_device": [1.02],
-                          "per_call_over_device": [1.8]})
-    fig = P.mode_overhead(modes, LABEL)
-    assert len(fig.axes[0].patches) == 2
-    with pytest.raises(ValueError, match="at least one '<mode>_over_device' column"):
-        P.mode_overhead(modes[["config", "device_ms"]], LABEL)
 
 
 def test_validation_messages():

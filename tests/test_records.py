@@ -11,41 +11,7 @@ from attn_analysis import RECORD_FORMAT_VERSION, records, sweep
 from attn_analysis.configs import Config
 
 import fake_candidates  # noqa: F401
-
-
-def make_timing_unit(config="B1-H2-S16-D64-fp16", candidate="sdpa", mode="graph", trial=0,
-                     times=(0.5, 0.52, 0.51), status="ok", reason=""):
-    """Builder for a timing unit as the sweep writes it."""
-    return {"kind": "timing", "config": config, "candidate": candidate, "mode": mode,
-            "trial": trial, "status": status, "reason": reason, "times_ms": list(times),
-            "timing": {"clock": "cpu_wall", "stop_reason": "n_samples",
-                       "ci_rel_halfwidth": 0.01, "calls_per_sample": 1},
-            "gpu_state_start": {"sm_clock_mhz": None}, "gpu_state_end": {},
-            "measurement_id": f"{candidate}-{mode}-{trial}"}
-
-
-def make_run(tmp_path, n_trials=2):
-    run = tmp_path / "run-a"
-    for t in range(n_trials):
-        records.write_unit(run, {"kind": "trial", "trial": t,
-                                 "fingerprint": {"fingerprint_hash": "abc", "device_kind": "cpu"}})
-        for mode in ("graph", "per_call"):
-            records.write_unit(run, make_timing_unit(mode=mode, trial=t,
-                                                     times=(0.5 + t, 0.6 + t, 0.55 + t)))
-        records.write_unit(run, {"kind": "correctness", "config": "B1-H2-S16-D64-fp16",
-                                 "candidate": "sdpa", "trial": t, "status": "ok", "reason": "",
-                                 "result": {"passed": True, "rel_error": 3e-4,
-                                            "max_abs_error": 1e-3, "threshold": 5e-3,
-                                            "nonfinite": 0}})
-    records.write_unit(run, make_timing_unit(candidate="sdpa_flash", status="unsupported",
-                                             reason="cuda only", times=()))
-    records.write_unit(run, {"kind": "kernels", "config": "B1-H2-S16-D64-fp16",
-                             "candidate": "sdpa", "status": "ok",
-                             "kernels": [{"name": "k1", "calls_per_call": 1.0,
-                                          "device_ms_per_call": 0.4}]})
-    records.write_unit(run, {"kind": "ceilings", "ceilings": {"matmul": {"tflops": 1.0}}})
-    records.finalize(run, {"plan": {"device": "cpu"}})
-    return run
+from conftest import make_run, make_timing_unit
 
 
 def test_unit_is_self_checksummed_and_versioned(tmp_path):
@@ -315,3 +281,113 @@ def test_verifier_reports_a_changed_column_type(tmp_path):
     records.write_manifest(run)
     assert records.verify(run) == [
         "correctness.parquet: column 'nonfinite' is float64, the journal gives int64"]
+
+
+# ------------------------------------------------------------- schema and run folder
+
+@pytest.mark.parametrize("change, message", [
+    ({"mode": "warm"}, r"`mode` must be one of \('per_call', 'cold_l2', 'graph'\); got 'warm'"),
+    ({"status": "fine"}, r"`status` must be one of \('ok'"),
+    ({"trial": "0"}, r"`trial` must be an integer; got '0'"),
+    ({"trial": True}, r"`trial` must be an integer; got True"),
+    ({"trial": -1}, r"`trial` must be >= 0"),
+    ({"config": "B1-H2-S16"}, r"`config` must look like"),
+    ({"times_ms": [0.5, "0.6"]}, r"`times_ms` must hold only numbers; got '0.6'"),
+    ({"timing": []}, r"`timing` must be an object; got \[\]"),
+    ({"sample_count": 3}, r"`sample_count` is not a declared field"),
+    ({"placements": [{"times_ms": [1.0]}]}, r"`placements\[0\].placement` is missing"),
+])
+def test_a_unit_that_breaks_the_schema_is_refused_when_written(tmp_path, change, message):
+    with pytest.raises(ValueError, match=message):
+        records.write_unit(tmp_path, {**make_timing_unit(), **change})
+    assert not (tmp_path / records.JOURNAL).exists() or not list(
+        (tmp_path / records.JOURNAL).iterdir())
+
+
+def test_a_required_field_is_named_when_missing(tmp_path):
+    unit = make_timing_unit()
+    del unit["times_ms"]
+    with pytest.raises(ValueError, match="`times_ms` is missing"):
+        records.write_unit(tmp_path, unit)
+    with pytest.raises(ValueError, match="`kind` must be one of"):
+        records.write_unit(tmp_path, {"kind": "bogus"})
+    with pytest.raises(ValueError, match="`fingerprint` is missing"):
+        records.write_unit(tmp_path, {"kind": "trial", "trial": 0})
+
+
+def test_a_sealed_unit_that_breaks_the_schema_is_refused_when_read(tmp_path):
+    # A unit whose checksum is right but whose content the schema refuses (written by
+    # other code, or before a field was declared) does not enter a run.
+    path = records.write_unit(tmp_path, make_timing_unit())
+    body = json.loads(path.read_text())
+    body.pop("sha256")
+    body["times_ms"] = "fast"
+    body["sha256"] = records._sha256_bytes(records._canonical(body))
+    path.write_text(json.dumps(body))
+    with pytest.raises(records.RecordError, match=r"does not fit the journal's schema: "
+                                                  r"`times_ms` must be a list"):
+        records.read_unit(path)
+    assert records.finished_units(tmp_path)[0] == set()
+
+
+@pytest.mark.parametrize("kind, identity", [
+    ("timing", {"trial": 3, "config": "B1-H2-S16-D64-fp16", "candidate": "sdpa_flash",
+                "mode": "cold_l2"}),
+    ("correctness", {"trial": 0, "config": "B32-H8-S512-D64-bf16-causal",
+                     "candidate": "eager"}),
+    ("kernels", {"config": "B1-H2-S16-D64-fp16", "candidate": "sdpa"}),
+    ("trial", {"trial": 12}),
+    ("ceilings", {}),
+])
+def test_unit_names_parse_back_to_the_identity_they_were_built_from(kind, identity):
+    name = records.unit_name(kind, **identity)
+    assert records.parse_unit_name(name) == {"kind": kind, **identity}
+    assert [f.name for f in records.UNIT_IDENTITY[kind]] == list(identity)
+
+
+@pytest.mark.parametrize("name", ["timing__t0__B1-H2-S16-D64-fp16__sdpa.json",
+                                  "trial__0.json", "bogus__t0.json", "trial__t0",
+                                  "kernels__t0__B1-H2-S16-D64-fp16__sdpa.json"])
+def test_a_name_that_is_no_unit_is_refused(name):
+    with pytest.raises(ValueError, match="`name` must"):
+        records.parse_unit_name(name)
+
+
+def test_the_run_folder_files_are_built_and_read_in_one_place(tmp_path):
+    for trial in (0, 1):
+        records.write_unit(tmp_path, make_timing_unit(trial=trial, candidate="sdpa"))
+        records.write_unit(tmp_path, make_timing_unit(trial=trial, candidate="eager"))
+    assert [p.name for p in records.journal_paths(tmp_path, "timing", candidate="eager")] == [
+        records.unit_name("timing", trial=t, config="B1-H2-S16-D64-fp16", candidate="eager",
+                          mode="graph") for t in (0, 1)]
+    assert records.journal_paths(tmp_path, "trial") == []
+    assert records.read_plan(tmp_path) is None
+    records.write_plan(tmp_path, {"trials": 2})
+    assert records.read_plan(tmp_path) == {"trials": 2}
+    assert (tmp_path / records.PLAN).is_file()
+    records.write_fatal(tmp_path, "trial 0: another machine\n")
+    assert records.read_fatal(tmp_path) == "trial 0: another machine"
+    assert records.read_current(tmp_path, 1) is None
+    records.write_current(tmp_path, 1, "B1-H2-S16-D64-fp16", ("sdpa", "eager"))
+    assert records.read_current(tmp_path, 1) == {"config": "B1-H2-S16-D64-fp16",
+                                                 "candidates": ["sdpa", "eager"]}
+    records.clear_current(tmp_path, 1)
+    records.clear_current(tmp_path, 1)  # clearing twice is harmless
+    assert records.read_current(tmp_path, 1) is None
+
+
+def test_every_table_column_reads_a_declared_field_of_its_unit_kind():
+    for table, kind in ((records.UNITS_TABLE, "timing"), (records.PLACEMENTS_TABLE, "timing"),
+                        (records.CORRECTNESS_TABLE, "correctness"),
+                        (records.KERNELS_TABLE, "kernels")):
+        fields = {f.name: f for f in records.UNIT_SCHEMA[kind]}
+        for column in table:
+            root, _, rest = column.source.partition(".")
+            assert root in fields, (kind, column.name, column.source)
+            items = fields[root].items
+            if items and isinstance(items[0], records.Field):  # a list of records
+                assert rest.partition(".")[0] in {f.name for f in items}, column.source
+    assert records.table_columns(1) == {name: cols for name, cols in
+                                        records.table_columns(2).items()
+                                        if name != "placements.parquet"} | {
+        "samples.parquet": records.SAMPLE_COLUMNS_V1}

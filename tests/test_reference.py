@@ -8,7 +8,7 @@ import pytest
 
 from attn_analysis import reference as ref
 from attn_analysis import workload
-from attn_analysis.configs import TARGET, Config, matrix
+from attn_analysis.configs import Config, matrix
 
 SEEDS = Path(__file__).resolve().parents[2] / "shared" / "seeds"
 needs_seeds = pytest.mark.skipif(not SEEDS.is_dir(),
@@ -74,8 +74,9 @@ def test_001_matrix_complete_and_consistent(table, cfg):
     assert lo <= med <= hi
     # Their throughput and bandwidth columns are flops/median and 4*B*H*S*D*2/median:
     # the same counts as workload.flops and workload.min_bytes (to their rounding).
-    assert workload.achieved_tflops(cfg, med) * 1e3 == pytest.approx(one["gflops"].iloc[0], rel=5e-3)
-    assert workload.effective_bandwidth_gbs(cfg, med) == pytest.approx(
+    assert workload.tflops_rate(workload.flops(cfg), med) * 1e3 == pytest.approx(
+        one["gflops"].iloc[0], rel=5e-3)
+    assert workload.gbs_rate(workload.min_bytes(cfg), med) == pytest.approx(
         one["bandwidth_gbs"].iloc[0], rel=5e-3, abs=0.5)
 
 
@@ -105,14 +106,6 @@ def test_literature_comparison_of_001(table):
     assert a100["value"].item() == 0.15 and a100["device"].item().startswith("NVIDIA A100")
     assert set(values(table, "slowdown", "001")["value"]) == {2.13}
     assert set(values(table, "assumed_peak_tflops", "001")["value"]) == {30, 312}
-
-
-def test_for_config(table):
-    rows = ref.for_config(table, TARGET)
-    assert len(rows) > 50 and (rows["seq_len"] == 512).all() and (rows["heads"] == 8).all()
-    assert ref.for_config(table, Config(32, 8, 512, causal=True)).empty
-    with pytest.raises(ValueError, match=r"`config` must be an attn_analysis.configs.Config"):
-        ref.for_config(table, "B32-H8-S512-D64-fp16")
 
 
 # ---------------------------------------------------------------- against the seed files

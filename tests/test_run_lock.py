@@ -7,12 +7,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from attn_analysis import run_lock
+from conftest import alive, wait_dead
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -139,24 +139,6 @@ time.sleep(60)
 """
 
 
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie, dead but not yet reaped, counts as dead)."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
-def _wait_dead(pid: int, timeout_s: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if not _alive(pid):
-            return True
-        time.sleep(0.05)
-    return False
-
-
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc (Linux)")
 @pytest.mark.parametrize("platform, how", [("linux", "prctl"), ("other", "watchdog")])
 def test_child_dies_when_its_parent_is_killed(platform, how):
@@ -166,13 +148,13 @@ def test_child_dies_when_its_parent_is_killed(platform, how):
                               cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)))
     child = int(parent.stdout.readline())
     assert parent.stderr.readline().strip() == how
-    assert _alive(child)
+    assert alive(child)
     parent.send_signal(signal.SIGKILL)
     parent.wait()
     try:
-        assert _wait_dead(child), "the child outlived its parent"
+        assert not wait_dead([child], 10.0), "the child outlived its parent"
     finally:
-        if _alive(child):
+        if alive(child):
             os.kill(child, signal.SIGKILL)
 
 

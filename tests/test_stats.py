@@ -224,29 +224,6 @@ def test_mann_whitney_matches_scipy():
     assert S.mann_whitney(a, a) == 1.0
 
 
-def test_holm_hand_computed():
-    # sorted 0.005, 0.01, 0.03, 0.04 -> 4*.005, 3*.01, 2*.03, max(1*.04, .06)
-    np.testing.assert_allclose(S.holm([0.01, 0.04, 0.03, 0.005]), [0.03, 0.06, 0.06, 0.02])
-    np.testing.assert_allclose(S.holm([0.5, 0.6]), [1.0, 1.0])  # capped at 1
-
-
-def test_holm_monotone():
-    p = np.random.default_rng(15).uniform(0, 0.2, 30)
-    adj = S.holm(p)
-    assert np.all(np.diff(adj[np.argsort(p)]) >= 0) and np.all(adj >= p) and adj.max() <= 1
-
-
-def test_holm_matches_its_definition():
-    # Holm (1979): adjusted p of the i-th smallest = max over j <= i of min(1, (m - j + 1) p_(j)),
-    # written out term by term rather than with cumulative maxima.
-    p = np.random.default_rng(16).uniform(0, 0.1, 12)
-    order, m = np.argsort(p), len(p)
-    expected = np.empty(m)
-    for i, idx in enumerate(order):
-        expected[idx] = max(min(1.0, (m - j) * p[order[j]]) for j in range(i + 1))
-    np.testing.assert_allclose(S.holm(p), expected)
-
-
 def test_binomial_rate_ci_is_clopper_pearson():
     # Closed form: low = Beta.ppf(a/2; k, n-k+1), high = Beta.ppf(1-a/2; k+1, n-k).
     for k, n in [(3, 40), (0, 20), (20, 20)]:
@@ -387,8 +364,6 @@ X = np.array([1.0, 2.0, 3.0])
     (lambda: S.hedges_g(X, X, correction="x"), r"`correction` must be one of \('exact'"),
     (lambda: S.cliffs_delta(X, []), r"`b` must be a 1-D array of at least 1 finite"),
     (lambda: S.mann_whitney([np.nan], X), r"`a` must be .* not finite"),
-    (lambda: S.holm([0.1, 1.2]), r"`pvalues` must hold values in \[0, 1\]"),
-    (lambda: S.holm([]), r"`pvalues` must be a 1-D array of at least 1 finite"),
     (lambda: S.binomial_rate_ci(1, 0), r"`trials` must be a positive integer"),
     (lambda: S.binomial_rate_ci(5, 4), r"`successes` must be an integer in \[0, trials=4\]"),
     (lambda: S.binomial_rate_ci(1, 4, 1.0), r"`confidence` must be a number in \(0, 1\)"),

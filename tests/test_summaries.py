@@ -102,7 +102,7 @@ def test_throughput_table_closed_forms():
     assert t["tflops_low"] == pytest.approx(flops / 0.1e-3 / 1e12)
     assert t["frac_matmul"] == pytest.approx(t["tflops"] / 500.0)
     assert t["eff_gbs"] == pytest.approx(nbytes / 0.05e-3 / 1e9)
-    spec = workload.device_spec("NVIDIA H100 80GB HBM3")
+    spec = workload.HARDWARE["NVIDIA H100 SXM5 80GB"]
     assert t["frac_peak_bw"] == pytest.approx(t["eff_gbs"] / spec.mem_bandwidth_gbs)
     unknown = S.throughput_table(lat).iloc[0]
     assert math.isnan(unknown["frac_matmul"]) and math.isnan(unknown["frac_peak_tflops"])
@@ -171,27 +171,6 @@ def test_reported_latency_counts_mentions_and_marks_as_reported():
                         "candidate": ["sdpa"], "mode": ["graph"], "median_ms": [0.04]})
     x = S.cross_device_table(lat, rep).iloc[0]
     assert x["l4_over_ours"] == pytest.approx(0.32 / 0.04)
-
-
-def test_parse_shapes_and_measurement_plan():
-    assert S.parse_shapes("2,2,64;1,2,16,128") == (Config(2, 2, 64), Config(1, 2, 16, 128))
-    assert S.parse_shapes("") == ()
-    assert len(S.parse_shapes("reports-v1")) == 10
-    with pytest.raises(ValueError, match="`shapes` entries must look like"):
-        S.parse_shapes("2,2")
-    with pytest.raises(ValueError, match="`shapes` must be a string"):
-        S.parse_shapes(5)
-    plan = S.measurement_plan("cpu", shapes="2,2,32", samples=5)
-    assert plan.device == "cpu" and plan.timing == {"n_samples": 5, "warmup_ms": 10.0}
-    default = S.measurement_plan("cpu", shapes="2,2,32")  # 0 samples: the calibrated design
-    assert default.timing == {"n_samples": 20, "warmup_ms": 10.0} and default.placements == 8
-    assert plan.candidates == S.CPU_CANDIDATES and not plan.profile
-    with pytest.raises(ValueError, match="`device` must be 'cuda' or 'cpu'"):
-        S.measurement_plan("tpu")
-    with pytest.raises(ValueError, match="`trials` must be a positive integer"):
-        S.measurement_plan("cpu", trials=0)
-    with pytest.raises(ValueError, match="`samples` must be a non-negative integer"):
-        S.measurement_plan("cpu", samples=-1)
 
 
 def test_choose_lead():

@@ -14,6 +14,7 @@ from attn_analysis import records, run_lock, sweep
 from attn_analysis.configs import Config
 
 import fake_candidates  # noqa: F401
+from conftest import alive, wait_dead
 
 TESTS = Path(__file__).parent
 TINY = (Config(1, 2, 16, 64), Config(2, 1, 9, 64, "bfloat16", True))
@@ -291,22 +292,6 @@ def _children(pid: int) -> list[int]:
     return kids
 
 
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie, dead but not yet reaped, counts as dead)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
-
-
-def _wait_dead(pids, timeout_s: float = 15.0) -> list[int]:
-    """Wait for every pid to die; return those still alive after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and any(_alive(p) for p in pids):
-        time.sleep(0.05)
-    return [p for p in pids if _alive(p)]
-
-
 def _sleepy_cli(out):
     """A sweep whose one fake_sleepy unit takes about 10 s (100 samples of a 100 ms call)."""
     return [sys.executable, "-m", "attn_analysis", "sweep", "--out", str(out), "--device", "cpu",
@@ -333,10 +318,10 @@ def test_killing_only_the_parent_leaves_no_worker_and_a_rerun_completes(tmp_path
     os.kill(proc.pid, sig)  # the parent only, as `kill PID` does: not its process group
     _, stderr = proc.communicate(timeout=60)
     try:  # the orphan would go on timing fake_sleepy for about 10 s
-        assert _wait_dead(workers, timeout_s=5) == [], "a worker outlived its parent"
+        assert wait_dead(workers, timeout_s=5) == [], "a worker outlived its parent"
     finally:
         for pid in workers:
-            if _alive(pid):
+            if alive(pid):
                 os.kill(pid, signal.SIGKILL)
     journal = out / "journal"
     assert not (journal / "timing__t0__B1-H2-S16-D64-fp16__fake_sleepy__per_call.json").exists()
@@ -410,3 +395,17 @@ def test_a_run_of_zero_samples_is_not_finalized(tmp_path):
         sweep.run(out, plan, progress=False)
     assert not (out / "manifest.json").exists()
     assert not run_lock.lock_path(out).exists()
+
+
+def test_measurement_plan_of_a_notebook():
+    plan = sweep.measurement_plan("cpu", shapes="2,2,32", samples=5)
+    assert plan.device == "cpu" and plan.timing == {"n_samples": 5, "warmup_ms": 10.0}
+    default = sweep.measurement_plan("cpu", shapes="2,2,32")  # 0: the calibrated design
+    assert default.timing == {"n_samples": 20, "warmup_ms": 10.0} and default.placements == 8
+    assert plan.candidates == sweep.CPU_CANDIDATES and not plan.profile
+    with pytest.raises(ValueError, match="`device` must be 'cuda' or 'cpu'"):
+        sweep.measurement_plan("tpu")
+    with pytest.raises(ValueError, match="`trials` must be a positive integer"):
+        sweep.measurement_plan("cpu", trials=0)
+    with pytest.raises(ValueError, match="`samples` must be a non-negative integer"):
+        sweep.measurement_plan("cpu", samples=-1)

@@ -1,0 +1,112 @@
+"""The argument checks every module shares (STYLE habit 1: validate, then compute).
+
+Each function checks one argument, returns it normalised (a plain ``int``, ``float``,
+tuple, or the DataFrame itself) and otherwise raises ``ValueError`` naming the argument
+in backticks with what it must be, so every module words the same fault the same way.
+A check that only one module needs stays in that module as its private ``_<name>_iv``.
+
+Pure and light: numbers and, inside :func:`frame`, pandas; never torch.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Hashable
+
+import numpy as np
+
+SAMPLE_KEYS = ("config", "candidate", "mode", "trial", "ms")
+
+
+def frame(name: str, df, columns=(), *, rows: bool = False):
+    """``df`` if it is a DataFrame holding ``columns`` (and, with ``rows``, at least one row)."""
+    import pandas as pd
+    if not isinstance(df, pd.DataFrame):
+        raise ValueError(f"`{name}` must be a pandas DataFrame; got {type(df).__name__}.")
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise ValueError(f"`{name}` must have columns {list(columns)}; missing {missing}.")
+    if rows and df.empty:
+        raise ValueError(f"`{name}` must hold at least one row; got none.")
+    return df
+
+
+def samples(df, columns=SAMPLE_KEYS):
+    """A tidy samples table (``columns``) whose ``ms`` are positive and finite."""
+    df = frame("samples", df, columns)
+    ms = df["ms"].to_numpy(dtype=float)
+    if len(ms) and not (np.isfinite(ms) & (ms > 0)).all():
+        raise ValueError("`samples` column `ms` must hold positive finite times.")
+    return df
+
+
+def _is_integer(value) -> bool:
+    return not isinstance(value, bool) and isinstance(value, numbers.Integral)
+
+
+def _is_real(value) -> bool:
+    return not isinstance(value, bool) and isinstance(value, numbers.Real)
+
+
+def integer(name: str, value, minimum: int = 1, *, allow_none: bool = False) -> int | None:
+    """``value`` as an ``int`` of at least ``minimum`` (or None where ``allow_none``)."""
+    if value is None and allow_none:
+        return None
+    if not _is_integer(value) or value < minimum:
+        extra = " or None" if allow_none else ""
+        raise ValueError(f"`{name}` must be an integer >= {minimum}{extra}; got {value!r}.")
+    return int(value)
+
+
+def positive_integer(name: str, value) -> int:
+    """``value`` as an ``int`` > 0 (numpy integers too; bools refused)."""
+    if not _is_integer(value) or value < 1:
+        raise ValueError(f"`{name}` must be a positive integer; got {value!r}.")
+    return int(value)
+
+
+def number_in(name: str, value, low: float = 0.0, high: float = 1.0) -> float:
+    """``value`` as a ``float`` strictly inside (``low``, ``high``)."""
+    if not _is_real(value) or not low < float(value) < high:
+        raise ValueError(f"`{name}` must be a number in ({low:g}, {high:g}); got {value!r}.")
+    return float(value)
+
+
+def positive(name: str, value) -> float:
+    """``value`` as a finite ``float`` > 0, worded "a positive finite number"."""
+    if not _is_real(value) or not math.isfinite(float(value)) or float(value) <= 0:
+        raise ValueError(f"`{name}` must be a positive finite number; got {value!r}.")
+    return float(value)
+
+
+def finite(name: str, value, *, strict: bool = False) -> float:
+    """``value`` as a finite ``float`` >= 0 (> 0 where ``strict``)."""
+    ok = _is_real(value) and math.isfinite(value) and (value > 0 if strict else value >= 0)
+    if not ok:
+        raise ValueError(f"`{name}` must be a finite number {'>' if strict else '>='} 0; "
+                         f"got {value!r}.")
+    return float(value)
+
+
+def choice(name: str, value, allowed: tuple):
+    """``value`` if it is one of ``allowed`` (strings are compared as strings)."""
+    if not isinstance(value, Hashable) or value not in tuple(allowed):
+        raise ValueError(f"`{name}` must be one of {allowed}; got {value!r}.")
+    return value
+
+
+def flag(name: str, value) -> bool:
+    """``value`` if it is ``True`` or ``False`` (not 0, 1 or a numpy bool)."""
+    if not isinstance(value, bool):
+        raise ValueError(f"`{name}` must be True or False; got {value!r}.")
+    return value
+
+
+def modes(value) -> tuple[str, ...]:
+    """``value`` (a mode name or a sequence of them, from ``MODES``) as a non-empty tuple."""
+    from .configs import MODES
+    value = (value,) if isinstance(value, str) else tuple(value)
+    if not value or any(m not in MODES for m in value):
+        raise ValueError(f"`modes` must be drawn from {MODES}; got {value!r}.")
+    return value
