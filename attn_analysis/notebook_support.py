@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 import pandas as pd
 
-from . import records, summaries
+from . import _validate, records, summaries
 
 DEFAULT_LEAD_RUN = "h200-reports-p2-all"
 DEFAULT_TRITON_RUN = "h200-triton-p2"
@@ -52,20 +52,6 @@ def repo_root(start=None) -> Path:
                      f"{here}).")
 
 
-def _bool_iv(name: str, value) -> bool:
-    """Check a True/False parameter."""
-    if not isinstance(value, bool):
-        raise ValueError(f"`{name}` must be True or False; got {value!r}.")
-    return value
-
-
-def _int_iv(name: str, value, minimum: int) -> int:
-    """Check an integer parameter of at least ``minimum``."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise ValueError(f"`{name}` must be an integer >= {minimum}; got {value!r}.")
-    return int(value)
-
-
 def check_parameters(*, root: Path, runs_dir: str, run: str, measure: bool, device: str,
                      shapes: str, candidates: str, trials: int, samples: int, run_id: str,
                      n_resamples: int) -> dict:
@@ -79,7 +65,7 @@ def check_parameters(*, root: Path, runs_dir: str, run: str, measure: bool, devi
                          f"{path} is not one.")
     if not isinstance(run, str):
         raise ValueError(f"`run` must be a run folder name or ''; got {run!r}.")
-    measure = _bool_iv("measure", measure)
+    measure = _validate.flag("measure", measure)
     if device not in DEVICE_CHOICES:
         raise ValueError(f"`device` must be one of {DEVICE_CHOICES}; got {device!r}.")
     if device == "auto":
@@ -90,9 +76,9 @@ def check_parameters(*, root: Path, runs_dir: str, run: str, measure: bool, devi
     summaries.parse_shapes(shapes)  # raises on a malformed entry
     if not isinstance(candidates, str):
         raise ValueError(f"`candidates` must be a comma-separated string; got {candidates!r}.")
-    trials = _int_iv("trials", trials, 1)
-    samples = _int_iv("samples", samples, 0)
-    n_resamples = _int_iv("n_resamples", n_resamples, 100)
+    trials = _validate.integer("trials", trials, 1)
+    samples = _validate.integer("samples", samples, 0)
+    n_resamples = _validate.integer("n_resamples", n_resamples, 100)
     if not isinstance(run_id, str) or (run_id and not _RUN_ID.fullmatch(run_id)):
         raise ValueError(f"`run_id` must be '' or a folder name of letters, digits, '.', '_' "
                          f"and '-'; got {run_id!r}.")
@@ -301,12 +287,12 @@ def small_fraction_iv(name: str, value, params=None) -> float:
 
 def count_iv(name: str, value, params=None) -> int:
     """Check an integer of at least 1 (processes, a family size)."""
-    return _int_iv(name, value, 1)
+    return _validate.integer(name, value, 1)
 
 
 def resamples_iv(name: str, value, params=None) -> int:
     """Check a number of bootstrap resamples: an integer of at least 100."""
-    return _int_iv(name, value, 100)
+    return _validate.integer(name, value, 100)
 
 
 def mode_iv(name: str, value, params=None) -> str:

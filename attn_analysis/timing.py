@@ -528,7 +528,7 @@ def capture_graph(fn, n_calls=1, *, debug=False):
     """
     if not callable(fn):
         raise ValueError(f"`fn` must be a zero-argument callable; got {fn!r}.")
-    n_calls = _int_iv("n_calls", n_calls)
+    n_calls = _validate.integer("n_calls", n_calls)
     if not _cuda_available():
         raise ValueError("`capture_graph` needs CUDA, which is not available here.")
     cuda = _torch().cuda
@@ -559,7 +559,7 @@ def profile_graph(graph, n_calls, n_replays=10) -> dict:
     span from the first kernel's start to the last one's end; the span minus the busy time
     is the idle gap between dependent kernels. The times are None when no kernel was seen.
     """
-    n_calls, n_replays = _int_iv("n_calls", n_calls), _int_iv("n_replays", n_replays)
+    n_calls, n_replays = _validate.integer("n_calls", n_calls), _validate.integer("n_replays", n_replays)
     if not _cuda_available():
         raise ValueError("`profile_graph` needs CUDA, which is not available here.")
     torch = _torch()

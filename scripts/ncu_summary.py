@@ -65,9 +65,11 @@ def summarise(path, names=None):
     return out
 
 
-if __name__ == "__main__":
-    names = sys.argv[2].split(",") if len(sys.argv) > 2 else None
-    for rec in summarise(sys.argv[1], names):
+def main(argv=None) -> None:
+    """Print the summary of an ncu raw CSV: ``ncu_summary.py RAW.csv [name,name,...]``."""
+    argv = sys.argv[1:] if argv is None else argv
+    names = argv[1].split(",") if len(argv) > 1 else None
+    for rec in summarise(argv[0], names):
         print(f"== {rec['name']}  ({rec['kernel']})")
         print("   " + ", ".join(f"{k}={rec[k]}" for k in (
             "grid", "block", "regs", "time_us", "time_unit", "sm_busy_pct", "mem_busy_pct",
@@ -75,3 +77,7 @@ if __name__ == "__main__":
         print("   pipes %: " + ", ".join(f"{k}={v:.1f}" for k, v in rec["pipes"].items()))
         print("   stalls (cycles/issue): "
               + ", ".join(f"{k}={v:.2f}" for k, v in rec["stalls"].items()))
+
+
+if __name__ == "__main__":
+    main()
