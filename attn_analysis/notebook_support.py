@@ -161,6 +161,15 @@ def recorded_run_iv(name: str, value, params: dict) -> str:
     return value
 
 
+def recorded_runs_iv(name: str, value, params: dict) -> list[str]:
+    """Check '' or comma-separated recorded runs (each as :func:`recorded_run_iv`); return
+    the run ids in the given order (empty for '')."""
+    if not isinstance(value, str):
+        raise ValueError(f"`{name}` must be '' or comma-separated run folder names; "
+                         f"got {value!r}.")
+    return [recorded_run_iv(name, v.strip(), params) for v in value.split(",") if v.strip()]
+
+
 def config_iv(name: str, value, params: dict) -> str:
     """Check a configuration key: '' or a key such as B32-H8-S512-D64-fp16; when
     measuring, one of the configurations the plan measures."""

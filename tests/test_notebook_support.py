@@ -90,6 +90,8 @@ def test_parameters_returns_what_each_check_returns(in_repo):
     assert params["runs_dir"] == ROOT / "data" / "runs" and params["family"] == 3
     assert list(params["runs"]) == ["h200-kernel-bf16-p2"]
     assert params["one"].run_id == "h200-kernel-bf16-p2"
+    assert nbs.recorded_runs_iv("x", " h200-kernel-bf16-p2, ", params) == ["h200-kernel-bf16-p2"]
+    assert nbs.recorded_runs_iv("x", "", params) == []
 
 
 @pytest.mark.parametrize("check, value, message", [
@@ -98,6 +100,8 @@ def test_parameters_returns_what_each_check_returns(in_repo):
     (nbs.protocol2_runs_iv, "h100-calibration-v1", r"`x` must name protocol-v2 runs .*"
                                                     r"\['h100-calibration-v1'\] are protocol 1"),
     (nbs.run_iv, "a,b", "`x` must be a run folder name; got 'a,b'."),
+    (nbs.recorded_runs_iv, "h200-kernel-bf16-p2,nope", "`x` must be '' or a finalized run"),
+    (nbs.recorded_runs_iv, 3, "`x` must be '' or comma-separated run folder names"),
     (nbs.count_iv, True, "`x` must be an integer >= 1; got True."),
     (nbs.mode_iv, "warm", "`x` must be one of ('per_call', 'cold_l2', 'graph')"),
 ])
