@@ -349,19 +349,23 @@ if len(vs_lib):
         table = table.join(tr_att[["speedup", "ci_low", "ci_high", "verdict"]].rename(
             columns={"speedup": "attention_speedup_vs_sdpa", "ci_low": "attention_ci_low",
                      "ci_high": "attention_ci_high", "verdict": "attention_verdict"}))
-    shown = ["config", "library", "speedup", "ci_low", "ci_high", "verdict"] + (
+    compact = table.reset_index()
+    compact["speedup"] = [f"{v:.3f} ({lo:.3f}–{hi:.3f})" for v, lo, hi in
+                          zip(compact["speedup"], compact["ci_low"], compact["ci_high"])]
+    shown = ["config", "library", "speedup", "verdict"] + (
         ["kernel_verdict"] if len(tr_kernel) else []) + (
         ["attention_verdict"] if len(tr_att) else [])
-    tables.show(table.reset_index()[shown],
+    tables.show(compact[shown],
                 f"Our kernel against the fastest library backend per configuration (graph "
                 f"mode, 95 % hierarchical interval of the speedup, family-wise over the "
                 f"shapes), and the verdicts per kernel against sdpa (the default dispatch, "
                 f"its memset included) and per attention kernel (each side's longest kernel "
                 f"alone); the medians, the kernel and attention speedups with intervals and "
-                f"the "
-                f"tuning each shape used (block sizes, warps, pipeline stages, tensor-memory "
+                f"the tuning each shape used (block sizes, warps, pipeline stages, tensor-memory "
                 f"loads, fp16 exponentials) are in the CSV. {tr_label}, run {tr_id}.",
                 name="tbl-triton-vs-library", csv="triton_vs_library.csv",
+                labels={"speedup": "speedup (×, interval)", "library": "fastest library",
+                        "kernel_verdict": "per kernel", "attention_verdict": "attention"},
                 full=table.reset_index())
 
 # %% [markdown]
