@@ -29,6 +29,7 @@ processes = 2            # processes per replication of the design
 margin = 0.02            # equivalence margin on the speedup
 family = 26              # Bonferroni family size of the target table, call and kernel level
 n_resamples = 2000       # bootstrap resamples per comparison
+check_run = "h200-controls-p2-final"  # the controls re-run under the latest code; '' for none
 
 # %% tags=["remove-cell"]
 import pathlib, sys  # this repository's package first, whichever copy is installed
@@ -37,7 +38,8 @@ from attn_analysis import notebook_support as nbs
 
 root, params = nbs.parameters(globals(), processes=nbs.count_iv, margin=nbs.small_fraction_iv,
                               family=nbs.count_iv, n_resamples=nbs.resamples_iv,
-                              calibration_runs=nbs.runs_iv)
+                              calibration_runs=nbs.runs_iv,
+                              check_run=nbs.recorded_run_iv)
 CR = list(params["calibration_runs"].values())
 
 import pandas as pd
@@ -148,3 +150,39 @@ tables.show(show[["protocol", "candidate", "role", "slowdown", "extra_share", "o
             formats={"slowdown": ".1f", "extra_share": ".1f"},
             csv="calibration_v2.csv", full=pd.concat([per.assign(family=1),
                                                       fam.assign(family=family)]))
+
+# %% [markdown]
+# (calibration-recheck)=
+# ## The controls under the latest code
+#
+# The package was refactored after the calibration runs (one validation layer, the run
+# folder's unit schema; {doc}`../book/reproducibility` says which code measured which run).
+# Run {glue:text}`cal2_check_run:s` ({glue:text}`cal2_check_label:s`) re-ran the A/A twin
+# and the spin controls at the target under the refactored code, in one family of
+# call-level comparisons with the default dispatch: the twin is
+# {glue:text}`cal2_check_twin:s`, and the spin controls are {glue:text}`cal2_check_spins:s`.
+
+# %% tags=["remove-cell"]
+from attn_analysis import comparisons
+
+if params["check_run"]:
+    from attn_analysis import records
+    C = records.load(params["runs_dir"] / params["check_run"])
+    ct = comparisons.speedup_table(C.samples, C.placements,
+                                   candidates=[c for c in sorted(set(C.samples["candidate"]))
+                                               if c.startswith("sdpa_")],
+                                   margin=margin, n_resamples=n_resamples)
+    ct = ct[ct["level"] == "call"].set_index("candidate")
+
+    def _say(c):
+        r = ct.loc[c]
+        return f"{r['verdict']} ({r['speedup']:.3f}, {r['ci_low']:.3f}–{r['ci_high']:.3f})"
+    nbs.glue_text("cal2_check_run", C.run_id)
+    nbs.glue_text("cal2_check_label", summaries.run_label(C))
+    nbs.glue_text("cal2_check_twin", _say("sdpa_twin") if "sdpa_twin" in ct.index
+                  else "not measured")
+    nbs.glue_text("cal2_check_spins", "; ".join(
+        f"{c} {_say(c)}" for c in ct.index if c.startswith("sdpa_spin")) or "not measured")
+else:
+    for key in ("cal2_check_run", "cal2_check_label", "cal2_check_twin", "cal2_check_spins"):
+        nbs.glue_text(key, "none")
