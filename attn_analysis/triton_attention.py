@@ -274,6 +274,21 @@ def _store_rows(Os, o, bh, base, start, S, ROWS: tl.constexpr, HEAD_DIM: tl.cons
 
 
 @triton.jit
+def _key_range(start_m, S, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+               CAUSAL: tl.constexpr):
+    """Keys a query tile starting at row ``start_m`` reads: ``end`` (exclusive) and
+    ``full_end``, the end of the key tiles that need no mask (whole, and below the
+    diagonal if causal); the masked loop covers ``[full_end, end)``."""
+    if CAUSAL:
+        end = tl.minimum(start_m + BLOCK_M, S)
+        full_end = (tl.minimum(start_m, S) // BLOCK_N) * BLOCK_N
+    else:
+        end = S
+        full_end = (S // BLOCK_N) * BLOCK_N
+    return end, full_end
+
+
+@triton.jit
 def _one_tile_dual(Qs, Ks, Vs, Os, bh, pid_m, S, qk_scale,
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
                    CAUSAL: tl.constexpr, TMA: tl.constexpr, EXP16: tl.constexpr,
@@ -293,12 +308,7 @@ def _one_tile_dual(Qs, Ks, Vs, Os, bh, pid_m, S, qk_scale,
     m_b = tl.full([HALF], float("-inf"), dtype=tl.float32)
     l_b = tl.zeros([HALF], dtype=tl.float32)
     acc_b = tl.zeros([HALF, HEAD_DIM], dtype=tl.float32)
-    if CAUSAL:
-        end = tl.minimum(start_m + BLOCK_M, S)
-        full_end = (tl.minimum(start_m, S) // BLOCK_N) * BLOCK_N
-    else:
-        end = S
-        full_end = (S // BLOCK_N) * BLOCK_N
+    end, full_end = _key_range(start_m, S, BLOCK_M, BLOCK_N, CAUSAL)
     acc_a, l_a, m_a, acc_b, l_b, m_b = _kv_loop_dual(
         acc_a, l_a, m_a, acc_b, l_b, m_b, q_a, q_b, Ks, Vs, bh, base, offs_a, offs_b, 0,
         full_end, S, qk_scale, BLOCK_N, HEAD_DIM, False, CAUSAL, TMA, EXP16, POLY, INTERP)
@@ -329,12 +339,7 @@ def _one_tile(Qs, Ks, Vs, Os, bh, pid_m, S, qk_scale,
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
-    if CAUSAL:
-        end = tl.minimum(start_m + BLOCK_M, S)
-        full_end = (tl.minimum(start_m, S) // BLOCK_N) * BLOCK_N
-    else:
-        end = S
-        full_end = (S // BLOCK_N) * BLOCK_N
+    end, full_end = _key_range(start_m, S, BLOCK_M, BLOCK_N, CAUSAL)
     # Unmasked tiles first, so every row has seen key 0 (a finite max) before masking.
     acc, l_i, m_i = _kv_loop(acc, l_i, m_i, q, Ks, Vs, bh, base, offs_m, 0, full_end, S,
                              qk_scale, BLOCK_N, HEAD_DIM, False, CAUSAL, TMA, EXP16, INTERP,
