@@ -236,7 +236,8 @@ def roofline_claim(rep: Reported) -> Finding:
             "attention compute-bound",
             rep.source("001", "Roofline Analysis"),
             f"min_bytes {min_bytes:.3g} B, intensity {workload.intensity(TARGET):.0f} FLOP/B; "
-            f"L4 ridge {rb.ridge_intensity:.0f} FLOP/B (121 TFLOP/s, 300 GB/s): "
+            f"L4 ridge {rb.ridge_intensity:.0f} FLOP/B ({L4.fp16_tflops_dense:.0f} TFLOP/s, "
+            f"{L4.mem_bandwidth_gbs:.0f} GB/s): "
             f"{rb.limiter}-bound",
             "fails",
             f"the byte count is too small by a factor {min_bytes / rep_bytes:.2f} and matches "
