@@ -127,6 +127,11 @@ def interval_decimals(low, high, digits: int = 1, most: int = 6) -> int | None:
     return int(min(most, max(0, -math.floor(math.log10(half.min())) + digits - 1)))
 
 
+def with_interval(values, lows, highs, spec: str = ".3f") -> list[str]:
+    """Cells "value (low–high)" for a table column, one per row, each number in ``spec``."""
+    return [f"{v:{spec}} ({lo:{spec}}–{hi:{spec}})" for v, lo, hi in zip(values, lows, highs)]
+
+
 def short_config(key: str) -> str:
     """A configuration key as the figures print it: 'B32 H8 S512' (head dimension and
     dtype only when they are not 64 and fp16)."""

@@ -194,9 +194,8 @@ if two_level:
     _short = pd.DataFrame({"candidate": _wide.index})
     for level in ("call", "kernel"):
         if ("speedup", level) in _wide.columns:
-            _short[f"{level} speedup (×)"] = [
-                f"{v:.3f} ({lo:.3f}–{hi:.3f})" for v, lo, hi in
-                zip(_wide[("speedup", level)], _wide[("ci_low", level)], _wide[("ci_high", level)])]
+            _short[f"{level} speedup (×)"] = tables.with_interval(
+                _wide[("speedup", level)], _wide[("ci_low", level)], _wide[("ci_high", level)])
             _short[f"{level} verdict"] = _wide[("verdict", level)].to_numpy()
     tables.show(_short, f"Speedup over sdpa at {config}, call level (graph replay) and kernel "
                 f"level (profiler kernel time), family-wise intervals in parentheses, run "
@@ -488,9 +487,8 @@ else:
 if len(both):
     short = pd.DataFrame({"candidate": both.index})
     for r in ("lead", "replication"):
-        short[f"speedup_{r}"] = [f"{v:.3f} ({lo:.3f}–{hi:.3f})" for v, lo, hi in
-                                 zip(both[f"speedup_{r}"], both[f"ci_low_{r}"],
-                                     both[f"ci_high_{r}"])]
+        short[f"speedup_{r}"] = tables.with_interval(both[f"speedup_{r}"], both[f"ci_low_{r}"],
+                                                     both[f"ci_high_{r}"])
         short[f"verdict_{r}"] = both[f"verdict_{r}"].to_numpy()
         short[f"k_{r}"] = [f"{int(a)}–{int(b)}" if a != b else f"{int(a)}" for a, b in
                            zip(both[f"k_min_{r}"], both[f"k_max_{r}"])]

@@ -170,8 +170,8 @@ else:
 
 # %% tags=["remove-input"]
 if len(keep):
-    k = keep.assign(speedup=[f"{v:.3f} ({lo:.3f}–{hi:.3f})" for v, lo, hi in
-                             zip(keep["speedup"], keep["ci_low"], keep["ci_high"])])
+    k = keep.assign(speedup=tables.with_interval(keep["speedup"], keep["ci_low"],
+                                                 keep["ci_high"]))
     tables.show(k[["config", "candidate", "level", "speedup", "verdict"]],
                 f"Comparisons of run {lead} that are not slower than sdpa, at the call and the "
                 f"kernel level, largest speedup first (family-wise intervals in parentheses). "
@@ -350,8 +350,8 @@ if len(vs_lib):
             columns={"speedup": "attention_speedup_vs_sdpa", "ci_low": "attention_ci_low",
                      "ci_high": "attention_ci_high", "verdict": "attention_verdict"}))
     compact = table.reset_index()
-    compact["speedup"] = [f"{v:.3f} ({lo:.3f}–{hi:.3f})" for v, lo, hi in
-                          zip(compact["speedup"], compact["ci_low"], compact["ci_high"])]
+    compact["speedup"] = tables.with_interval(compact["speedup"], compact["ci_low"],
+                                              compact["ci_high"])
     shown = ["config", "library", "speedup", "verdict"] + (
         ["kernel_verdict"] if len(tr_kernel) else []) + (
         ["attention_verdict"] if len(tr_att) else [])
@@ -442,8 +442,8 @@ else:
 
 # %% tags=["remove-input"]
 if len(latest):
-    show_lt = latest.assign(speedup=[f"{v:.3f} ({lo:.3f}–{hi:.3f})" for v, lo, hi in
-                                     zip(latest["speedup"], latest["ci_low"], latest["ci_high"])])
+    show_lt = latest.assign(speedup=tables.with_interval(latest["speedup"], latest["ci_low"],
+                                                         latest["ci_high"]))
     tables.show(show_lt[["run", "config", "level", "speedup", "verdict"]],
                 f"Our kernel's latest tuning against sdpa (the default dispatch) at the "
                 f"target in fp16, causal and bf16: speedup per call, per kernel and per "

@@ -93,3 +93,9 @@ def test_configurations_print_as_in_the_figures():
     assert T.short_config("not a key") == "not a key"
     row = rows_of(T.markdown_table(frame(1), "c"))[2]
     assert row.startswith("| B1 H8 S512 |")
+
+
+def test_with_interval_writes_value_and_interval_per_row():
+    assert T.with_interval([1.0, 0.9], [0.99, 0.8], [1.01, 0.95]) == [
+        "1.000 (0.990–1.010)", "0.900 (0.800–0.950)"]
+    assert T.with_interval([2.5], [2.0], [3.0], ".1f") == ["2.5 (2.0–3.0)"]
