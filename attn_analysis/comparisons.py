@@ -115,34 +115,30 @@ def speedup_table(samples: pd.DataFrame, placements: pd.DataFrame, baseline: str
              if kernels is None else kernel_split(kernels))
     fused = split[split["main_share"] >= FUSED_SHARE]
     other = dict(zip(zip(fused["config"], fused["candidate"]), fused["other_ms"]))
-    plan = []
+    plan = []  # (config, candidate, level, baseline groups, candidate groups)
     for config in configs:
         present = sorted(set(timed.loc[timed["config"] == config, "candidate"]))
         if baseline not in present:
             continue
         wanted = [c for c in present if c != baseline] if candidates is None else \
             [c for c in candidates if c in present and c != baseline]
+        base_call = call_groups(timed, config, baseline, mode)
         base_k = kernel_groups(placements, config, baseline, mode)
+        base_att = _less_other(base_k, other.get((config, baseline)))
         for cand in wanted:
-            plan.append((config, cand, "call"))
-            if base_k and kernel_groups(placements, config, cand, mode):
-                plan.append((config, cand, "kernel"))
-                if ((config, baseline) in other and (config, cand) in other and all(
-                        min(a.min() for a in kernel_groups(placements, config, c, mode))
-                        > other[(config, c)] for c in (baseline, cand))):
-                    plan.append((config, cand, "attention"))
+            plan.append((config, cand, "call", base_call,
+                         call_groups(timed, config, cand, mode)))
+            arm_k = kernel_groups(placements, config, cand, mode)
+            if base_k and arm_k:
+                plan.append((config, cand, "kernel", base_k, arm_k))
+                arm_att = _less_other(arm_k, other.get((config, cand)))
+                if base_att and arm_att:
+                    plan.append((config, cand, "attention", base_att, arm_att))
     m = max(len(plan), 1)
     rows = []
-    for i, (config, cand, level) in enumerate(plan):
-        if level == "call":
-            base, arm = (call_groups(timed, config, c, mode) for c in (baseline, cand))
-            flat = [np.concatenate([pl for proc in g for pl in proc]) for g in (base, arm)]
-        else:
-            base, arm = (kernel_groups(placements, config, c, mode) for c in (baseline, cand))
-            if level == "attention":
-                base, arm = ([a - other[(config, c)] for a in g]
-                             for g, c in ((base, baseline), (arm, cand)))
-            flat = [np.concatenate(g) for g in (base, arm)]
+    for i, (config, cand, level, base, arm) in enumerate(plan):
+        flat = [np.concatenate([pl for proc in g for pl in proc]) if level == "call"
+                else np.concatenate(g) for g in (base, arm)]
         cmp = stats.compare(base, arm, margin=margin, confidence=confidence,
                             n_resamples=n_resamples, seed=seed + i, n_comparisons=m)
         rows.append({"config": config, "candidate": cand, "level": level, "mode": mode,
@@ -195,6 +191,14 @@ def format_table(table: pd.DataFrame) -> str:
     lines.append(f"{m} comparisons; Bonferroni-adjusted intervals; speedup > 1: faster than "
                  f"the baseline")
     return "\n".join(lines)
+
+
+def _less_other(groups: list[np.ndarray], other_ms: float | None) -> list[np.ndarray]:
+    """Kernel-time groups less a call's other kernels (the attention kernel alone); empty
+    when the call is not fused (``other_ms`` None) or a value would not stay positive."""
+    if other_ms is None or not groups or min(g.min() for g in groups) <= other_ms:
+        return []
+    return [g - other_ms for g in groups]
 
 
 def kernel_split(kernels: pd.DataFrame) -> pd.DataFrame:
