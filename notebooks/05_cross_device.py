@@ -43,9 +43,15 @@ from attn_analysis import plots, reference, stats, summaries, tables, workload
 # Runs that hold the target shape alone (the calibration and target-shape runs, also in
 # bf16 or causal) add nothing to compare across configurations; any other run, a new one
 # included, is shown.
-target_sizes = summaries.TARGET.key.rsplit("-", 1)[0] + "-"
+def _target_sizes(key):
+    """Whether a configuration has the target's sizes (any dtype, causal or not)."""
+    c, t = summaries.Config.from_key(key), summaries.TARGET
+    return (c.batch, c.heads, c.seq_len, c.head_dim) == (t.batch, t.heads, t.seq_len,
+                                                        t.head_dim)
+
+
 with_candidate = [r for r, R in runs.items() if candidate in set(R.samples["candidate"])
-                  and not all(c.startswith(target_sizes) for c in set(R.samples["config"]))]
+                  and not all(_target_sizes(c) for c in set(R.samples["config"]))]
 if not isinstance(candidate, str) or not with_candidate:
     raise ValueError(f"`candidate` must be recorded in at least one run; got {candidate!r}.")
 frames = []
