@@ -164,6 +164,18 @@ def _tile(src, bh, base, start, S, ROWS: tl.constexpr, HEAD_DIM: tl.constexpr,
 
 
 @triton.jit
+def _masked_scores(qk, offs_m, start_n, S, qk_scale, BLOCK_N: tl.constexpr,
+                   CAUSAL: tl.constexpr):
+    """Scaled scores of a key tile with the keys past ``S`` (and, if causal, above the
+    diagonal) set to -inf."""
+    cols = start_n + tl.arange(0, BLOCK_N)
+    keep = cols[None, :] < S
+    if CAUSAL:
+        keep = keep & (offs_m[:, None] >= cols[None, :])
+    return tl.where(keep, qk * qk_scale, float("-inf"))
+
+
+@triton.jit
 def _kv_loop(acc, l_i, m_i, q, Ks, Vs, bh, base, offs_m, lo, hi, S, qk_scale,
              BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, MASKED: tl.constexpr,
              CAUSAL: tl.constexpr, TMA: tl.constexpr, EXP16: tl.constexpr,
@@ -180,11 +192,7 @@ def _kv_loop(acc, l_i, m_i, q, Ks, Vs, bh, base, offs_m, lo, hi, S, qk_scale,
         qk = tl.dot(q, k.T)  # (BLOCK_M, BLOCK_N), fp32 accumulation
         if LAZY:
             if MASKED:
-                cols = start_n + tl.arange(0, BLOCK_N)
-                keep = cols[None, :] < S
-                if CAUSAL:
-                    keep = keep & (offs_m[:, None] >= cols[None, :])
-                qk = tl.where(keep, qk * qk_scale, float("-inf"))
+                qk = _masked_scores(qk, offs_m, start_n, S, qk_scale, BLOCK_N, CAUSAL)
                 m_tile = tl.max(qk, 1)
             else:
                 m_tile = tl.max(qk, 1) * qk_scale
@@ -201,12 +209,10 @@ def _kv_loop(acc, l_i, m_i, q, Ks, Vs, bh, base, offs_m, lo, hi, S, qk_scale,
             l_i = l_i + tl.sum(p.to(tl.float32), 1)
             acc = tl.dot(p.to(v.dtype), v, acc)
         else:
+            # As _softmax_pv, but acc is rescaled before P is converted for the product:
+            # the order of the measured default kernel (the PTX differs otherwise).
             if MASKED:
-                cols = start_n + tl.arange(0, BLOCK_N)
-                keep = cols[None, :] < S
-                if CAUSAL:
-                    keep = keep & (offs_m[:, None] >= cols[None, :])
-                qk = tl.where(keep, qk * qk_scale, float("-inf"))
+                qk = _masked_scores(qk, offs_m, start_n, S, qk_scale, BLOCK_N, CAUSAL)
                 m_new = tl.maximum(m_i, tl.max(qk, 1))
                 p = _exp2(qk - m_new[:, None], EXP16, POLY, INTERP)
             else:  # scale and subtract fuse into one FMA per score
@@ -226,14 +232,10 @@ def _softmax_pv(qk, acc, l_i, m_i, v, offs_m, start_n, S, qk_scale, BLOCK_N: tl.
                 POLY: tl.constexpr, INTERP: tl.constexpr):
     """One key tile's online-softmax update of (acc, l, m) from the scores ``qk``."""
     if MASKED:
-        cols = start_n + tl.arange(0, BLOCK_N)
-        keep = cols[None, :] < S
-        if CAUSAL:
-            keep = keep & (offs_m[:, None] >= cols[None, :])
-        qk = tl.where(keep, qk * qk_scale, float("-inf"))
+        qk = _masked_scores(qk, offs_m, start_n, S, qk_scale, BLOCK_N, CAUSAL)
         m_new = tl.maximum(m_i, tl.max(qk, 1))
         p = _exp2(qk - m_new[:, None], EXP16, POLY, INTERP)
-    else:
+    else:  # scale and subtract fuse into one FMA per score
         m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
         p = _exp2(qk * qk_scale - m_new[:, None], EXP16, POLY, INTERP)
     alpha = tl.math.exp2(m_i - m_new)
