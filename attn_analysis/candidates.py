@@ -17,7 +17,8 @@ from typing import Callable, ContextManager
 import torch
 import torch.nn.functional as F
 
-from .configs import DEVICES, Config
+from . import catalog
+from .configs import DEVICES, LAYOUTS, Config
 
 # Relative-error thresholds ||out - ref|| / ||ref|| against a float64 reference, for
 # N(0, 1) inputs. fp16 keeps 11 significant bits (unit roundoff 4.9e-4), bf16 keeps 8
@@ -45,17 +46,32 @@ class Built:
     info: dict
     accepts_out: bool = False  # fn(q, k, v, out=buffer) writes into a caller's buffer
     context: Callable[[], ContextManager] = contextlib.nullcontext
+    # Memory order of the inputs fn is handed (``make_inputs``); fn always sees logical
+    # (B, H, S, D) tensors. "BSHD" is for kernels whose API takes (tokens, heads, dim)
+    # without a copy (FlashInfer's ragged prefill).
+    layout: str = "BHSD"
 
 
 @dataclasses.dataclass(frozen=True)
 class Candidate:
-    """One implementation: a name, what it is, when it applies, and how to build it."""
+    """One implementation: a name, what it is, when it applies, and how to build it.
+
+    ``meta`` (label, origin, kernel family, kernel-name pattern) defaults to the catalog's
+    entry for ``name`` (:func:`catalog.meta_for`); a plugin candidate may bring its own.
+    """
 
     name: str
     description: str
     build: Callable[[Config, str], Built]
     devices: tuple = DEVICES
     min_capability: tuple | None = None  # CUDA compute capability, e.g. (8, 0)
+    meta: catalog.Meta | None = None
+
+    def __post_init__(self):
+        if self.meta is None:
+            object.__setattr__(self, "meta", catalog.meta_for(self.name))
+        elif not isinstance(self.meta, catalog.Meta):
+            raise ValueError(f"`meta` must be a catalog.Meta; got {type(self.meta).__name__}.")
 
     def unsupported_reason(self, config: Config, device: str) -> str | None:
         """None when this candidate can be tried on ``config`` and ``device``, else why not."""
@@ -117,12 +133,24 @@ def _device_iv(device: str) -> str:
     return device
 
 
-def make_inputs(config: Config, device: str, seed: int) -> tuple[torch.Tensor, ...]:
-    """Fresh N(0, 1) query, key and value tensors (never zeros), reproducible by seed."""
+def make_inputs(config: Config, device: str, seed: int, layout: str = "BHSD"
+                ) -> tuple[torch.Tensor, ...]:
+    """Fresh N(0, 1) query, key and value tensors (never zeros), reproducible by seed.
+
+    Each is a logical (B, H, S, D) tensor; ``layout`` is its memory order: "BHSD"
+    contiguous, or "BSHD" (a (B, S, H, D) allocation seen through a transpose, as a model's
+    projections hand attention its inputs).
+    """
+    if layout not in LAYOUTS:
+        raise ValueError(f"`layout` must be one of {LAYOUTS}; got {layout!r}.")
     gen = torch.Generator(device=device).manual_seed(int(seed))
-    shape = (config.batch, config.heads, config.seq_len, config.head_dim)
+    b, h, s, d = config.batch, config.heads, config.seq_len, config.head_dim
     dtype = getattr(torch, config.dtype)
-    return tuple(torch.randn(shape, generator=gen, device=device, dtype=dtype) for _ in range(3))
+    if layout == "BSHD":
+        return tuple(torch.randn((b, s, h, d), generator=gen, device=device, dtype=dtype)
+                     .transpose(1, 2) for _ in range(3))
+    return tuple(torch.randn((b, h, s, d), generator=gen, device=device, dtype=dtype)
+                 for _ in range(3))
 
 
 def reference(q, k, v, causal: bool, max_chunk_bytes: int = 1 << 30) -> torch.Tensor:
@@ -160,7 +188,7 @@ def check(built: Built, config: Config, device: str, seed: int, name: str = "") 
     one, otherwise the allocator's free blocks), so unwritten elements are caught; any
     non-finite element fails the check, and so does a relative error over the threshold.
     """
-    q, k, v = make_inputs(config, device, seed)
+    q, k, v = make_inputs(config, device, seed, layout=built.layout)
     with built.context():
         if built.accepts_out:
             out = torch.full_like(q, float("nan"))
@@ -202,9 +230,10 @@ def _sdpa_fn(config: Config):
     return fn
 
 
-def _try_once(fn, config: Config, device: str, context=contextlib.nullcontext):
+def _try_once(fn, config: Config, device: str, context=contextlib.nullcontext,
+              layout: str = "BHSD"):
     """Call fn once on random inputs; a 'no kernel' refusal becomes Unsupported."""
-    q, k, v = make_inputs(config, device, seed=0)
+    q, k, v = make_inputs(config, device, seed=0, layout=layout)
     try:
         with context():
             fn(q, k, v)
@@ -347,5 +376,9 @@ def build(name: str, config: Config, device: str, hint: dict | None = None) -> B
     if reason:
         raise Unsupported(reason)
     if hint is not None and "hint" in _parameters(candidate.build):
-        return candidate.build(config, device, hint=hint)
-    return candidate.build(config, device)
+        built = candidate.build(config, device, hint=hint)
+    else:
+        built = candidate.build(config, device)
+    # What the candidate is and how its inputs were laid out travel with every unit.
+    return dataclasses.replace(built, info={**built.info, "meta": candidate.meta.as_dict(),
+                                            "layout": built.layout})

@@ -30,7 +30,8 @@ from pathlib import Path
 CHECK_FORMAT_VERSION = 1
 KNOWN_FORMAT_VERSIONS = (1,)
 # One kind per script of scripts/ that writes a check file.
-KINDS = ("audit_extras", "check_timer", "graph_anatomy", "graph_variability", "triton_check")
+KINDS = ("audit_extras", "check_timer", "graph_anatomy", "graph_variability", "peers_check",
+         "triton_check")
 SEAL_KEYS = ("check", "format_version", "sha256")
 
 

@@ -21,6 +21,8 @@ BASELINE = "sdpa"  # the default SDPA dispatch, what a user gets without asking
 DTYPES = ("float16", "bfloat16")
 HEAD_DIMS = (64, 128)
 DTYPE_SHORT = {"float16": "fp16", "bfloat16": "bf16"}
+# Memory orders of a candidate's inputs: logical (B, H, S, D) either way.
+LAYOUTS = ("BHSD", "BSHD")
 _SHORT_DTYPE = {v: k for k, v in DTYPE_SHORT.items()}
 
 
@@ -102,6 +104,15 @@ def _reports_v1() -> tuple[Config, ...]:
     return tuple(seq + batch + heads)
 
 
+def _long_grid_v1() -> tuple[Config, ...]:
+    """S = 128 to 8192 at D = 64 and 128, causal and not, fp16, at FlashAttention-3's
+    evaluation geometry: 16k tokens per batch (B = 16384 / S) and hidden size 2048
+    (H = 2048 / D). Its S >= 512 rows are that paper's hidden-2048 shapes up to 8k."""
+    return tuple(Config(16384 // s, 2048 // d, s, d, "float16", causal)
+                 for d in HEAD_DIMS for causal in (False, True)
+                 for s in (128, 256, 512, 1024, 2048, 4096, 8192))
+
+
 # Named experiment matrices. A name never changes meaning: a changed matrix gets a new
 # name (``-v2``), so a recorded run's matrix name identifies its configurations.
 MATRICES: dict[str, tuple[Config, ...]] = {
@@ -109,6 +120,7 @@ MATRICES: dict[str, tuple[Config, ...]] = {
     "fixed-v1": (Config(32, 8, 512),),
     "long-v1": (Config(32, 8, 4096), Config(32, 8, 8192),
                 Config(32, 8, 512, 128), Config(32, 8, 2048, 128)),
+    "long-grid-v1": _long_grid_v1(),
     # Tiny shapes for CPU smoke runs and tests.
     "tiny-v1": (Config(1, 2, 16, 64), Config(2, 2, 33, 64)),
 }

@@ -14,29 +14,15 @@ The notebooks glue what these return into the book.
 from __future__ import annotations
 
 import math
-import re
 
 import numpy as np
 import pandas as pd
 
-from . import _validate, stats, workload
+from . import _validate, catalog, stats, workload
 from .configs import BASELINE, CONFIG_FIELDS, MODES, TARGET, Config
 from .configs import parse_shapes  # noqa: F401 (notebook_support calls summaries.parse_shapes)
 
 SWEEP_AXES = ("seq_len", "batch", "heads")
-
-# Kernel-name patterns, first match wins: which implementation a profiled kernel belongs to.
-KERNEL_FAMILIES = (
-    (r"cudnn.*(sdpa|fmha|attn)|fmha.*cudnn", "cuDNN attention"),
-    (r"pytorch_flash|flash_fwd", "FlashAttention-2 (PyTorch's copy)"),
-    (r"fmha_cutlass|MemEffAttention|mem_eff", "memory-efficient (CUTLASS)"),
-    (r"flex_attention", "FlexAttention (Triton)"),
-    (r"^_attn_fwd", "attn_analysis Triton kernel"),
-    (r"gemm|nvjet|xmma|cutlass", "GEMM"),
-    (r"softmax", "softmax"),
-    (r"^Memset|memset|fill", "memset / fill"),
-)
-
 
 # --------------------------------------------------------------------------- helpers
 
@@ -360,21 +346,11 @@ def sweep_table(df: pd.DataFrame, axis: str) -> pd.DataFrame:
 
 # --------------------------------------------------------------------------- kernels
 
-def kernel_family(name: str) -> str:
-    """Which implementation a profiled kernel name belongs to (``KERNEL_FAMILIES``)."""
-    if not isinstance(name, str):
-        raise ValueError(f"`name` must be a string; got {type(name).__name__}.")
-    for pattern, family in KERNEL_FAMILIES:
-        if re.search(pattern, name, flags=re.IGNORECASE):
-            return family
-    return "other"
-
-
 def kernel_table(kernels: pd.DataFrame, candidate: str = BASELINE) -> pd.DataFrame:
     """Per configuration: the kernel that takes most of ``candidate``'s device time.
 
     Columns: ``main_kernel`` (the name, as the profiler gives it), ``family``
-    (:func:`kernel_family`), ``main_ms`` and ``total_ms`` (device ms per call of that
+    (:func:`catalog.kernel_family`), ``main_ms`` and ``total_ms`` (device ms per call of that
     kernel and of all the call's kernels), ``share`` and ``n_kernels``.
     """
     df = _validate.frame("kernels", kernels, ("config", "candidate", "kernel", "calls_per_call",
@@ -385,7 +361,7 @@ def kernel_table(kernels: pd.DataFrame, candidate: str = BASELINE) -> pd.DataFra
         main = g.loc[g["device_ms_per_call"].idxmax()]
         total = float(g["device_ms_per_call"].sum())
         rows.append({"config": config, "candidate": candidate, "main_kernel": main["kernel"],
-                     "family": kernel_family(main["kernel"]),
+                     "family": catalog.kernel_family(main["kernel"]),
                      "main_ms": float(main["device_ms_per_call"]), "total_ms": total,
                      "share": float(main["device_ms_per_call"]) / total if total else math.nan,
                      "n_kernels": len(g)})

@@ -513,7 +513,7 @@ class _Worker:
                 placement.release(device)
                 try:
                     pl = placement.place(p, lambda: cands.make_inputs(
-                        config, device, seed=seed + 1 + p), device, rng)
+                        config, device, seed=seed + 1 + p, layout=built.layout), device, rng)
                 except torch.OutOfMemoryError as exc:
                     for m in modes:
                         pending[(cand, m)]["failure"] = ("oom", _short(exc))
@@ -549,7 +549,7 @@ class _Worker:
         if self.plan.process_warmup_ms <= 0:
             return
         built = next(iter(ready.values()))[0]
-        q, k, v = cands.make_inputs(config, self.plan.device, seed=seed)
+        q, k, v = cands.make_inputs(config, self.plan.device, seed=seed, layout=built.layout)
         with built.context():
             deadline = time.monotonic() + self.plan.process_warmup_ms / 1e3
             while time.monotonic() < deadline:

@@ -139,10 +139,21 @@ def test_from_key_well_formed_but_invalid(key, match):
 
 @pytest.mark.parametrize("name", ["reports-v2", "", "REPORTS-V1", None, 1])
 def test_unknown_matrix_lists_known_names(name):
-    known = r"\['fixed-v1', 'long-v1', 'reports-v1', 'tiny-v1'\]"
-    assert sorted(configs.MATRICES) == ["fixed-v1", "long-v1", "reports-v1", "tiny-v1"]
+    known = r"\['fixed-v1', 'long-grid-v1', 'long-v1', 'reports-v1', 'tiny-v1'\]"
+    assert sorted(configs.MATRICES) == ["fixed-v1", "long-grid-v1", "long-v1", "reports-v1",
+                                        "tiny-v1"]
     with pytest.raises(ValueError, match=rf"`matrix` must be one of {known}; got "):
         configs.matrix(name)
+
+
+def test_long_grid_v1_is_the_fa3_geometry_from_128_to_8192():
+    grid = configs.matrix("long-grid-v1")
+    assert len(grid) == 28 and len(set(grid)) == 28
+    assert {c.seq_len for c in grid} == {128, 256, 512, 1024, 2048, 4096, 8192}
+    assert {(c.head_dim, c.causal) for c in grid} == {(64, False), (64, True), (128, False),
+                                                     (128, True)}
+    # 16k tokens per batch and hidden size 2048 (FlashAttention-3's evaluation shapes)
+    assert all(c.batch * c.seq_len == 16384 and c.heads * c.head_dim == 2048 for c in grid)
 
 
 def test_reports_v1_is_the_original_ten():

@@ -18,7 +18,7 @@ PACKAGE = "attn_analysis"
 ROOT = Path(__file__).resolve().parents[1] / PACKAGE
 
 # Pure analysis: DataFrames and numbers in, DataFrames, numbers and text out.
-ANALYSIS = ("_validate", "configs", "stats", "workload", "summaries", "findings",
+ANALYSIS = ("_validate", "configs", "catalog", "stats", "workload", "summaries", "findings",
             "calibration", "comparisons", "variance", "replay_cost")
 # Reading and showing recorded runs: no measuring code either.
 RECORDS = ("records", "show", "tables", "plots")

@@ -16,7 +16,7 @@ SCRIPTS = sorted((ROOT / "scripts").glob("*.py"))
 # What each GPU script writes, and the package primitive that replaced its own copy.
 WRITERS = {"audit_extras.py": "audit_extras", "check_timer.py": "check_timer",
            "graph_anatomy.py": "graph_anatomy", "graph_variability.py": "graph_variability",
-           "triton_check.py": "triton_check"}
+           "peers_check.py": "peers_check", "triton_check.py": "triton_check"}
 
 
 def load(path: Path):

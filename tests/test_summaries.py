@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from attn_analysis import summaries as S
-from attn_analysis import stats, workload
+from attn_analysis import catalog, stats, workload
 from attn_analysis.configs import Config
 
 TARGET = "B32-H8-S512-D64-fp16"
@@ -119,11 +119,11 @@ def test_sweep_table_picks_longest_slice_through_target():
 
 
 def test_kernel_family_and_table():
-    assert S.kernel_family("cudnn_generated_fort_native_sdpa_sm90") == "cuDNN attention"
-    assert S.kernel_family("flash_fwd_kernel") == "FlashAttention-2 (PyTorch's copy)"
-    assert S.kernel_family("something_else") == "other"
-    with pytest.raises(ValueError, match="`name` must be a string"):
-        S.kernel_family(3)
+    assert catalog.kernel_family("cudnn_generated_fort_native_sdpa_sm90") == "cuDNN attention"
+    assert catalog.kernel_family("flash_fwd_kernel") == "FlashAttention-2 (PyTorch's copy)"
+    assert catalog.kernel_family("something_else") == "other"
+    with pytest.raises(ValueError, match="`kernel` must be a string"):
+        catalog.kernel_family(3)
     k = pd.DataFrame({"config": [TARGET] * 2, "candidate": ["sdpa"] * 2,
                       "kernel": ["flash_fwd_kernel", "memset"], "calls_per_call": [1, 1],
                       "device_ms_per_call": [0.03, 0.01]})
