@@ -94,6 +94,8 @@ def main() -> int:
     args = ap.parse_args()
     grid = QUICK if args.quick else GRID
     rows, seed = [], 1234
+    out = os.path.join(os.environ.get("OUT", "."), "peers_check.json")
+    fingerprint = env.fingerprint()
     for config in grid:
         for name in NAMES:
             seed += 1
@@ -102,11 +104,9 @@ def main() -> int:
             log(f"{config.key:32s} {name:15s} {row['status']:12s} "
                 f"{row.get('rel_error', float('nan')):.2e} {row.get('reason', '')[:120]}")
             torch.cuda.empty_cache()
-    doc = {"fingerprint": env.fingerprint(), "rows": rows,
-           "versions": {n: {k: r["info"].get(k) for k in ("package", "version")}
-                        for r in rows if r.get("info") and (n := r["candidate"]) in peers.PACKAGES}}
-    out = os.path.join(os.environ.get("OUT", "."), "peers_check.json")
-    checks.write(out, doc, "peers_check")
+            # rewritten after every row, so a call cut short keeps what was checked
+            checks.write(out, {"fingerprint": fingerprint, "rows": rows,
+                               "complete": len(rows) == len(grid) * len(NAMES)}, "peers_check")
     log("\ncandidate        config                           status      rel.err   ms(expl.)")
     for r in rows:
         if r["config"] == TARGET.key:

@@ -13,9 +13,11 @@ peers_install() {
   fi
   (cd "$unpack" && sha256sum -c --quiet SHA256SUMS) || { echo "peers_install: checksum mismatch"; return 1; }
   if [ ! -f "$site/.installed" ]; then
-    for x in "$unpack"/*.tar.xz; do xz -dc "$x" | tar xf - -C "$site"; done
+    # wheels first: pip --target --upgrade replaces a top-level folder that is already
+    # there, and the CuTe DSL's libraries unpack into the folder its small wheels own
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
       --target "$site" "$unpack"/*.whl || { echo "peers_install: pip failed"; return 1; }
+    for x in "$unpack"/*.tar.xz; do xz -dc "$x" | tar xf - -C "$site"; done
     touch "$site/.installed"
   fi
   export PYTHONPATH="$PWD:$site:$site/nvidia_cutlass_dsl/dsl_packages${PYTHONPATH:+:$PYTHONPATH}"
