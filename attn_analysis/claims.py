@@ -17,6 +17,7 @@ import pandas as pd
 
 from . import calibration as cal
 from . import reference, stats, summaries, workload
+from . import state_of_the_art as sota
 from .audit import S128, S256, S512, Calibration, CalibrationRuns, Finding
 from .configs import TARGET, Config
 
@@ -24,7 +25,8 @@ from .configs import TARGET, Config
 # its rows (cross-document glue pastes each cell on its own, by position).
 EVIDENCE_ORDER = ("audit-tf32", "audit-backends", "audit-self", "audit-ci", "audit-flops",
                   "audit-bandwidth", "audit-roofline", "audit-seqlen", "audit-chunking",
-                  "audit-a100", "audit-warmup", "audit-calibration", "audit-triton")
+                  "audit-a100", "audit-warmup", "audit-calibration", "audit-triton",
+                  "audit-peers")
 L4 = workload.HARDWARE["NVIDIA L4"]
 A100 = workload.HARDWARE["NVIDIA A100 SXM4 80GB"]
 
@@ -377,33 +379,97 @@ def mann_whitney_claim(a_fp, rep: Reported, *, alpha: float) -> Finding:
         "audit-calibration"))
 
 
-def triton_claim(triton, rep: Reported, *, n_resamples: int) -> Finding:
-    """Our Triton kernel against the fastest library backend per shape (graph mode)."""
-    kv = summaries.kernel_vs_library(triton.samples, n_resamples=n_resamples).set_index("config")
-    best = kv["speedup"].idxmax()
-    n_faster = int((kv["verdict"] == "faster").sum())
-    reached = kv[kv["ci_low"] >= 1.10]  # the claim's lower end, reached with 95 % confidence
-    b, t = kv.loc[best], kv.loc[TARGET.key]
-    found = (f"our kernel, measured under the same protocol, reached 1.1x with 95 % "
-             f"confidence at {len(reached)} of {len(kv)} shapes ({', '.join(reached.index)})"
-             if len(reached) else
-             f"our kernel, measured under the same protocol, reached 1.1x with 95 % "
-             f"confidence at none of {len(kv)} shapes, and 1.5x nowhere")
-    return Finding(
-        {"tr_n": len(kv), "tr_n_faster": n_faster, "tr_best": b["speedup"],
-         "tr_best_lo": b["ci_low"], "tr_best_hi": b["ci_high"], "tr_best_cfg": best,
-         "tr_target": t["speedup"], "tr_target_lo": t["ci_low"], "tr_target_hi": t["ci_high"],
-         "tr_n_reached": len(reached)},
-        cal.Claim(
-            "Custom kernels can reach 1.1-1.5x over SDPA on same-generation hardware",
-            rep.source("001", "Custom Kernel Targets from Literature"),
-            f"{_device(triton)}, our Triton kernel vs the fastest library backend: faster at "
-            f"{n_faster} of {len(kv)} shapes, best {b['speedup']:.3f} [{b['ci_low']:.3f}, "
-            f"{b['ci_high']:.3f}] ({best}); at the target {t['speedup']:.3f}",
-            "holds" if len(reached) else "fails",
-            found + "; the claim concerns Ada (L4), which we could not measure, so this "
-            f"answers it for the {_device(triton)} and our kernel only",
-            "audit-triton"))
+def _expected(rep: Reported, library: str, seq_len: int) -> float:
+    """Report 004's 'expected (literature)' latency of ``library`` at ``seq_len``."""
+    t = rep.table
+    d = t[(t["quantity"] == "expected_latency_ms") & (t["label"] == library)
+          & (t["seq_len"] == seq_len)]
+    if len(d) != 1:
+        raise ValueError(f"expected one expected latency of {library} at S={seq_len}; "
+                         f"found {len(d)}.")
+    return float(d["value"].iloc[0])
+
+
+def _row(table: pd.DataFrame, candidate: str, level: str = "call"):
+    """The target-shape row of ``candidate`` at ``level`` in a state-of-the-art table."""
+    d = table[(table["config"] == TARGET.key) & (table["candidate"] == candidate)
+              & (table["level"] == level)]
+    return d.iloc[0] if len(d) else None
+
+
+def peers_claim(target_tables: dict, not_run: dict, rep: Reported) -> Finding:
+    """Report 004's expectation that flash-attn and xFormers run at SDPA's speed at S=512,
+    against the peers measured at the target (``target_tables``: machine label ->
+    :func:`state_of_the_art.comparison_table` of a target run; ``not_run``: peer -> why
+    it never ran)."""
+    sdpa = rep("004", "median_latency_ms", "Configuration Matrix", 512)
+    flash, xf = _expected(rep, "flash-attn 2.3.3", 512), _expected(rep, "xFormers", 512)
+    measured, values = [], {}
+    for machine, t in target_tables.items():
+        slug = machine.split()[0].lower()
+        for cand, name in (("fa4", "FlashAttention-4"), ("sdpa_flash", "PyTorch's FA2 copy")):
+            r = _row(t, cand)
+            if r is not None:
+                measured.append(f"{machine}: {name} {r['speedup']:.3f} [{r['ci_low']:.3f}, "
+                                f"{r['ci_high']:.3f}] ({r['verdict']})")
+                values[f"pe_{slug}_{cand}"] = float(r["speedup"])
+    gone = "; ".join(f"{c}: {why[:120]}" for c, why in sorted(not_run.items()))
+    values.update({"pe_sdpa_l4": sdpa, "pe_flash_l4": flash, "pe_xformers_l4": xf,
+                   "pe_not_run": gone or "none"})
+    return Finding(values, cal.Claim(
+        f"flash-attn (~{flash:.3f} ms expected) and xFormers (~{xf:.3f} ms) run at SDPA's "
+        f"speed ({sdpa:.4f} ms) at S=512",
+        rep.source("004", "Comparison to Industry Baselines"),
+        "speedup over SDPA's default dispatch per call at the target: " + "; ".join(measured)
+        + (f"; not run: {gone}" if gone else ""),
+        "fails",
+        "the figures are expectations from the literature, never measured (flash-attn was not "
+        "installed); measured as shipped, flash-attn's kernels (FlashAttention-4, and the "
+        "FlashAttention-2 code behind SDPA's flash backend) run slower than SDPA's default "
+        "dispatch on every machine we had, because that dispatch chose cuDNN's kernel, which "
+        "the reports' software could not; xFormers has no build for our PyTorch; the L4 was "
+        "not measured",
+        "audit-peers"))
+
+
+def custom_kernels_claim(tables: list, rep: Reported, *, reach: float = 1.10,
+                         min_processes: int = 2) -> Finding:
+    """'Custom kernels reach 1.1-1.5x over SDPA': every custom kernel (ours and the peers,
+    :mod:`state_of_the_art`) against SDPA's default dispatch per call, at the target and at
+    every configuration of the state-of-the-art runs of at least ``min_processes``
+    processes; reached where the family-wise interval's lower end is at least ``reach``."""
+    df = pd.concat(tables, ignore_index=True)
+    custom = df[(df["level"] == "call") & sota.is_custom(df) & (df["n_processes"] >= min_processes)]
+    if custom.empty:
+        raise ValueError("`tables` hold no custom-kernel comparison of enough processes.")
+    at_target = custom[custom["config"] == TARGET.key]
+    best_t = at_target.loc[at_target["speedup"].idxmax()] if len(at_target) else None
+    reached = custom[custom["ci_low"] >= reach]
+    best = custom.loc[custom["speedup"].idxmax()]
+    where = sota.where_text(reached.assign(label=reached["label"] + " on the "
+                                           + reached["machine"].str.split().str[0]))
+    values = {"ck_n": len(custom), "ck_n_reached": len(reached), "ck_where": where or "nowhere",
+              "ck_best": float(best["speedup"]), "ck_best_lo": float(best["ci_low"]),
+              "ck_best_hi": float(best["ci_high"]), "ck_best_label": best["label"],
+              "ck_best_cfg": best["config"], "ck_best_machine": best["machine"],
+              "ck_target": float(best_t["speedup"]) if best_t is not None else np.nan,
+              "ck_target_label": best_t["label"] if best_t is not None else "none",
+              "ck_target_machine": best_t["machine"] if best_t is not None else "none"}
+    target_text = (f"at the reports' shape the best custom kernel is {best_t['label']} on the "
+                   f"{best_t['machine']} at {best_t['speedup']:.3f}" if best_t is not None
+                   else "no custom kernel was measured at the reports' shape")
+    return Finding(values, cal.Claim(
+        "Custom kernels can reach 1.1-1.5x over SDPA on same-generation hardware",
+        rep.source("001", "Custom Kernel Targets from Literature"),
+        f"{len(custom)} custom-kernel comparisons against SDPA's default dispatch (ours, "
+        f"FlashAttention-4, FlashInfer): {len(reached)} reach {reach:.1f}x with family-wise "
+        f"confidence; {target_text}",
+        "fails" if best_t is None or best_t["ci_low"] < reach else "holds",
+        f"{target_text}, below 1.1x, so for the workload the reports set the target for the "
+        f"claim fails on Hopper; it is a property of the shape, not of custom kernels: "
+        f"{reach:.1f}x is reached at {where or 'no configuration'}; the claim concerns Ada "
+        f"(L4), which we could not measure",
+        "audit-triton"))
 
 
 def claims_values(claims) -> dict:

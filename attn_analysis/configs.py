@@ -154,3 +154,35 @@ def parse_shapes(shapes, head_dim: int = 64) -> tuple[Config, ...]:
         b, h, s, *d = (int(n) for n in nums)
         out.append(Config(b, h, s, d[0] if d else head_dim))
     return tuple(out)
+
+
+# The state-of-the-art campaigns (scripts/sota_campaign.sh runs them on a GPU, and so does
+# notebooks/09_state_of_the_art.py with measure=True): the named matrix, the candidates,
+# the timing modes and the processes of each. The recorded runs were measured with exactly
+# these plans (the H100's reports and long runs kept their first process only).
+_PEERS = ("fa4", "flashinfer", "cudnn_frontend", "xformers")
+CAMPAIGN_PLANS = {
+    # every built-in, every peer, the A/A twin, the layout control and two spin controls
+    "target": {"matrix": "fixed-v1", "trials": 4, "modes": ("per_call", "cold_l2", "graph"),
+               "candidates": ("sdpa", "sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "sdpa_math",
+                              "eager", "eager_compiled", "flex", "triton", *_PEERS,
+                              "sdpa_twin", "sdpa_bshd", "sdpa_spin0", "sdpa_spin1000")},
+    # the reports' ten configurations: SDPA's fused backends, our kernel, the peers
+    "reports": {"matrix": "reports-v1", "trials": 2, "modes": ("graph",),
+                "candidates": ("sdpa", "sdpa_flash", "sdpa_cudnn", "triton", *_PEERS,
+                               "sdpa_bshd")},
+    # S = 128 to 8192, D = 64 and 128, causal and not, 16k tokens, hidden 2048
+    "long": {"matrix": "long-grid-v1", "trials": 2, "modes": ("graph",),
+             "candidates": ("sdpa", *_PEERS)},
+}
+PLUGINS = ("attn_analysis.peers", "attn_analysis.controls")
+# campaign -> the named matrix its runs measure
+CAMPAIGNS = {name: plan["matrix"] for name, plan in CAMPAIGN_PLANS.items()}
+
+
+def sweep_arguments(campaign: str) -> list[str]:
+    """The ``python -m attn_analysis sweep`` arguments of ``campaign`` (without ``--out``)."""
+    plan = CAMPAIGN_PLANS[_validate.choice("campaign", campaign, sorted(CAMPAIGN_PLANS))]
+    args = [arg for plugin in PLUGINS for arg in ("--plugin", plugin)]
+    return args + ["--matrix", plan["matrix"], "--trials", str(plan["trials"]),
+                   "--modes", *plan["modes"], "--candidates", *plan["candidates"]]

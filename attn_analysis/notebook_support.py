@@ -304,6 +304,19 @@ def resamples_iv(name: str, value, params=None) -> int:
     return _validate.integer(name, value, 100)
 
 
+def names_iv(name: str, value, params=None, choices=None) -> tuple:
+    """Check '' or comma-separated names (run ids, or campaigns: each one of ``choices``
+    when given); return them as a tuple, in order (empty for '')."""
+    names = tuple(v.strip() for v in value.split(",") if v.strip()) \
+        if isinstance(value, str) else None
+    if names is None or any(not _RUN_ID.fullmatch(n) for n in names) or \
+            (choices is not None and not set(names) <= set(choices)):
+        allowed = f" from {sorted(choices)}" if choices is not None else ""
+        raise ValueError(f"`{name}` must be '' or comma-separated names{allowed}; "
+                         f"got {value!r}.")
+    return names
+
+
 def mode_iv(name: str, value, params=None) -> str:
     """Check a timing mode (``summaries.MODES``); :func:`prelude` then checks that the lead
     run recorded it."""

@@ -286,11 +286,16 @@ def speedup_heatmap(speedups: pd.DataFrame, device_label: str, mode: str = "grap
         lambda v: mark.get(v, "") if isinstance(v, str) else "")
     fig = _figure(PAGE_WIDTH_IN, 0.36 * len(configs) + 2.4)
     ax = fig.subplots()
-    bound = float(np.nanmax(np.abs(np.log2(val.to_numpy(dtype=float))))) or 1.0
+    # The colours resolve differences near the margin: the scale ends at +/- HEATMAP_SPAN,
+    # and cells beyond it (eager and math, several times slower) take the end colour; the
+    # printed value in each cell is exact.
+    bound = float(np.log2(1 + HEATMAP_SPAN))
     sns.heatmap(np.log2(val), ax=ax, cmap="RdBu", center=0.0, vmin=-bound, vmax=bound,
                 annot=text.to_numpy(), fmt="", annot_kws={"fontsize": 7.5},
-                cbar_kws={"label": "speedup over default SDPA (×, log2 colour scale)",
-                          "format": FuncFormatter(lambda v, _: f"{2 ** v:.2g}")})
+                cbar_kws={"label": f"speedup over default SDPA (×, log2 colour scale, "
+                                   f"clipped at {1 / (1 + HEATMAP_SPAN):.2f}–"
+                                   f"{1 + HEATMAP_SPAN:.2f})", "extend": "both",
+                          "format": FuncFormatter(lambda v, _: f"{2 ** v:.2f}")})
     ax.set_yticks(np.arange(len(configs)) + 0.5, [_short(k) for k in configs], rotation=0)
     ax.set_xticks(np.arange(len(cands)) + 0.5, cands, rotation=35, ha="right")
     ax.set_xlabel("candidate")
@@ -298,6 +303,9 @@ def speedup_heatmap(speedups: pd.DataFrame, device_label: str, mode: str = "grap
     ax.set_title(_title(f"Speedup over default SDPA, {MODE_LABELS.get(mode, mode)}. After each "
                         f"value: + faster, = equivalent, ? inconclusive, − slower\n{label}"))
     return fig
+
+
+HEATMAP_SPAN = 0.25  # the heatmap's colours span speedups 1/1.25 to 1.25
 
 
 @_styled
@@ -733,3 +741,64 @@ def variance_components(components: pd.DataFrame, device_label: str, runs: str =
     fig.suptitle(_title("Where the variance comes from: nested components of the log time"
                         + (f"\nruns {runs}" if runs else "") + f"\n{label}"))
     return fig
+
+
+@_styled
+def speedup_by_seq_len(table: pd.DataFrame, margin: float, level: str = "call",
+                       title: str = "") -> Figure:
+    """Speedup over SDPA's default dispatch against sequence length, one line per
+    candidate (its catalog label), one row of panels per machine and one panel per head
+    dimension and masking, with family-wise intervals and the margin band.
+
+    ``table`` is one or more :func:`state_of_the_art.comparison_table` outputs stacked
+    (columns ``machine``, ``label``, ``level``, ``seq_len``, ``head_dim``, ``causal``,
+    ``speedup``, ``ci_low``, ``ci_high``, ``n_processes``). A machine measured with one
+    process gets hollow markers and says so in its row title.
+    """
+    df = _frame_iv("table", table, ("machine", "label", "level", "seq_len", "head_dim",
+                                    "causal", "speedup", "ci_low", "ci_high", "n_processes"))
+    _validate.number_in("margin", margin)
+    df = _frame_iv(f"table (level {level!r})", df[df["level"] == level], ("level",))
+    machines = sorted(df["machine"].unique())
+    panels = sorted({(int(d), bool(c)) for d, c in zip(df["head_dim"], df["causal"])})
+    labels = sorted(df["label"].unique())
+    palette = dict(zip(labels, sns.color_palette("tab10", len(labels))))
+    fig = _figure(PAGE_WIDTH_IN, 0.6 + 2.0 * len(machines))
+    axes = np.atleast_2d(fig.subplots(len(machines), len(panels), sharex=True, sharey=True,
+                                      squeeze=False))
+    low, high = df["ci_low"].min(), df["ci_high"].max()
+    span = max(abs(1 - low), abs(high - 1), 2 * margin) * 1.08
+    for row, machine in zip(axes, machines):
+        m = df[df["machine"] == machine]
+        single = int(m["n_processes"].min()) < 2
+        for ax, (head_dim, causal) in zip(row, panels):
+            ax.axhspan(1 - margin, 1 + margin, color="#dddddd", zorder=0)
+            ax.axhline(1.0, color="black", lw=0.8)
+            p = m[(m["head_dim"] == head_dim) & (m["causal"] == causal)]
+            for label in labels:
+                d = p[p["label"] == label].sort_values("seq_len")
+                if d.empty:
+                    continue
+                ax.errorbar(d["seq_len"], d["speedup"],
+                            yerr=_err(d["speedup"], d["ci_low"], d["ci_high"]),
+                            color=palette[label], marker="o", ms=4, capsize=2, lw=1.2,
+                            mfc="white" if single else palette[label], label=label)
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(sorted(df["seq_len"].unique()))
+            ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+            ax.xaxis.set_minor_formatter(NullFormatter())
+            ax.set_ylim(1 - span, 1 + span)
+            ax.grid(alpha=0.3)
+        row[0].set_ylabel(f"{machine}" + ("\n(1 process)" if single else ""))
+    for ax, (head_dim, causal) in zip(axes[0], panels):
+        ax.set_title(f"D={head_dim}, {'causal' if causal else 'not causal'}", fontsize=8)
+    for ax in axes[-1]:
+        ax.set_xlabel("sequence length S")
+    fig.supylabel(f"speedup over SDPA's default dispatch (×, {level} level)", fontsize=8.5)
+    handles = [Line2D([], [], color=palette[lb], marker="o", label=lb) for lb in labels]
+    handles.append(matplotlib.patches.Patch(color="#dddddd", label=f"±{margin:.0%} margin"))
+    _legend_below(fig, handles=handles, labels=[h.get_label() for h in handles], ncol=3)
+    fig.suptitle(_title((title + "\n" if title else "") + "above 1 is faster than SDPA's "
+                        "default dispatch; bars are family-wise intervals", 100))
+    return fig
+

@@ -37,6 +37,7 @@ QUANTITY_UNITS = {
     "median_latency_ms": "ms", "mean_latency_ms": "ms", "std_latency_ms": "ms",
     "min_latency_ms": "ms", "max_latency_ms": "ms", "ci_low_ms": "ms", "ci_high_ms": "ms",
     "ci_width_ms": "ms", "latency_per_head_batch_ms": "ms", "estimated_latency_ms": "ms",
+    "expected_latency_ms": "ms",
     "n_samples": "count", "warmup_iterations": "count", "bootstrap_resamples": "count",
     "gflops": "GFLOP/s", "tflops": "TFLOP/s", "bandwidth_gbs": "GB/s", "peak_memory_mb": "MB",
     "speedup": "x", "slowdown": "x", "speedup_ci_low": "x", "speedup_ci_high": "x",

@@ -679,3 +679,13 @@ def measurement_plan(device: str, shapes="", candidates="", trials: int = 2,
     matrix = next((name for name, m in MATRICES.items() if m == cfgs), "")
     return Plan(configs=cfgs, candidates=names, trials=trials, device=device,
                 timing=timing, matrix=matrix, profile=device == "cuda")
+
+
+def campaign_plan(campaign: str, device: str = "cuda") -> Plan:
+    """The plan of a state-of-the-art campaign (``configs.CAMPAIGN_PLANS``) on ``device``."""
+    from .configs import CAMPAIGN_PLANS, PLUGINS, matrix
+    spec = CAMPAIGN_PLANS[_validate.choice("campaign", campaign, sorted(CAMPAIGN_PLANS))]
+    return Plan(configs=matrix(spec["matrix"]), candidates=spec["candidates"],
+                modes=spec["modes"], trials=spec["trials"], device=device, plugins=PLUGINS,
+                matrix=spec["matrix"])
+

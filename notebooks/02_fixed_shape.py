@@ -343,6 +343,11 @@ nbs.glue_text("fx_rp_same_p", same.p_value)
 narrow = side_by_side.dropna(subset=["our_verdict"])
 nbs.glue_text("fx_rp_n_significant", int((narrow["p_value"] < 0.05).sum()))
 nbs.glue_text("fx_rp_n_faster_ours", int((narrow["our_verdict"] == "faster").sum()))
+# The reports' test against ours where ours finds no difference beyond the margin: each
+# "significant" p-value there is a difference the hierarchical interval places inside it.
+equivalent = narrow[narrow["our_verdict"] == "equivalent"]
+nbs.glue_text("fx_rp_n_equivalent", len(equivalent))
+nbs.glue_text("fx_rp_n_sig_equivalent", int((equivalent["p_value"] < 0.05).sum()))
 
 # %% tags=["remove-input"]
 num = ["baseline_median_ms", "candidate_median_ms", "speedup", "hedges_g", "cliffs_delta",
@@ -359,7 +364,9 @@ tables.show(side_by_side.reset_index()[["comparison", "speedup", "hedges_g", "p_
 # %% [markdown]
 # On the same array the reports' protocol gives g = {glue:text}`fx_rp_same_g:.1f` and
 # p = {glue:text}`fx_rp_same_p:.1f` whatever the data. On real pairs it calls
-# {glue:text}`fx_rp_n_significant:d` differences significant (p < 0.05), because pooling
+# {glue:text}`fx_rp_n_significant:d` differences significant (p < 0.05), among them
+# {glue:text}`fx_rp_n_sig_equivalent:d` of the {glue:text}`fx_rp_n_equivalent:d` pairs
+# that the hierarchical interval shows equivalent within the margin, because pooling
 # thousands of samples from a few processes treats them as independent; the hierarchical
 # interval shows {glue:text}`fx_rp_n_faster_ours:d` candidates faster. A large p-value or
 # overlapping intervals would in any case not show equivalence: only an equivalence test

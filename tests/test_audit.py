@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from attn_analysis import audit, calibration as cal, checks, claims
+from attn_analysis import state_of_the_art as sota
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = ROOT / "data" / "runs"
@@ -119,6 +120,14 @@ def test_the_audit_runs_on_the_committed_runs_and_checks():
     assert copy_gbs > 0 and len(cache_table) == 10
     assert len(audit.cost(cr, lead, ks).data) == 1 + len(ks)
     rep = claims.Reported()
+    by_campaign = sota.campaigns_of(nbs.load_runs(RUNS))
+    tables = {c: [sota.comparison_table(r, n_resamples=200) for r in rs.values()]
+              for c, rs in by_campaign.items()}
+    every = [t for ts in tables.values() for t in ts]
+    targets = {sota.machine_label(r): t for r, t in zip(by_campaign["target"].values(),
+                                                          tables["target"])}
+    not_run = {u["candidate"]: u["reason"] for r in by_campaign["target"].values()
+               for _, u in sota.untimed(r).iterrows()}
     rows = [f.claim for f in (
         claims.tf32_claim(extras, rep, a_fp, margin=0.02, n_resamples=200),
         claims.backends_claim(lead, rep, margin=0.02, n_resamples=200),
@@ -127,7 +136,7 @@ def test_the_audit_runs_on_the_committed_runs_and_checks():
         claims.chunking_claim(extras, rep, n_resamples=200), claims.a100_claim(rep),
         claims.warmup_claim(extras, lead, fid.data, rep),
         claims.mann_whitney_claim(a_fp, rep, alpha=0.05),
-        claims.triton_claim(triton, rep, n_resamples=200))]
+        claims.custom_kernels_claim(every, rep), claims.peers_claim(targets, not_run, rep))]
     v = claims.claims_values(rows)
-    assert v["n_claims"] == 13 and v["n_fails"] + v["n_holds"] + v["n_cannot_be_tested_here"] == 13
+    assert v["n_claims"] == 14 and v["n_fails"] + v["n_holds"] + v["n_cannot_be_tested_here"] == 14
     assert not any(isinstance(x, float) and math.isnan(x) for x in v.values())

@@ -1,0 +1,331 @@
+"""The title question against the state of the art: the chapter's logic (pure).
+
+The runs that measured the peer kernels (:mod:`attn_analysis.peers`) are found by their
+plan: the named matrix of a campaign (``configs.CAMPAIGN_PLANS``) and at least one peer
+among the candidates, so a
+new run of ``scripts/sota_campaign.sh`` on another GPU (an L4, say) joins the chapter
+without a change here. Each run is compared with SDPA's default dispatch at the call, the
+kernel and the attention level by :func:`comparisons.speedup_table`, one Bonferroni family
+per run; every row carries what the candidate is (label, origin, kernel family, from the
+metadata the run recorded, :mod:`attn_analysis.catalog`) and the configuration's fields.
+
+A "custom kernel" is a candidate of origin "ours" or "peer" whose attention kernel is not
+the one SDPA's default dispatch ran at that configuration (the profiler's longest kernel of
+each call): cuDNN called directly runs SDPA's own cuDNN kernel on Hopper, so it can show the
+cost of SDPA's dispatch but not a faster kernel. A finding needs a faster
+verdict (the family-wise interval beyond the margin) in a run of at least
+:data:`MIN_PROCESSES` processes; rows of a run with fewer processes are kept and labelled,
+as corroboration of direction, never as findings.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+
+from . import _validate, catalog, comparisons
+from .configs import BASELINE, CAMPAIGNS, CONFIG_FIELDS, TARGET, Config
+from .stats import Verdict
+
+CUSTOM_ORIGINS = ("ours", "peer")
+MIN_PROCESSES = 2  # a verdict from fewer independent processes is not a finding
+
+
+def recorded_meta(units: pd.DataFrame) -> dict:
+    """Candidate -> the :class:`catalog.Meta` its units recorded (``info["meta"]``); a
+    candidate that recorded none (an unsupported one, or a run from before metadata was
+    recorded) is absent, and :func:`catalog.meta_for` falls back to the catalog."""
+    df = _validate.frame("units", units, ("candidate", "info"))
+    out = {}
+    for cand, info in zip(df["candidate"], df["info"]):
+        if cand in out or not isinstance(info, str) or not info:
+            continue
+        meta = json.loads(info).get("meta")
+        if meta:
+            out[cand] = catalog.Meta.from_dict(meta)
+    return out
+
+
+def _matrix_of(run) -> str:
+    return ((run.info or {}).get("plan") or {}).get("matrix") or ""
+
+
+def campaign_runs(runs: dict, campaign: str) -> dict:
+    """The runs of ``campaign`` (a key of :data:`CAMPAIGNS`) that measured a peer, ordered
+    by device name, then run id."""
+    _validate.choice("campaign", campaign, sorted(CAMPAIGNS))
+    if not isinstance(runs, dict):
+        raise ValueError(f"`runs` must map run ids to loaded runs; got {type(runs).__name__}.")
+    found = {}
+    for run_id, run in runs.items():
+        if _matrix_of(run) != CAMPAIGNS[campaign]:
+            continue
+        meta = recorded_meta(run.units)
+        names = set(run.units["candidate"])
+        if any(catalog.meta_for(n, meta.get(n)).origin == "peer" for n in names):
+            found[run_id] = run
+    return dict(sorted(found.items(), key=lambda kv: (kv[1].device, kv[0])))
+
+
+def select_runs(runs: dict, campaign: str, named=()) -> dict:
+    """The runs of ``campaign`` the chapter reads: those ``named`` (each must be in
+    ``runs``), or, when none is named, :func:`campaign_runs`."""
+    named = tuple(named)
+    missing = [r for r in named if r not in runs]
+    if missing:
+        raise ValueError(f"`{campaign}_runs` must name recorded runs ({sorted(runs)}); "
+                         f"got {missing}.")
+    return {r: runs[r] for r in named} if named else campaign_runs(runs, campaign)
+
+
+def campaigns_of(runs: dict, named=()) -> dict:
+    """Campaign -> its runs, for every campaign: among the runs ``named`` (each must be a
+    recorded run of some campaign that measured a peer), or, when none is named, every such
+    run of ``runs``."""
+    named = tuple(named)
+    missing = [r for r in named if r not in runs]
+    if missing:
+        raise ValueError(f"`sota_runs` must name recorded runs ({sorted(runs)}); got {missing}.")
+    pool = {r: runs[r] for r in named} if named else runs
+    out = {c: campaign_runs(pool, c) for c in CAMPAIGNS}
+    stray = [r for r in named if not any(r in rs for rs in out.values())]
+    if stray:
+        raise ValueError(f"`sota_runs` must name runs of a state-of-the-art campaign "
+                         f"(matrices {sorted(CAMPAIGNS.values())}, with a peer); got {stray}.")
+    return out
+
+
+def machine_label(run) -> str:
+    """'H200 73c875d3': the GPU model without the vendor and the first block of its UUID,
+    which tells two GPUs of one model apart."""
+    trials = (run.fingerprint or {}).get("trials") or {}
+    fp = next(iter(trials.values()), {})
+    uuid = str(fp.get("gpu_uuid") or "").removeprefix("GPU-")[:8]
+    name = str(run.device).replace("NVIDIA ", "").replace(" 80GB HBM3", "")
+    return f"{name} {uuid}".strip()
+
+
+def comparison_table(run, *, margin: float = 0.02, n_resamples: int = 20_000, seed: int = 42,
+                     mode: str = "graph") -> pd.DataFrame:
+    """Every candidate of ``run`` against SDPA's default dispatch, at the call, kernel and
+    attention levels (:func:`comparisons.speedup_table`, one family for the run), with the
+    candidate's ``label``, ``origin`` and ``family``, the run's ``run``, ``device`` and
+    ``machine``, and the configuration's fields."""
+    table = comparisons.speedup_table(run.samples, run.placements, baseline=BASELINE, mode=mode,
+                                      margin=margin, n_resamples=n_resamples, seed=seed,
+                                      kernels=run.kernels)
+    meta = recorded_meta(run.units)
+    metas = [catalog.meta_for(c, meta.get(c)) for c in table["candidate"]]
+    fields = pd.DataFrame([Config.from_key(k).as_dict() for k in table["config"]],
+                          index=table.index, columns=list(CONFIG_FIELDS))
+    main = comparisons.kernel_split(run.kernels).set_index(["config", "candidate"])["main_kernel"]
+    kernel = [main.get((c, n), "") for c, n in zip(table["config"], table["candidate"])]
+    base = [main.get((c, BASELINE), None) for c in table["config"]]
+    return pd.concat([table.assign(label=[m.label for m in metas],
+                                   origin=[m.origin for m in metas],
+                                   family=[m.family for m in metas],
+                                   main_kernel=kernel, baseline_kernel=base,
+                                   same_kernel_as_baseline=[k == b for k, b in zip(kernel, base)],
+                                   run=run.run_id, device=run.device,
+                                   machine=machine_label(run)), fields], axis=1)
+
+
+def is_custom(df: pd.DataFrame) -> pd.Series:
+    """Rows of a custom kernel: ours or a peer's, running another kernel than SDPA's."""
+    return df["origin"].isin(CUSTOM_ORIGINS) & ~df["same_kernel_as_baseline"].astype(bool)
+
+
+def untimed(run) -> pd.DataFrame:
+    """The candidates of ``run`` that were never timed: candidate, status, reason (one row
+    each, the first unit's reason)."""
+    units = _validate.frame("units", run.units, ("candidate", "status", "reason"))
+    timed = set(units.loc[units["status"] == "ok", "candidate"])
+    rest = units[~units["candidate"].isin(timed)]
+    return (rest.groupby("candidate", sort=True)[["status", "reason"]].first().reset_index())
+
+
+def custom_faster(table: pd.DataFrame, level: str = "call",
+                  min_processes: int = MIN_PROCESSES) -> pd.DataFrame:
+    """The rows where a custom kernel is faster than SDPA beyond the margin at ``level``,
+    from runs of at least ``min_processes`` processes."""
+    df = _validate.frame("table", table, ("level", "origin", "same_kernel_as_baseline",
+                                          "verdict", "n_processes"))
+    _validate.choice("level", level, comparisons.LEVELS)
+    return df[(df["level"] == level) & is_custom(df) & (df["verdict"] == Verdict.FASTER.value)
+              & (df["n_processes"] >= min_processes)].reset_index(drop=True)
+
+
+def fastest(table: pd.DataFrame, config: str = TARGET.key, level: str = "call") -> dict:
+    """Which kernel is fastest at ``config`` and ``level``.
+
+    ``winner_*``: the candidate with the largest speedup among those faster than SDPA
+    beyond the margin, or SDPA's default dispatch itself when none is (speedup 1, verdict
+    "baseline"); ``winner_family`` names its kernel family (for SDPA, the family of the
+    kernel it ran, ``baseline_kernel``). ``custom_*``: the custom kernel
+    (:func:`is_custom`) with the largest speedup, faster or not, with its interval and
+    verdict.
+    """
+    df = _validate.frame("table", table, ("config", "level", "candidate", "speedup", "verdict",
+                                          "origin", "family", "same_kernel_as_baseline"))
+    d = df[(df["config"] == config) & (df["level"] == level)]
+    if d.empty:
+        raise ValueError(f"`config` {config!r} has no {level}-level row in the table.")
+    keys = ("candidate", "label", "family", "speedup", "ci_low", "ci_high", "verdict")
+    faster = d[d["verdict"] == Verdict.FASTER.value]
+    if len(faster):
+        out = {f"winner_{k}": faster.loc[faster["speedup"].idxmax(), k] for k in keys}
+    else:
+        kernel = d["baseline_kernel"].dropna() if "baseline_kernel" in d else ()
+        family = (catalog.kernel_family(str(kernel.iloc[0])) if len(kernel)
+                  else catalog.meta_for(BASELINE).family)
+        out = {"winner_candidate": BASELINE, "winner_label": catalog.meta_for(BASELINE).label,
+               "winner_family": family, "winner_speedup": 1.0, "winner_ci_low": np.nan,
+               "winner_ci_high": np.nan, "winner_verdict": "baseline"}
+    custom = d[is_custom(d)]
+    if len(custom):
+        out.update({f"custom_{k}": custom.loc[custom["speedup"].idxmax(), k] for k in keys})
+    return out
+
+
+def where_text(rows: pd.DataFrame) -> str:
+    """'<label> at S = a, b; ...': the sequence lengths of each candidate's rows."""
+    df = _validate.frame("rows", rows, ("label", "seq_len"))
+    return "; ".join(f"{label} at S = {', '.join(str(s) for s in sorted(set(g['seq_len'])))}"
+                     for label, g in df.groupby("label", sort=True))
+
+
+def peer_versions(runs: dict) -> pd.DataFrame:
+    """One row per machine and peer of ``runs`` (run id -> loaded run): the package and
+    version its build recorded and what it chose (FlashInfer's backend, the cuDNN
+    frontend's engine, or how the inputs were handed over); a peer that never ran, with
+    the status and reason its units recorded."""
+    rows = []
+    for run_id, run in runs.items():
+        meta = recorded_meta(run.units)
+        ok = run.units[run.units["status"] == "ok"].drop_duplicates("candidate")
+        for cand, info in zip(ok["candidate"], ok["info"]):
+            if catalog.meta_for(cand, meta.get(cand)).origin != "peer":
+                continue
+            d = json.loads(info) if isinstance(info, str) and info else {}
+            rows.append({"machine": machine_label(run), "candidate": cand,
+                         "package": f"{d.get('package', '')} {d.get('version', '')}".strip(),
+                         "what ran": d.get("backend") or d.get("engine") or d.get("inputs", ""),
+                         "run": run_id})
+        for _, u in untimed(run).iterrows():
+            rows.append({"machine": machine_label(run), "candidate": u["candidate"],
+                         "package": "not run", "what ran": f"{u['status']}: {u['reason']}",
+                         "run": run_id})
+    cols = ["machine", "candidate", "package", "what ran", "run"]
+    out = pd.DataFrame(rows, columns=cols)
+    return (out.drop_duplicates(["machine", "candidate", "package", "what ran"])
+            .sort_values(["candidate", "machine"]).reset_index(drop=True))
+
+
+def level_cells(table: pd.DataFrame) -> pd.DataFrame:
+    """One row per candidate of a one-configuration :func:`comparison_table`: label,
+    origin and, per level, 'speedup (low–high) verdict' ('–' where the level is missing),
+    fastest per call first."""
+    df = _validate.frame("table", table, ("label", "origin", "level", "speedup", "ci_low",
+                                          "ci_high", "verdict"))
+    index = df[["label", "origin"]].drop_duplicates()
+    out = index.copy()
+    for level in comparisons.LEVELS:
+        d = df[df["level"] == level].set_index(["label", "origin"])
+        out[level] = [f"{d.at[k, 'speedup']:.3f} ({d.at[k, 'ci_low']:.3f}–"
+                      f"{d.at[k, 'ci_high']:.3f}) {d.at[k, 'verdict']}" if k in d.index else "–"
+                      for k in zip(index["label"], index["origin"])]
+    call = df[df["level"] == "call"].set_index("label")["speedup"]
+    out = out.assign(_order=out["label"].map(call)).sort_values("_order", ascending=False)
+    return out.drop(columns="_order").rename(columns={"label": "candidate"}).reset_index(drop=True)
+
+
+def wins_table(tables: list, level: str = "call") -> pd.DataFrame:
+    """Every row where a custom kernel is faster than SDPA beyond the margin at ``level``,
+    runs of one process included (``finding``: "yes", or "one process"), with the
+    attention-kernel speedup of the same candidate and configuration beside it."""
+    if not tables:
+        raise ValueError("`tables` must hold at least one comparison table.")
+    df = pd.concat(tables, ignore_index=True)
+    fast = custom_faster(df, level, min_processes=1)
+    att = df[df["level"] == "attention"].set_index(["run", "config", "candidate"])
+    cells = []
+    for key in zip(fast["run"], fast["config"], fast["candidate"]):
+        a = att.loc[key] if key in att.index else None
+        cells.append(f"{a['speedup']:.3f} ({a['ci_low']:.3f}–{a['ci_high']:.3f})"
+                     if a is not None else "–")
+    out = fast.assign(interval=[f"{s:.3f} ({lo:.3f}–{hi:.3f})" for s, lo, hi in
+                                zip(fast["speedup"], fast["ci_low"], fast["ci_high"])],
+                      attention=cells,
+                      finding=np.where(fast["n_processes"] >= MIN_PROCESSES, "yes",
+                                       "one process"))
+    return out.sort_values(["machine", "seq_len", "config", "speedup"]).reset_index(drop=True)
+
+
+def wins_summary(tables: list, level: str = "call") -> pd.DataFrame:
+    """Per machine: how many custom-kernel comparisons at ``level`` are faster than SDPA
+    beyond the margin (:func:`custom_faster`), of how many; where (``where``: each winning
+    candidate's label with the sequence lengths of its leads); and the largest lead with
+    its interval, candidate and configuration (NaN where there is none)."""
+    if not tables:
+        raise ValueError("`tables` must hold at least one comparison table.")
+    df = pd.concat(tables, ignore_index=True)
+    rows = []
+    for machine, g in df.groupby("machine", sort=True):
+        custom = g[(g["level"] == level) & is_custom(g)]
+        wins = custom_faster(g, level)
+        top = wins.loc[wins["speedup"].idxmax()] if len(wins) else None
+        where = where_text(wins)
+        rows.append({"machine": machine, "device": g["device"].iloc[0],
+                     "min_processes": int(g["n_processes"].min()),
+                     "n_custom": len(custom), "n_faster": len(wins), "where": where,
+                     "best_speedup": float(top["speedup"]) if top is not None else np.nan,
+                     "best_low": float(top["ci_low"]) if top is not None else np.nan,
+                     "best_high": float(top["ci_high"]) if top is not None else np.nan,
+                     "best_candidate": top["label"] if top is not None else "",
+                     "best_config": top["config"] if top is not None else ""})
+    return pd.DataFrame(rows)
+
+
+def machine_slug(machine: str) -> str:
+    """A glue-key prefix for a machine label: its GPU model, lower case ('h200')."""
+    if not isinstance(machine, str) or not machine.strip():
+        raise ValueError(f"`machine` must be a machine label; got {machine!r}.")
+    return machine.split()[0].lower()
+
+
+def target_sentence(machine: str, best: dict) -> str:
+    """One sentence: the fastest kernel at the target on ``machine`` (:func:`fastest`) and
+    how far the fastest custom kernel is from it."""
+    if best["winner_verdict"] == "baseline":
+        lead = (f"On the {machine} no candidate is faster than SDPA's default dispatch beyond "
+                f"the margin at the reports' shape: its {best['winner_family']} kernel is the "
+                f"fastest measured")
+    else:
+        lead = (f"On the {machine} {best['winner_label']} is faster than SDPA's default "
+                f"dispatch at the reports' shape ({best['winner_speedup']:.2f}×, "
+                f"{best['winner_ci_low']:.2f}–{best['winner_ci_high']:.2f})")
+    if "custom_label" not in best:
+        return lead + "."
+    return (lead + f"; the fastest custom kernel, {best['custom_label']}, runs at "
+            f"{best['custom_speedup']:.2f}× ({best['custom_ci_low']:.2f}–"
+            f"{best['custom_ci_high']:.2f}, {best['custom_verdict']}).")
+
+
+def wins_sentence(row: dict) -> str:
+    """One sentence from a :func:`wins_summary` row: where custom kernels beat SDPA on its
+    machine, by how much, or why no finding can be drawn."""
+    machine = row["machine"]
+    if row["n_faster"]:
+        return (f"On the {machine}, custom kernels are faster than SDPA beyond the margin in "
+                f"{row['n_faster']} of {row['n_custom']} comparisons ({row['where']}); the "
+                f"largest lead is {row['best_candidate']} at {row['best_config']}, "
+                f"{row['best_speedup']:.2f}× ({row['best_low']:.2f}–{row['best_high']:.2f}).")
+    if row["min_processes"] < MIN_PROCESSES:
+        return (f"On the {machine}, the runs away from the target kept {row['min_processes']} "
+                f"process, too few for a finding (at least {MIN_PROCESSES}); their point "
+                f"estimates are shown for direction only.")
+    return (f"On the {machine}, no custom kernel is faster than SDPA beyond the margin in "
+            f"{row['n_custom']} comparisons.")
+

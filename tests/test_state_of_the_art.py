@@ -1,0 +1,173 @@
+"""The state-of-the-art chapter's logic on synthetic runs of known truth, and the campaign
+plans it reads."""
+
+from __future__ import annotations
+
+import json
+import types
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from attn_analysis import catalog, configs, plots
+from attn_analysis import state_of_the_art as sota
+from attn_analysis.configs import TARGET, Config
+
+LONG = Config(2, 32, 8192, 64)
+CUDNN = "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16"
+KERNELS = {"sdpa": CUDNN, "cudnn_frontend": CUDNN, "sdpa_twin": CUDNN,
+           "fa4": "kernel_cutlass_kernel_flash_attncuteflash_fwd_sm90FlashAttentionForwardSm90",
+           "triton": "_attn_fwd"}
+# true time of each candidate relative to sdpa, per configuration
+TRUTH = {TARGET.key: {"sdpa": 1.0, "sdpa_twin": 1.0, "cudnn_frontend": 0.97, "fa4": 1.15,
+                      "triton": 1.05},
+         LONG.key: {"sdpa": 1.0, "sdpa_twin": 1.0, "cudnn_frontend": 1.0, "fa4": 0.8,
+                    "triton": 1.0}}
+
+
+def make_run(run_id="h200-sota-x", trials=2, matrix="fixed-v1", gpu="NVIDIA H200",
+             uuid="GPU-73c875d3-aaaa", configs_=(TARGET, LONG), candidates=None, seed=0):
+    """A loaded-run stand-in with the frames the chapter reads (graph mode, placements,
+    kernel times, kernels, units with recorded metadata)."""
+    rng = np.random.default_rng(seed)
+    samples, placements, kernels, units = [], [], [], []
+    for config in configs_:
+        base = 0.05 * config.seq_len / 512
+        for cand, factor in TRUTH[config.key].items():
+            if candidates is not None and cand not in candidates:
+                continue
+            for t in range(trials):
+                for p in range(4):
+                    ms = base * factor * (1 + 0.002 * rng.standard_normal(20))
+                    samples += [{"config": config.key, "candidate": cand, "mode": "graph",
+                                 "trial": t, "placement": p, "ms": float(x)} for x in ms]
+                    placements.append({"config": config.key, "candidate": cand, "mode": "graph",
+                                       "trial": t, "placement": p,
+                                       "kernel_ms": float(np.median(ms)) * 0.97})
+            kernels.append({"config": config.key, "candidate": cand, "kernel": KERNELS[cand],
+                            "calls_per_call": 1.0, "device_ms_per_call": base * factor * 0.97})
+            meta = catalog.meta_for(cand).as_dict()
+            units.append({"candidate": cand, "status": "ok", "reason": "",
+                          "info": json.dumps({"meta": meta, "package": "pkg", "version": "1"})})
+    units.append({"candidate": "xformers", "status": "unsupported", "reason": "not importable",
+                  "info": ""})
+    return types.SimpleNamespace(
+        run_id=run_id, device=gpu, samples=pd.DataFrame(samples),
+        placements=pd.DataFrame(placements), kernels=pd.DataFrame(kernels),
+        units=pd.DataFrame(units), info={"plan": {"matrix": matrix}},
+        fingerprint={"trials": {"0": {"gpu_name": gpu, "gpu_uuid": uuid}}})
+
+
+@pytest.fixture(scope="module")
+def table():
+    return sota.comparison_table(make_run(), n_resamples=500)
+
+
+def test_comparison_table_labels_rows_and_marks_the_baselines_kernel(table):
+    call = table[table["level"] == "call"].set_index(["config", "candidate"])
+    assert call.loc[(TARGET.key, "fa4"), "label"] == catalog.CATALOG["fa4"].label
+    assert call.loc[(TARGET.key, "fa4"), "origin"] == "peer"
+    assert call.loc[(TARGET.key, "cudnn_frontend"), "same_kernel_as_baseline"]
+    assert not call.loc[(TARGET.key, "fa4"), "same_kernel_as_baseline"]
+    assert call.loc[(LONG.key, "fa4"), "speedup"] == pytest.approx(1 / 0.8, rel=0.01)
+    assert set(table["machine"]) == {"H200 73c875d3"} and set(table["seq_len"]) == {512, 8192}
+
+
+def test_custom_faster_excludes_the_baselines_own_kernel(table):
+    wins = sota.custom_faster(table)
+    # cudnn_frontend is 3 % faster at the target but runs SDPA's kernel: not a custom win
+    assert list(zip(wins["config"], wins["candidate"])) == [(LONG.key, "fa4")]
+    assert sota.is_custom(table[table["candidate"] == "triton"]).all()
+    assert not sota.is_custom(table[table["candidate"] == "sdpa_twin"]).any()
+
+
+def test_one_process_is_never_a_finding():
+    one = sota.comparison_table(make_run(trials=1), n_resamples=500)
+    assert sota.custom_faster(one).empty
+    assert len(sota.custom_faster(one, min_processes=1)) == 1
+    row = sota.wins_summary([one]).iloc[0].to_dict()
+    assert row["min_processes"] == 1 and "too few for a finding" in sota.wins_sentence(row)
+
+
+def test_fastest_at_the_target_is_the_baseline_when_none_is_faster(table):
+    # cuDNN called directly is 3 % faster per call: the winner, with SDPA's own kernel family
+    best = sota.fastest(table)
+    assert best["winner_candidate"] == "cudnn_frontend" and best["winner_verdict"] == "faster"
+    assert best["winner_family"] == "cuDNN attention"
+    assert best["custom_candidate"] == "triton" and best["custom_verdict"] == "slower"
+    without = sota.comparison_table(make_run(candidates=("sdpa", "fa4", "triton")),
+                                    n_resamples=500)
+    best = sota.fastest(without)
+    assert best["winner_candidate"] == "sdpa" and best["winner_verdict"] == "baseline"
+    assert best["winner_family"] == "cuDNN attention"
+    assert "no candidate is faster" in sota.target_sentence("H200 73c875d3", best)
+    long = sota.fastest(table, LONG.key)
+    assert long["winner_candidate"] == "fa4" and long["winner_verdict"] == "faster"
+    with pytest.raises(ValueError, match="has no call-level row"):
+        sota.fastest(table, "B1-H1-S16-D64-fp16")
+
+
+def test_wins_summary_and_sentence_name_where_and_how_much(table):
+    row = sota.wins_summary([table]).iloc[0].to_dict()
+    assert row["n_faster"] == 1 and row["where"] == "FlashAttention-4 (CuTe DSL) at S = 8192"
+    assert row["best_speedup"] == pytest.approx(1.25, rel=0.01)
+    assert "1 of" in sota.wins_sentence(row) and "8192" in sota.wins_sentence(row)
+
+
+def test_tables_for_the_chapter(table):
+    cells = sota.level_cells(table[table["config"] == TARGET.key])
+    assert list(cells.columns) == ["candidate", "origin", "call", "kernel", "attention"]
+    assert cells["candidate"].iloc[0] == catalog.CATALOG["cudnn_frontend"].label  # fastest
+    wins = sota.wins_table([table])
+    assert list(wins["finding"]) == ["yes"] and wins["attention"].iloc[0] != "–"
+
+
+def test_campaign_runs_select_by_matrix_and_peer():
+    runs = {"a": make_run("a", matrix="fixed-v1"), "b": make_run("b", matrix="reports-v1"),
+            "c": make_run("c", matrix="fixed-v1", candidates=("sdpa", "triton"))}
+    runs["c"].units = runs["c"].units[runs["c"].units["candidate"] != "xformers"]
+    assert list(sota.campaign_runs(runs, "target")) == ["a"]
+    assert list(sota.campaign_runs(runs, "reports")) == ["b"]
+    assert sota.campaigns_of(runs, ["b"]) == {"target": {}, "reports": {"b": runs["b"]},
+                                             "long": {}}
+    with pytest.raises(ValueError, match="must name recorded runs"):
+        sota.campaigns_of(runs, ["zz"])
+    with pytest.raises(ValueError, match="must name runs of a state-of-the-art campaign"):
+        sota.campaigns_of(runs, ["c"])
+    with pytest.raises(ValueError, match="`campaign` must be one of"):
+        sota.campaign_runs(runs, "matrix")
+
+
+def test_recorded_meta_untimed_and_versions():
+    run = make_run()
+    meta = sota.recorded_meta(run.units)
+    assert meta["fa4"] == catalog.CATALOG["fa4"] and "xformers" not in meta
+    assert sota.untimed(run).to_dict("records") == [
+        {"candidate": "xformers", "status": "unsupported", "reason": "not importable"}]
+    v = sota.peer_versions({"r": run}).set_index("candidate")
+    assert v.loc["fa4", "package"] == "pkg 1" and v.loc["xformers", "package"] == "not run"
+    assert sota.machine_label(run) == "H200 73c875d3"
+    assert sota.machine_slug("H100 7dc5c08d") == "h100"
+
+
+def test_campaign_plans_and_their_sweep_arguments():
+    from attn_analysis.__main__ import build_parser
+    for name, plan in configs.CAMPAIGN_PLANS.items():
+        args = build_parser().parse_args(["sweep", "--out", "x", *configs.sweep_arguments(name)])
+        assert tuple(args.candidates) == plan["candidates"] and args.matrix == plan["matrix"]
+        assert args.trials == plan["trials"] and tuple(args.modes) == tuple(plan["modes"])
+        assert args.plugin == list(configs.PLUGINS)
+        assert set(plan["candidates"]) >= {"sdpa", "fa4", "flashinfer", "cudnn_frontend"}
+    assert configs.CAMPAIGNS == {"target": "fixed-v1", "reports": "reports-v1",
+                                 "long": "long-grid-v1"}
+
+
+def test_the_sequence_figure_has_a_row_per_machine(table):
+    other = sota.comparison_table(make_run(gpu="NVIDIA H100 80GB HBM3", uuid="GPU-7dc5c08d",
+                                           trials=1), n_resamples=300)
+    fig = plots.speedup_by_seq_len(pd.concat([table, other]), 0.02, title="t")
+    assert len(fig.axes) == 2  # one panel (D=64, not causal) per machine
+    assert "1 process" in fig.axes[0].get_ylabel() + fig.axes[1].get_ylabel()
+    with pytest.raises(ValueError, match="level"):
+        plots.speedup_by_seq_len(table, 0.02, level="nonsense")
