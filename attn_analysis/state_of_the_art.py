@@ -263,23 +263,28 @@ def wins_table(tables: list, level: str = "call") -> pd.DataFrame:
     return out.sort_values(["machine", "seq_len", "config", "speedup"]).reset_index(drop=True)
 
 
-def wins_summary(tables: list, level: str = "call") -> pd.DataFrame:
+def wins_summary(tables: list, level: str = "call",
+                 min_processes: int = MIN_PROCESSES) -> pd.DataFrame:
     """Per machine: how many custom-kernel comparisons at ``level`` are faster than SDPA
     beyond the margin (:func:`custom_faster`), of how many; where (``where``: each winning
-    candidate's label with the sequence lengths of its leads); and the largest lead with
-    its interval, candidate and configuration (NaN where there is none)."""
+    candidate's label with the sequence lengths of its leads); the same, for direction
+    only, in runs of fewer than ``min_processes`` processes (``direction``); and the largest
+    lead with its interval, candidate and configuration (NaN where there is none)."""
     if not tables:
         raise ValueError("`tables` must hold at least one comparison table.")
     df = pd.concat(tables, ignore_index=True)
     rows = []
     for machine, g in df.groupby("machine", sort=True):
         custom = g[(g["level"] == level) & is_custom(g)]
-        wins = custom_faster(g, level)
+        wins = custom_faster(g, level, min_processes)
         top = wins.loc[wins["speedup"].idxmax()] if len(wins) else None
         where = where_text(wins)
+        one = g[g["n_processes"] < min_processes]
+        direction = where_text(custom_faster(one, level, min_processes=1)) if len(one) else ""
         rows.append({"machine": machine, "device": g["device"].iloc[0],
                      "min_processes": int(g["n_processes"].min()),
                      "n_custom": len(custom), "n_faster": len(wins), "where": where,
+                     "direction": direction,
                      "best_speedup": float(top["speedup"]) if top is not None else np.nan,
                      "best_low": float(top["ci_low"]) if top is not None else np.nan,
                      "best_high": float(top["ci_high"]) if top is not None else np.nan,
@@ -324,8 +329,51 @@ def wins_sentence(row: dict) -> str:
                 f"{row['best_speedup']:.2f}× ({row['best_low']:.2f}–{row['best_high']:.2f}).")
     if row["min_processes"] < MIN_PROCESSES:
         return (f"On the {machine}, the runs away from the target kept {row['min_processes']} "
-                f"process, too few for a finding (at least {MIN_PROCESSES}); their point "
-                f"estimates are shown for direction only.")
+                f"process, too few for a finding (at least {MIN_PROCESSES}); read for "
+                f"direction only, custom kernels lie beyond the margin on the faster side "
+                f"{'at ' + row['direction'] if row.get('direction') else 'nowhere'}.")
     return (f"On the {machine}, no custom kernel is faster than SDPA beyond the margin in "
             f"{row['n_custom']} comparisons.")
+
+
+def claim_sentences(target_best: dict, wins: pd.DataFrame) -> dict:
+    """The answer to the title question in two bold-able clauses, from the data:
+    ``target`` says on which machines no candidate beats SDPA beyond the margin at the
+    reports' shape (``target_best``: machine -> :func:`fastest`), ``general`` whether a
+    custom kernel beats it anywhere else as a finding (``wins``: :func:`wins_summary`)."""
+    beaten = sorted(m for m, b in target_best.items() if b["winner_verdict"] != "baseline")
+    held = sorted(m for m in target_best if m not in beaten)
+    if not beaten:
+        target = f"At the reports' own shape the claim holds on every GPU we measured ({', '.join(held)})."
+    elif not held:
+        target = f"At the reports' own shape the claim fails on every GPU we measured ({', '.join(beaten)})."
+    else:
+        target = (f"At the reports' own shape the claim holds on {', '.join(held)} and fails on "
+                  f"{', '.join(beaten)}.")
+    found = wins[wins["n_faster"] > 0]["machine"].tolist() if len(wins) else []
+    general = (f"It does not hold in general: custom kernels beat SDPA beyond the margin "
+               f"elsewhere on {', '.join(found)}." if found else
+               "No custom kernel beats SDPA beyond the margin at any other measured shape "
+               "either.")
+    return {"target": target, "general": general}
+
+
+CONTROLS = {"sdpa_twin": "an identical second copy of SDPA (the A/A twin)",
+            "cudnn_frontend": "cuDNN called directly, which runs SDPA's own kernel"}
+
+
+def controls_sentence(target_tables: dict, level: str = "call") -> str:
+    """What the controls of known truth gave at the target per machine (``target_tables``:
+    machine -> :func:`comparison_table`): the A/A twin's and cuDNN-called-directly's
+    verdicts at ``level``."""
+    parts = []
+    for cand, what in CONTROLS.items():
+        verdicts = []
+        for machine, t in target_tables.items():
+            r = t[(t["candidate"] == cand) & (t["level"] == level)
+                  & (t["config"] == TARGET.key)]
+            verdicts.append(f"{r['verdict'].iloc[0] if len(r) else 'not measured'} on the "
+                            f"{machine}")
+        parts.append(f"{what} came out {' and '.join(verdicts)}")
+    return "; ".join(parts) + f" ({level} level)."
 

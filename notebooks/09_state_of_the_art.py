@@ -90,9 +90,9 @@ nbs.glue_text("sa_machines", "; ".join(sorted(set(every["machine"]))))
 
 # %% tags=["remove-input"]
 versions = sota.peer_versions({r: run for rs in chosen.values() for r, run in rs.items()})
-nbs.glue_text("sa_untimed", "; ".join(sorted(set(
-    f"{r['candidate']} ({r['what ran'][:160]})" for _, r in versions.iterrows()
-    if r["package"] == "not run"))) or "none")
+not_run = versions[versions["package"] == "not run"]
+nbs.glue_text("sa_untimed", ", ".join(sorted(set(not_run["candidate"]))) or "none")
+nbs.glue_text("sa_untimed_machines", len(set(not_run["machine"])))
 tables.show(versions.drop(columns="run"),
             "The peers as they ran: package and version recorded by each build, and what the "
             "build chose (FlashInfer's backend, the cuDNN frontend's engine) or how the "
@@ -100,7 +100,8 @@ tables.show(versions.drop(columns="run"),
             "the CSV.", name="tbl-sota-versions", csv="sota_versions.csv", full=versions)
 
 # %% [markdown]
-# xFormers did not run: {glue:text}`sa_untimed:s`. Its newest wheel on PyPI (0.0.35) is
+# Peers that never ran: {glue:text}`sa_untimed:s`, on {glue:text}`sa_untimed_machines:d`
+# machines (the reason each unit recorded is in the table). xFormers' newest wheel on PyPI (0.0.35) is
 # built for PyTorch 2.10 (its import warning, kept in `benchmarks/sota-logs/`, says so),
 # its compiled extensions do not load under the PyTorch 2.11 of our GPU machines, and its
 # import then fails; building xFormers from source for 2.11 would no longer be the package
@@ -137,13 +138,14 @@ for machine, t in target_tables.items():
                               nbs.as_number(r[key].iloc[0]) if len(r) else np.nan)
             nbs.glue_text(f"sa_{slug}_{cand}_{level}_verdict",
                           r["verdict"].iloc[0] if len(r) else "not measured")
+nbs.glue_text("sa_controls_sentence", sota.controls_sentence(target_tables))
 labels = {machine: f"{machine} ({int(t['n_processes'].min())} processes)"
           for machine, t in target_tables.items()}
 shown = {labels[m]: t[t["level"].isin(["call", "kernel"])].assign(candidate=t["label"])
          for m, t in target_tables.items()}
 nbs.glue_figure("sa_target_figure", plots.speedup_summary(
-    shown, params["margin"], "Every candidate against SDPA's default dispatch at B32 H8 S512 "
-    "D64 fp16, per machine; each machine's run is one family"))
+    shown, params["margin"], "Every candidate against SDPA at B32 H8 S512 D64 fp16; "
+    "each machine's run is one family"))
 
 # %% [markdown]
 # ```{glue:figure} sa_target_figure
@@ -156,7 +158,9 @@ nbs.glue_figure("sa_target_figure", plots.speedup_summary(
 # {glue:text}`sa_machines:s`.
 # ```
 #
+# :::{div} glued-sentences
 # {glue:text}`sa_h100_target_sentence:s` {glue:text}`sa_h200_target_sentence:s`
+# :::
 #
 # The peers at the reports' shape, per call: FlashAttention-4
 # {glue:text}`sa_h100_fa4_call_speedup:.3f`× on the H100
@@ -228,18 +232,12 @@ for _, row in wins.iterrows():
         nbs.glue_text(f"sa_{slug}_{key}", nbs.as_number(row[key]))
     nbs.glue_text(f"sa_{slug}_best_candidate", row["best_candidate"] or "none")
     nbs.glue_text(f"sa_{slug}_best_config", row["best_config"] or "none")
+answer = sota.claim_sentences({m: sota.fastest(t) for m, t in target_tables.items()}, wins)
+nbs.glue_text("sa_claim_target", answer["target"])
+nbs.glue_text("sa_claim_general", answer["general"])
 for _, row in wins_att.iterrows():
     nbs.glue_text(f"sa_{sota.machine_slug(row['machine'])}_n_faster_attention",
                   int(row["n_faster"]))
-# Direction on machines whose runs kept one process: custom kernels whose interval lies
-# beyond the margin on the faster side, counted but never called findings.
-for machine, g in every.groupby("machine"):
-    one = g[g["n_processes"] < sota.MIN_PROCESSES]
-    direction = sota.custom_faster(one, "call", min_processes=1) if len(one) else one
-    nbs.glue_text(f"sa_{sota.machine_slug(machine)}_single_faster", len(direction))
-    nbs.glue_text(f"sa_{sota.machine_slug(machine)}_single_where",
-                  sota.where_text(direction) or "nowhere")
-
 # %% [markdown]
 # ```{glue:figure} sa_seq_figure
 # :name: fig-sota-seq
@@ -251,13 +249,12 @@ for machine, g in every.groupby("machine"):
 # only the variation between memory placements inside that process.
 # ```
 #
+# :::{div} glued-sentences
 # {glue:text}`sa_h200_wins_sentence:s` At the attention-kernel level
 # {glue:text}`sa_h200_n_faster_attention:d` comparisons on the H200 are faster beyond the
-# margin. {glue:text}`sa_h100_wins_sentence:s` In those single-process runs
-# {glue:text}`sa_h100_single_faster:d` custom-kernel comparisons lie beyond the margin on
-# the faster side ({glue:text}`sa_h100_single_where:s`), the same direction as on the
-# H200; the H100 target run, with {glue:text}`sa_h100_target_n_proc:d` processes, is a
-# finding on its own.
+# margin. {glue:text}`sa_h100_wins_sentence:s` The H100 target run, with
+# {glue:text}`sa_h100_target_n_proc:d` processes, is a finding on its own.
+# :::
 
 # %% tags=["remove-input"]
 short = sota.wins_table([t for c in ("reports", "long") for t in tabs[c].values()]

@@ -87,7 +87,21 @@ def test_one_process_is_never_a_finding():
     assert sota.custom_faster(one).empty
     assert len(sota.custom_faster(one, min_processes=1)) == 1
     row = sota.wins_summary([one]).iloc[0].to_dict()
-    assert row["min_processes"] == 1 and "too few for a finding" in sota.wins_sentence(row)
+    assert row["min_processes"] == 1 and row["n_faster"] == 0
+    text = sota.wins_sentence(row)
+    assert "too few for a finding" in text and "FlashAttention-4 (CuTe DSL) at S = 8192" in text
+
+
+def test_claim_sentences_follow_the_data(table):
+    best = {"H200 a": sota.fastest(table)}  # cuDNN called directly is faster at the target
+    wins = sota.wins_summary([table])
+    answer = sota.claim_sentences(best, wins)
+    assert "fails on every GPU" in answer["target"]
+    assert answer["general"].startswith("It does not hold in general")
+    base = {"H200 a": {"winner_verdict": "baseline"}}
+    answer = sota.claim_sentences(base, wins.assign(n_faster=0))
+    assert "holds on every GPU we measured (H200 a)" in answer["target"]
+    assert answer["general"].startswith("No custom kernel beats SDPA")
 
 
 def test_fastest_at_the_target_is_the_baseline_when_none_is_faster(table):
@@ -171,3 +185,12 @@ def test_the_sequence_figure_has_a_row_per_machine(table):
     assert "1 process" in fig.axes[0].get_ylabel() + fig.axes[1].get_ylabel()
     with pytest.raises(ValueError, match="level"):
         plots.speedup_by_seq_len(table, 0.02, level="nonsense")
+
+
+def test_controls_sentence_names_each_machines_verdicts(table):
+    text = sota.controls_sentence({"H200 a": table})
+    assert "the A/A twin) came out equivalent on the H200 a" in text
+    assert "cuDNN called directly, which runs SDPA's own kernel came out faster on the H200 a" \
+        in text
+    no_twin = table[table["candidate"] != "sdpa_twin"]
+    assert "not measured on the H200 a" in sota.controls_sentence({"H200 a": no_twin})
