@@ -44,7 +44,7 @@ PACKAGES = {
     "fa4": ("flash_attn.cute", "flash-attn-4", "pip install flash-attn-4"),
     "flashinfer": ("flashinfer", "flashinfer-python", "pip install flashinfer-python"),
     "cudnn_frontend": ("cudnn", "nvidia-cudnn-frontend", "pip install nvidia-cudnn-frontend"),
-    "xformers": ("xformers.ops", "xformers", "pip install xformers"),
+    "xformers": ("xformers", "xformers", "pip install xformers"),
 }
 # Exceptions a peer raises when it does not support a configuration (an assertion or a
 # ValueError on a shape or dtype, a NotImplementedError); others (a TypeError from a
@@ -183,7 +183,17 @@ def _build_cudnn_frontend(config: Config, device: str) -> cands.Built:
 # -------------------------------------------------------------------------- xformers
 
 def _build_xformers(config: Config, device: str) -> cands.Built:
-    xops, pkg = package("xformers")
+    xf, pkg = package("xformers")
+    # A wheel built for another PyTorch imports, but its compiled operators do not load;
+    # xFormers keeps the reason (which PyTorch it was built for).
+    failure = getattr(getattr(xf, "_cpp_lib", None), "_cpp_library_load_exception", None)
+    if failure is not None:
+        lines = [ln.strip() for ln in str(failure).splitlines() if ln.strip()]
+        raise cands.Unsupported(f"xformers {pkg['version']}: " + " ".join(lines[:3])[:300])
+    try:
+        xops = importlib.import_module("xformers.ops")
+    except Exception as exc:
+        raise cands.Unsupported(f"xformers.ops is not importable: {_first_line(exc)}") from None
     bias = xops.LowerTriangularMask() if config.causal else None
 
     def fn(q, k, v):

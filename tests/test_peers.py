@@ -259,7 +259,10 @@ def test_cudnn_frontend_executes_its_graph_and_passes_the_gate(monkeypatch, conf
 
 # -------------------------------------------------------------------------- xformers
 
-def _fake_xformers(monkeypatch):
+def _fake_xformers(monkeypatch, load_failure=None):
+    top = types.ModuleType("xformers")
+    top._cpp_lib = types.SimpleNamespace(_cpp_library_load_exception=load_failure)
+    monkeypatch.setitem(sys.modules, "xformers", top)
     module = types.ModuleType("xformers.ops")
 
     class LowerTriangularMask:
@@ -279,4 +282,13 @@ def test_xformers_passes_the_gate(monkeypatch, config):
     built = peers._build_xformers(config, "cpu")
     assert cands.check(built, config, "cpu", seed=17, name="xformers").passed
     assert built.info["package"] == "xformers"
+
+
+def test_xformers_built_for_another_pytorch_is_unsupported_with_why(monkeypatch):
+    failure = RuntimeError("xFormers can't load C++/CUDA extensions. xFormers was built for:\n"
+                           "    PyTorch 2.10.0+cu128 with CUDA 1208 (you have 2.11.0+cu130)\n"
+                           "    Python  3.10.19 (you have 3.12.3)\n  Please reinstall xformers")
+    _fake_xformers(monkeypatch, load_failure=failure)
+    with pytest.raises(cands.Unsupported, match=r"built for: PyTorch 2\.10\.0\+cu128"):
+        peers._build_xformers(TINY, "cpu")
 
