@@ -11,9 +11,13 @@ from __future__ import annotations
 import pandas as pd
 
 from .configs import BASELINE
+from .stats import Verdict
 
-VERDICT_ORDER = ("faster", "faster within margin", "equivalent", "slower within margin",
-                 "slower", "inconclusive")
+VERDICT_ORDER = tuple(v.value for v in (
+    Verdict.FASTER, Verdict.FASTER_WITHIN_MARGIN, Verdict.EQUIVALENT,
+    Verdict.SLOWER_WITHIN_MARGIN, Verdict.SLOWER, Verdict.INCONCLUSIVE, Verdict.UNDECIDED))
+# Verdicts that leave the claim open: the interval could not tell, or sat on a boundary.
+OPEN = (Verdict.INCONCLUSIVE.value, Verdict.UNDECIDED.value)
 _COLUMNS = ("candidate", "speedup", "ci_low", "ci_high", "verdict")
 
 
@@ -65,16 +69,20 @@ def verdict_sentence(speedups: pd.DataFrame, baseline: str = BASELINE, margin: f
         if rows.empty:
             continue
         n = len(rows)
-        if verdict in ("faster", "faster within margin", "equivalent", "inconclusive"):
-            names = _join([describe(r) for _, r in rows.iterrows()])
-        else:
+        if verdict in (Verdict.SLOWER_WITHIN_MARGIN.value, Verdict.SLOWER.value):
             names = _join(list(rows["candidate"]))
-        what = {"faster": f"faster than {baseline} by more than {margin:.0%}",
-                "faster within margin": f"faster than {baseline} by less than {margin:.0%}",
-                "equivalent": f"equivalent to {baseline} within ±{margin:.0%}",
-                "slower within margin": f"slower by less than {margin:.0%}",
-                "slower": f"slower by more than {margin:.0%}",
-                "inconclusive": "inconclusive (the interval reaches past the margin)"}[verdict]
+        else:
+            names = _join([describe(r) for _, r in rows.iterrows()])
+        what = {Verdict.FASTER.value: f"faster than {baseline} by more than {margin:.0%}",
+                Verdict.FASTER_WITHIN_MARGIN.value:
+                    f"faster than {baseline} by less than {margin:.0%}",
+                Verdict.EQUIVALENT.value: f"equivalent to {baseline} within ±{margin:.0%}",
+                Verdict.SLOWER_WITHIN_MARGIN.value: f"slower by less than {margin:.0%}",
+                Verdict.SLOWER.value: f"slower by more than {margin:.0%}",
+                Verdict.INCONCLUSIVE.value:
+                    "inconclusive (the interval reaches past the margin)",
+                Verdict.UNDECIDED.value: "undecided at this precision (an interval end on a "
+                                         "boundary)"}[verdict]
         parts.append(f"{n} {what}: {names}")
     return f"Of {len(df)} candidates, " + "; ".join(parts) + "."
 
@@ -106,8 +114,8 @@ def negative_result_verdict(speedups: pd.DataFrame, same_kernel_candidates=(),
     """
     df = _table_iv(speedups)
     df = df[df["candidate"] != baseline]
-    faster = list(df.loc[df["verdict"] == "faster", "candidate"])
-    open_ = list(df.loc[df["verdict"] == "inconclusive", "candidate"])
+    faster = list(df.loc[df["verdict"] == Verdict.FASTER.value, "candidate"])
+    open_ = list(df.loc[df["verdict"].isin(OPEN), "candidate"])
     same = set(same_kernel_candidates)
     if faster:
         text = f"refuted: {_join(faster)} {'was' if len(faster) == 1 else 'were'} faster than {baseline}"
@@ -134,11 +142,12 @@ def kernel_answer(table: pd.DataFrame, baseline: str = BASELINE, margin: float =
                                  aggfunc="first")
     kernel = verdicts["kernel"] if "kernel" in verdicts else pd.Series(dtype=object)
     call = verdicts["call"] if "call" in verdicts else pd.Series(dtype=object)
-    both = sorted(c for c in verdicts.index if kernel.get(c) == "faster" and call.get(c) == "faster")
+    fast = Verdict.FASTER.value
+    both = sorted(c for c in verdicts.index if kernel.get(c) == fast and call.get(c) == fast)
     if both:
         return (f"yes: {_join(both)} {'is' if len(both) == 1 else 'are'} faster than {baseline} "
                 f"by more than {margin:.0%} at both the kernel and the call level")
-    call_only = sorted(c for c in verdicts.index if call.get(c) == "faster")
+    call_only = sorted(c for c in verdicts.index if call.get(c) == fast)
     if call_only:
         return (f"not as a kernel: {_join(call_only)} {'is' if len(call_only) == 1 else 'are'} "
                 f"faster per call but not per kernel")

@@ -31,10 +31,13 @@ from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormat
 
 from . import _validate, workload
 from .configs import Config
+from .stats import Verdict
 
-VERDICT_COLORS = {"faster": "#1b9e77", "faster within margin": "#66c2a5",
-                  "equivalent": "#7570b3", "inconclusive": "#999999",
-                  "slower within margin": "#fc8d62", "slower": "#d95f02"}
+VERDICT_COLORS = {Verdict.FASTER.value: "#1b9e77", Verdict.FASTER_WITHIN_MARGIN.value: "#66c2a5",
+                  Verdict.EQUIVALENT.value: "#7570b3", Verdict.INCONCLUSIVE.value: "#999999",
+                  Verdict.UNDECIDED.value: "#e6ab02",
+                  Verdict.SLOWER_WITHIN_MARGIN.value: "#fc8d62",
+                  Verdict.SLOWER.value: "#d95f02"}
 AXIS_LABELS = {"seq_len": "sequence length S (tokens)", "batch": "batch size B",
                "heads": "heads H"}
 MODE_LABELS = {"graph": "graph (device time, hot L2)", "cold_l2": "cold_l2 (L2 flushed)",
@@ -269,7 +272,7 @@ def latency_sweep(latency: pd.DataFrame, axis: str, device_label: str, mode: str
 def speedup_heatmap(speedups: pd.DataFrame, device_label: str, mode: str = "graph") -> Figure:
     """Speedup of each candidate (columns) at each configuration (rows), coloured on a log
     scale centred at 1 and annotated with the value and its verdict (+ faster, = equivalent,
-    ? inconclusive, - slower)."""
+    ? inconclusive, ~ undecided at this precision, - slower)."""
     df = _frame_iv("speedups", speedups, ("config", "mode", "candidate", "speedup",
                                           "verdict"))
     label = _label_iv(device_label)
@@ -279,7 +282,9 @@ def speedup_heatmap(speedups: pd.DataFrame, device_label: str, mode: str = "grap
              .tolist())
     val = df.pivot_table(index="config", columns="candidate", values="speedup").reindex(
         index=configs, columns=cands)
-    mark = {"faster": "+", "equivalent": "=", "inconclusive": "?", "slower": "−"}
+    mark = {Verdict.FASTER.value: "+", Verdict.EQUIVALENT.value: "=",
+            Verdict.INCONCLUSIVE.value: "?", Verdict.UNDECIDED.value: "~",
+            Verdict.SLOWER.value: "−"}
     ver = df.pivot(index="config", columns="candidate", values="verdict").reindex(
         index=configs, columns=cands)
     text = val.map(lambda v: "" if pd.isna(v) else f"{v:.2f}") + ver.map(
@@ -301,7 +306,8 @@ def speedup_heatmap(speedups: pd.DataFrame, device_label: str, mode: str = "grap
     ax.set_xlabel("candidate")
     ax.set_ylabel("configuration")
     ax.set_title(_title(f"Speedup over default SDPA, {MODE_LABELS.get(mode, mode)}. After each "
-                        f"value: + faster, = equivalent, ? inconclusive, − slower\n{label}"))
+                        f"value: + faster, = equivalent, ? inconclusive, ~ undecided at this "
+                        f"precision, − slower\n{label}"))
     return fig
 
 

@@ -1,0 +1,125 @@
+"""The interval behind every verdict: a t-interval over independent processes, and the
+Monte Carlo error of a percentile bootstrap's ends. Pure functions, no I/O.
+
+A process is the independent unit of a run: what it fixes (clocks, compiled code, the
+autotuner's pick, the allocator's state) is shared by every placement and sample inside
+it. :func:`log_ratio_t` therefore reduces each process of each arm to one number, the mean
+over its placements of the log of the placement's median, and builds the interval of the
+log speedup from the spread of those numbers alone: a paired t-interval on the
+per-process log ratios when both arms were measured in the same processes (the protocol's
+design: candidates interleaved in one process), Welch's otherwise. Placements and samples
+enter only through the per-process values, so their number buys precision but never
+degrees of freedom: with two processes the interval has one, and is as wide as that
+honestly makes it. ``simulation.interval_study`` compares it with the hierarchical
+bootstrap, a bootstrap of processes and a pooled hybrid against the variance components
+measured in the recorded runs (the methods chapter reports the figures).
+
+:func:`quantile_mc_se` gives the Monte Carlo standard error of a bootstrap percentile
+interval's ends, which ``stats.compare`` uses to call a verdict that could flip with the
+resampling seed "undecided at this precision".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+from scipy import stats as _st
+
+UNITS = ("process", "placement", "sample")
+
+
+@dataclasses.dataclass(frozen=True)
+class LogRatioT:
+    """A t-interval's ingredients for ``log(median(baseline) / median(candidate))``.
+
+    ``unit`` is the level whose values were treated as independent (``UNITS``), ``n_*``
+    how many each arm had, ``paired`` whether the per-unit differences were used
+    (``df = n - 1``) rather than Welch's two samples (Satterthwaite ``df``).
+    """
+
+    estimate: float
+    se: float
+    df: float
+    unit: str
+    n_baseline: int
+    n_candidate: int
+    paired: bool
+
+    def bounds(self, confidence: float) -> tuple[float, float]:
+        """Two-sided ``confidence`` interval of the speedup (ratio scale)."""
+        if self.se == 0.0:
+            return math.exp(self.estimate), math.exp(self.estimate)
+        q = float(_st.t.ppf(1.0 - (1.0 - confidence) / 2.0, self.df))
+        return math.exp(self.estimate - q * self.se), math.exp(self.estimate + q * self.se)
+
+
+def process_logs(groups) -> np.ndarray:
+    """One value per process: the mean over its placements of log(placement median).
+
+    ``groups`` is processes -> placements -> 1-D arrays of positive times.
+    """
+    return np.array([np.mean([math.log(float(np.median(pl))) for pl in proc])
+                     for proc in groups])
+
+
+def _unit_values(base, cand) -> tuple[str, np.ndarray, np.ndarray]:
+    """The coarsest level at which both arms have at least two units, and its log values."""
+    if len(base) >= 2 and len(cand) >= 2:
+        return "process", process_logs(base), process_logs(cand)
+    pb = [pl for proc in base for pl in proc]
+    pc = [pl for proc in cand for pl in proc]
+    if len(pb) >= 2 and len(pc) >= 2:
+        return ("placement", np.log([float(np.median(p)) for p in pb]),
+                np.log([float(np.median(p)) for p in pc]))
+    return "sample", np.log(np.concatenate(pb)), np.log(np.concatenate(pc))
+
+
+def log_ratio_t(base, cand, paired: bool = True) -> LogRatioT:
+    """The t-interval of the log speedup from per-unit log times of both arms.
+
+    ``base`` and ``cand`` are processes -> placements -> samples (validated by the caller,
+    ``stats.compare``). With ``paired`` and the same number of processes on both sides,
+    the ``i``-th process of each side is taken to be the same process (callers align them
+    by trial) and the interval is the one-sample t-interval of the per-process
+    differences, ``df = P - 1``. Otherwise each side's per-unit values are a sample and
+    Welch's interval is used (Satterthwaite's ``df``). With fewer than two processes on a
+    side the unit falls to placements, then to samples: the interval then covers only the
+    variance inside one process, and says so through ``unit``.
+    """
+    unit, ub, uc = _unit_values(base, cand)
+    nb, nc = ub.size, uc.size
+    if paired and unit == "process" and nb == nc:
+        d = ub - uc
+        se = float(d.std(ddof=1) / math.sqrt(nb))
+        return LogRatioT(float(d.mean()), se, float(nb - 1), unit, nb, nc, True)
+    if nb < 2 or nc < 2:  # one sample value on a side: nothing to estimate a spread from
+        return LogRatioT(float(ub.mean() - uc.mean()), math.inf, 1.0, unit, nb, nc, False)
+    vb, vc = float(ub.var(ddof=1)) / nb, float(uc.var(ddof=1)) / nc
+    se = math.sqrt(vb + vc)
+    df = ((vb + vc) ** 2 / (vb ** 2 / (nb - 1) + vc ** 2 / (nc - 1))) if se > 0 else \
+        float(nb + nc - 2)
+    return LogRatioT(float(ub.mean() - uc.mean()), se, float(df), unit, nb, nc, False)
+
+
+def quantile_mc_se(reps: np.ndarray, probs) -> np.ndarray:
+    """Monte Carlo standard error of the empirical ``probs`` quantiles of ``reps``.
+
+    Distribution-free: for ``B`` replicates the ``p`` quantile is near the order statistic
+    of rank ``pB``, whose rank varies by ``j = sqrt(B p (1 - p))`` between resamplings, so
+    half the distance between the order statistics ``j`` ranks either side is one
+    standard error (the order-statistic interval of a quantile, taken at one standard
+    error). With ``B p (1 - p)`` below about 1 the estimate is coarse, which is itself a
+    sign that too few resamples reach that tail.
+    """
+    x = np.sort(np.asarray(reps, dtype=float))
+    b = x.size
+    out = []
+    for p in np.atleast_1d(probs):
+        k = p * (b - 1)
+        j = max(1.0, math.sqrt(b * p * (1.0 - p)))
+        lo = np.interp(max(k - j, 0.0), np.arange(b), x)
+        hi = np.interp(min(k + j, b - 1.0), np.arange(b), x)
+        out.append((hi - lo) / 2.0)
+    return np.array(out)
