@@ -62,6 +62,14 @@ def process_groups(frame: pd.DataFrame) -> list:
             for _, t in frame.groupby("trial", sort=True)]
 
 
+def paired_groups(base: pd.DataFrame, cand: pd.DataFrame) -> tuple[list, list]:
+    """Both arms' :func:`process_groups` over the trials both were measured in, so that the
+    ``i``-th process of each is the same process (``stats.compare`` pairs them)."""
+    common = set(base["trial"]) & set(cand["trial"])
+    return (process_groups(base[base["trial"].isin(common)]),
+            process_groups(cand[cand["trial"].isin(common)]))
+
+
 def trial_medians(samples: pd.DataFrame) -> pd.DataFrame:
     """Median of each trial (process) per configuration, candidate and mode."""
     df = _validate.samples(samples)
@@ -111,24 +119,25 @@ def latency_table(samples: pd.DataFrame, modes=MODES, ci_modes=None, confidence:
 def speedup_table(samples: pd.DataFrame, baseline: str = BASELINE, modes=("graph",),
                   margin: float = 0.02, confidence: float = 0.95, alpha: float = 0.05,
                   n_resamples: int = 2000, seed: int = 42, configs=None,
-                  include_baseline: bool = True, n_comparisons: int | None = None
-                  ) -> pd.DataFrame:
+                  include_baseline: bool = True, n_comparisons: int | None = None,
+                  method: str = stats.DEFAULT_INTERVAL) -> pd.DataFrame:
     """Speedup of every candidate over ``baseline`` with :func:`stats.compare`'s verdict.
 
-    ``speedup = median(baseline) / median(candidate)`` (above 1: the candidate is faster),
-    with its hierarchical-bootstrap interval at ``confidence`` (``ci_low``, ``ci_high``),
-    the ``1 - 2 alpha`` interval of the equivalence test (``tost_low``, ``tost_high``),
-    ``verdict`` (equivalent / faster / slower / inconclusive) and its one-line ``reason``.
-    ``resolvable_margin`` is the smallest equivalence margin this data could have
-    established: ``max(1 - tost_low, tost_high - 1)``. With ``include_baseline`` the
-    baseline is also compared with itself (resampled independently on both sides), which
-    shows the resolution of the method on identical data. Configurations without baseline
-    samples are skipped.
+    ``speedup`` (above 1: the candidate is faster) with :func:`stats.compare`'s interval
+    at ``confidence`` (``ci_low``, ``ci_high``; ``method`` names it), the ``1 - 2 alpha``
+    interval of the two one-sided tests (``tost_low``, ``tost_high``), ``verdict`` and
+    its one-line ``reason``. ``resolvable_margin`` is the smallest equivalence margin this
+    interval could have shown equivalence within: ``max(1 - ci_low, ci_high - 1)``. With
+    ``include_baseline`` the baseline is also compared with itself as two independent
+    samples of its processes (unpaired), which shows the resolution of the method on
+    identical data. The two arms are paired by trial (:func:`paired_groups`).
+    Configurations without baseline samples are skipped.
 
     The table is one family: every interval is Bonferroni-adjusted for ``n_comparisons``
     comparisons (default: the number of candidate rows, the baseline's self-comparison not
-    counted), so ``confidence`` is family-wise; the column ``n_comparisons`` says which m
-    was used. Runs of protocol 2 are resampled by process, placement and sample.
+    counted; a chapter that reports these rows within a larger family passes its size), so
+    ``confidence`` is family-wise; the column ``n_comparisons`` says which m was used.
+    ``method`` is :func:`stats.compare`'s interval (default its default).
     """
     df = _validate.samples(samples)
     modes = _validate.modes(modes)
@@ -139,33 +148,38 @@ def speedup_table(samples: pd.DataFrame, baseline: str = BASELINE, modes=("graph
     if configs is not None:
         configs = [configs] if isinstance(configs, str) else list(configs)
         df = df[df["config"].isin(configs)]
+    method = _validate.choice("method", method, stats.INTERVAL_METHODS)
+    if n_comparisons is not None:
+        n_comparisons = _validate.positive_integer("n_comparisons", n_comparisons)
     rows, work = [], []
     for (config, mode), g in df[df["mode"].isin(modes)].groupby(["config", "mode"], sort=True):
-        groups = {c: process_groups(x) for c, x in g.groupby("candidate", sort=True)}
-        if baseline not in groups:
+        frames = dict(tuple(g.groupby("candidate", sort=True)))
+        if baseline not in frames:
             continue
-        for cand, trials in groups.items():
+        for cand, frame in frames.items():
             if cand == baseline and not include_baseline:
                 continue
-            work.append((config, mode, cand, groups[baseline], trials))
+            work.append((config, mode, cand, *paired_groups(frames[baseline], frame)))
     m = n_comparisons or max(1, sum(1 for w in work if w[2] != baseline))
     for config, mode, cand, base_groups, trials in work:
         cmp = stats.compare(base_groups, trials, margin=margin, confidence=confidence,
                             alpha=alpha, n_resamples=n_resamples, seed=seed,
-                            n_comparisons=m)
+                            n_comparisons=m, method=method, paired=cand != baseline)
         r, t = cmp.ratio_ci, cmp.tost
         rows.append({"config": config, "mode": mode, "candidate": cand,
                      "baseline": baseline, "speedup": r.ratio, "ci_low": r.low,
                      "ci_high": r.high, "confidence": r.confidence, "tost_low": t.low,
                      "tost_high": t.high, "margin": t.margin,
-                     "equivalent": t.equivalent, "verdict": cmp.verdict.value,
-                     "reason": cmp.reason, "n_trials_baseline": r.n_trials_baseline,
+                     "equivalent": cmp.verdict is stats.Verdict.EQUIVALENT,
+                     "verdict": cmp.verdict.value, "reason": cmp.reason,
+                     "n_trials_baseline": r.n_trials_baseline,
                      "n_trials_candidate": r.n_trials_candidate,
-                     "resolvable_margin": max(1.0 - t.low, t.high - 1.0),
-                     "n_comparisons": m})
+                     "resolvable_margin": max(1.0 - r.low, r.high - 1.0),
+                     "n_comparisons": m, "method": r.method})
     cols = ["config", "mode", "candidate", "baseline", "speedup", "ci_low", "ci_high",
             "confidence", "tost_low", "tost_high", "margin", "equivalent", "verdict", "reason",
-            "n_trials_baseline", "n_trials_candidate", "resolvable_margin", "n_comparisons"]
+            "n_trials_baseline", "n_trials_candidate", "resolvable_margin", "n_comparisons",
+            "method"]
     return _with_fields(pd.DataFrame(rows, columns=cols))
 
 
@@ -226,14 +240,16 @@ LIBRARY_BACKENDS = ("sdpa", "sdpa_flash", "sdpa_efficient", "sdpa_cudnn")
 
 def kernel_vs_library(samples: pd.DataFrame, kernel: str = "triton",
                       libraries=LIBRARY_BACKENDS, mode: str = "graph", margin: float = 0.02,
-                      n_resamples: int = 2000, seed: int = 42) -> pd.DataFrame:
+                      n_resamples: int = 2000, seed: int = 42,
+                      n_comparisons: int | None = None) -> pd.DataFrame:
     """Per configuration: ``kernel`` against the fastest of ``libraries`` (lowest median).
 
     ``speedup = median(library) / median(kernel)`` (above 1: the kernel is faster) with
-    :func:`stats.compare`'s hierarchical interval and verdict; ``ratio`` is its inverse,
-    kernel time over library time. Configurations lacking the kernel or every library are
-    skipped. The table is one family: its intervals are Bonferroni-adjusted over its rows
-    (``n_comparisons``).
+    :func:`stats.compare`'s interval and verdict; ``ratio`` is its inverse, kernel time
+    over library time. Configurations lacking the kernel or every library are skipped.
+    The table is one family: its intervals are Bonferroni-adjusted over its rows, or over
+    ``n_comparisons`` when a chapter reports them within a larger family (column
+    ``n_comparisons``).
     """
     df = _validate.samples(samples)
     (mode,) = _validate.modes(mode)
@@ -248,20 +264,21 @@ def kernel_vs_library(samples: pd.DataFrame, kernel: str = "triton",
         libs = med[med.index.isin(libraries)]
         if kernel in med.index and not libs.empty:
             pairs.append((config, g, med, libs))
+    m = len(pairs) if n_comparisons is None else _validate.positive_integer(
+        "n_comparisons", n_comparisons)
     rows = []
     for config, g, med, libs in pairs:
         lib = str(libs.idxmin())
         sel = g[g["config"] == config]
-        cmp = stats.compare(process_groups(sel[(sel["candidate"] == lib) & (sel["mode"] == mode)]),
-                            process_groups(sel[(sel["candidate"] == kernel)
-                                               & (sel["mode"] == mode)]), margin=margin,
-                            n_resamples=n_resamples, seed=seed, n_comparisons=len(pairs))
+        cmp = stats.compare(*paired_groups(sel[sel["candidate"] == lib],
+                                           sel[sel["candidate"] == kernel]), margin=margin,
+                            n_resamples=n_resamples, seed=seed, n_comparisons=m)
         r = cmp.ratio_ci
         rows.append({"config": config, "mode": mode, "kernel": kernel, "library": lib,
                      "kernel_ms": float(med[kernel]), "library_ms": float(libs.min()),
                      "speedup": r.ratio, "ci_low": r.low, "ci_high": r.high,
                      "ratio": 1.0 / r.ratio, "verdict": cmp.verdict.value,
-                     "n_comparisons": len(pairs)})
+                     "n_comparisons": m})
     cols = ["config", "mode", "kernel", "library", "kernel_ms", "library_ms", "speedup",
             "ci_low", "ci_high", "ratio", "verdict", "n_comparisons"]
     return _with_fields(pd.DataFrame(rows, columns=cols))
@@ -282,6 +299,53 @@ def tuning_table(units: pd.DataFrame, candidate: str = "triton") -> pd.DataFrame
     if out.empty:
         return pd.DataFrame(columns=["config"])
     return _with_fields(out)
+
+
+# Bookkeeping a tuner records beside its configuration: not part of the kernel it picked.
+TUNING_BOOKKEEPING = ("tuned_ms", "n_tried", "n_failed", "reused", "fast_launch")
+
+
+def tuning_by_run(units_by_run: dict, candidate: str = "triton") -> pd.DataFrame:
+    """Which tuning each process of each run used, per configuration.
+
+    ``units_by_run`` maps a run id to its ``units`` table. An autotuned candidate records
+    its pick in each timing unit's ``info["tuning"]``; the sweep tunes in the first
+    process that builds the candidate and hands the pick to every later process
+    (``reused: true``), so the tuning is fixed within a run. One row per (run,
+    configuration): ``n_processes``, ``n_reused`` (processes that took the pick over),
+    ``same_everywhere`` (every process ran the same configuration keys), ``tuning`` (the
+    keys, bookkeeping left out: ``TUNING_BOOKKEEPING``) and, as columns, ``BLOCK_M``,
+    ``BLOCK_N``, ``num_warps`` and ``num_stages``.
+    """
+    import json
+    if not isinstance(units_by_run, dict):
+        raise ValueError(f"`units_by_run` must be a dict of run id -> units; "
+                         f"got {type(units_by_run).__name__}.")
+    rows = []
+    for run_id, units in units_by_run.items():
+        df = _validate.frame("units", units, ("config", "candidate", "trial", "info"))
+        df = df[df["candidate"] == candidate]
+        for config, g in df.groupby("config", sort=True):
+            picks = {}
+            for trial, info in zip(g["trial"], g["info"]):
+                tuning = (json.loads(info or "{}") or {}).get("tuning")
+                if tuning:
+                    picks.setdefault(int(trial), tuning)
+            if not picks:
+                continue
+            keys = {t: {k: v for k, v in p.items() if k not in TUNING_BOOKKEEPING}
+                    for t, p in picks.items()}
+            first = keys[min(keys)]
+            rows.append({"run": run_id, "config": config, "n_processes": len(picks),
+                         "n_reused": sum(bool(p.get("reused")) for p in picks.values()),
+                         "same_everywhere": all(k == first for k in keys.values()),
+                         "tuning": ", ".join(f"{k}={v}" for k, v in sorted(first.items())),
+                         **{k: first.get(k) for k in ("BLOCK_M", "BLOCK_N", "num_warps",
+                                                      "num_stages")}})
+    cols = ["run", "config", "n_processes", "n_reused", "same_everywhere", "tuning",
+            "BLOCK_M", "BLOCK_N", "num_warps", "num_stages"]
+    out = pd.DataFrame(rows, columns=cols)
+    return _with_fields(out) if len(out) else out
 
 
 # --------------------------------------------------------------------------- throughput

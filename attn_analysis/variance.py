@@ -312,30 +312,42 @@ def single_placement_spread(placements: pd.DataFrame, components: pd.DataFrame,
 
 # --------------------------------------------------------------------------- question (b)
 
-def _nested_arm(samples, places, candidate, level, mode) -> list:
-    """One arm as processes -> placements -> samples (stats.compare's nested input)."""
+def _arm_rows(samples, places, candidate, level, mode) -> pd.DataFrame:
+    """One arm's rows: samples in ``mode`` (call level) or one kernel time per placement."""
     if level == "call":
-        d = samples[(samples["candidate"] == candidate) & (samples["mode"] == mode)]
-        return [[g["ms"].to_numpy(dtype=float) for _, g in proc.groupby("placement")]
-                for _, proc in d.groupby(["run", "trial"])]
+        return samples[(samples["candidate"] == candidate) & (samples["mode"] == mode)]
     d = places[(places["candidate"] == candidate)].dropna(subset=["kernel_ms"])
-    d = d.drop_duplicates(["run", "trial", "placement"])
-    return [[np.array([v]) for v in proc.sort_values("placement")["kernel_ms"]]
-            for _, proc in d.groupby(["run", "trial"])]
+    return d.drop_duplicates(["run", "trial", "placement"])
+
+
+def _nested_arm(rows: pd.DataFrame, level: str, processes) -> list:
+    """One arm as processes -> placements -> samples (stats.compare's nested input), over
+    the (run, trial) ``processes`` given, in their order."""
+    out = []
+    for key in processes:
+        proc = rows[(rows["run"] == key[0]) & (rows["trial"] == key[1])]
+        if level == "call":
+            out.append([g["ms"].to_numpy(dtype=float) for _, g in proc.groupby("placement")])
+        else:
+            out.append([np.array([v]) for v in proc.sort_values("placement")["kernel_ms"]])
+    return out
 
 
 def speedup_by_level(placements: pd.DataFrame, samples: pd.DataFrame, config: str,
                      baseline: str = BASELINE, candidate: str = "eager_compiled",
                      modes=None, margin: float = 0.02, n_resamples: int = 10_000,
-                     seed: int | None = 42) -> pd.DataFrame:
+                     seed: int | None = 42, n_comparisons=None) -> pd.DataFrame:
     """Speedup ``baseline / candidate`` on each machine, at call level in each mode and at
-    kernel level, with :func:`stats.compare`'s hierarchical interval and verdict.
+    kernel level, with :func:`stats.compare`'s interval and verdict.
 
-    The bootstrap resamples processes, then placements within a process, then samples
-    within a placement (call level) or takes the placement's one kernel time (kernel
-    level), so the interval carries the placement variance. Machines are compared
-    separately: with two machines, a machine level cannot be resampled. Every interval is
-    Bonferroni-adjusted for the number of rows returned.
+    Each process gives one value per arm (its placements' log medians averaged; at kernel
+    level one kernel time per placement), paired between the arms over the processes
+    both ran in, and :func:`stats.compare`'s t-interval treats the processes as the
+    independent units. Machines are compared separately: with two machines, a machine
+    level cannot be estimated. Every interval is Bonferroni-adjusted for
+    ``n_comparisons``: an int, or a dict of machine -> int (the family each machine's run
+    belongs to in the chapter that reports it, e.g. ``comparisons.target_family``);
+    default the number of rows returned.
 
     Returns
     -------
@@ -365,19 +377,33 @@ def speedup_by_level(placements: pd.DataFrame, samples: pd.DataFrame, config: st
         jobs += [(machine, "call", m, ms, mp) for m in modes]
         if mp.loc[mp["candidate"].isin([baseline, candidate]), "kernel_ms"].notna().any():
             jobs.append((machine, "kernel", "", ms, mp))
+    if isinstance(n_comparisons, dict):
+        missing = sorted(set(s["machine"]) - set(n_comparisons))
+        if missing:
+            raise ValueError(f"`n_comparisons` must give a family size for every machine; "
+                             f"missing {missing}.")
+        family = {k: _validate.positive_integer("n_comparisons", v)
+                  for k, v in n_comparisons.items()}
+    else:
+        one = len(jobs) if n_comparisons is None else _validate.positive_integer(
+            "n_comparisons", n_comparisons)
+        family = {machine: one for machine in set(s["machine"])}
     rows = []
     for machine, level, mode, ms, mp in jobs:
-        base = _nested_arm(ms, mp, baseline, level, mode)
-        cand = _nested_arm(ms, mp, candidate, level, mode)
-        if not base or not cand:
+        m = family[machine]
+        arms = [_arm_rows(ms, mp, c, level, mode) for c in (baseline, candidate)]
+        both = sorted(set(zip(arms[0]["run"], arms[0]["trial"]))
+                      & set(zip(arms[1]["run"], arms[1]["trial"])))
+        if not both:
             continue
+        base, cand = (_nested_arm(a, level, both) for a in arms)
         c = stats.compare(base, cand, margin=margin, n_resamples=n_resamples, seed=seed,
-                          n_comparisons=len(jobs))
+                          n_comparisons=m)
         rows.append({"machine": machine, "level": level, "mode": mode,
                      "n_processes": min(len(base), len(cand)), "speedup": c.ratio_ci.ratio,
                      "ci_low": c.ratio_ci.low, "ci_high": c.ratio_ci.high,
                      "verdict": c.verdict.value, "reason": c.reason, "margin": margin,
-                     "n_comparisons": len(jobs)})
+                     "n_comparisons": m})
     return pd.DataFrame(rows)
 
 

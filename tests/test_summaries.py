@@ -60,7 +60,7 @@ def test_speedup_table_exact_ratio_and_verdicts():
     assert t.loc["same", "verdict"] == "equivalent"
     assert t.loc["sdpa", "speedup"] == pytest.approx(1.0)
     r = t.loc["same"]
-    assert r["resolvable_margin"] == pytest.approx(max(1 - r["tost_low"], r["tost_high"] - 1))
+    assert r["resolvable_margin"] == pytest.approx(max(1 - r["ci_low"], r["ci_high"] - 1))
 
 
 def test_speedup_table_skips_configs_without_baseline_and_excludes_baseline():

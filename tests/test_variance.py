@@ -338,3 +338,28 @@ def test_documented_defaults():
     cd = inspect.signature(V.cheapest_design).parameters
     assert (cd["samples"].default, cd["arms"].default, cd["min_processes"].default) == (20, 2, 2)
     assert inspect.signature(V.decompose).parameters["levels"].default == ("call", "kernel")
+
+
+def test_speedup_by_level_gives_the_intervals_of_the_runs_family_in_the_fixed_shape_chapter():
+    """The variance chapter's rows for a target run are the fixed-shape chapter's rows of
+    the same comparisons, when given that run's family size (one family, one interval)."""
+    from pathlib import Path
+
+    from attn_analysis import comparisons, records
+    from attn_analysis.configs import TARGET
+    run = records.load(Path(__file__).resolve().parents[1] / "data/runs/h200-target-p2-m1")
+    fam = comparisons.target_family(run, TARGET.key)
+    m = int(fam["n_comparisons"].iloc[0])
+    places, samples = V.stack({run.run_id: run})
+    spd = V.speedup_by_level(places, samples, TARGET.key, candidate="eager_compiled",
+                             n_comparisons={u: m for u in set(places["machine"])})
+    mine = fam[fam["candidate"] == "eager_compiled"]
+    for r in spd.itertuples():
+        row = mine[(mine["level"] == r.level)
+                   & ((mine["mode"] == r.mode) if r.level == "call" else True)].iloc[0]
+        assert (r.speedup, r.ci_low, r.ci_high) == pytest.approx(
+            (row["speedup"], row["ci_low"], row["ci_high"]), rel=1e-12)
+        assert r.verdict == row["verdict"]
+    assert len(spd) == 4  # three call-level modes and the kernel level
+    with pytest.raises(ValueError, match="`n_comparisons` must give a family size for every"):
+        V.speedup_by_level(places, samples, TARGET.key, n_comparisons={})
