@@ -101,15 +101,24 @@ def build_parser() -> argparse.ArgumentParser:
                     help="add the attention level: each side's longest kernel alone (its "
                          "kernel time less its other kernels, e.g. SDPA's memset), from the "
                          "run's profiler evidence; joins the same family")
+    co.add_argument("--interval", default="process-t",
+                    help="the interval behind the verdicts: process-t (default: a t-interval "
+                         "over processes) or bootstrap (hierarchical, for comparison)")
     co.add_argument("--json", action="store_true",
-                    help=f"print JSON (schema {'attn_analysis.compare/1'}, documented in "
-                         f"comparisons.as_json)")
+                    help="print JSON (schema attn_analysis.compare/2, documented in "
+                         "comparisons.as_json)")
 
     ca = sub.add_parser("calibrate", help="false-positive rate and power from A/A and spin controls")
     ca.add_argument("runs", nargs="+", help="run folder(s) with sdpa, sdpa_twin and sdpa_spin<N>; "
                                             "several are pooled (replications never span runs)")
     ca.add_argument("--processes", type=int, default=2,
-                    help="processes per replication of the design (default 2)")
+                    help="processes per replication of the design (default 2; at most the "
+                         "processes of one run)")
+    ca.add_argument("--level", default="call",
+                    help="call (the timed samples, default) or kernel (the profiler's kernel "
+                         "time at each placement)")
+    ca.add_argument("--interval", default="process-t",
+                    help="the design's interval: process-t (default) or bootstrap")
     ca.add_argument("--mode", default="graph", help="timing mode (default graph)")
     ca.add_argument("--margin", type=float, default=0.02, help="equivalence margin (default 0.02)")
     ca.add_argument("--family", type=int, default=1,
@@ -117,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     ca.add_argument("--resamples", type=int, default=2000,
                     help="bootstrap resamples per comparison (default 2000)")
     ca.add_argument("--json", action="store_true",
-                    help="print JSON (schema attn_analysis.calibrate/1, documented in "
+                    help="print JSON (schema attn_analysis.calibrate/2, documented in "
                          "calibration.calibration_json)")
     return parser
 
@@ -214,42 +223,73 @@ def _margin(value: float) -> float:
     return value
 
 
+def _choice(name: str, value: str, allowed: tuple) -> str:
+    if value not in allowed:
+        raise ValueError(f"`{name}` must be one of {allowed}; got {value!r}.")
+    return value
+
+
 def cmd_compare(args) -> int:
     import json
-    from . import comparisons, records
+    from . import comparisons, records, stats
     _margin(args.margin)
     _positive_int("--resamples", args.resamples, 100)
+    _choice("--interval", args.interval, stats.INTERVAL_METHODS)
     run = records.load(args.run)
+    kernels = run.kernels if args.attention else None
     table = comparisons.speedup_table(run.samples, run.placements, baseline=args.baseline,
                                       mode=args.mode, configs=args.config, margin=args.margin,
-                                      n_resamples=args.resamples,
-                                      kernels=run.kernels if args.attention else None)
+                                      n_resamples=args.resamples, kernels=kernels,
+                                      method=args.interval)
+    _, missing = comparisons.plan_comparisons(run.samples, run.placements, args.baseline,
+                                              (args.mode,), args.config, None, kernels)
     if args.json:
         print(json.dumps(comparisons.as_json(
             table, run_id=run.run_id, device=run.device, protocol=run.protocol,
-            baseline=args.baseline, mode=args.mode, margin=args.margin, confidence=0.95),
-            indent=1))
+            baseline=args.baseline, mode=args.mode, margin=args.margin, confidence=0.95,
+            not_compared=missing), indent=1))
     else:
         print(f"run {run.run_id} ({run.device}, protocol {run.protocol}), mode {args.mode}, "
               f"baseline {args.baseline}, margin +-{args.margin:g}")
-        print(comparisons.format_table(table))
+        print(comparisons.format_table(table, missing))
     return 0
 
 
 def cmd_calibrate(args) -> int:
     import json
-    from . import calibration as cal, records
+    from . import calibration as cal, records, stats
     _margin(args.margin)
     _positive_int("--processes", args.processes)
     _positive_int("--family", args.family)
     _positive_int("--resamples", args.resamples, 100)
+    _choice("--level", args.level, cal.LEVELS)
+    _choice("--interval", args.interval, stats.INTERVAL_METHODS)
     runs = [records.load(r) for r in args.runs]
-    samples, kernels = cal.pool_runs({r.run_id: (r.samples, r.kernels) for r in runs})
+    frames = {r.run_id: (cal.kernel_samples(r.placements) if args.level == "kernel"
+                         else r.samples, r.kernels) for r in runs}
+    empty = [rid for rid, (s, _) in frames.items() if s.empty]
+    if empty:
+        raise ValueError(f"`--level` kernel needs the profiler's kernel time at each "
+                         f"placement; runs {empty} recorded none (kernel times off, or "
+                         f"protocol 1): use --level call.")
+    samples, kernels = cal.pool_runs(frames, devices={r.run_id: r.device for r in runs})
+    gaps = cal.missing_controls(samples)
+    if gaps:
+        raise ValueError(f"`runs` must hold the calibration controls; missing {gaps} in "
+                         f"{[r.run_id for r in runs]} (a calibration run times sdpa, "
+                         f"sdpa_twin and sdpa_spin<N>: --plugin attn_analysis.controls).")
+    most = cal.max_processes(samples)
+    if args.processes > most:
+        per = ", ".join(f"{r.run_id}: {r.samples['trial'].nunique()}" for r in runs)
+        raise ValueError(f"`--processes` must be an integer in [1, {most}], the most "
+                         f"processes one run holds ({per}); replications never span runs; "
+                         f"got {args.processes}.")
     table = cal.design_calibration(samples, kernels, mode=args.mode, k=args.processes,
                                    margin=args.margin, n_comparisons=args.family,
-                                   n_resamples=args.resamples)
+                                   n_resamples=args.resamples, method=args.interval)
     doc = cal.calibration_json(table, runs=[r.run_id for r in runs], device=runs[0].device,
-                               mode=args.mode, margin=args.margin, family=args.family)
+                               mode=args.mode, margin=args.margin, family=args.family,
+                               level=args.level, interval=args.interval)
     if args.json:
         print(json.dumps(doc, indent=1))
     else:

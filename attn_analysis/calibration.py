@@ -12,6 +12,9 @@ rate it claims. The calibration run holds an A/A control (``sdpa_twin``: the sam
   (positive controls) with Clopper-Pearson intervals.
 - :func:`true_effects`: what each control really costs (pooled median ratio over every
   process, and the profiler's extra kernel time).
+- :func:`design_calibration`: all of it for one design, at the call level (timed samples)
+  or the kernel level (:func:`kernel_samples`: the profiler's time per placement), with
+  each control's size in margins, and the coverage of the design's interval.
 - :func:`timing_fidelity`, :func:`cache_table`, :func:`unit_costs`, :func:`protocol_cost`:
   what each timing mode reads, what "effective bandwidth" means hot and cold, and the GPU
   time a calibrated comparison costs.
@@ -32,17 +35,23 @@ from . import _validate, stats, summaries, workload
 from .configs import BASELINE, MODES, Config
 
 AA_CONTROLS = ("sdpa_twin",)
+POSITIVE_PREFIX = "sdpa_spin"  # positive controls: sdpa_spin<N> (controls.spin_name)
 CLAIM_VERDICTS = ("holds", "fails", "cannot be tested here")
 PROTOCOL_A = "reports: Mann-Whitney U, one process"
 PROTOCOL_B = "ours: compare() over k processes"
+COVERAGE = "interval holds the true effect"
+_V = stats.Verdict
 # Outcomes of protocol (b) that pool verdicts. A "claimed difference" is any verdict that
 # says the two arms differ (a false positive for an A/A pair); "beyond margin" the
 # verdicts that say they differ by more than the margin (the claim the paper tests).
 DERIVED_OUTCOMES = {
-    "claimed difference": ("faster", "slower", "faster within margin", "slower within margin"),
-    "beyond margin": ("faster", "slower"),
-    "any slowdown": ("slower", "slower within margin"),
+    "claimed difference": tuple(v.value for v in (_V.FASTER, _V.SLOWER,
+                                                  _V.FASTER_WITHIN_MARGIN,
+                                                  _V.SLOWER_WITHIN_MARGIN)),
+    "beyond margin": (_V.FASTER.value, _V.SLOWER.value),
+    "any slowdown": (_V.SLOWER.value, _V.SLOWER_WITHIN_MARGIN.value),
 }
+LEVELS = ("call", "kernel")
 KERNEL_KEYS = ("config", "candidate", "kernel", "device_ms_per_call")
 
 
@@ -97,7 +106,7 @@ def _by_process(df: pd.DataFrame, candidate: str) -> dict[int, list[np.ndarray]]
 RUN_TRIAL_STRIDE = 1_000_000  # trial ids of pooled run i become i * stride + trial
 
 
-def pool_runs(runs) -> tuple[pd.DataFrame, pd.DataFrame]:
+def pool_runs(runs, devices: dict | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Several calibration runs as one: samples with a ``run`` column and renumbered trials,
     and each profiled kernel's time averaged over the runs.
 
@@ -106,9 +115,23 @@ def pool_runs(runs) -> tuple[pd.DataFrame, pd.DataFrame]:
     :func:`protocol_b_decisions` form its groups of processes within one run (runs on other
     machines or days are never mixed inside a replication). Kernel rows are averaged per
     (config, candidate, kernel), so sums over a candidate's kernels stay per call.
+    ``devices`` maps each run id to its GPU model (``records.Run.device``); runs of
+    different models are refused, since a false-positive rate or a power pooled over two
+    models describes neither (calibrate each model on its own).
     """
     if not isinstance(runs, dict) or not runs:
         raise ValueError("`runs` must be a non-empty dict: run id -> (samples, kernels).")
+    if devices is not None:
+        models = {}
+        for run_id in runs:
+            if run_id not in devices:
+                raise ValueError(f"`devices` must name the GPU model of every run; "
+                                 f"{run_id!r} has none.")
+            models.setdefault(str(devices[run_id]), []).append(str(run_id))
+        if len(models) > 1:
+            raise ValueError(f"`runs` must come from one GPU model to be pooled; got "
+                             f"{'; '.join(f'{m}: {ids}' for m, ids in models.items())} "
+                             f"(calibrate each model separately).")
     samples, kernels = [], []
     for i, (run_id, (s, k)) in enumerate(runs.items()):
         s = _validate.samples(s).copy()
@@ -125,6 +148,45 @@ def pool_runs(runs) -> tuple[pd.DataFrame, pd.DataFrame]:
                 .mean(numeric_only=True) if kernels else
                 pd.DataFrame(columns=list(KERNEL_KEYS)))
     return pd.concat(samples, ignore_index=True), pooled_k
+
+
+def _per_run(df: pd.DataFrame) -> str:
+    """'run: n processes, ...' for a message."""
+    runs = df["run"] if "run" in df.columns else pd.Series("this run", index=df.index)
+    counts = df.assign(_run=runs).groupby("_run")["trial"].nunique()
+    return ", ".join(f"{r}: {n}" for r, n in counts.items())
+
+
+def max_processes(samples: pd.DataFrame) -> int:
+    """The most processes (trials) any one run of ``samples`` holds (runs pooled by
+    :func:`pool_runs` carry a ``run`` column): the largest ``k`` a replication can have."""
+    df = _validate.frame("samples", samples, ("trial",), rows=True)
+    if "run" not in df.columns:
+        return int(df["trial"].nunique())
+    return int(df.groupby("run")["trial"].nunique().max())
+
+
+def missing_controls(samples: pd.DataFrame, baseline: str = BASELINE) -> list[str]:
+    """What a calibration needs and ``samples`` lacks: the baseline, the A/A control
+    (``AA_CONTROLS``) and at least one positive control (``POSITIVE_PREFIX<N>``)."""
+    present = set(_validate.frame("samples", samples, ("candidate",))["candidate"])
+    out = [c for c in (baseline, *AA_CONTROLS) if c not in present]
+    if not any(str(c).startswith(POSITIVE_PREFIX) for c in present):
+        out.append(f"a positive control ({POSITIVE_PREFIX}<N>)")
+    return out
+
+
+def kernel_samples(placements: pd.DataFrame) -> pd.DataFrame:
+    """The profiler's kernel time per placement as a samples table (one ``ms`` per
+    placement, ``sample`` 0), so that every protocol here runs at the kernel level.
+    Placements without a kernel time (profiling off) are left out."""
+    df = _validate.frame("placements", placements, ("config", "candidate", "mode", "trial",
+                                                    "placement", "kernel_ms"))
+    df = df[df["kernel_ms"].notna() & (df["kernel_ms"] > 0)]
+    return pd.DataFrame({"config": df["config"], "candidate": df["candidate"],
+                         "mode": df["mode"], "trial": df["trial"],
+                         "placement": df["placement"], "sample": 0,
+                         "ms": df["kernel_ms"].astype(float)}).reset_index(drop=True)
 
 
 def replication_groups(trials, k: int) -> list[tuple[int, ...]]:
@@ -199,7 +261,8 @@ def protocol_a_decisions(samples: pd.DataFrame, baseline: str = BASELINE, candid
 def protocol_b_decisions(samples: pd.DataFrame, baseline: str = BASELINE, candidates=None,
                          mode: str = "graph", k: int = 3, margin: float = 0.02,
                          n_resamples: int = 2000, seed: int = 42, config=None,
-                         n_comparisons: int = 1) -> pd.DataFrame:
+                         n_comparisons: int = 1, method: str = stats.DEFAULT_INTERVAL
+                         ) -> pd.DataFrame:
     """This project's protocol, replicated on disjoint groups of ``k`` processes.
 
     Parameters
@@ -217,21 +280,25 @@ def protocol_b_decisions(samples: pd.DataFrame, baseline: str = BASELINE, candid
     n_comparisons : int
         Family size whose Bonferroni adjustment each comparison carries (1: the
         per-comparison rate; the paper's family size: the rate at the level it decides at).
+    method : str
+        :func:`stats.compare`'s interval; default its default ("process-t").
 
     Returns
     -------
     DataFrame
         One row per (candidate, replication): the ``trials`` used, ``speedup``
-        (median(baseline) / median(candidate); below 1 the candidate is slower), its 95 %
-        interval, the 90 % equivalence interval and the ``verdict`` ("equivalent",
-        "faster", "slower" or "inconclusive").
+        (below 1 the candidate is slower), its 95 % interval (family-wise when
+        ``n_comparisons`` > 1), the TOST's ``1 - 2 alpha`` interval and the ``verdict``
+        (a :class:`stats.Verdict` value).
 
     Notes
     -----
     Groups are consecutive trials ``(0..k-1), (k..2k-1), ...``, using only trials where
     both arms were measured; a final incomplete group is dropped, so the replications
     share no process and are independent. Samples pooled from several runs
-    (:func:`pool_runs`, a ``run`` column) are grouped within each run.
+    (:func:`pool_runs`, a ``run`` column) are grouped within each run. ``k`` larger than
+    the processes of every run is refused (:func:`max_processes`): it would give no
+    replication at all.
     """
     df = _validate.samples(samples)
     k = _validate.integer("k", k, 1)
@@ -240,6 +307,11 @@ def protocol_b_decisions(samples: pd.DataFrame, baseline: str = BASELINE, candid
     seed = _validate.integer("seed", seed, 0)
     df, config, candidates = _select_iv(df, baseline, candidates, mode, config)
     n_comparisons = _validate.integer("n_comparisons", n_comparisons, 1)
+    method = _validate.choice("method", method, stats.INTERVAL_METHODS)
+    most = max_processes(df)
+    if k > most:
+        raise ValueError(f"`k` (processes per replication) must be at most {most}, the most "
+                         f"processes one run holds ({_per_run(df)}); got {k}.")
     base = _by_process(df, baseline)
     run_of = (df.groupby("trial")["run"].first().to_dict() if "run" in df.columns
               else {t: "" for t in base})
@@ -252,7 +324,7 @@ def protocol_b_decisions(samples: pd.DataFrame, baseline: str = BASELINE, candid
         for rep, group in enumerate(groups):
             cmp = stats.compare([base[t] for t in group], [arm[t] for t in group],
                                 margin=margin, n_resamples=n_resamples, seed=seed + rep,
-                                n_comparisons=n_comparisons)
+                                n_comparisons=n_comparisons, method=method)
             r, t = cmp.ratio_ci, cmp.tost
             rows.append({"config": config, "mode": mode, "candidate": cand, "k": k,
                          "replication": rep, "trials": ",".join(map(str, group)),
@@ -606,36 +678,97 @@ def claims_markdown(claims) -> str:
 
 # ----------------------------------------------------------------------- the design, calibrated
 
-CALIBRATE_SCHEMA = "attn_analysis.calibrate/1"  # ``calibrate --json`` (a test pins it)
+# ``calibrate --json`` (a test pins it). /2: adds ``level``, ``interval``, per row
+# ``size_margins`` (a control's true slowdown in margins) and the coverage rows.
+CALIBRATE_SCHEMA = "attn_analysis.calibrate/2"
+ROLES = {"aa": "A/A (false positive)", "positive": "positive control (power)",
+         "coverage": "coverage (interval holds the truth)"}
+
+
+def _truth(samples: pd.DataFrame, baseline: str, candidates, mode: str, config) -> dict:
+    """Each candidate's true speedup for coverage: :func:`stats.ratio_t_ci`'s estimate
+    over every process of every pooled run (the estimand the design's interval aims at)."""
+    df, config, candidates = _select_iv(samples, baseline, candidates, mode, config)
+    base = _by_process(df, baseline)
+    out = {}
+    for cand in candidates:
+        arm = _by_process(df, cand)
+        common = sorted(set(base) & set(arm))
+        out[cand] = stats.ratio_t_ci([base[t] for t in common], [arm[t] for t in common]).ratio
+    return out
 
 
 def design_calibration(samples: pd.DataFrame, kernels: pd.DataFrame | None = None,
                        baseline: str = BASELINE, mode: str = "graph", k: int = 2,
                        margin: float = 0.02, n_comparisons: int = 1, alpha: float = 0.05,
                        n_resamples: int = 2000, seed: int = 42, confidence: float = 0.95,
-                       config=None) -> pd.DataFrame:
-    """False-positive rate and power of the comparison design, from measured replications.
+                       config=None, method: str = stats.DEFAULT_INTERVAL) -> pd.DataFrame:
+    """False-positive rate, power and coverage of the comparison design, from measured
+    replications.
 
-    Each replication is a disjoint group of ``k`` processes (:func:`protocol_b_decisions`,
-    all of each process's placements). For an A/A control the event is a claimed
-    difference (any verdict but "equivalent" and "inconclusive"); for a positive control it
-    is the verdict "slower" (beyond the margin) and, beside it, any slowdown. The reports'
-    protocol (Mann-Whitney U at ``alpha`` on one process's samples) is replicated per
-    process for comparison. Rates carry Clopper-Pearson intervals at ``confidence``.
+    Parameters
+    ----------
+    samples : DataFrame
+        Tidy samples of one or more calibration runs (:func:`pool_runs`); for the kernel
+        level, :func:`kernel_samples` of their placements. Must hold the baseline, the A/A
+        control and at least one positive control (:func:`missing_controls`).
+    kernels : DataFrame, optional
+        The runs' profiler evidence, for each control's extra kernel time.
+    baseline, mode, config
+        As in :func:`protocol_b_decisions`.
+    k : int
+        Processes per replication (the design), at most :func:`max_processes`.
+    margin, n_comparisons, n_resamples, seed, method
+        As in :func:`protocol_b_decisions`.
+    alpha : float
+        Level of the reports' Mann-Whitney test.
+    confidence : float
+        Coverage of the Clopper-Pearson intervals of the rates, and the confidence at
+        which coverage is checked (the design's interval at ``n_comparisons``).
 
-    Returns one row per (protocol, candidate, outcome) with the control's ``role``, its
-    true call-level ``slowdown`` (every process pooled), the profiler's ``extra_share``
-    (when ``kernels`` is given), ``events``, ``n`` (replications), ``rate``, ``ci_low``,
-    ``ci_high``.
+    Returns
+    -------
+    DataFrame
+        One row per (protocol, candidate, outcome): ``role`` (``ROLES``), the control's
+        true call-level ``slowdown`` (every process pooled) and ``size_margins``
+        (``(slowdown - 1) / margin``), the profiler's ``extra_share`` (with ``kernels``),
+        ``events``, ``n`` (replications), ``rate``, ``ci_low``, ``ci_high``. For an A/A
+        control the event is a claimed difference (:data:`DERIVED_OUTCOMES`); for a
+        positive control the verdict "slower" (beyond the margin) and, beside it, any
+        slowdown; for every control under our protocol, ``COVERAGE``: the replication's
+        interval holds the control's true speedup (:func:`stats.ratio_t_ci` over every
+        process). The reports' protocol (Mann-Whitney U at ``alpha`` on one process's
+        samples) is replicated per process for comparison.
+
+    Notes
+    -----
+    Power at several control sizes comes from several positive controls; a run with
+    controls at about 0.5, 1 and 1.5 margins gives the power curve the methods chapter
+    asks for. With no false positive in ``n`` replications the Clopper-Pearson upper
+    bound is ``1 - 0.025**(1/n)``: 72 replications bound the rate below 5 %.
     """
+    gaps = missing_controls(samples, baseline)
+    if gaps:
+        raise ValueError(f"`samples` must hold the calibration controls; missing "
+                         f"{gaps} (present: {sorted(set(samples['candidate']))}).")
     if kernels is not None and (kernels.empty or baseline not in set(kernels["candidate"])):
         kernels = None  # no profiler evidence (profiling off): extra_share stays NaN
+    confidence = _validate.number_in("confidence", confidence)
     b = protocol_b_decisions(samples, baseline, None, mode, k, margin, n_resamples, seed,
-                             config, n_comparisons)
+                             config, n_comparisons, method)
     a = protocol_a_decisions(samples, baseline, None, mode, alpha, config)
     effects = true_effects(samples, kernels, baseline, None, mode, confidence, n_resamples,
                            seed, config).set_index("candidate")
+    truth = _truth(samples, baseline, None, mode, config)
     rows = []
+
+    def add(protocol, cand, role, outcome, events, n, k_):
+        eff = effects.loc[cand]
+        rows.append({"protocol": protocol, "k": int(k_), "candidate": cand, "role": role,
+                     "slowdown": float(eff["slowdown"]),
+                     "size_margins": (float(eff["slowdown"]) - 1.0) / margin,
+                     "extra_share": float(eff["extra_share"]), "outcome": outcome,
+                     **_rate_row(events, n, confidence)})
     for protocol, frame in ((PROTOCOL_B, b), (PROTOCOL_A, a)):
         rates = outcome_rates(None, frame, confidence) if protocol == PROTOCOL_B else \
             outcome_rates(frame, None, confidence)
@@ -644,40 +777,42 @@ def design_calibration(samples: pd.DataFrame, kernels: pd.DataFrame | None = Non
             wanted = (("claimed difference",) if aa else ("slower", "any slowdown")) \
                 if protocol == PROTOCOL_B else \
                 (("significant",) if aa else ("significant, slower",))
-            if r["outcome"] not in wanted:
-                continue
-            eff = effects.loc[r["candidate"]]
-            rows.append({"protocol": protocol, "k": int(r["k"]), "candidate": r["candidate"],
-                         "role": "A/A (false positive)" if aa else "positive control (power)",
-                         "slowdown": float(eff["slowdown"]),
-                         "extra_share": float(eff["extra_share"]), "outcome": r["outcome"],
-                         "events": int(r["events"]), "n": int(r["n"]), "rate": r["rate"],
-                         "ci_low": r["ci_low"], "ci_high": r["ci_high"]})
-    cols = ["protocol", "k", "candidate", "role", "slowdown", "extra_share", "outcome",
-            "events", "n", "rate", "ci_low", "ci_high"]
+            if r["outcome"] in wanted:
+                add(protocol, r["candidate"], ROLES["aa" if aa else "positive"],
+                    r["outcome"], r["events"], r["n"], r["k"])
+    for cand, g in b.groupby("candidate", sort=True):
+        held = ((g["ci_low"] <= truth[cand]) & (truth[cand] <= g["ci_high"])).sum()
+        add(PROTOCOL_B, cand, ROLES["coverage"], COVERAGE, held, len(g), k)
+    cols = ["protocol", "k", "candidate", "role", "slowdown", "size_margins", "extra_share",
+            "outcome", "events", "n", "rate", "ci_low", "ci_high"]
     return pd.DataFrame(rows, columns=cols)
 
 
 def calibration_json(table: pd.DataFrame, *, runs, device: str, mode: str, margin: float,
-                     family: int) -> dict:
+                     family: int, level: str = "call",
+                     interval: str = stats.DEFAULT_INTERVAL) -> dict:
     """The ``calibrate --json`` document.
 
-    Layout (``schema`` = ``CALIBRATE_SCHEMA``): ``runs`` (ids), ``device``, ``mode``,
-    ``margin``, ``family`` (Bonferroni family size), ``processes_per_replication``,
-    ``rows``: [{``protocol``, ``candidate``, ``role``, ``slowdown`` (true call-level
-    slowdown, all processes pooled), ``extra_share`` (the profiler's extra kernel time over
-    the baseline's), ``outcome``, ``events``, ``replications``, ``rate``, ``ci_low``,
-    ``ci_high``}] with Clopper-Pearson 95 % intervals.
+    Layout (``schema`` = ``CALIBRATE_SCHEMA``): ``runs`` (ids), ``device``, ``level``
+    ("call" or "kernel"), ``interval`` (the design's interval), ``mode``, ``margin``,
+    ``family`` (Bonferroni family size), ``processes_per_replication``, ``rows``:
+    [{``protocol``, ``candidate``, ``role``, ``slowdown`` (true slowdown, all processes
+    pooled), ``size_margins`` (its excess over 1 in margins), ``extra_share`` (the
+    profiler's extra kernel time over the baseline's), ``outcome``, ``events``,
+    ``replications``, ``rate``, ``ci_low``, ``ci_high``}] with Clopper-Pearson 95 %
+    intervals.
     """
     def num(v):
         v = float(v)
         return None if math.isnan(v) else v
     k = table.loc[table["protocol"] == PROTOCOL_B, "k"]
-    return {"schema": CALIBRATE_SCHEMA, "runs": list(runs), "device": device, "mode": mode,
-            "margin": float(margin), "family": int(family),
+    return {"schema": CALIBRATE_SCHEMA, "runs": list(runs), "device": device,
+            "level": level, "interval": interval, "mode": mode, "margin": float(margin),
+            "family": int(family),
             "processes_per_replication": int(k.iloc[0]) if len(k) else None,
             "rows": [{"protocol": r["protocol"], "candidate": r["candidate"], "role": r["role"],
-                      "slowdown": num(r["slowdown"]), "extra_share": num(r["extra_share"]),
+                      "slowdown": num(r["slowdown"]), "size_margins": num(r["size_margins"]),
+                      "extra_share": num(r["extra_share"]),
                       "outcome": r["outcome"], "events": int(r["events"]),
                       "replications": int(r["n"]), "rate": num(r["rate"]),
                       "ci_low": num(r["ci_low"]), "ci_high": num(r["ci_high"])}
@@ -686,12 +821,14 @@ def calibration_json(table: pd.DataFrame, *, runs, device: str, mode: str, margi
 
 def format_calibration(doc: dict) -> str:
     """Plain-text view of :func:`calibration_json`'s document."""
-    lines = [f"runs {', '.join(doc['runs'])} ({doc['device']}), mode {doc['mode']}, margin "
-             f"+-{doc['margin']:g}, {doc['processes_per_replication']} processes per "
-             f"replication, family {doc['family']}"]
+    lines = [f"runs {', '.join(doc['runs'])} ({doc['device']}), {doc['level']} level, mode "
+             f"{doc['mode']}, {doc['interval']} interval, margin +-{doc['margin']:g}, "
+             f"{doc['processes_per_replication']} processes per replication, family "
+             f"{doc['family']}"]
     for r in doc["rows"]:
-        lines.append(f"{r['protocol'][:8]:8} {r['candidate']:14} {r['role']:26} "
-                     f"slowdown {r['slowdown']:.4f}  {r['outcome']:20} "
+        lines.append(f"{r['protocol'][:8]:8} {r['candidate']:14} {r['role'][:26]:26} "
+                     f"slowdown {r['slowdown']:.4f} ({r['size_margins']:+.1f} margins)  "
+                     f"{r['outcome'][:20]:20} "
                      f"{r['events']:3}/{r['replications']:<3} = {r['rate']:.2f} "
                      f"[{r['ci_low']:.2f}, {r['ci_high']:.2f}]")
     return "\n".join(lines)

@@ -25,87 +25,86 @@ from .summaries import process_groups
 LEVELS = ("call", "kernel", "attention")
 COLUMNS = ("config", "candidate", "level", "mode", "speedup", "ci_low", "ci_high",
            "verdict", "reason", "n_processes", "n_placements", "n_comparisons",
-           "baseline_ms", "candidate_ms")
+           "baseline_ms", "candidate_ms", "confidence", "margin", "method", "tost_low",
+           "tost_high", "resolvable_margin")
 # The documented JSON layout of ``python -m attn_analysis compare --json`` (a test pins it).
-JSON_SCHEMA = "attn_analysis.compare/1"
+# /2: adds ``interval`` (the interval's method) and ``not_compared`` (levels left out, why).
+JSON_SCHEMA = "attn_analysis.compare/2"
 # The attention level needs a fused call: one kernel holding at least this share of the
 # call's kernel time, the rest auxiliary (memsets, fills). An unfused call (eager, math:
 # two products and a softmax) has no single attention kernel to compare.
 FUSED_SHARE = 0.8
 
 
-def _iv(run_samples, placements, baseline, mode, margin, confidence, n_resamples):
+def _iv(run_samples, placements, baseline, modes, margin, confidence, n_resamples,
+        n_comparisons, method):
     _validate.frame("samples", run_samples, ("config", "candidate", "mode", "trial",
                                              "placement", "ms"))
     _validate.frame("placements", placements, ("config", "candidate", "mode", "trial",
                                                "placement", "kernel_ms"))
-    modes = sorted(set(run_samples["mode"]))
-    if mode not in modes:
-        raise ValueError(f"`mode` must be one of {modes}; got {mode!r}.")
-    present = sorted(set(run_samples.loc[run_samples["mode"] == mode, "candidate"]))
+    recorded = sorted(set(run_samples["mode"]))
+    modes = (modes,) if isinstance(modes, str) else tuple(modes)
+    bad = [m for m in modes if m not in recorded]
+    if not modes or bad:
+        raise ValueError(f"`mode` must be one of {recorded}; got {bad or list(modes)}.")
+    present = sorted(set(run_samples.loc[run_samples["mode"] == modes[0], "candidate"]))
     if not isinstance(baseline, str) or baseline not in present:
         raise ValueError(f"`baseline` must be one of {present}; got {baseline!r}.")
     _validate.number_in("margin", margin)
     _validate.number_in("confidence", confidence)
     _validate.integer("n_resamples", n_resamples, 100)
+    _validate.integer("n_comparisons", n_comparisons, 1, allow_none=True)
+    _validate.choice("method", method, stats.INTERVAL_METHODS)
+    return modes
 
 
-def call_groups(samples: pd.DataFrame, config: str, candidate: str, mode: str
-                ) -> list[list[np.ndarray]]:
-    """Samples of one unit kind as processes -> placements -> 1-D arrays (ms)."""
-    return process_groups(samples[(samples["config"] == config)
-                                  & (samples["candidate"] == candidate)
-                                  & (samples["mode"] == mode)])
+def call_groups(samples: pd.DataFrame, config: str, candidate: str, mode: str,
+                trials=None) -> list[list[np.ndarray]]:
+    """Samples of one unit kind as processes -> placements -> 1-D arrays (ms), in trial
+    order; only the ``trials`` given, if any."""
+    sel = samples[(samples["config"] == config) & (samples["candidate"] == candidate)
+                  & (samples["mode"] == mode)]
+    return process_groups(sel if trials is None else sel[sel["trial"].isin(trials)])
 
 
-def kernel_groups(placements: pd.DataFrame, config: str, candidate: str, mode: str
-                  ) -> list[np.ndarray]:
-    """The profiler's kernel ms per call, one array per process (one value per placement);
-    empty when the run recorded none (protocol 1, or kernel times off)."""
+def kernel_groups(placements: pd.DataFrame, config: str, candidate: str, mode: str,
+                  trials=None) -> list[list[np.ndarray]]:
+    """The profiler's kernel ms per call as processes -> placements -> one value each, in
+    trial order (only the ``trials`` given, if any); empty when the run recorded none
+    (protocol 1, or kernel times off)."""
     sel = placements[(placements["config"] == config) & (placements["candidate"] == candidate)
                      & (placements["mode"] == mode) & placements["kernel_ms"].notna()]
     sel = sel[sel["kernel_ms"] > 0]
-    return [g.sort_values("placement")["kernel_ms"].to_numpy(dtype=float)
+    if trials is not None:
+        sel = sel[sel["trial"].isin(trials)]
+    return [[np.array([v]) for v in g.sort_values("placement")["kernel_ms"].to_numpy(float)]
             for _, g in sel.groupby("trial", sort=True)]
 
 
-def speedup_table(samples: pd.DataFrame, placements: pd.DataFrame, baseline: str = BASELINE,
-                  mode: str = "graph", configs=None, candidates=None, margin: float = 0.02,
-                  confidence: float = 0.95, n_resamples: int = 20_000, seed: int = 42,
-                  kernels: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Speedup ``median(baseline) / median(candidate)`` at call and kernel level.
+def _trials(frame: pd.DataFrame, config: str, candidate: str, mode: str) -> set:
+    """The trials in which ``candidate`` has rows at ``config`` and ``mode``."""
+    return set(frame.loc[(frame["config"] == config) & (frame["candidate"] == candidate)
+                         & (frame["mode"] == mode), "trial"])
 
-    Parameters
-    ----------
-    samples, placements : DataFrame
-        A loaded run's ``samples`` and ``placements`` (``records.Run``).
-    baseline : str
-        Reference candidate; default "sdpa" (the default dispatch).
-    mode : str
-        Timing mode of the call level; default "graph". The kernel level uses the
-        profiler's kernel times recorded at the same placements.
-    configs, candidates : sequence of str, optional
-        Restrict the table; default every configuration and every other candidate.
-    margin, confidence
-        Equivalence margin and family-wise confidence of :func:`stats.compare`.
-    n_resamples, seed
-        Bootstrap resamples and seed of every comparison.
-    kernels : DataFrame, optional
-        The run's profiler evidence (``records.Run.kernels``). Given, a third level,
-        "attention", compares the longest kernel of each side: each placement's kernel time
-        less the side's other kernels (:func:`kernel_split`; for the default dispatch its
-        memset), so a candidate is not credited with the baseline's auxiliary kernels. Only
-        between fused calls (longest kernel at least ``FUSED_SHARE`` of the call's kernels).
 
-    Returns
-    -------
-    DataFrame
-        One row per (configuration, candidate, level) with columns ``COLUMNS``. Above 1
-        the candidate is faster. ``n_comparisons`` is the family size m (every row of the
-        table); each interval is at ``1 - (1 - confidence) / m``.
+def _kernel_trials(placements, config, candidate, mode) -> set:
+    ok = placements[placements["kernel_ms"].notna() & (placements["kernel_ms"] > 0)]
+    return _trials(ok, config, candidate, mode)
+
+
+def plan_comparisons(samples: pd.DataFrame, placements: pd.DataFrame, baseline: str = BASELINE,
+                     modes=("graph",), configs=None, candidates=None,
+                     kernels: pd.DataFrame | None = None) -> tuple[list, list[str]]:
+    """What :func:`speedup_table` compares, and what it cannot.
+
+    Returns ``(plan, not_compared)``: ``plan`` holds ``(config, candidate, level, mode,
+    baseline groups, candidate groups)`` with both sides over the trials both were
+    measured in; ``not_compared`` one sentence per (configuration, candidate, level)
+    asked for but left out, saying why (no kernel times recorded; not a fused call; the
+    other kernels take the whole kernel time). The attention level is asked for only when
+    ``kernels`` is given. Arguments as in :func:`speedup_table`.
     """
-    _iv(samples, placements, baseline, mode, margin, confidence, n_resamples)
-    timed = samples[samples["mode"] == mode]
+    timed = samples[samples["mode"].isin(modes)]
     all_configs = sorted(set(timed["config"]))
     configs = all_configs if configs is None else list(configs)
     bad = [c for c in configs if c not in all_configs]
@@ -115,52 +114,143 @@ def speedup_table(samples: pd.DataFrame, placements: pd.DataFrame, baseline: str
              if kernels is None else kernel_split(kernels))
     fused = split[split["main_share"] >= FUSED_SHARE]
     other = dict(zip(zip(fused["config"], fused["candidate"]), fused["other_ms"]))
-    plan = []  # (config, candidate, level, baseline groups, candidate groups)
+    k_mode = modes[0]  # the profiler's time of a placement does not depend on the mode
+    plan, missing = [], []
     for config in configs:
         present = sorted(set(timed.loc[timed["config"] == config, "candidate"]))
         if baseline not in present:
             continue
         wanted = [c for c in present if c != baseline] if candidates is None else \
             [c for c in candidates if c in present and c != baseline]
-        base_call = call_groups(timed, config, baseline, mode)
-        base_k = kernel_groups(placements, config, baseline, mode)
-        base_att = _less_other(base_k, other.get((config, baseline)))
         for cand in wanted:
-            plan.append((config, cand, "call", base_call,
-                         call_groups(timed, config, cand, mode)))
-            arm_k = kernel_groups(placements, config, cand, mode)
-            if base_k and arm_k:
-                plan.append((config, cand, "kernel", base_k, arm_k))
-                arm_att = _less_other(arm_k, other.get((config, cand)))
-                if base_att and arm_att:
-                    plan.append((config, cand, "attention", base_att, arm_att))
-    m = max(len(plan), 1)
+            for mode in modes:
+                both = _trials(timed, config, baseline, mode) & _trials(timed, config, cand, mode)
+                if both:
+                    plan.append((config, cand, "call", mode,
+                                 call_groups(timed, config, baseline, mode, both),
+                                 call_groups(timed, config, cand, mode, both)))
+            both = (_kernel_trials(placements, config, baseline, k_mode)
+                    & _kernel_trials(placements, config, cand, k_mode))
+            if not both:
+                missing.append(f"{config} {cand}: kernel and attention levels: "
+                               f"the run recorded no kernel times of {cand} and {baseline} "
+                               f"in a common process (kernel times off, or protocol 1)")
+                continue
+            base_k = kernel_groups(placements, config, baseline, k_mode, both)
+            arm_k = kernel_groups(placements, config, cand, k_mode, both)
+            plan.append((config, cand, "kernel", k_mode, base_k, arm_k))
+            if kernels is None:
+                continue
+            why = [f"{side} is not a fused call (its longest kernel holds less than "
+                   f"{FUSED_SHARE:.0%} of its kernel time, or it was not profiled)"
+                   for side in (baseline, cand) if (config, side) not in other]
+            base_att = _less_other(base_k, other.get((config, baseline)))
+            arm_att = _less_other(arm_k, other.get((config, cand)))
+            if not why and not (base_att and arm_att):
+                why = ["a side's other kernels take as long as some placement's kernel time"]
+            if why:
+                missing.append(f"{config} {cand}: attention level: "
+                               + "; ".join(why))
+            else:
+                plan.append((config, cand, "attention", k_mode, base_att, arm_att))
+    return plan, missing
+
+
+def speedup_table(samples: pd.DataFrame, placements: pd.DataFrame, baseline: str = BASELINE,
+                  mode="graph", configs=None, candidates=None, margin: float = 0.02,
+                  confidence: float = 0.95, n_resamples: int = 20_000, seed: int = 42,
+                  kernels: pd.DataFrame | None = None, n_comparisons: int | None = None,
+                  method: str = stats.DEFAULT_INTERVAL) -> pd.DataFrame:
+    """Speedup of every candidate over ``baseline`` at call and kernel level.
+
+    Parameters
+    ----------
+    samples, placements : DataFrame
+        A loaded run's ``samples`` and ``placements`` (``records.Run``).
+    baseline : str
+        Reference candidate; default "sdpa" (the default dispatch).
+    mode : str or sequence of str
+        Timing mode(s) of the call level; default "graph". Given several, the call level
+        is compared in each; the kernel level (the profiler's kernel times, recorded once
+        per placement) uses the first.
+    configs, candidates : sequence of str, optional
+        Restrict the table; default every configuration and every other candidate.
+    margin, confidence
+        Equivalence margin and family-wise confidence of :func:`stats.compare`.
+    n_resamples, seed
+        Bootstrap resamples and seed (``method="bootstrap"`` only).
+    kernels : DataFrame, optional
+        The run's profiler evidence (``records.Run.kernels``). Given, a third level,
+        "attention", compares the longest kernel of each side: each placement's kernel time
+        less the side's other kernels (:func:`kernel_split`; for the default dispatch its
+        memset), so a candidate is not credited with the baseline's auxiliary kernels. Only
+        between fused calls (longest kernel at least ``FUSED_SHARE`` of the call's kernels).
+    n_comparisons : int, optional
+        The family size m; default the number of rows (the table is the family). A
+        chapter that reports these rows within a larger family passes its size.
+    method : str
+        :func:`stats.compare`'s interval; default its default ("process-t").
+
+    Returns
+    -------
+    DataFrame
+        One row per (configuration, candidate, level, mode) with columns ``COLUMNS``.
+        Above 1 the candidate is faster. Both sides use only the processes (trials) both
+        were measured in, paired. ``n_comparisons`` is the family size m; each interval is
+        at ``1 - (1 - confidence) / m``. :func:`plan_comparisons` says which levels were
+        left out and why.
+    """
+    modes = _iv(samples, placements, baseline, mode, margin, confidence, n_resamples,
+                n_comparisons, method)
+    plan, _ = plan_comparisons(samples, placements, baseline, modes, configs, candidates,
+                               kernels)
+    m = n_comparisons or max(len(plan), 1)
     rows = []
-    for i, (config, cand, level, base, arm) in enumerate(plan):
-        flat = [np.concatenate([pl for proc in g for pl in proc]) if level == "call"
-                else np.concatenate(g) for g in (base, arm)]
+    for i, (config, cand, level, lmode, base, arm) in enumerate(plan):
+        flat = [np.concatenate([pl for proc in g for pl in proc]) for g in (base, arm)]
         cmp = stats.compare(base, arm, margin=margin, confidence=confidence,
-                            n_resamples=n_resamples, seed=seed + i, n_comparisons=m)
-        rows.append({"config": config, "candidate": cand, "level": level, "mode": mode,
-                     "speedup": cmp.ratio_ci.ratio, "ci_low": cmp.ratio_ci.low,
-                     "ci_high": cmp.ratio_ci.high, "verdict": cmp.verdict.value,
-                     "reason": cmp.reason, "n_processes": min(len(base), len(arm)),
-                     "n_placements": int(min(sum(len(p) if isinstance(p, list) else p.size
-                                                 for p in g) for g in (base, arm))),
+                            n_resamples=n_resamples, seed=seed + i, n_comparisons=m,
+                            method=method)
+        r = cmp.ratio_ci
+        rows.append({"config": config, "candidate": cand, "level": level, "mode": lmode,
+                     "speedup": r.ratio, "ci_low": r.low, "ci_high": r.high,
+                     "verdict": cmp.verdict.value, "reason": cmp.reason,
+                     "n_processes": min(len(base), len(arm)),
+                     "n_placements": int(min(sum(len(p) for p in g) for g in (base, arm))),
                      "n_comparisons": m, "baseline_ms": float(np.median(flat[0])),
-                     "candidate_ms": float(np.median(flat[1]))})
+                     "candidate_ms": float(np.median(flat[1])), "confidence": r.confidence,
+                     "margin": margin, "method": r.method, "tost_low": cmp.tost.low,
+                     "tost_high": cmp.tost.high,
+                     "resolvable_margin": max(1.0 - r.low, r.high - 1.0)})
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
+def target_family(run, config: str, baseline: str = BASELINE, margin: float = 0.02,
+                  confidence: float = 0.95) -> pd.DataFrame:
+    """The family of comparisons a chapter reports from one run at one configuration:
+    every candidate against ``baseline`` at the call level in every recorded timing mode
+    (graph first) and at the kernel level (:func:`speedup_table`, one family of all
+    these rows). ``run`` is a :class:`records.Run`. Chapters that show these comparisons
+    take their rows from here, so that one comparison has one interval in the book."""
+    recorded = set(run.samples.loc[run.samples["config"] == config, "mode"])
+    modes = [m for m in ("graph", "per_call", "cold_l2") if m in recorded]
+    modes += sorted(recorded - set(modes))
+    return speedup_table(run.samples, run.placements, baseline=baseline, mode=modes,
+                         configs=[config], margin=margin, confidence=confidence)
+
+
 def as_json(table: pd.DataFrame, *, run_id: str, device: str, protocol: int, baseline: str,
-            mode: str, margin: float, confidence: float) -> dict:
+            mode: str, margin: float, confidence: float, not_compared=()) -> dict:
     """The ``compare --json`` document: header fields, then one object per row.
 
     Layout (``schema`` = ``JSON_SCHEMA``): ``run``, ``device``, ``protocol``, ``baseline``,
     ``mode``, ``margin``, ``confidence`` (family-wise), ``correction`` ("bonferroni"),
-    ``n_comparisons``, ``rows``: [{``config``, ``candidate``, ``level`` ("call", "kernel",
-    or with ``--attention`` "attention"), ``speedup``, ``ci_low``, ``ci_high``, ``verdict``, ``n_processes``,
-    ``n_placements``, ``baseline_ms``, ``candidate_ms``}]. Speedups above 1: faster.
+    ``interval`` (the interval's method, e.g. "process-t"), ``n_comparisons``,
+    ``not_compared`` (one sentence per level asked for but left out, saying why),
+    ``rows``: [{``config``, ``candidate``, ``level`` ("call", "kernel", or with
+    ``--attention`` "attention"), ``speedup``, ``ci_low``, ``ci_high``, ``verdict``,
+    ``n_processes``, ``n_placements``, ``baseline_ms``, ``candidate_ms``}]. Speedups
+    above 1: faster.
     """
     keys = ("config", "candidate", "level", "speedup", "ci_low", "ci_high", "verdict",
             "n_processes", "n_placements", "baseline_ms", "candidate_ms")
@@ -174,12 +264,15 @@ def as_json(table: pd.DataFrame, *, run_id: str, device: str, protocol: int, bas
     return {"schema": JSON_SCHEMA, "run": run_id, "device": device, "protocol": int(protocol),
             "baseline": baseline, "mode": mode, "margin": float(margin),
             "confidence": float(confidence), "correction": "bonferroni",
+            "interval": str(table["method"].iloc[0]) if len(table) else stats.DEFAULT_INTERVAL,
             "n_comparisons": int(table["n_comparisons"].iloc[0]) if len(table) else 0,
+            "not_compared": list(not_compared),
             "rows": [{k: plain(r[k]) for k in keys} for _, r in table.iterrows()]}
 
 
-def format_table(table: pd.DataFrame) -> str:
-    """A plain-text table for the terminal: one line per candidate and level."""
+def format_table(table: pd.DataFrame, not_compared=()) -> str:
+    """A plain-text table for the terminal: one line per candidate and level, then a line
+    per level left out (``not_compared``, from :func:`plan_comparisons`)."""
     if table.empty:
         return "no comparison: the baseline or the candidates are missing"
     lines = [f"{'config':24} {'candidate':16} {'level':6} {'speedup':>8} "
@@ -188,17 +281,20 @@ def format_table(table: pd.DataFrame) -> str:
         lines.append(f"{r['config']:24} {r['candidate']:16} {r['level']:6} "
                      f"{r['speedup']:8.4f} [{r['ci_low']:.4f}, {r['ci_high']:.4f}]  {r['verdict']}")
     m = int(table["n_comparisons"].iloc[0])
-    lines.append(f"{m} comparisons; Bonferroni-adjusted intervals; speedup > 1: faster than "
-                 f"the baseline")
+    lines.append(f"{m} comparisons; Bonferroni-adjusted {table['method'].iloc[0]} intervals "
+                 f"(family-wise {1 - (1 - table['confidence'].iloc[0]) * m:.0%}); speedup > 1: "
+                 f"faster than the baseline")
+    lines += [f"not compared: {n}" for n in not_compared]
     return "\n".join(lines)
 
 
-def _less_other(groups: list[np.ndarray], other_ms: float | None) -> list[np.ndarray]:
-    """Kernel-time groups less a call's other kernels (the attention kernel alone); empty
-    when the call is not fused (``other_ms`` None) or a value would not stay positive."""
-    if other_ms is None or not groups or min(g.min() for g in groups) <= other_ms:
+def _less_other(groups: list, other_ms: float | None) -> list:
+    """Kernel-time groups (processes -> placements -> values) less a call's other kernels
+    (the attention kernel alone); empty when the call is not fused (``other_ms`` None) or a
+    value would not stay positive."""
+    if other_ms is None or not groups or min(pl.min() for g in groups for pl in g) <= other_ms:
         return []
-    return [g - other_ms for g in groups]
+    return [[pl - other_ms for pl in g] for g in groups]
 
 
 def kernel_split(kernels: pd.DataFrame) -> pd.DataFrame:

@@ -288,3 +288,83 @@ def test_samples_and_config_validation():
     with pytest.raises(ValueError, match=r"`confidence` must be a number in \(0, 1\)"):
         cal.outcome_rates(b_decisions=pd.DataFrame({"candidate": ["x"], "k": [3],
                                                     "verdict": ["faster"]}), confidence=1)
+
+
+# --------------------------------------------------------------------------- the design, ready for GPU runs
+
+def _controls(n_trials=24, n_place=4, n=5, process_sd=0.0, seed=11):
+    """A synthetic calibration run: sdpa, its A/A twin and spin controls at 0.5, 1 and 1.5
+    margins (0.01, 0.02, 0.03 slower), processes x placements x samples."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for t in range(n_trials):
+        for cand, slow in (("sdpa", 0.0), ("sdpa_twin", 0.0), ("sdpa_spin1", 0.01),
+                           ("sdpa_spin2", 0.02), ("sdpa_spin3", 0.03)):
+            proc = rng.normal(0, process_sd)
+            for p in range(n_place):
+                ms = np.exp(np.log1p(slow) + proc + rng.normal(0, 0.002)
+                            + rng.normal(0, 0.002, n))
+                rows += [{"config": CFG, "candidate": cand, "mode": "graph", "trial": t,
+                          "placement": p, "sample": i, "ms": float(x)}
+                         for i, x in enumerate(ms)]
+    return pd.DataFrame(rows)
+
+
+def test_design_calibration_gives_fpr_power_by_size_and_coverage_with_cp_intervals():
+    df = _controls()
+    table = cal.design_calibration(df, k=3, n_resamples=200)
+    ours = table[table["protocol"] == cal.PROTOCOL_B].set_index(["candidate", "outcome"])
+    fp = ours.loc[("sdpa_twin", "claimed difference")]
+    assert fp["role"] == cal.ROLES["aa"] and fp["n"] == 8
+    assert fp["ci_high"] == pytest.approx(st.binomtest(int(fp["events"]), 8)
+                                          .proportion_ci(0.95, method="exact").high)
+    sizes = ours.xs("slower", level="outcome")["size_margins"]
+    assert list(sizes.round(1)) == [0.5, 1.0, 1.5]  # controls at 0.5, 1 and 1.5 margins
+    power = ours.xs("slower", level="outcome")["rate"]
+    assert power.is_monotonic_increasing and power["sdpa_spin3"] >= 0.75
+    cov = ours.xs(cal.COVERAGE, level="outcome")
+    assert set(cov.index) == {"sdpa_twin", "sdpa_spin1", "sdpa_spin2", "sdpa_spin3"}
+    assert (cov["role"] == cal.ROLES["coverage"]).all() and (cov["n"] == 8).all()
+    assert cov["events"].sum() >= 28  # 32 intervals at 95 %: too few covered would fail
+
+
+def test_coverage_of_the_design_on_synthetic_runs_with_known_process_variance():
+    """72 replications of 2 processes, 0.5 % process spread per arm: the design's interval
+    (the t-interval) holds each control's truth in about 95 % of replications; binomial
+    test on all of them."""
+    df = _controls(n_trials=144, n_place=2, n=3, process_sd=0.005, seed=12)
+    table = cal.design_calibration(df, k=2, n_resamples=100)
+    cov = table[table["outcome"] == cal.COVERAGE]
+    held, n = int(cov["events"].sum()), int(cov["n"].sum())
+    assert n == 4 * 72
+    assert st.binomtest(held, n, 0.95, alternative="less").pvalue > 0.001
+
+
+def test_kernel_samples_turn_placements_into_one_value_per_placement():
+    places = pd.DataFrame({"config": CFG, "candidate": ["sdpa", "sdpa", "x"], "mode": "graph",
+                           "trial": [0, 0, 0], "placement": [0, 1, 0],
+                           "kernel_ms": [0.05, np.nan, 0.04]})
+    ks = cal.kernel_samples(places)
+    assert list(ks["ms"]) == [0.05, 0.04] and set(ks["sample"]) == {0}
+
+
+def test_calibration_refuses_what_it_cannot_calibrate():
+    df = _controls(n_trials=4)
+    with pytest.raises(ValueError, match=r"`samples` must hold the calibration controls; "
+                                         r"missing \['sdpa_twin'\]"):
+        cal.design_calibration(df[df["candidate"] != "sdpa_twin"], k=2)
+    no_spin = df[~df["candidate"].str.startswith("sdpa_spin")]
+    with pytest.raises(ValueError, match=r"missing \['a positive control \(sdpa_spin<N>\)'\]"):
+        cal.design_calibration(no_spin, k=2)
+    with pytest.raises(ValueError, match=r"`k` \(processes per replication\) must be at most 4"):
+        cal.protocol_b_decisions(df, k=5, n_resamples=100)
+    a, b = df.assign(trial=df["trial"]), df
+    with pytest.raises(ValueError, match=r"`runs` must come from one GPU model to be pooled; "
+                                         r"got NVIDIA H100.*NVIDIA H200"):
+        cal.pool_runs({"a": (a, None), "b": (b, None)},
+                      devices={"a": "NVIDIA H100 80GB HBM3", "b": "NVIDIA H200"})
+    with pytest.raises(ValueError, match="`devices` must name the GPU model of every run"):
+        cal.pool_runs({"a": (a, None)}, devices={})
+    s, _ = cal.pool_runs({"a": (a, None), "b": (b, None)},
+                         devices={"a": "NVIDIA H200", "b": "NVIDIA H200"})
+    assert cal.max_processes(s) == 4 and cal.missing_controls(s) == []

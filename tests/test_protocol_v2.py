@@ -4,6 +4,7 @@ family-wise adjustment, call and kernel speedups, and the compare / calibrate CL
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -200,16 +201,19 @@ def test_compare_cli_prints_a_table_and_a_json_document_with_the_documented_sche
     doc = json.loads(_cli("compare", str(cpu_run), "--resamples", "500", "--json").stdout)
     assert doc["schema"] == comparisons.JSON_SCHEMA and doc["protocol"] == 2
     assert set(doc) == {"schema", "run", "device", "protocol", "baseline", "mode", "margin",
-                        "confidence", "correction", "n_comparisons", "rows"}
+                        "confidence", "correction", "interval", "n_comparisons",
+                        "not_compared", "rows"}
+    assert doc["interval"] == "process-t" and len(doc["not_compared"]) == 3
     assert {r["candidate"] for r in doc["rows"]} == {"sdpa_twin", "sdpa_spin0", "sdpa_spin6000"}
     assert set(doc["rows"][0]) == {"config", "candidate", "level", "speedup", "ci_low",
                                    "ci_high", "verdict", "n_processes", "n_placements",
                                    "baseline_ms", "candidate_ms"}
     assert {r["verdict"] for r in doc["rows"]} <= {v.value for v in stats.Verdict}
-    # A CPU run has no profiler evidence: --attention is accepted and adds no row.
+    # A CPU run has no profiler evidence: --attention is accepted, adds no row and says why.
     att = json.loads(_cli("compare", str(cpu_run), "--resamples", "500", "--json",
                           "--attention").stdout)
     assert att["rows"] == doc["rows"]
+    assert all("no kernel times" in n for n in att["not_compared"])
 
 
 @pytest.mark.slow
@@ -248,3 +252,90 @@ def test_summary_figure_has_both_levels_a_linear_axis_around_one_and_the_margin_
     assert fig.legends and not call.get_legend()
     with pytest.raises(ValueError, match="tables"):
         plots.speedup_summary({}, 0.02, "x")
+
+
+# ------------------------------------------------------------------ one family, one interval
+
+def test_a_comparison_reported_in_two_tables_of_one_family_has_one_interval():
+    """The issue's 26-vs-39 and 80-vs-220: a chapter now gives every table of a run the
+    family's m, and the same comparison then comes out identical from both functions."""
+    from attn_analysis import summaries
+    key = Config(32, 8, 512).key
+    samples, placements = (f.assign(config=key) for f in _frames())
+    fam = comparisons.speedup_table(samples, placements, mode=["graph"], n_comparisons=7)
+    per = summaries.speedup_table(samples, modes=("graph",), n_comparisons=7,
+                                  include_baseline=False)
+    call = fam[fam["level"] == "call"].set_index("candidate")
+    per = per.set_index("candidate")
+    for col in ("speedup", "ci_low", "ci_high", "verdict"):
+        assert list(call.loc[per.index, col]) == list(per[col])
+    assert set(fam["n_comparisons"]) == set(per["n_comparisons"]) == {7}
+
+
+def test_plan_comparisons_says_which_levels_were_left_out_and_why():
+    samples, placements = _frames(kernel=False)
+    plan, missing = comparisons.plan_comparisons(samples, placements)
+    assert {p[2] for p in plan} == {"call"} and len(missing) == 2
+    assert all("no kernel times" in m for m in missing)
+    samples, placements = _frames()
+    kernels = pd.DataFrame([{"config": "C", "candidate": c, "kernel": k, "device_ms_per_call": ms}
+                            for c, k, ms in (("sdpa", "attn", 1.0), ("fast", "gemm", 0.5),
+                                             ("fast", "softmax", 0.4), ("twin", "attn", 1.0))])
+    _, missing = comparisons.plan_comparisons(samples, placements, kernels=kernels)
+    assert missing == ["C fast: attention level: fast is not a fused call (its "
+                       "longest kernel holds less than 80% of its kernel time, or it was not "
+                       "profiled)"]
+
+
+def test_target_family_is_every_mode_and_the_kernel_level_in_one_family():
+    samples, placements = _frames()
+    samples = pd.concat([samples, samples.assign(mode="per_call")])
+    run = type("Run", (), {"samples": samples, "placements": placements})()
+    fam = comparisons.target_family(run, "C")
+    assert set(zip(fam["level"], fam["mode"])) == {("call", "graph"), ("call", "per_call"),
+                                                    ("kernel", "graph")}
+    assert set(fam["n_comparisons"]) == {len(fam)} == {6}
+
+
+# ------------------------------------------------------------------ the CLI on recorded runs
+
+RUNS = ROOT / "data" / "runs"
+
+
+@pytest.mark.parametrize("args, message", [
+    (("calibrate", "h200-calibration-p2a", "--processes", "30"),
+     r"`--processes` must be an integer in \[1, 29\], the most processes one run holds "
+     r"\(h200-calibration-p2a: 29\)"),
+    (("calibrate", "h100-calibration-v1", "h200-calibration-p2a"),
+     r"`runs` must come from one GPU model to be pooled; got NVIDIA H100 80GB HBM3: "
+     r"\['h100-calibration-v1'\]; NVIDIA H200: \['h200-calibration-p2a'\]"),
+    (("calibrate", "h200-triton-p2"),
+     r"`runs` must hold the calibration controls; missing \['sdpa_twin', 'a positive "
+     r"control \(sdpa_spin<N>\)'\]"),
+    (("calibrate", "h200-calibration-p2a", "--level", "kernel"),
+     r"`--level` kernel needs the profiler's kernel time at each placement; runs "
+     r"\['h200-calibration-p2a'\] recorded none"),
+    (("calibrate", "h200-calibration-p2a", "--level", "host"),
+     r"`--level` must be one of \('call', 'kernel'\); got 'host'"),
+    (("compare", "h200-calibration-p2a", "--interval", "t"),
+     r"`--interval` must be one of \('process-t', 'bootstrap'\); got 't'"),
+])
+def test_calibrate_and_compare_refuse_with_one_line_naming_the_parameter(args, message,
+                                                                        capsys):
+    from attn_analysis.__main__ import main
+    verb, *rest = args
+    argv = [verb] + [str(RUNS / a) if a.startswith("h") and "-" in a else a for a in rest]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: ")
+    assert re.search(message, err), err
+    with pytest.raises(ValueError, match=message):  # the same ValueError, raised inside
+        from attn_analysis import __main__ as cli
+        cli.COMMANDS[verb](cli.build_parser().parse_args(argv))
+
+
+def test_compare_attention_says_when_kernel_times_are_missing(capsys):
+    from attn_analysis.__main__ import main
+    assert main(["compare", str(RUNS / "h200-calibration-p2a"), "--attention"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("not compared:") == 3 and "recorded no kernel times" in out
