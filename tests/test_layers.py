@@ -18,8 +18,8 @@ PACKAGE = "attn_analysis"
 ROOT = Path(__file__).resolve().parents[1] / PACKAGE
 
 # Pure analysis: DataFrames and numbers in, DataFrames, numbers and text out.
-ANALYSIS = ("_validate", "configs", "catalog", "stats", "workload", "summaries", "findings",
-            "calibration", "comparisons", "variance", "replay_cost")
+ANALYSIS = ("_validate", "configs", "catalog", "stats", "intervals", "simulation", "workload",
+            "summaries", "findings", "calibration", "comparisons", "variance", "replay_cost")
 # Reading and showing recorded runs: no measuring code either.
 RECORDS = ("records", "show", "tables", "plots")
 FORBIDDEN = ("torch", "triton", f"{PACKAGE}.sweep", f"{PACKAGE}.candidates")
