@@ -371,6 +371,16 @@ def protocol2_runs_iv(name: str, value, params: dict) -> dict:
     return runs_iv(name, value, params, protocol=2)
 
 
+def repo_file_iv(name: str, value, params: dict) -> Path:
+    """Check a parameter naming an existing file relative to the repository root (a
+    recorded result such as ``data/simulations/interval_coverage.csv``); return its path."""
+    root = Path(params["root"])
+    if not isinstance(value, str) or not value or not (root / value).is_file():
+        raise ValueError(f"`{name}` must be an existing file relative to the repository root "
+                         f"{root}; got {value!r}.")
+    return root / value
+
+
 def run_iv(name: str, value, params: dict):
     """Check one finalized run under ``runs_dir``; return it loaded and verified."""
     if not isinstance(value, str) or not value or "," in value:

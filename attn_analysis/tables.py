@@ -128,8 +128,14 @@ def interval_decimals(low, high, digits: int = 1, most: int = 6) -> int | None:
 
 
 def with_interval(values, lows, highs, spec: str = ".3f") -> list[str]:
-    """Cells "value (low–high)" for a table column, one per row, each number in ``spec``."""
-    return [f"{v:{spec}} ({lo:{spec}}–{hi:{spec}})" for v, lo, hi in zip(values, lows, highs)]
+    """Cells "value (low–high)" for a table column, one per row, each number in ``spec``;
+    a number at or above 1000 or below 0.001 (an interval with one degree of freedom
+    reaches that far) in two significant digits instead, so the cell stays short."""
+    def fmt(x):
+        x = float(x)
+        return format(x, ".2g") if math.isfinite(x) and (abs(x) >= 1e3 or 0 < abs(x) < 1e-3) \
+            else format(x, spec)
+    return [f"{fmt(v)} ({fmt(lo)}–{fmt(hi)})" for v, lo, hi in zip(values, lows, highs)]
 
 
 def short_config(key: str) -> str:
@@ -197,7 +203,10 @@ def formatted(df: pd.DataFrame, formats: dict | None = None,
             if d is None:
                 continue
             for c in (est_col, lo, hi):
-                out.iloc[i, df.columns.get_loc(c)] = format_value(df[c].iloc[i], f".{d}f")
+                v = df[c].iloc[i]
+                far = isinstance(v, numbers.Real) and math.isfinite(v) and (
+                    abs(v) >= 1e3 or 0 < abs(v) < 1e-3) and est_col == "speedup"
+                out.iloc[i, df.columns.get_loc(c)] = format_value(v, ".2g" if far else f".{d}f")
     return out
 
 

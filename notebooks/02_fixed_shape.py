@@ -17,8 +17,8 @@
 # This section decides the claim at its own shape, B=32, H=8, S=512, D=64 in fp16: every
 # candidate against `sdpa`, the default dispatch (what `F.scaled_dot_product_attention`
 # gives without asking for a backend), by the speedup `median(sdpa) / median(candidate)`
-# with a hierarchical bootstrap interval over independent processes and an equivalence
-# test with a stated margin. It then recomputes the original reports' statistics on the
+# with a t-interval over independent processes, judged against a stated equivalence
+# margin. It then recomputes the original reports' statistics on the
 # same samples, and repeats the comparison in a second run with longer graph replays.
 
 # %% tags=["parameters", "hide-input"]
@@ -78,10 +78,12 @@ nbs.glue_text("fx_mode", main_mode)
 # Under protocol 2 every unit is measured at several memory placements, and the profiler's
 # kernel time is recorded at each, so each candidate gets two speedups over the default
 # dispatch: per call (what a user of the function gets, graph replay) and per kernel (the
-# sum of the profiler's kernel times per call). Both come from a bootstrap over processes,
-# placements and samples; every interval is adjusted for the whole family of comparisons
-# (Bonferroni), and a candidate is called faster or slower only when its interval lies
-# beyond the margin.
+# sum of the profiler's kernel times per call). Both come from a t-interval over
+# independent processes (each process reduced to one log ratio over its placements; the
+# methods chapter says why); every interval is adjusted for the whole family of
+# comparisons of its run (Bonferroni: every candidate per call in each timing mode and per
+# kernel), and a candidate is called faster or slower only when its interval lies beyond
+# the margin.
 
 # %% tags=["remove-cell"]
 from attn_analysis import comparisons
@@ -98,19 +100,35 @@ def _gpu(run):
     return "GPU " + ",".join(u.replace("GPU-", "")[:8] for u in uuids)
 
 
-two_level = {}
+# One family per run: every candidate at the call level in each recorded timing mode and
+# at the kernel level (comparisons.target_family). Every table and figure of this chapter
+# takes its rows of a run from that family, so a comparison has one interval in the book.
+families, family_m, two_level = {}, {}, {}
 for rid in v2_runs:
-    t = comparisons.speedup_table(runs[rid].samples, runs[rid].placements, mode="graph",
-                                  configs=[config], margin=float(margin),
-                                  n_resamples=max(params["n_resamples"], 20_000))
-    two_level[rid] = t
+    families[rid] = comparisons.target_family(runs[rid], config, margin=float(margin))
+    family_m[rid] = int(families[rid]["n_comparisons"].iloc[0])
+    f = families[rid]
+    two_level[rid] = f[(f["level"] == "kernel") | (f["mode"] == "graph")]
+
+
+def family_note(rid):
+    """The family a run's intervals belong to, for captions and prose."""
+    if rid not in family_m:
+        return "95 % interval (one comparison, no family)"
+    modes = ", ".join(m for m in dict.fromkeys(families[rid]["mode"]))
+    return (f"family-wise 95 % t-interval over processes, Bonferroni over m = {family_m[rid]} "
+            f"(run {rid}: every candidate per call in {modes} and per kernel)")
+
+
+nbs.glue_text("fx_family_lead", family_note(lead))
 if two_level:
     first = two_level[v2_runs[0]]
-    nbs.glue_text("fx2_m", int(first["n_comparisons"].iloc[0]))
-    nbs.glue_text("fx2_conf", 1 - 0.05 / int(first["n_comparisons"].iloc[0]))
+    nbs.glue_text("fx2_m", family_m[v2_runs[0]])
+    nbs.glue_text("fx2_conf", 1 - 0.05 / family_m[v2_runs[0]])
     for i, rid in enumerate(v2_runs, start=1):
         t = two_level[rid].set_index(["candidate", "level"])
         nbs.glue_text(f"fx2_run{i}", rid)
+        nbs.glue_text(f"fx2_family{i}", family_note(rid))
         nbs.glue_text(f"fx2_gpu{i}", _gpu(runs[rid]))
         nbs.glue_text(f"fx2_procs{i}", int(t["n_processes"].min()))
         nbs.glue_text(f"fx2_places{i}", int(t["n_placements"].min() / t["n_processes"].min()))
@@ -147,12 +165,11 @@ else:
 # :name: fig-fixed-summary
 #
 # Speedup of each candidate over the default SDPA dispatch at {glue:text}`fx_config:s`,
-# per call (left) and per kernel (right), with family-wise
-# {glue:text}`fx2_conf:.2%` intervals (Bonferroni over {glue:text}`fx2_m:d`
-# comparisons), on two NVIDIA H200 GPUs ({glue:text}`fx2_gpu1:s`, run
-# {glue:text}`fx2_run1:s`; {glue:text}`fx2_gpu2:s`, run {glue:text}`fx2_run2:s`). The
-# band is the ±{glue:text}`fx_margin:.0%` margin; the spin controls are left out (the
-# audit uses them), the A/A twin is kept.
+# per call (left) and per kernel (right), on two NVIDIA H200 GPUs
+# ({glue:text}`fx2_gpu1:s`: {glue:text}`fx2_family1:s`; {glue:text}`fx2_gpu2:s`:
+# {glue:text}`fx2_family2:s`; each interval at {glue:text}`fx2_conf:.2%`). The band is
+# the ±{glue:text}`fx_margin:.0%` margin; the spin controls are left out (the audit uses
+# them), the A/A twin is kept.
 # ```
 #
 # The default dispatch took {glue:text}`fx2_sdpa_us1:.2f` µs per call on
@@ -198,17 +215,19 @@ if two_level:
                 _wide[("speedup", level)], _wide[("ci_low", level)], _wide[("ci_high", level)])
             _short[f"{level} verdict"] = _wide[("verdict", level)].to_numpy()
     tables.show(_short, f"Speedup over sdpa at {config}, call level (graph replay) and kernel "
-                f"level (profiler kernel time), family-wise intervals in parentheses, run "
-                f"{v2_runs[0]} ({_gpu(runs[v2_runs[0]])}); both runs and every column are in "
-                f"the CSV.", name="tbl-fixed-two-levels", csv="fixed_shape_two_levels.csv",
-                full=pd.concat([t.assign(run=r) for r, t in two_level.items()]))
+                f"level (profiler kernel time), intervals in parentheses: "
+                f"{family_note(v2_runs[0])} ({_gpu(runs[v2_runs[0]])}). Both runs' whole "
+                f"families, every column, are in the CSV.", name="tbl-fixed-two-levels",
+                csv="fixed_shape_two_levels.csv",
+                full=pd.concat([t.assign(run=r) for r, t in families.items()]))
 
 # %% [markdown]
 # ## Speedup over the default dispatch in each timing mode
 
 # %% tags=["remove-cell"]
 speedups = summaries.speedup_table(R.samples, modes=modes, margin=float(margin),
-                                   n_resamples=params["n_resamples"], configs=config)
+                                   n_resamples=params["n_resamples"], configs=config,
+                                   n_comparisons=family_m.get(lead))
 main = speedups[speedups["mode"] == main_mode].set_index("candidate")
 # Controls (the A/A twin, spin kernels) check the protocol; they are not contenders.
 controls = main[main.index.isin(CONTROL_NAMES)]
@@ -246,7 +265,7 @@ twin = controls.loc["sdpa_twin"] if "sdpa_twin" in controls.index else None
 nbs.glue_text("fx_twin", "the run has no A/A twin" if twin is None else
               f"the A/A twin (the default dispatch built and timed again as a separate "
               f"candidate) is {twin['verdict']}, speedup {twin['speedup']:.3f} "
-              f"(95 % CI {twin['ci_low']:.3f}–{twin['ci_high']:.3f})")
+              f"(family-wise interval {twin['ci_low']:.3f}–{twin['ci_high']:.3f})")
 twins_kernels = findings.same_kernels(R.kernels, config) if len(R.kernels) else []
 twins_kernels = [c for c in twins_kernels if c not in CONTROL_NAMES]
 nbs.glue_text("fx_same_kernels", ", ".join(twins_kernels) if twins_kernels else "none")
@@ -266,7 +285,7 @@ nbs.glue_figure("fx_spread", plots.trial_spread(summaries.trial_medians(R.sample
 # :name: fig-fixed-forest
 #
 # Speedup of each candidate over the default SDPA dispatch at {glue:text}`fx_config:s`,
-# with its 95 % hierarchical-bootstrap interval, one panel per timing mode; the band is the
+# with its {glue:text}`fx_family_lead:s`, one panel per timing mode; the band is the
 # ±{glue:text}`fx_margin:.0%` equivalence margin. Measured on {glue:text}`fx_label:s`
 # (run {glue:text}`fx_run:s`).
 # ```
@@ -276,7 +295,7 @@ nbs.glue_figure("fx_spread", plots.trial_spread(summaries.trial_medians(R.sample
 # {glue:text}`fx_n_trials:d` processes). {glue:text}`fx_finding:s`
 #
 # Two rows check the method rather than a kernel. The row `sdpa` compares the default
-# dispatch with itself, resampled independently on both sides: its interval,
+# dispatch with itself, its processes taken as two independent samples: its interval,
 # {glue:text}`fx_self_lo:.3f`–{glue:text}`fx_self_hi:.3f`, is the resolution of this run,
 # and the smallest margin it could have shown equivalence within is
 # ±{glue:text}`fx_self_resolvable:.1%` (verdict at ±{glue:text}`fx_margin:.0%`:
@@ -295,10 +314,10 @@ cols = ["speedup", "ci_low", "ci_high", "tost_low", "tost_high", "verdict",
 tables.show(main.reset_index().sort_values("speedup", ascending=False)[
                 ["candidate", "speedup", "ci_low", "ci_high", "verdict", "resolvable_margin",
                  "n_trials_candidate"]],
-            f"Speedup over sdpa at {config} in {main_mode} mode: 95 % hierarchical interval, "
+            f"Speedup over sdpa at {config} in {main_mode} mode: {family_note(lead)}; "
             f"verdict at margin ±{margin:.0%}, and the smallest margin each interval could "
-            f"have shown equivalence within. The 90 % intervals of the equivalence test and "
-            f"every mode are in the CSV. {label}, run {lead}.", name="tbl-fixed-speedups",
+            f"have shown equivalence within. The intervals of the two one-sided tests and "
+            f"every mode are in the CSV. {label}.", name="tbl-fixed-speedups",
             labels={"resolvable_margin": "resolvable margin (±%)"},
             csv="fixed_shape_speedups.csv", full=speedups[["mode", "candidate"] + cols])
 
@@ -319,7 +338,7 @@ tables.show(main.reset_index().sort_values("speedup", ascending=False)[
 # numbers follow from the comparison, not from the kernels. Below,
 # `stats.reports_protocol` applies their statistics (per-sample bootstrap CI of the median,
 # Hedges' g, Cliff's delta, Mann-Whitney) to our pooled samples of each candidate against
-# `sdpa`, next to our hierarchical interval and verdict.
+# `sdpa`, next to our interval over processes and verdict.
 
 # %% tags=["remove-cell"]
 def pooled(candidate):
@@ -344,8 +363,8 @@ narrow = side_by_side.dropna(subset=["our_verdict"])
 nbs.glue_text("fx_rp_n_significant", int((narrow["p_value"] < 0.05).sum()))
 nbs.glue_text("fx_rp_n_faster_ours", int((narrow["our_verdict"] == "faster").sum()))
 # The reports' test against ours where ours finds no difference beyond the margin: each
-# "significant" p-value there is a difference the hierarchical interval places inside it.
-equivalent = narrow[narrow["our_verdict"] == "equivalent"]
+# "significant" p-value there is a difference the interval over processes places inside it.
+equivalent = narrow[narrow["our_verdict"] == stats.Verdict.EQUIVALENT.value]
 nbs.glue_text("fx_rp_n_equivalent", len(equivalent))
 nbs.glue_text("fx_rp_n_sig_equivalent", int((equivalent["p_value"] < 0.05).sum()))
 
@@ -355,9 +374,9 @@ num = ["baseline_median_ms", "candidate_median_ms", "speedup", "hedges_g", "clif
 tables.show(side_by_side.reset_index()[["comparison", "speedup", "hedges_g", "p_value",
                                          "our_ci_low", "our_ci_high", "our_verdict"]],
             f"The reports' statistics on pooled {main_mode} samples at {config} (speedup of "
-            f"medians, Hedges' g, Mann-Whitney p) beside our hierarchical 95 % interval and "
-            f"verdict; Cliff's delta, the medians and the reports' per-sample intervals are "
-            f"in the CSV. {label}, run {lead}.", name="tbl-fixed-reports",
+            f"medians, Hedges' g, Mann-Whitney p) beside our interval ({family_note(lead)}) "
+            f"and verdict; Cliff's delta, the medians and the reports' per-sample intervals "
+            f"are in the CSV. {label}.", name="tbl-fixed-reports",
             formats={"speedup": ".3f"}, csv="fixed_shape_reports_statistics.csv",
             full=side_by_side.reset_index())
 
@@ -366,9 +385,9 @@ tables.show(side_by_side.reset_index()[["comparison", "speedup", "hedges_g", "p_
 # p = {glue:text}`fx_rp_same_p:.1f` whatever the data. On real pairs it calls
 # {glue:text}`fx_rp_n_significant:d` differences significant (p < 0.05), among them
 # {glue:text}`fx_rp_n_sig_equivalent:d` of the {glue:text}`fx_rp_n_equivalent:d` pairs
-# that the hierarchical interval shows equivalent within the margin, because pooling
-# thousands of samples from a few processes treats them as independent; the hierarchical
-# interval shows {glue:text}`fx_rp_n_faster_ours:d` candidates faster. A large p-value or
+# that the interval over processes shows equivalent within the margin, because pooling
+# thousands of samples from a few processes treats them as independent; the interval
+# over processes shows {glue:text}`fx_rp_n_faster_ours:d` candidates faster. A large p-value or
 # overlapping intervals would in any case not show equivalence: only an equivalence test
 # with a margin can.
 #
@@ -446,7 +465,8 @@ rep_ok = (R2 is not None and replication != lead and config in set(R2.samples["c
 if rep_ok:
     label2 = summaries.run_label(R2)
     sp2 = summaries.speedup_table(R2.samples, modes=("graph",), margin=float(margin),
-                                  n_resamples=params["n_resamples"], configs=config)
+                                  n_resamples=params["n_resamples"], configs=config,
+                                  n_comparisons=family_m.get(replication))
     main2 = sp2.set_index("candidate")
     others2 = main2.drop(index=["sdpa", *[c for c in main2.index if c in CONTROL_NAMES]])
     lat2 = summaries.latency_table(R2.samples[R2.samples["config"] == config],
@@ -474,7 +494,7 @@ if rep_ok:
     tw2 = main2.loc["sdpa_twin"] if "sdpa_twin" in main2.index else None
     nbs.glue_text("fx_r2_twin", "the run has no A/A twin" if tw2 is None else
                   f"the A/A twin is {tw2['verdict']}, speedup {tw2['speedup']:.3f} "
-                  f"(95 % CI {tw2['ci_low']:.3f}–{tw2['ci_high']:.3f})")
+                  f"(family-wise interval {tw2['ci_low']:.3f}–{tw2['ci_high']:.3f})")
     both = (main[["speedup", "ci_low", "ci_high", "verdict"]]
             .join(main2[["speedup", "ci_low", "ci_high", "verdict"]], how="inner",
                   lsuffix="_lead", rsuffix="_replication")
@@ -499,9 +519,10 @@ if len(both):
         short[f"verdict_{r}"] = both[f"verdict_{r}"].to_numpy()
         short[f"k_{r}"] = [f"{int(a)}–{int(b)}" if a != b else f"{int(a)}" for a, b in
                            zip(both[f"k_min_{r}"], both[f"k_max_{r}"])]
-    tables.show(short, f"Graph-mode speedup over sdpa at {config} (95 % hierarchical "
-                f"interval in parentheses, verdict at ±{margin:.0%}) in the lead run {lead} "
-                f"and the replication {replication}, with the calls per replay (k) each ran "
+    tables.show(short, f"Graph-mode speedup over sdpa at {config} (interval in "
+                f"parentheses, verdict at ±{margin:.0%}) in the lead run and the "
+                f"replication, each in its own run's family: {family_note(lead)}; "
+                f"{family_note(replication)}; with the calls per replay (k) each ran "
                 f"with. {label}; {label2}.", name="tbl-fixed-replication",
                 labels={"speedup_lead": f"speedup, {lead} (×)", "verdict_lead": "verdict",
                         "k_lead": "k", "speedup_replication": f"speedup, {replication} (×)",

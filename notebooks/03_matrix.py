@@ -52,11 +52,31 @@ import numpy as np
 import pandas as pd
 from attn_analysis import plots, reference, stats, summaries, tables, workload
 
+from attn_analysis import comparisons
+
 label = summaries.run_label(R)
+# One family per run: the lead run's comparisons at the call, kernel and attention levels
+# (the two-level table below) hold the call-level ones the heatmap and the fastest table
+# show, so every table of the run takes the family's m, and one comparison has one interval.
+two = (comparisons.speedup_table(R.samples, R.placements, mode=mode, kernels=R.kernels)
+       if R.protocol == 2 and mode == "graph" else pd.DataFrame())
+m_lead = int(two["n_comparisons"].iloc[0]) if len(two) else None
 latency = summaries.latency_table(R.samples, modes=(mode,),
                                   n_resamples=params["n_resamples"])
 speedups = summaries.speedup_table(R.samples, modes=(mode,),
-                                   n_resamples=params["n_resamples"])
+                                   n_resamples=params["n_resamples"], n_comparisons=m_lead)
+m_lead = m_lead or int(speedups["n_comparisons"].iloc[0])
+
+
+def family_note(m, what):
+    """The family a table's intervals belong to, for its caption."""
+    return f"family-wise 95 % t-intervals over processes, Bonferroni over m = {m} ({what})"
+
+
+lead_family = family_note(m_lead, f"run {lead}: every candidate and configuration per call"
+                          + (", per kernel and per attention kernel" if len(two) else ""))
+nbs.glue_text("mx_family", lead_family)
+nbs.glue_text("mx_family_m", m_lead)
 fastest = summaries.fastest_table(latency, speedups, mode=mode)
 through = summaries.throughput_table(latency, R.ceilings, R.device)
 counts = summaries.verdict_counts(speedups).reindex([mode]).fillna(0).iloc[0]
@@ -68,9 +88,18 @@ nbs.glue_text("mx_n_configs", len(fastest))
 nbs.glue_text("mx_n_candidates", latency["candidate"].nunique())
 nbs.glue_text("mx_n_comparisons", int(counts.sum()))
 nbs.glue_text("mx_margin", float(speedups["margin"].iloc[0]) if len(speedups) else float("nan"))
-for v in ("faster", "equivalent", "slower", "inconclusive", "faster within margin",
-          "slower within margin"):
-    nbs.glue_text(f"mx_n_{v.replace(' ', '_')}", int(counts.get(v, 0)))
+for v in stats.Verdict:
+    nbs.glue_text(f"mx_n_{v.name.lower()}", int(counts.get(v.value, 0)))
+# The hierarchical bootstrap the t-interval replaced, for comparison only: what it called
+# faster per call in the same family (not honest with two processes, methods chapter).
+boot = summaries.speedup_table(R.samples, modes=(mode,), n_resamples=params["n_resamples"],
+                               n_comparisons=m_lead, method="bootstrap",
+                               include_baseline=False)
+boot_fast = boot[boot["verdict"] == stats.Verdict.FASTER.value]
+nbs.glue_text("mx_boot_n_faster", len(boot_fast))
+nbs.glue_text("mx_boot_faster", "; ".join(
+    f"{c} at {tables.short_config(k)}" for k, c in zip(boot_fast["config"],
+                                                      boot_fast["candidate"])) or "none")
 nbs.glue_text("mx_n_established", int((fastest["established"] != "").sum()))
 nbs.glue_text("mx_n_fastest_is_sdpa", int((fastest["fastest"] == "sdpa").sum()))
 nbs.glue_text("mx_n_fastest_library", n_fast_lib)
@@ -86,20 +115,23 @@ nbs.glue_figure("mx_heatmap", plots.speedup_heatmap(speedups, label, mode=mode))
 # Lead run {glue:text}`mx_run:s` ({glue:text}`mx_label:s`), mode
 # {glue:text}`mx_mode:s`: {glue:text}`mx_n_configs:d` configurations,
 # {glue:text}`mx_n_candidates:d` candidates. Of {glue:text}`mx_n_comparisons:d`
-# comparisons with the default dispatch (one family, Bonferroni-adjusted intervals),
+# call-level comparisons with the default dispatch ({glue:text}`mx_family:s`),
 # {glue:text}`mx_n_faster:d` are faster by more than the margin of
 # {glue:text}`mx_margin:.0%` (the whole interval above one plus the margin),
 # {glue:text}`mx_n_equivalent:d` equivalent within it, {glue:text}`mx_n_slower:d` slower by
 # more than it and {glue:text}`mx_n_inconclusive:d` inconclusive;
 # {glue:text}`mx_n_faster_within_margin:d` are faster and
 # {glue:text}`mx_n_slower_within_margin:d` slower by a real amount smaller than the
-# margin.
+# margin, and {glue:text}`mx_n_undecided:d` are undecided at this precision (an interval
+# end within half a unit of the third decimal of a boundary). With two processes per
+# unit each interval has one degree of freedom, so most differences of a few percent
+# cannot be decided here (the methods chapter, {ref}`methods-interval`).
 #
 # ```{glue:figure} mx_heatmap
 # :name: fig-matrix-heatmap
 #
 # Speedup of every candidate over the default SDPA dispatch at every configuration, with
-# the verdict of the hierarchical comparison. Measured on {glue:text}`mx_label:s` (run
+# its verdict ({glue:text}`mx_family:s`). Measured on {glue:text}`mx_label:s` (run
 # {glue:text}`mx_run:s`, mode {glue:text}`mx_mode:s`).
 # ```
 #
@@ -111,11 +143,7 @@ nbs.glue_figure("mx_heatmap", plots.speedup_heatmap(speedups, label, mode=mode))
 # family with the call level.
 
 # %% tags=["remove-cell"]
-from attn_analysis import comparisons
-
-if R.protocol == 2 and mode == "graph":
-    two = comparisons.speedup_table(R.samples, R.placements, mode=mode, kernels=R.kernels,
-                                    n_resamples=max(params["n_resamples"], 5000))
+if len(two):
     wide = two.pivot_table(index=["config", "candidate"], columns="level", values="verdict",
                            aggfunc="first")
     call_fast = wide[wide["call"] == "faster"] if "call" in wide else wide.iloc[:0]
@@ -142,7 +170,7 @@ if R.protocol == 2 and mode == "graph":
     nbs.glue_text("mx_k_n_attention_faster", int((att["verdict"] == "faster").sum()))
     keep = two[two["verdict"] != "slower"].sort_values("speedup", ascending=False)
 else:
-    two = keep = pd.DataFrame()
+    keep = pd.DataFrame()
     for key in ("mx_k_m", "mx_k_n_call_faster", "mx_k_n_kernel_faster",
                 "mx_k_n_kernel_fast_all", "mx_k_n_attention", "mx_k_n_attention_faster"):
         nbs.glue_text(key, 0)
@@ -156,7 +184,8 @@ else:
 # call-level lead without a kernel-level one lies outside the kernels: the default
 # dispatch's graph replay holds a memset and a wait between its two kernels that a
 # one-kernel candidate does not pay, which weighs most where the kernel is shortest.
-# Intervals are family-wise over {glue:text}`mx_k_m:d` comparisons.
+# Intervals are family-wise over {glue:text}`mx_k_m:d` comparisons, the same family as
+# the heatmap's.
 #
 # The kernel level sums every kernel of a call, so it still counts the default dispatch's
 # memset. A third level, *attention*, compares the longest kernel of each side alone: each
@@ -173,9 +202,10 @@ if len(keep):
     k = keep.assign(speedup=tables.with_interval(keep["speedup"], keep["ci_low"],
                                                  keep["ci_high"]))
     tables.show(k[["config", "candidate", "level", "speedup", "verdict"]],
-                f"Comparisons of run {lead} that are not slower than sdpa, at the call and the "
-                f"kernel level, largest speedup first (family-wise intervals in parentheses). "
-                f"{label}. Every row, the slower ones too, is in the CSV.",
+                f"Comparisons of run {lead} that are not slower than sdpa, at the call, "
+                f"kernel and attention levels, largest speedup first (intervals in "
+                f"parentheses: {lead_family}). {label}. Every row, the slower ones too, is "
+                f"in the CSV.",
                 name="tbl-matrix-two-levels", labels={"speedup": "speedup (×)"},
                 csv="matrix_two_levels.csv", full=two)
 
@@ -195,9 +225,8 @@ show = ["fastest", "median_ms", "ci_low_ms", "ci_high_ms", "baseline_median_ms",
 tables.show(fastest[["config", "fastest", "median_ms", "speedup", "speedup_ci_low",
                      "speedup_ci_high", "verdict"]],
             f"Fastest candidate per configuration ({mode} mode), its median, its speedup over "
-            f"sdpa with the 95 % hierarchical interval, and the verdict; sdpa's median, the "
-            f"latency intervals and the candidates shown faster are in the CSV. {label}, "
-            f"run {lead}.",
+            f"sdpa with its interval ({lead_family}), and the verdict; sdpa's median, the "
+            f"latency intervals and the candidates shown faster are in the CSV. {label}.",
             name="tbl-matrix-fastest", formats={"median_ms": ".4f"},
             csv="matrix_fastest.csv", full=fastest[["config"] + show])
 
@@ -238,11 +267,11 @@ tables.show(top.reset_index()[["config", "candidate", "tflops", "frac_matmul",
 # configurations, slower at {glue:text}`mx_tr_n_slower:d`, and could not be told apart at
 # {glue:text}`mx_tr_n_inconclusive:d`. At the target shape it took
 # {glue:text}`mx_tr_target_ratio:.2f` times the time of {glue:text}`mx_tr_target_lib:s`
-# (speedup 95 % CI {glue:text}`mx_tr_target_lo:.3f`–{glue:text}`mx_tr_target_hi:.3f`,
-# family-wise over the shapes).
+# (speedup interval {glue:text}`mx_tr_target_lo:.3f`–{glue:text}`mx_tr_target_hi:.3f`;
+# {glue:text}`mx_tr_family:s`).
 #
 # Per kernel, against the default dispatch (the profiler's kernel time at every
-# placement, one family of {glue:text}`mx_tr_k_m:d` comparisons with the call level),
+# placement, in the same family of {glue:text}`mx_tr_k_m:d` comparisons),
 # ours is faster by more than the margin at {glue:text}`mx_tr_k_n_faster:d` of
 # {glue:text}`mx_tr_k_n:d` shapes and slower at {glue:text}`mx_tr_k_n_slower:d`; at the
 # target its kernel speedup is {glue:text}`mx_tr_k_target:.3f`
@@ -262,20 +291,29 @@ if tr_id:
     T = runs[tr_id]
     tr_label = summaries.run_label(T)
     tr_mode = "graph" if "graph" in set(T.samples["mode"]) else T.samples["mode"].iloc[0]
+    tuning = summaries.tuning_table(T.units)
+    # Our kernel against the fastest library and against the default dispatch, per call,
+    # per kernel and per attention kernel (protocol 2 only): one table, so one family.
+    against_sdpa = (T.protocol == 2 and tr_mode == "graph"
+                    and "sdpa" in set(T.samples["candidate"]))
+    n_sdpa = (len(comparisons.plan_comparisons(T.samples, T.placements,
+                                               candidates=["triton"], kernels=T.kernels)[0])
+              if against_sdpa else 0)
     vs_lib = summaries.kernel_vs_library(T.samples, mode=tr_mode,
                                          n_resamples=params["n_resamples"])
-    tuning = summaries.tuning_table(T.units)
-    # Our kernel against the default dispatch, per call and per kernel (protocol 2 only),
-    # and against cuDNN's attention kernel alone (the attention level).
-    if T.protocol == 2 and tr_mode == "graph" and "sdpa" in set(T.samples["candidate"]):
-        tr_two = comparisons.speedup_table(T.samples, T.placements, candidates=["triton"],
-                                           kernels=T.kernels,
-                                           n_resamples=max(params["n_resamples"], 5000))
-    else:
-        tr_two = pd.DataFrame()
+    m_tr = len(vs_lib) + n_sdpa
+    vs_lib = summaries.kernel_vs_library(T.samples, mode=tr_mode,
+                                         n_resamples=params["n_resamples"], n_comparisons=m_tr)
+    tr_two = (comparisons.speedup_table(T.samples, T.placements, candidates=["triton"],
+                                        kernels=T.kernels, n_comparisons=m_tr)
+              if against_sdpa else pd.DataFrame())
+    tr_family = family_note(m_tr, f"run {tr_id}: our kernel against the fastest library "
+                            f"backend per shape and against sdpa per call, kernel and "
+                            f"attention kernel")
 else:
     tr_label, vs_lib, tuning = "no recorded run has the triton candidate", pd.DataFrame(), None
-    tr_two = pd.DataFrame()
+    tr_two, tr_family = pd.DataFrame(), "no run"
+nbs.glue_text("mx_tr_family", tr_family)
 tr_kernel = (tr_two[tr_two["level"] == "kernel"].set_index("config") if len(tr_two)
              else pd.DataFrame(columns=["verdict"]))
 tr_kcounts = tr_kernel["verdict"].value_counts()
@@ -328,7 +366,7 @@ nbs.glue_figure("mx_tr_figure", fig_tr)
 # :name: fig-triton-vs-library
 #
 # Speedup of our Triton kernel over the fastest SDPA backend at each configuration (the
-# backend is named beside the shape), with its 95 % hierarchical-bootstrap interval.
+# backend is named beside the shape), with its interval ({glue:text}`mx_tr_family:s`).
 # Measured on {glue:text}`mx_tr_label:s` (run {glue:text}`mx_tr_run:s`).
 # ```
 
@@ -357,8 +395,7 @@ if len(vs_lib):
         ["attention_verdict"] if len(tr_att) else [])
     tables.show(compact[shown],
                 f"Our kernel against the fastest library backend per configuration (graph "
-                f"mode, 95 % hierarchical interval of the speedup, family-wise over the "
-                f"shapes), and the verdicts per kernel against sdpa (the default dispatch, "
+                f"mode; {tr_family}), and the verdicts per kernel against sdpa (the default dispatch, "
                 f"its memset included) and per attention kernel (each side's longest kernel "
                 f"alone); the medians, the kernel and attention speedups with intervals and "
                 f"the tuning each shape used (block sizes, warps, pipeline stages, tensor-memory "
@@ -367,6 +404,61 @@ if len(vs_lib):
                 labels={"speedup": "speedup (×, interval)", "library": "fastest library",
                         "kernel_verdict": "per kernel", "attention_verdict": "attention"},
                 full=table.reset_index())
+
+# %% [markdown]
+# (matrix-tuning)=
+# ### Which tuning each run measured
+#
+# Our kernel is autotuned, so which kernel a run measured depends on the tuner's pick. The
+# pick is fixed in advance within a run: the first process to build the kernel for a
+# shape tunes it, records the configuration with its timing units, and every later
+# process of the run reuses that configuration instead of tuning again (the sweep hands it
+# over; the units record `reused`). The interval over processes therefore measures one
+# kernel per run and shape, and does not sample the tuner's choice: a different pick is a
+# different kernel, and two runs that picked differently compare two kernels, not two
+# measurements of one. Over the {glue:text}`mx_tune_n_runs:d` runs that timed our kernel
+# ({glue:text}`mx_tune_n_cells:d` run-and-shape pairs), every later process reused the
+# first one's pick in {glue:text}`mx_tune_n_reused:d`, and ran the same configuration in
+# every process in {glue:text}`mx_tune_n_same:d`. Shapes that two runs tuned differently:
+# {glue:text}`mx_tune_differ:s`.
+
+# %% tags=["remove-cell"]
+tune_runs = {rid: r.units for rid, r in runs.items()
+             if "triton" in set(r.units["candidate"])}
+tune = summaries.tuning_by_run(tune_runs)
+nbs.glue_text("mx_tune_n_runs", tune["run"].nunique() if len(tune) else 0)
+nbs.glue_text("mx_tune_n_cells", len(tune))
+nbs.glue_text("mx_tune_n_reused", int((tune["n_reused"] == tune["n_processes"] - 1).sum())
+              if len(tune) else 0)
+nbs.glue_text("mx_tune_n_same", int(tune["same_everywhere"].sum()) if len(tune) else 0)
+pick_cols = ["BLOCK_M", "BLOCK_N", "num_warps", "num_stages"]
+differ = []
+for cfg, g in (tune.groupby("config", sort=False) if len(tune) else []):
+    picks = g.drop_duplicates(pick_cols)
+    if len(picks) > 1:
+        differ.append(f"{tables.short_config(cfg)} (" + "; ".join(
+            f"{r.run}: {r.num_warps} warps, {r.BLOCK_M}×{r.BLOCK_N}, {r.num_stages} stages"
+            for r in picks.itertuples()) + ")")
+nbs.glue_text("mx_tune_differ", "; ".join(differ) or "none")
+per_run = (tune.groupby("run", sort=True)
+           .agg(n_configs=("config", "size"), processes=("n_processes", "max"),
+                reused=("n_reused", "min"), same=("same_everywhere", "all"),
+                warps=("num_warps", lambda x: ", ".join(str(v) for v in sorted(set(x)))),
+                blocks=("BLOCK_N", lambda x: ", ".join(str(v) for v in sorted(set(x)))))
+           .reset_index() if len(tune) else pd.DataFrame())
+
+# %% tags=["remove-input"]
+if len(per_run):
+    tables.show(per_run, "Our kernel's tuning per run: shapes timed, processes, the fewest "
+                "processes that reused the first one's pick at a shape, whether every "
+                "process ran the same configuration at every shape, and the warps and key "
+                "block sizes (BLOCK_N) picked across the run's shapes. Every run and shape, "
+                "with the whole configuration, is in the CSV.", name="tbl-triton-tuning",
+                labels={"n_configs": "shapes", "processes": "processes",
+                        "reused": "processes reusing the pick (fewest)",
+                        "same": "same configuration in every process",
+                        "warps": "warps picked", "blocks": "BLOCK_N picked"},
+                csv="triton_tuning_by_run.csv", full=tune)
 
 # %% [markdown]
 # (matrix-kernel-latest)=
@@ -380,12 +472,18 @@ if len(vs_lib):
 
 # %% tags=["remove-cell"]
 latest_rows = []
+# One table, so one family: every comparison of the kernel runs together.
+m_lt = sum(len(comparisons.plan_comparisons(runs[rid].samples, runs[rid].placements,
+                                            candidates=["triton"], kernels=runs[rid].kernels)[0])
+           for rid in params["kernel_runs"])
 for rid in params["kernel_runs"]:
     K = runs[rid]
     t = comparisons.speedup_table(K.samples, K.placements, candidates=["triton"],
-                                  kernels=K.kernels,
-                                  n_resamples=max(params["n_resamples"], 5000))
+                                  kernels=K.kernels, n_comparisons=m_lt)
     latest_rows.append(t.assign(run=rid, device=summaries.run_label(K)))
+lt_family = family_note(m_lt, "runs " + ", ".join(params["kernel_runs"]) + ": our kernel "
+                        "against sdpa per call, kernel and attention kernel")
+nbs.glue_text("mx_lt_family", lt_family)
 latest = pd.concat(latest_rows, ignore_index=True) if latest_rows else pd.DataFrame()
 if len(latest):
     tgt = latest[latest["config"] == summaries.TARGET.key].set_index("level")
@@ -417,8 +515,10 @@ if params["fa3_run"]:
     fl = pd.Series({c: workload.flops(summaries.Config.from_key(c)) for c in med.index})
     rate = workload.tflops_rate(fl.to_numpy()[:, None], med).add_suffix("_tflops")
     fv = comparisons.speedup_table(F.samples, F.placements, candidates=["triton"],
-                                   kernels=F.kernels,
-                                   n_resamples=max(params["n_resamples"], 5000))
+                                   kernels=F.kernels)
+    fa3_family = family_note(int(fv["n_comparisons"].iloc[0]) if len(fv) else 0,
+                             f"run {params['fa3_run']}: our kernel against sdpa per call, "
+                             f"kernel and attention kernel")
     verdicts = fv.pivot_table(index="config", columns="level", values="verdict",
                               aggfunc="first")
     fa3 = rate.join(verdicts[[c for c in comparisons.LEVELS if c in verdicts]]
@@ -447,7 +547,7 @@ if len(latest):
     tables.show(show_lt[["run", "config", "level", "speedup", "verdict"]],
                 f"Our kernel's latest tuning against sdpa (the default dispatch) at the "
                 f"target in fp16, causal and bf16: speedup per call, per kernel and per "
-                f"attention kernel (95 % interval, family-wise within each run). "
+                f"attention kernel ({lt_family}). "
                 f"{'; '.join(sorted(set(latest['device'])))}.", name="tbl-kernel-latest",
                 labels={"speedup": "speedup (×)"}, csv="kernel_latest.csv", full=latest)
 
@@ -475,7 +575,7 @@ if len(fa3):
                 f"TFLOP/s per call (graph replay, 4·B·H·S²·D over the median time) of the "
                 f"default dispatch, cuDNN forced and our kernel at the FlashAttention-3 "
                 f"paper's shapes, and our kernel's verdicts against sdpa per call, kernel and "
-                f"attention kernel. {summaries.run_label(F)}, run {params['fa3_run']}.",
+                f"attention kernel ({fa3_family}). {summaries.run_label(F)}.",
                 name="tbl-fa3-shapes", formats={c: ".0f" for c in fa3.columns
                                                 if c.endswith("_tflops")},
                 csv="fa3_shapes.csv")

@@ -19,7 +19,7 @@
 # original reports against recorded data, the L4 datasheet or the reports' own
 # arithmetic. The reports' protocol takes N samples of each arm in one process and applies
 # a two-sided Mann-Whitney U test; ours compares `k` independent processes per arm with a
-# hierarchical bootstrap of the speedup and an equivalence test (`stats.compare`). The
+# t-interval of the speedup over processes, judged against a margin (`stats.compare`). The
 # controls are an A/A pair (the default SDPA call timed twice as two candidates: any
 # difference found is false) and SDPA followed by a spin kernel of known length.
 #
@@ -131,9 +131,10 @@ nbs.glue_figure("au_fig_rates", plots.calibration_rates(
 # ({glue:text}`au_b4_fp_lo:.0%`–{glue:text}`au_b4_fp_hi:.0%`, {glue:text}`au_b4_fp_n:d`)
 # and {glue:text}`au_b5_fp:.0%` with k = 5
 # ({glue:text}`au_b5_fp_lo:.0%`–{glue:text}`au_b5_fp_hi:.0%`, {glue:text}`au_b5_fp_n:d`).
-# A bootstrap over a handful of processes sees too little of the spread between them, so
-# its intervals come out too narrow; how far the rate exceeds the nominal 5 % at each k is
-# what these intervals bound. The equivalence verdict, which needs the interval inside
+# The t-interval over processes takes the spread between them with k − 1 degrees of
+# freedom; the hierarchical bootstrap it replaced saw too little of that spread with a
+# handful of processes and came out too narrow ({ref}`calibration-interval`). How far the
+# rate could exceed the nominal 5 % at each k is what these intervals bound. The equivalence verdict, which needs the interval inside
 # ±{glue:text}`au_margin:.0%`, is reached for identical code in
 # {glue:text}`au_b3_aa_equivalent:.0%`, {glue:text}`au_b4_aa_equivalent:.0%` and
 # {glue:text}`au_b5_aa_equivalent:.0%` of replications (k = 3, 4, 5); the rest end

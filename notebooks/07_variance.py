@@ -45,7 +45,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from attn_analysis import calibration as cal
-from attn_analysis import plots, summaries, tables
+from attn_analysis import plots, stats, summaries, tables
 from attn_analysis import variance as V
 from attn_analysis.configs import TARGET
 
@@ -118,22 +118,34 @@ g("var_machine_max_who", f"{big['candidate']} at {tables.short_config(big['confi
                          f"{big['level']} level")
 g("var_machine_median", float(comp["sd_machine"].median()))
 
-# question (b): sdpa / eager_compiled on each GPU, call level in each mode and kernel level
+# question (b): sdpa / eager_compiled on each GPU, call level in each mode and kernel level.
+# Each target run's comparisons belong to the family the fixed-shape chapter reports them
+# in (comparisons.target_family: every candidate per call in each mode and per kernel), so
+# these rows are the same intervals as there.
+from attn_analysis import comparisons
+
+fam_m = {}
+for r in TR.values():
+    uuids = {fp.get("gpu_uuid") for fp in r.fingerprint["trials"].values()}
+    m = int(comparisons.target_family(r, cfg, margin=margin)["n_comparisons"].iloc[0])
+    fam_m.update({u: m for u in uuids})
 spd = V.speedup_by_level(TP, TS, cfg, baseline="sdpa", candidate="eager_compiled",
-                         margin=margin, n_resamples=n_resamples)
+                         margin=margin, n_resamples=n_resamples, n_comparisons=fam_m)
+g("var_b_family", "; ".join(f"{V.machine_label(u)}: m = {m}" for u, m in sorted(fam_m.items())))
 spd["gpu"] = spd["machine"].map(V.machine_label)
 g("var_b_n", len(spd))
 g("var_margin", margin)
 decisive = spd[(spd["level"] == "kernel") | (spd["mode"] == "graph")]
 g("var_b_n_decisive", len(decisive))
-g("var_b_n_faster", int((decisive["verdict"] == "faster").sum()))
+Vd = stats.Verdict
+g("var_b_n_faster", int((decisive["verdict"] == Vd.FASTER.value).sum()))
 g("var_b_n_equivalent", int(decisive["verdict"].isin(
-    ["equivalent", "faster within margin", "slower within margin"]).sum()))
+    [Vd.EQUIVALENT.value, Vd.FASTER_WITHIN_MARGIN.value, Vd.SLOWER_WITHIN_MARGIN.value]).sum()))
 g("var_b_lo", float(decisive["ci_low"].min()))
 g("var_b_hi", float(decisive["ci_high"].max()))
 host = spd[spd["mode"].isin(["per_call", "cold_l2"])]
 g("var_b_n_host", len(host))
-g("var_b_n_host_slower", int((host["verdict"] == "slower").sum()))
+g("var_b_n_host_slower", int((host["verdict"] == Vd.SLOWER.value).sum()))
 g("var_b_host_max", float(host["speedup"].max()) if len(host) else np.nan)
 g("var_t_n_place", int(TP.groupby(["run", "trial", "candidate", "mode"]).size().median()))
 g("var_t_n_proc", " and ".join(f"{n} on {V.machine_label(m)}" for m, n in
@@ -263,9 +275,11 @@ tables.show(shown[cols],
 # The target runs ({glue:text}`var_t_runs:s`; processes: {glue:text}`var_t_n_proc:s`;
 # every candidate at {glue:text}`var_t_n_place:d` placements per process) give the speedup
 # `sdpa / eager_compiled` on each GPU, in each timing mode at call level and at kernel level,
-# with the hierarchical bootstrap of `stats.compare` (processes, then placements, then
-# samples; margin ±{glue:text}`var_margin:.0%`, Bonferroni over the
-# {glue:text}`var_b_n:d` comparisons). Where the GPU does the work (graph mode and kernel
+# with the t-interval of `stats.compare` over processes (each process one log ratio over
+# its placements; margin ±{glue:text}`var_margin:.0%`). These
+# {glue:text}`var_b_n:d` comparisons belong to their runs' families in the fixed-shape
+# chapter (every candidate per call in each mode and per kernel; Bonferroni over
+# {glue:text}`var_b_family:s`), and are the same intervals as there. Where the GPU does the work (graph mode and kernel
 # level, {glue:text}`var_b_n_decisive:d` comparisons), `eager_compiled` was shown faster by
 # more than the margin in {glue:text}`var_b_n_faster:d`, and within the margin of `sdpa`
 # (equivalent, or a difference smaller than the margin) in
@@ -281,8 +295,10 @@ tables.show(spd[["gpu", "level", "mode", "n_processes", "speedup", "ci_low", "ci
                  "verdict"]],
             f"Speedup sdpa / eager_compiled at {cfg_short} on each GPU, call level per "
             f"timing mode and kernel level (profiler time per placement, mode not "
-            f"applicable), with the Bonferroni-adjusted 95 % hierarchical interval and the "
-            f"verdict against a ±{margin:.0%} margin. {label}, runs {t_names}.",
+            f"applicable), with the family-wise 95 % t-interval over processes (Bonferroni "
+            f"over each run's family in the fixed-shape chapter: "
+            f"{'; '.join(f'{V.machine_label(u)}: m = {m}' for u, m in sorted(fam_m.items()))}) "
+            f"and the verdict against a ±{margin:.0%} margin. {label}, runs {t_names}.",
             name="tbl-variance-speedup",
             labels={"gpu": "GPU (UUID prefix)", "level": "level",
                     "n_processes": "processes"})

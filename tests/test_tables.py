@@ -48,6 +48,8 @@ def test_estimate_and_interval_rounded_to_what_the_interval_supports():
     assert "| 0.900 | 0.888 | 0.912 |" in rows[2] and "45%" in rows[2]
     assert "| 0.03651 | 0.03603 | 0.03692 |" in rows[3]
     assert T.interval_decimals([1.0], [1.0]) is None
+    far = T.formatted(pd.DataFrame({"speedup": [1.27], "ci_low": [3.1e-6], "ci_high": [4.2e6]}))
+    assert list(far.iloc[0]) == ["1", "3.1e-06", "4.2e+06"]
     assert T.interval_decimals([0.0520], [0.0534]) == 4
 
 
@@ -99,3 +101,5 @@ def test_with_interval_writes_value_and_interval_per_row():
     assert T.with_interval([1.0, 0.9], [0.99, 0.8], [1.01, 0.95]) == [
         "1.000 (0.990–1.010)", "0.900 (0.800–0.950)"]
     assert T.with_interval([2.5], [2.0], [3.0], ".1f") == ["2.5 (2.0–3.0)"]
+    # an interval with one degree of freedom under Bonferroni reaches far: kept short
+    assert T.with_interval([1.275], [3.1e-6], [3969529.6]) == ["1.275 (3.1e-06–4e+06)"]
