@@ -104,16 +104,20 @@ def _device(run) -> str:
     return str(run.device).replace("NVIDIA ", "")
 
 
-def backends_claim(lead, rep: Reported, *, margin: float, n_resamples: int) -> Finding:
+def backends_claim(lead, rep: Reported, *, margin: float, n_resamples: int,
+                   n_comparisons: int | None = None) -> Finding:
     """Which backend the default dispatch runs at the target shape, and how the forced
-    backends compare with it (graph mode)."""
+    backends compare with it (graph mode), in the family of ``n_comparisons`` the lead
+    run's comparisons belong to in the chapter that reports them (default: these rows)."""
     sp = summaries.speedup_table(lead.samples, modes=("graph",), margin=float(margin),
-                                 n_resamples=n_resamples, configs=TARGET.key)
+                                 n_resamples=n_resamples, configs=TARGET.key,
+                                 n_comparisons=n_comparisons)
     sp = sp.set_index("candidate")
     kt = summaries.kernel_table(lead.kernels).set_index("config")
     family = kt.loc[TARGET.key, "family"]
     out = {"sdpa_family": family, "sdpa_kernel": kt.loc[TARGET.key, "main_kernel"][:60],
-           "lead_trials": int(sp.loc["sdpa", "n_trials_baseline"])}
+           "lead_trials": int(sp.loc["sdpa", "n_trials_baseline"]),
+           "lead_m": int(sp["n_comparisons"].iloc[0])}
     for key, cand in (("flash", "sdpa_flash"), ("eff", "sdpa_efficient"),
                       ("cudnn", "sdpa_cudnn")):
         out.update({f"{key}_speedup": sp.loc[cand, "speedup"], f"{key}_lo": sp.loc[cand, "ci_low"],

@@ -115,9 +115,10 @@ def family_note(rid):
     """The family a run's intervals belong to, for captions and prose."""
     if rid not in family_m:
         return "95 % interval (one comparison, no family)"
-    modes = ", ".join(m for m in dict.fromkeys(families[rid]["mode"]))
+    ms = list(dict.fromkeys(families[rid].loc[families[rid]["level"] == "call", "mode"]))
+    modes = ms[0] if len(ms) == 1 else ", ".join(ms[:-1]) + " and " + ms[-1]
     return (f"family-wise 95 % t-interval over processes, Bonferroni over m = {family_m[rid]} "
-            f"(run {rid}: every candidate per call in {modes} and per kernel)")
+            f"(run {rid}: every candidate per call in {modes} mode and per kernel)")
 
 
 nbs.glue_text("fx_family_lead", family_note(lead))

@@ -375,10 +375,17 @@ found(claims.tf32_claim(X, rep, A_AA, margin=margin, n_resamples=n_resamples))
 # {glue:text}`au_flash_speedup:.3f` ({glue:text}`au_flash_lo:.3f`–{glue:text}`au_flash_hi:.3f`,
 # *{glue:text}`au_flash_verdict:s`*) and the memory-efficient backend
 # {glue:text}`au_eff_speedup:.3f` ({glue:text}`au_eff_lo:.3f`–{glue:text}`au_eff_hi:.3f`,
-# *{glue:text}`au_eff_verdict:s`*), graph mode, {glue:text}`au_lead_trials:d` processes.
+# *{glue:text}`au_eff_verdict:s`*), graph mode, {glue:text}`au_lead_trials:d` processes,
+# family-wise 95 % t-intervals over processes (Bonferroni over the matrix chapter's
+# m = {glue:text}`au_lead_m:d` comparisons of this run).
 
 # %% tags=["remove-cell"]
-found(claims.backends_claim(L, rep, margin=margin, n_resamples=n_resamples))
+# The lead run's comparisons belong to the matrix chapter's family (call, kernel and
+# attention levels of every candidate and configuration): the same m, the same intervals.
+from attn_analysis import comparisons
+m_lead = len(comparisons.plan_comparisons(L.samples, L.placements, kernels=L.kernels)[0])
+found(claims.backends_claim(L, rep, margin=margin, n_resamples=n_resamples,
+                            n_comparisons=m_lead))
 
 # %% [markdown]
 # (audit-self)=
