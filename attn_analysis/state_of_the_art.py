@@ -263,13 +263,16 @@ def wins_table(tables: list, level: str = "call") -> pd.DataFrame:
     return out.sort_values(["machine", "seq_len", "config", "speedup"]).reset_index(drop=True)
 
 
-def wins_summary(tables: list, level: str = "call",
-                 min_processes: int = MIN_PROCESSES) -> pd.DataFrame:
+def wins_summary(tables: list, level: str = "call", min_processes: int = MIN_PROCESSES,
+                 margin: float = 0.02) -> pd.DataFrame:
     """Per machine: how many custom-kernel comparisons at ``level`` are faster than SDPA
     beyond the margin (:func:`custom_faster`), of how many; where (``where``: each winning
-    candidate's label with the sequence lengths of its leads); the same, for direction
-    only, in runs of fewer than ``min_processes`` processes (``direction``); and the largest
-    lead with its interval, candidate and configuration (NaN where there is none)."""
+    candidate's label with the sequence lengths of its leads); the leads the interval
+    cannot decide (``n_undecided``, ``undecided``: a point estimate beyond ``margin`` on the
+    faster side, verdict inconclusive or undecided, in runs of enough processes); the
+    faster rows of runs of fewer than ``min_processes`` processes, for direction only
+    (``direction``); and the largest decided lead with its interval, candidate and
+    configuration (NaN where there is none)."""
     if not tables:
         raise ValueError("`tables` must hold at least one comparison table.")
     df = pd.concat(tables, ignore_index=True)
@@ -281,10 +284,15 @@ def wins_summary(tables: list, level: str = "call",
         where = where_text(wins)
         one = g[g["n_processes"] < min_processes]
         direction = where_text(custom_faster(one, level, min_processes=1)) if len(one) else ""
+        open_ = custom[(custom["n_processes"] >= min_processes)
+                       & custom["verdict"].isin([Verdict.INCONCLUSIVE.value,
+                                                 Verdict.UNDECIDED.value])
+                       & (custom["speedup"] > 1 + margin)]
         rows.append({"machine": machine, "device": g["device"].iloc[0],
                      "min_processes": int(g["n_processes"].min()),
                      "n_custom": len(custom), "n_faster": len(wins), "where": where,
-                     "direction": direction,
+                     "direction": direction, "n_undecided": len(open_),
+                     "undecided": where_text(open_),
                      "best_speedup": float(top["speedup"]) if top is not None else np.nan,
                      "best_low": float(top["ci_low"]) if top is not None else np.nan,
                      "best_high": float(top["ci_high"]) if top is not None else np.nan,
@@ -322,18 +330,22 @@ def wins_sentence(row: dict) -> str:
     """One sentence from a :func:`wins_summary` row: where custom kernels beat SDPA on its
     machine, by how much, or why no finding can be drawn."""
     machine = row["machine"]
+    open_ = (f" {row['n_undecided']} more lead by their point estimate beyond the margin but "
+             f"cannot be decided with {row['min_processes']} processes per unit "
+             f"({row['undecided']})." if row.get("n_undecided") else "")
     if row["n_faster"]:
         return (f"On the {machine}, custom kernels are faster than SDPA beyond the margin in "
                 f"{row['n_faster']} of {row['n_custom']} comparisons ({row['where']}); the "
                 f"largest lead is {row['best_candidate']} at {row['best_config']}, "
-                f"{row['best_speedup']:.2f}× ({row['best_low']:.2f}–{row['best_high']:.2f}).")
+                f"{row['best_speedup']:.2f}× ({row['best_low']:.2f}–{row['best_high']:.2f})."
+                + open_)
     if row["min_processes"] < MIN_PROCESSES:
         return (f"On the {machine}, the runs away from the target kept {row['min_processes']} "
                 f"process, too few for a finding (at least {MIN_PROCESSES}); read for "
                 f"direction only, custom kernels lie beyond the margin on the faster side "
                 f"{'at ' + row['direction'] if row.get('direction') else 'nowhere'}.")
     return (f"On the {machine}, no custom kernel is faster than SDPA beyond the margin in "
-            f"{row['n_custom']} comparisons.")
+            f"{row['n_custom']} comparisons." + open_)
 
 
 def claim_sentences(target_best: dict, wins: pd.DataFrame) -> dict:
