@@ -196,3 +196,18 @@ def test_controls_sentence_names_each_machines_verdicts(table):
         in text
     no_twin = table[table["candidate"] != "sdpa_twin"]
     assert "not measured on the H200 a" in sota.controls_sentence({"H200 a": no_twin})
+
+
+def test_wins_summary_counts_leads_the_interval_cannot_decide():
+    rows = pd.DataFrame({
+        "machine": "H200 a", "device": "NVIDIA H200", "level": "call", "origin": "peer",
+        "same_kernel_as_baseline": False, "n_processes": 2, "run": "r",
+        "label": ["FA4", "FA4", "FA4", "FA4"], "seq_len": [8192, 2048, 512, 128],
+        "config": ["a", "b", "c", "d"], "speedup": [1.18, 1.08, 1.01, 0.6],
+        "ci_low": [1.1, 1e-3, 0.5, 0.58], "ci_high": [1.3, 1e3, 2.0, 0.62],
+        "verdict": ["faster", "inconclusive", "inconclusive", "slower"]})
+    row = sota.wins_summary([rows], margin=0.02).iloc[0].to_dict()
+    # the 8 % lead at S=2048 is undecided; the 1 % one is inside the margin, not a lead
+    assert (row["n_faster"], row["n_undecided"]) == (1, 1)
+    assert row["undecided"] == "FA4 at S = 2048"
+    assert "1 more lead by their point estimate" in sota.wins_sentence(row)
