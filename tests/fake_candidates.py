@@ -51,12 +51,17 @@ def _sleepy(config, device):
 
 
 class _SlowContext:
-    """A context that costs 50 ms to enter, and outside which the candidate refuses to run."""
+    """A context that costs 50 ms to enter, and outside which the candidate refuses to run.
+    It counts its entries in ``counts`` (part of the candidate's info, which the sweep records)."""
 
     inside = False
 
+    def __init__(self, counts: dict):
+        self.counts = counts
+
     def __enter__(self):
         time.sleep(0.05)
+        self.counts["context_entries"] += 1
         _SlowContext.inside = True
 
     def __exit__(self, *exc):
@@ -65,11 +70,18 @@ class _SlowContext:
 
 def _needs_context(config, device):
     # Like SDPA forced to one backend: correct only inside its context, which is costly.
+    # Its info's ``counts`` (a dict the build's copy of the info shares) counts the calls
+    # and the context's entries; the sweep writes the info into every timing unit after
+    # the last round, so the test reads the counts, not a clock.
+    counts = {"calls": 0, "context_entries": 0}
+
     def fn(q, k, v):
         if not _SlowContext.inside:
             raise RuntimeError("called outside its context")
+        counts["calls"] += 1
         return _attention(q, k, v, 1 / math.sqrt(q.shape[-1]))
-    return cands.Built(fn, {"note": "needs its context"}, context=_SlowContext)
+    return cands.Built(fn, {"note": "needs its context", "counts": counts},
+                       context=lambda: _SlowContext(counts))
 
 
 def _correct(config, device):
