@@ -1,16 +1,26 @@
-"""Keep the book's cached notebook executions in step with the recorded data, and name
-a failing notebook's error on the console (a Sphinx extension).
+"""Keep the book's cached notebook executions in step with everything the notebooks read,
+and name a failing notebook's error on the console (a Sphinx extension).
 
-Jupyter Book caches each notebook's execution under a key made from the notebook's code,
-so a run added to ``data/`` (say, a reader's L4 run), or a recorded file corrupted in
-place, would leave every cached output, and the book, as it was. This extension, listed
-in ``_config.yml``, digests every file the notebooks read: each file inside each run
-folder of ``data/runs`` (journal, tables, views and manifest alike, so a file edited in
-place changes the digest even though its manifest did not), and every file of
-``data/reference`` and ``data/checks``. When the digest differs from the one stamped in
-the cache folder at the end of the last build, it empties the cache, and the digest is
-also a Sphinx configuration value, so every page is read again. An unchanged second
-build stays cached.
+Jupyter Book caches each notebook's execution under a key made from the notebook's own
+code cells, so a run added to ``data/`` (say, a reader's L4 run), a recorded file
+corrupted in place, or a change to the package every chapter imports (``tables.py``, a
+statistic, ``hardware.json``) would leave every cached output, and the book, as it was;
+so would checking out another commit over an existing ``_build/``. This extension,
+listed in ``_config.yml``, digests every input of the notebooks, in three groups
+(``INPUT_GLOBS``):
+
+- recorded data: each file inside each run folder of ``data/runs`` (journal, tables,
+  views and manifest alike, so a file edited in place changes the digest even though its
+  manifest did not), and every file of ``data/reference`` and ``data/checks``;
+- package code: ``attn_analysis/**/*.py`` and the package's data files (``*.json``);
+- notebooks: ``notebooks/**/*.py``.
+
+When a group's digest differs from the one stamped in the cache folder at the end of the
+last build, it empties the cache (every notebook is executed again, the simplest rule
+that is never stale: every chapter imports the package and reads the runs) and says
+which groups changed; the combined digest is also a Sphinx configuration value, so every
+page is read again. An unchanged second build stays cached. The book's prose
+(``book/*.md``) is not an input of the notebooks and changes nothing here.
 
 A notebook that fails leaves its glued values missing, and every page that pastes them
 then warns; the notebook's own error is only in ``_build/html/reports/``. At the end of
@@ -21,33 +31,61 @@ and where its traceback is.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import shutil
 from pathlib import Path
 
-STAMP = "attn_data_digest.txt"
-# Every file inside a run folder (not the lock files beside them), every reference and check.
-DATA_GLOBS = ("data/runs/*/**/*", "data/reference/**/*", "data/checks/**/*")
+STAMP = "attn_inputs_digest.json"
+# Everything the notebooks read, by group (paths relative to the book's root). Files in
+# hidden folders (.ipynb_checkpoints, .pytest_cache) and temporaries are never inputs.
+INPUT_GLOBS = {
+    "recorded data": ("data/runs/*/**/*", "data/reference/**/*", "data/checks/**/*"),
+    "package code": ("attn_analysis/**/*.py", "attn_analysis/**/*.json"),
+    "notebooks": ("notebooks/**/*.py",),
+}
 
 
-def _data_files(root: Path) -> list[Path]:
-    """The files the notebooks read, without temporary files an interrupted writer left."""
+def _input_files(root: Path, patterns) -> list[Path]:
+    """The files ``patterns`` match under ``root``, without temporary files an interrupted
+    writer left and without anything inside a hidden folder."""
     from .records import TEMPORARY_PREFIX
-    return sorted({p for pattern in DATA_GLOBS for p in root.glob(pattern)
-                   if p.is_file() and not p.name.startswith(TEMPORARY_PREFIX)})
+    found = set()
+    for pattern in patterns:
+        for path in root.glob(pattern):
+            rel = path.relative_to(root)
+            if (path.is_file() and not path.name.startswith(TEMPORARY_PREFIX)
+                    and not any(part.startswith(".") for part in rel.parts[:-1])):
+                found.add(path)
+    return sorted(found)
 
 
-def data_digest(root) -> str:
-    """SHA-256 over the names and contents of the data files the notebooks depend on."""
+def _root_iv(root) -> Path:
     root = Path(root)
     if not root.is_dir():
         raise ValueError(f"`root` must be an existing folder; got {str(root)!r}.")
+    return root
+
+
+def group_digest(root, patterns) -> str:
+    """SHA-256 over the relative names and contents of the files ``patterns`` match."""
+    root = _root_iv(root)
     h = hashlib.sha256()
-    files = _data_files(root)
-    for path in files:
+    for path in _input_files(root, patterns):
         h.update(path.relative_to(root).as_posix().encode() + b"\0")
         h.update(hashlib.sha256(path.read_bytes()).digest())
     return h.hexdigest()
+
+
+def input_digests(root) -> dict[str, str]:
+    """The digest of each group of ``INPUT_GLOBS`` under the book's ``root``."""
+    root = _root_iv(root)
+    return {group: group_digest(root, patterns) for group, patterns in INPUT_GLOBS.items()}
+
+
+def combined_digest(digests: dict[str, str]) -> str:
+    """One SHA-256 of every group's digest (the Sphinx configuration value)."""
+    return hashlib.sha256(json.dumps(digests, sort_keys=True).encode()).hexdigest()
 
 
 def _cache_dir(app) -> Path:
@@ -59,25 +97,54 @@ def _cache_dir(app) -> Path:
     return Path(app.outdir).parent / ".jupyter_cache"
 
 
-def refresh_cache(cache: Path, digest: str) -> bool:
-    """Empty ``cache`` unless it is stamped with ``digest``; return True if it was emptied."""
+def read_stamp(cache: Path) -> dict | None:
+    """The group digests stamped in ``cache`` by the last build, or None where there is no
+    readable stamp (no build finished there, or one from an older version of this file)."""
+    try:
+        stamp = json.loads((Path(cache) / STAMP).read_text())
+    except (OSError, ValueError):
+        return None
+    return stamp if isinstance(stamp, dict) else None
+
+
+def changed_groups(stamp: dict | None, digests: dict[str, str]) -> list[str]:
+    """The groups whose digest differs from the stamp's; every group where there is no stamp."""
+    if stamp is None:
+        return list(digests)
+    return [group for group, digest in digests.items() if stamp.get(group) != digest]
+
+
+def refresh_cache(cache: Path, digests: dict[str, str]) -> list[str]:
+    """Empty ``cache`` unless it is stamped with ``digests``; return the groups that
+    changed (empty: the cache was kept, or there was none to empty)."""
     cache = Path(cache)
-    stamp = cache / STAMP
     if not cache.exists():
-        return False
-    if stamp.is_file() and stamp.read_text().strip() == digest:
-        return False
-    shutil.rmtree(cache)
-    return True
+        return []
+    changed = changed_groups(read_stamp(cache), digests)
+    if changed:
+        shutil.rmtree(cache)
+    return changed
+
+
+def write_stamp(cache: Path, digests: dict[str, str]) -> None:
+    """Stamp ``cache`` with the group digests of the build that just finished (atomically)."""
+    from .records import atomic_write_bytes
+    atomic_write_bytes(Path(cache) / STAMP,
+                       json.dumps(digests, indent=1, sort_keys=True).encode() + b"\n")
 
 
 def _on_config_inited(app, config) -> None:
-    digest = data_digest(app.srcdir)
-    config.attn_data_digest = digest
-    if refresh_cache(_cache_dir(app), digest):
+    digests = input_digests(app.srcdir)
+    app.attn_input_digests = digests
+    config.attn_inputs_digest = combined_digest(digests)
+    cache = _cache_dir(app)
+    unstamped = cache.exists() and read_stamp(cache) is None
+    changed = refresh_cache(cache, digests)
+    if changed:
         from sphinx.util import logging
-        logging.getLogger(__name__).info(
-            "attn_analysis: recorded data changed; notebook cache emptied")
+        what = ("the cache holds no stamp of its inputs" if unstamped
+                else f"{' and '.join(changed)} changed")
+        logging.getLogger(__name__).info(f"attn_analysis: {what}; notebook cache emptied")
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -114,11 +181,11 @@ def _on_build_finished(app, exception) -> None:
             f"about missing keys follow from it", type="attn_analysis", subtype="notebook")
     cache = _cache_dir(app)
     if exception is None and cache.is_dir():
-        (cache / STAMP).write_text(app.config.attn_data_digest + "\n")
+        write_stamp(cache, app.attn_input_digests)
 
 
 def setup(app):
-    app.add_config_value("attn_data_digest", "", "env")
+    app.add_config_value("attn_inputs_digest", "", "env")
     app.connect("config-inited", _on_config_inited)
     app.connect("build-finished", _on_build_finished)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
