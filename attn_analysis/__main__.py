@@ -199,8 +199,11 @@ def cmd_verify(args) -> int:
             print(f"{run}: FAILED")
             for p in problems:
                 print(f"  {p}")
-        else:
+        elif checks.is_check_path(run) or not records.is_legacy_identity(run):
             print(f"{run}: ok")
+        else:
+            print(f"{run}: ok (legacy run: run.json records no run id, so the folder's "
+                  f"name is not checked)")
     return status
 
 
@@ -264,7 +267,7 @@ def cmd_calibrate(args) -> int:
     _positive_int("--resamples", args.resamples, 100)
     _choice("--level", args.level, cal.LEVELS)
     _choice("--interval", args.interval, stats.INTERVAL_METHODS)
-    runs = [records.load(r) for r in args.runs]
+    runs = records.distinct_runs([records.load(r) for r in args.runs], "runs")
     frames = {r.run_id: (cal.kernel_samples(r.placements) if args.level == "kernel"
                          else r.samples, r.kernels) for r in runs}
     empty = [rid for rid, (s, _) in frames.items() if s.empty]

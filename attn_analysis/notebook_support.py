@@ -353,12 +353,15 @@ def check_file_iv(kind: str, optional: bool = False):
 
 def runs_iv(name: str, value, params: dict, protocol: int = 1) -> dict:
     """Check comma-separated finalized runs under ``runs_dir``, each of at least
-    ``protocol``; return them loaded and verified, keyed by run id, in the given order."""
+    ``protocol`` and no two the same run (``records.distinct_runs``: same id or same
+    content); return them loaded and verified, keyed by run id, in the given order."""
     names = [v.strip() for v in value.split(",") if v.strip()] if isinstance(value, str) else []
     if not names:
         raise ValueError(f"`{name}` must name one or more runs, comma-separated; got {value!r}.")
-    loaded = {n: records.load(Path(params["runs_dir"]) / recorded_run_iv(name, n, params))
-              for n in names}
+    runs = records.distinct_runs([records.load(Path(params["runs_dir"]) /
+                                               recorded_run_iv(name, n, params))
+                                  for n in names], name)
+    loaded = dict(zip(names, runs))
     old = [n for n, r in loaded.items() if r.protocol < protocol]
     if old:
         raise ValueError(f"`{name}` must name protocol-v{protocol} runs (placements "

@@ -33,7 +33,11 @@ else reads or writes inside it except through these functions. A run lives in
     rebuilds each of them (and ``samples.parquet``) from the journal and requires what is
     on disk to equal it.
 ``run.json``
-    How the run was invoked (plan, package version), plus the format version and run id.
+    How the run was invoked (plan, package version), plus the format version, the run id
+    and the content hash (:func:`content_hash`: the measurements, whatever the folder is
+    called). ``verify`` refuses a folder whose name is not the recorded run id, and a
+    content hash that is not the journal's; ``distinct_runs`` refuses to pool two runs
+    with the same id or the same content.
 ``manifest.json``
     SHA-256 of every other file, and the format version.
 """
@@ -55,7 +59,10 @@ import pandas as pd
 from . import RECORD_FORMAT_VERSION
 from .configs import CONFIG_FIELDS, MODES, Config
 
-KNOWN_FORMAT_VERSIONS = (1, 2)
+KNOWN_FORMAT_VERSIONS = (1, 2, 3)
+# From this format on, run.json must hold `run_id` and `content_hash` (attn_analysis's
+# RECORD_FORMAT_VERSION comment); earlier runs are checked where they hold them.
+IDENTITY_FORMAT = 3
 STATUSES = ("ok", "unsupported", "failed_correctness", "oom", "error", "crashed")
 # The run folder's own names.
 JOURNAL = "journal"
@@ -673,9 +680,11 @@ def finalize(run_dir, run_info: dict) -> Path:
         tmp = run_dir / f"{TEMPORARY_PREFIX}{name}"
         frame.to_parquet(tmp, index=False)
         os.replace(tmp, run_dir / name)
+    journal = {rel: _hash_file(run_dir / rel) for rel in _run_files(run_dir)
+               if rel.startswith(f"{JOURNAL}/")}
     views = {**_journal_views(units),
              RUN_INFO: dict(run_info, format_version=RECORD_FORMAT_VERSION,
-                            run_id=run_dir.name)}
+                            run_id=run_dir.name, content_hash=content_hash(journal))}
     for name, obj in views.items():
         atomic_write_bytes(run_dir / name, _json_bytes(obj))
     return write_manifest(run_dir)
@@ -686,6 +695,20 @@ def _hash_file(path: Path) -> str:
     with open(path, "rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
             h.update(block)
+    return h.hexdigest()
+
+
+def content_hash(file_digests: dict[str, str]) -> str:
+    """SHA-256 of a run's measurements: over the names and SHA-256 of its journal files
+    (``journal/...`` keys of ``file_digests``, as the manifest lists them).
+
+    The journal is what was measured; the tables are derived from it, and ``run.json``
+    (which holds the run id and the time of finalizing) is left out, so a copy of a run
+    under another name or id has the same content hash.
+    """
+    h = hashlib.sha256()
+    for rel in sorted(k for k in file_digests if k.startswith(f"{JOURNAL}/")):
+        h.update(rel.encode() + b"\0" + str(file_digests[rel]).encode() + b"\n")
     return h.hexdigest()
 
 
@@ -715,8 +738,11 @@ def verify(run_dir) -> list[str]:
     exactly, floats bit for bit. A consistent manifest therefore does not hide an edited
     table. A sweep's plan, in ``run.json`` and ``plan.json`` alike, must call for exactly
     the journal's units, so trials or candidates cannot be added to or dropped from the
-    plan after the fact. Returns one line per problem, each naming the file (and for a derived file its
-    first differing column or key); an empty list means the run verifies.
+    plan after the fact. The folder's name must be the run id recorded in ``run.json``,
+    and its content hash the journal's (:func:`_identity_problems`; a legacy run without
+    a recorded id is not checked by name). Returns one line per problem, each naming the
+    file (and for a derived file its first differing column or key); an empty list means
+    the run verifies.
     """
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
@@ -748,6 +774,7 @@ def verify(run_dir) -> list[str]:
             problems.append(f"{name}: missing")
     if problems:
         return problems
+    problems += _identity_problems(run_dir, files, version)
     units, bad = _read_journal(run_dir)
     problems += [f"journal/{b}" for b in bad]
     stored = {}
@@ -767,6 +794,56 @@ def verify(run_dir) -> list[str]:
     if not problems:
         problems += _journal_agrees(run_dir, list(units.values()), stored, version)
         problems += _plan_agrees(run_dir, set(units))
+    return problems
+
+
+def _read_info(run_dir: Path) -> dict:
+    """run.json as a dict (RecordError where it is unreadable or not an object)."""
+    try:
+        info = json.loads((Path(run_dir) / RUN_INFO).read_text())
+    except (OSError, ValueError) as exc:
+        raise RecordError(f"{RUN_INFO}: unreadable ({exc})") from None
+    if not isinstance(info, dict):
+        raise RecordError(f"{RUN_INFO}: must be a JSON object")
+    return info
+
+
+def is_legacy_identity(run_dir) -> bool:
+    """Whether ``run_dir`` is a run finalized before run ids were checked (format <
+    ``IDENTITY_FORMAT``) whose run.json records no ``run_id``: its folder name is not
+    checked. Every run in ``data/runs`` records its id and is checked."""
+    info = _read_info(Path(run_dir))
+    return int(info.get("format_version", 1)) < IDENTITY_FORMAT and "run_id" not in info
+
+
+def _identity_problems(run_dir: Path, files: dict, version: int) -> list[str]:
+    """The folder's name is the recorded run id, and the recorded content hash is the
+    journal's (``files``: the manifest, already checked against the files on disk).
+
+    Format ``IDENTITY_FORMAT`` on requires both keys; earlier runs are checked where they
+    hold them: a missing ``run_id`` is a legacy run whose name is not checked
+    (:func:`is_legacy_identity`), a missing ``content_hash`` is computed when needed.
+    """
+    try:
+        info = _read_info(run_dir)
+    except RecordError as exc:
+        return [str(exc)]
+    problems = []
+    run_id = info.get("run_id")
+    if run_id is None:
+        if version >= IDENTITY_FORMAT:
+            problems.append(f"{RUN_INFO}: `run_id` missing (format {version} records it)")
+    elif run_id != run_dir.name:
+        problems.append(f"{RUN_INFO}: the recorded run id {run_id!r} differs from the "
+                        f"folder's name {run_dir.name!r}; a run is known by its id, so a "
+                        f"renamed or copied run folder is refused: name the folder "
+                        f"{run_id!r} (a copy is not a new run)")
+    recorded = info.get("content_hash")
+    if recorded is None:
+        if version >= IDENTITY_FORMAT:
+            problems.append(f"{RUN_INFO}: `content_hash` missing (format {version} records it)")
+    elif recorded != content_hash(files):
+        problems.append(f"{RUN_INFO}: the recorded content hash does not match the journal")
     return problems
 
 
@@ -904,6 +981,8 @@ class Run:
     fingerprint: dict
     info: dict
     placements: pd.DataFrame = None
+    # content_hash(): recorded in run.json from format 3, computed for earlier runs
+    content_hash: str = ""
 
     @property
     def protocol(self) -> int:
@@ -934,12 +1013,42 @@ def load(run_dir) -> Run:
         samples.insert(SAMPLE_COLUMNS.index("placement"), "placement", 0)
         samples["placement"] = samples["placement"].astype("int64")
         placements = placements_from_samples(samples)
+    info = read_json(RUN_INFO)
+    digest = info.get("content_hash") or content_hash(read_json(MANIFEST)["files"])
     return Run(run_dir.name, run_dir, samples=samples, placements=placements,
                units=pd.read_parquet(run_dir / "units.parquet"),
                correctness=pd.read_parquet(run_dir / "correctness.parquet"),
                kernels=pd.read_parquet(run_dir / "kernels.parquet"),
                ceilings=read_json("ceilings.json"), fingerprint=read_json("fingerprint.json"),
-               info=read_json(RUN_INFO))
+               info=info, content_hash=digest)
+
+
+def distinct_runs(runs, name: str = "runs") -> list:
+    """``runs`` (loaded :class:`Run` objects) as a list, if no two are the same run.
+
+    Pooling a run twice would count its processes twice and narrow every interval with no
+    new data, so two runs with the same id, or the same content hash (the same
+    measurements under another folder name or id), raise ValueError naming ``name``
+    and both runs.
+    """
+    runs = list(runs)
+    seen_ids, seen_content = {}, {}
+    for run in runs:
+        if not isinstance(run, Run):
+            raise ValueError(f"`{name}` must hold loaded runs (records.Run); "
+                             f"got {type(run).__name__}.")
+        if run.run_id in seen_ids:
+            raise ValueError(f"`{name}` must name each run once; {run.run_id!r} is given "
+                             f"twice ({seen_ids[run.run_id].path} and {run.path}).")
+        if run.content_hash in seen_content:
+            other = seen_content[run.content_hash]
+            raise ValueError(f"`{name}` must hold distinct runs; {other.run_id!r} and "
+                             f"{run.run_id!r} hold the same measurements (content hash "
+                             f"{run.content_hash[:12]}...): pooling a copy counts its "
+                             f"processes twice.")
+        seen_ids[run.run_id] = run
+        seen_content[run.content_hash] = run
+    return runs
 
 
 def find_runs(root="data/runs") -> list[Path]:
