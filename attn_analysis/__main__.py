@@ -132,11 +132,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_sweep(args) -> int:
-    """Validate every flag (``--out`` first, before torch is imported), then sweep."""
+    """Validate every flag (``--out`` first, before torch is imported) and check that the
+    sweep can run (memory, a finished run) before anything is written, then sweep.
+
+    Returns 0, or 1 when a unit errored or crashed (the rest was measured and the run
+    finalized). A finished run is left as it is, said so, and returns 0.
+    """
     import signal
 
-    from . import configs, run_lock, sweep
+    from . import _validate, configs, env, run_lock, sweep
     run_lock.check_run_folder(args.out, "--out")
+    _validate.distinct("--modes", args.modes, "a mode")
+    if args.candidates is not None:
+        _validate.distinct("--candidates", args.candidates, "a name")
     import torch  # the sweep's first need of torch: a missing torch is a one-line error
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if args.device is None:
@@ -153,10 +161,13 @@ def cmd_sweep(args) -> int:
     if args.shape:
         cfgs = tuple(configs.Config(*s[:3], s[3] if len(s) == 4 else args.head_dim,
                                     args.dtype, args.causal) for s in args.shape)
+        _validate.distinct("--shape", (c.key for c in cfgs), "a shape")
         matrix_name = ""
     else:
         matrix_name = args.matrix or "reports-v1"
         cfgs = configs.matrix(matrix_name)
+    sweep.check_fits(cfgs, env.device_memory_bytes(device), device,
+                     "--shape" if args.shape else "--matrix")
     # --budget is checked even when a fixed sample count makes it unused.
     sweep._timing_iv({"ci_target": args.ci_target, "budget_s": args.budget})
     timing = ({"ci_target": args.ci_target, "budget_s": args.budget}
@@ -171,6 +182,13 @@ def cmd_sweep(args) -> int:
                       allow_mixed=args.allow_mixed, deterministic=args.deterministic,
                       placements=args.placements, kernel_times=not args.no_kernel_times,
                       process_warmup_ms=args.process_warmup_ms)
+    finished = sweep.preflight(args.out, plan, "--out")  # writes nothing
+    if finished is not None:
+        print(f"{args.out} is a finished run (finalized {finished['finished_utc']}): nothing "
+              f"to measure, nothing changed; {finished['timed']} of "
+              f"{finished['timing_units']} timing units hold samples. A new --out records "
+              f"a new run.")
+        return 0
     run_lock.make_run_folder(args.out, "--out")
     # `kill PID` stops the sweep as Ctrl-C does: the worker is stopped, the lock released.
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
@@ -182,6 +200,11 @@ def cmd_sweep(args) -> int:
     print(f"recorded {summary['timed']} of {summary['timing_units']} timing units with samples "
           f"into {summary['out']} in {summary['wall_s']:.1f} s"
           + (f"; not timed: {not_timed}" if not_timed else ""))
+    if summary["errored"]:
+        print(f"error: {summary['errored']} timing unit(s) errored or crashed (first: "
+              f"{summary['first_error']}); the rest was measured and the run finalized with "
+              f"them recorded", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -306,7 +329,8 @@ COMMANDS = {"sweep": cmd_sweep, "verify": cmd_verify, "show": cmd_show,
 
 def main(argv=None) -> int:
     """Run a verb. Exit codes: 0 success, 1 failure (an error, a missing dependency such as
-    torch for ``sweep``, or a run that does not verify), 2 bad command line (argparse),
+    torch for ``sweep``, a run that does not verify, or a sweep in which a unit errored or
+    crashed: finalized, with the failures recorded), 2 bad command line (argparse),
     130 interrupted."""
     args = build_parser().parse_args(argv)
     try:

@@ -103,6 +103,21 @@ def flag(name: str, value) -> bool:
     return value
 
 
+def distinct(name: str, values, what: str = "an entry") -> tuple:
+    """``values`` as a tuple if none repeats (a repeated shape or mode would be measured,
+    and counted, twice); the message names the repeated ones."""
+    values = tuple(values)
+    seen, repeated = set(), []
+    for value in values:
+        if value in seen and value not in repeated:
+            repeated.append(value)
+        seen.add(value)
+    if repeated:
+        raise ValueError(f"`{name}` must not repeat {what}; {repeated} repeated in "
+                         f"{list(values)}.")
+    return values
+
+
 def modes(value) -> tuple[str, ...]:
     """``value`` (a mode name or a sequence of them, from ``MODES``) as a non-empty tuple."""
     from .configs import MODES

@@ -21,6 +21,7 @@ BASELINE = "sdpa"  # the default SDPA dispatch, what a user gets without asking
 DTYPES = ("float16", "bfloat16")
 HEAD_DIMS = (64, 128)
 DTYPE_SHORT = {"float16": "fp16", "bfloat16": "bf16"}
+ELEMENT_BYTES = {"float16": 2, "bfloat16": 2}  # bytes per element of each dtype
 # Memory orders of a candidate's inputs: logical (B, H, S, D) either way.
 LAYOUTS = ("BHSD", "BSHD")
 _SHORT_DTYPE = {v: k for k, v in DTYPE_SHORT.items()}
@@ -91,6 +92,12 @@ class Config:
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+    @property
+    def tensor_bytes(self) -> int:
+        """Bytes of one of Q, K, V or the output: ``B*H*S*D*element size``."""
+        return (self.batch * self.heads * self.seq_len * self.head_dim
+                * ELEMENT_BYTES[self.dtype])
 
 
 CONFIG_FIELDS = tuple(f.name for f in dataclasses.fields(Config))  # batch ... causal

@@ -422,6 +422,18 @@ def _nvml_readings(with_static: bool) -> dict:
     return out
 
 
+def device_memory_bytes(device: str) -> int | None:
+    """Total memory of ``device``: the current CUDA device's (its properties: nothing is
+    allocated), or the host's physical memory for "cpu"; None where it cannot be read.
+    The sweep refuses, before writing anything, a configuration whose inputs exceed it."""
+    if device == "cuda":
+        if not torch.cuda.is_available():
+            return None
+        return _try(lambda: int(torch.cuda.get_device_properties(
+            torch.cuda.current_device()).total_memory))
+    return _try(lambda: int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES")))
+
+
 def gpu_state() -> dict:
     """Volatile GPU readings (clocks, temperature, power) and ``timestamp_utc``.
 

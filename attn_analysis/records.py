@@ -797,7 +797,7 @@ def verify(run_dir) -> list[str]:
     return problems
 
 
-def _read_info(run_dir: Path) -> dict:
+def read_info(run_dir) -> dict:
     """run.json as a dict (RecordError where it is unreadable or not an object)."""
     try:
         info = json.loads((Path(run_dir) / RUN_INFO).read_text())
@@ -812,7 +812,7 @@ def is_legacy_identity(run_dir) -> bool:
     """Whether ``run_dir`` is a run finalized before run ids were checked (format <
     ``IDENTITY_FORMAT``) whose run.json records no ``run_id``: its folder name is not
     checked. Every run in ``data/runs`` records its id and is checked."""
-    info = _read_info(Path(run_dir))
+    info = read_info(Path(run_dir))
     return int(info.get("format_version", 1)) < IDENTITY_FORMAT and "run_id" not in info
 
 
@@ -825,7 +825,7 @@ def _identity_problems(run_dir: Path, files: dict, version: int) -> list[str]:
     (:func:`is_legacy_identity`), a missing ``content_hash`` is computed when needed.
     """
     try:
-        info = _read_info(run_dir)
+        info = read_info(run_dir)
     except RecordError as exc:
         return [str(exc)]
     problems = []

@@ -77,17 +77,18 @@ class Plan:
         _plugins_iv(self.plugins)
         if not self.configs or not all(isinstance(c, Config) for c in self.configs):
             raise ValueError("`configs` must be a non-empty sequence of Config.")
+        _validate.distinct("configs", (c.key for c in self.configs), "a configuration")
         if not self.candidates:
             raise ValueError(f"`candidates` must name at least one of {sorted(cands.CANDIDATES)}.")
         for name in self.candidates:
             cands.get(name)
-        if len(set(self.candidates)) != len(self.candidates):
-            raise ValueError(f"`candidates` must not repeat a name; got {list(self.candidates)}.")
+        _validate.distinct("candidates", self.candidates, "a name")
         for mode in self.modes:
             if mode not in MODES:
                 raise ValueError(f"`modes` must be drawn from {MODES}; got {mode!r}.")
         if not self.modes:
             raise ValueError(f"`modes` must name at least one of {MODES}.")
+        _validate.distinct("modes", self.modes, "a mode")
         if isinstance(self.trials, bool) or not isinstance(self.trials, int) or self.trials < 1:
             raise ValueError(f"`trials` must be a positive integer; got {self.trials!r}.")
         if (isinstance(self.placements, bool) or not isinstance(self.placements, int)
@@ -202,16 +203,101 @@ def _now() -> str:
 
 # ---------------------------------------------------------------------------- parent
 
+# Statuses of a timing unit that mean the instrument, not the candidate, failed: the sweep
+# finishes the rest and finalizes, and the command line then exits non-zero.
+ERRORED = ("error", "crashed")
+
+
+def check_fits(configs, memory_bytes: int | None, device: str, name: str = "configs") -> None:
+    """Refuse a configuration whose Q, K, V and output alone (``4 * Config.tensor_bytes``)
+    exceed ``memory_bytes``, the device's memory (None: unknown, not checked).
+
+    A lower bound, so it never refuses a shape that could run: the float64 check and the
+    candidate's own workspace need more, and a shape that passes here may still run out
+    of memory, which the sweep records as ``oom`` in each unit it concerns.
+    """
+    if memory_bytes is None:
+        return
+    for config in configs:
+        need = 4 * config.tensor_bytes
+        if need > memory_bytes:
+            raise ValueError(f"`{name}` must fit in the {device}'s memory: {config.key} needs "
+                             f"{need / 2**30:,.1f} GiB for Q, K, V and the output alone, and "
+                             f"this {device} has {memory_bytes / 2**30:,.1f} GiB.")
+
+
+def preflight(out_dir, plan: Plan, name: str = "out_dir") -> dict | None:
+    """Every check of a sweep that writes nothing, before anything is written.
+
+    The folder may hold a run (``run_lock.check_run_folder``; ValueError naming ``name``),
+    this machine has the device, every configuration's inputs fit in its memory
+    (:func:`check_fits`), and ``out_dir`` is not a finished run this plan would change
+    (:func:`finished_summary`). Returns None when the sweep may go on, or the summary of
+    an already finished run that this plan calls for no more than.
+    """
+    from . import env
+    from .candidates import _device_iv
+    run_lock.check_run_folder(out_dir, name)
+    _device_iv(plan.device)
+    check_fits(plan.configs, env.device_memory_bytes(plan.device), plan.device)
+    return finished_summary(out_dir, plan, name)
+
+
+def finished_summary(out_dir, plan: Plan, name: str = "out_dir") -> dict | None:
+    """None unless ``out_dir`` is a finished (finalized) run; then its summary, with
+    ``finished`` True, if this plan calls for nothing it lacks.
+
+    A finished run is never written again (its manifest, finished time and content hash
+    stay as they are): a plan with other settings (``SETTINGS_THAT_MUST_MATCH``) or units
+    the run lacks, or a run whose journal no longer verifies, raises ValueError naming
+    ``name``.
+    """
+    out_dir = Path(out_dir)
+    if not (out_dir / records.MANIFEST).is_file():
+        return None
+    where = f"`{name}` {str(out_dir)!r} is a finished run ({records.MANIFEST}), never changed"
+    diff = _settings_diff(records.read_plan(out_dir) or {}, plan)
+    if diff:
+        raise ValueError(f"{where}; it was recorded with other settings ({', '.join(diff)}): "
+                         f"use a new folder.")
+    expected = plan_units(plan)
+    done, bad = records.finished_units(out_dir)
+    if bad:
+        raise ValueError(f"{where}; its journal does not verify ({bad[0]}): `python -m "
+                         f"attn_analysis verify {out_dir}` names every file.")
+    missing = sorted({n for names in expected.values() for n in names} - done)
+    if missing:
+        raise ValueError(f"{where}; this plan calls for {len(missing)} unit(s) it lacks, "
+                         f"first {missing[0]}: record them into a new folder.")
+    outcome = _timing_outcome(out_dir, expected)
+    return dict(_summary(out_dir, expected, outcome, wall_s=0.0), finished=True,
+                finished_utc=records.read_info(out_dir).get("finished_utc", "?"))
+
+
+def _summary(out_dir: Path, expected: dict, outcome: dict, wall_s: float) -> dict:
+    """What ``run`` returns: unit counts, timed and not-timed timing units, errored ones."""
+    return {"units": sum(len(v) for v in expected.values()), "wall_s": wall_s,
+            "out": str(out_dir), "timing_units": sum(outcome["statuses"].values()),
+            "timed": outcome["ok"], "finished": False,
+            "not_timed": {k: v for k, v in outcome["statuses"].items() if k != "ok"},
+            "errored": sum(outcome["statuses"].get(k, 0) for k in ERRORED),
+            "first_error": outcome["first_error"]}
+
+
 def run(out_dir, plan: Plan, *, progress: bool = True, max_restarts: int = 3) -> dict:
     """Run (or resume) a sweep into ``out_dir`` and finalize it; return a summary dict.
 
-    Before writing anything it refuses a folder that cannot hold a run
-    (``run_lock.check_run_folder``) and a device this machine lacks; while it runs it
-    holds the folder's lock (a second sweep on the folder is refused), and its workers die
-    with it. A run in which no timing unit recorded a sample is not finalized (SweepError).
+    Before writing anything it runs :func:`preflight` (the folder, the device, memory,
+    a finished run); a finished run that this plan calls for no more than is left as it
+    is and its summary returned, with ``finished`` True. While it runs it holds the
+    folder's lock (a second sweep on the folder is refused), and its workers die with it.
+    A run in which no timing unit recorded a sample is not finalized (SweepError). Units
+    that errored or crashed are recorded and the run finalized; the summary counts them
+    (``errored``, ``first_error``), and the command line then exits 1.
     """
-    from .candidates import _device_iv
-    _device_iv(plan.device)
+    finished = preflight(out_dir, plan)
+    if finished is not None:
+        return finished
     out_dir = run_lock.make_run_folder(out_dir)
     with run_lock.hold(out_dir):
         return _run_locked(out_dir, plan, progress=progress, max_restarts=max_restarts)
@@ -219,6 +305,9 @@ def run(out_dir, plan: Plan, *, progress: bool = True, max_restarts: int = 3) ->
 
 def _run_locked(out_dir: Path, plan: Plan, *, progress: bool, max_restarts: int) -> dict:
     """The body of ``run``, inside the folder's lock."""
+    finished = finished_summary(out_dir, plan)  # finalized while we waited for the lock
+    if finished is not None:
+        return finished
     records.clean_temporaries(out_dir)
     _check_resume(out_dir, plan)
     started = time.monotonic()
@@ -259,24 +348,26 @@ def _run_locked(out_dir: Path, plan: Plan, *, progress: bool, max_restarts: int)
     info = {"plan": plan.to_json(), "attn_analysis_version": __version__,
             "finished_utc": _now(), "sweep_wall_s_last_invocation": time.monotonic() - started}
     records.finalize(out_dir, info)
-    return {"units": total, "wall_s": time.monotonic() - started, "out": str(out_dir),
-            "timing_units": sum(outcome["statuses"].values()), "timed": outcome["ok"],
-            "not_timed": {k: v for k, v in outcome["statuses"].items() if k != "ok"}}
+    return _summary(out_dir, expected, outcome, wall_s=time.monotonic() - started)
 
 
 def _timing_outcome(out_dir: Path, expected: dict) -> dict:
-    """Status counts of the plan's timing units, how many are ``ok``, and the first
-    failure's reason."""
-    statuses, first = {}, ""
+    """Status counts of the plan's timing units, how many are ``ok``, and the reasons of
+    the first failure and of the first errored unit (``ERRORED``)."""
+    statuses, first, first_error = {}, "", ""
     for name in sorted(n for names in expected.values() for n in names):
         if records.parse_unit_name(name)["kind"] != "timing":
             continue
         unit = records.read_unit(records.unit_path(out_dir, name))
         status = unit.get("status", "?")
         statuses[status] = statuses.get(status, 0) + 1
+        text = f"{unit.get('candidate')} at {unit.get('config')}: {status}, {unit.get('reason')}"
         if status != "ok" and not first:
-            first = f"{unit.get('candidate')} at {unit.get('config')}: {status}, {unit.get('reason')}"
-    return {"statuses": statuses, "ok": statuses.get("ok", 0), "first_reason": first}
+            first = text
+        if status in ERRORED and not first_error:
+            first_error = text
+    return {"statuses": statuses, "ok": statuses.get("ok", 0), "first_reason": first,
+            "first_error": first_error}
 
 
 def _counts_text(outcome: dict) -> str:
@@ -286,12 +377,18 @@ def _counts_text(outcome: dict) -> str:
 _FATAL = 3
 
 
+def _settings_diff(old: dict, plan: Plan) -> list[str]:
+    """The ``SETTINGS_THAT_MUST_MATCH`` in which a recorded plan (JSON) differs from ``plan``."""
+    new = plan.to_json()
+    return [k for k in SETTINGS_THAT_MUST_MATCH if old.get(k) != new.get(k)]
+
+
 def _check_resume(out_dir: Path, plan: Plan) -> None:
     """Refuse to resume a folder recorded with settings that change what a unit means."""
     old = records.read_plan(out_dir)
     if old is not None:
         new = plan.to_json()
-        diff = [k for k in SETTINGS_THAT_MUST_MATCH if old.get(k) != new.get(k)]
+        diff = _settings_diff(old, plan)
         if diff:
             raise SweepError(f"{out_dir} was recorded with other settings ({', '.join(diff)}): "
                              f"recorded {[old.get(k) for k in diff]}, asked "

@@ -15,9 +15,7 @@ import re
 from pathlib import Path
 
 from . import _validate
-from .configs import Config
-
-ELEMENT_BYTES = {"float16": 2, "bfloat16": 2}
+from .configs import ELEMENT_BYTES, Config
 
 
 # --------------------------------------------------------------------------- validation
@@ -54,8 +52,7 @@ def min_bytes(config: Config) -> float:
     at S=512 (and 6.4e6 ... 102.4e6 B at S=128 ... 2048), which matches no tensor count;
     their GB/s columns, by contrast, imply this count.
     """
-    c = _config_iv(config)
-    return 4.0 * c.batch * c.heads * c.seq_len * c.head_dim * ELEMENT_BYTES[c.dtype]
+    return 4.0 * _config_iv(config).tensor_bytes
 
 
 def intensity(config: Config) -> float:

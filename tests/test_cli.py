@@ -84,7 +84,7 @@ def test_default_candidates_resolved_when_the_sweep_runs(tmp_path, monkeypatch):
     def fake_run(out, plan, progress):
         plans.append(plan)
         return {"units": 0, "out": out, "wall_s": 0.0, "timing_units": 0, "timed": 0,
-                "not_timed": {}}
+                "not_timed": {}, "errored": 0, "first_error": "", "finished": False}
 
     monkeypatch.setattr(sweep, "run", fake_run)
     assert main(["sweep", "--out", str(tmp_path / "r"), "--device", "cpu", "--shape",
@@ -100,7 +100,8 @@ def test_sweep_defaults_are_the_calibrated_design(tmp_path, monkeypatch):
     placements x 20 samples, 10 ms warm-up); --ci-target switches to the adaptive rule."""
     plans = []
     monkeypatch.setattr(sweep, "run", lambda out, plan, progress: plans.append(plan) or {
-        "units": 0, "out": out, "wall_s": 0.0, "timing_units": 0, "timed": 0, "not_timed": {}})
+        "units": 0, "out": out, "wall_s": 0.0, "timing_units": 0, "timed": 0, "not_timed": {},
+        "errored": 0, "first_error": "", "finished": False})
     base = ["sweep", "--device", "cpu", "--shape", "1,2,16", "--quiet"]
     assert main(base + ["--out", str(tmp_path / "a")]) == 0
     assert main(base + ["--out", str(tmp_path / "b"), "--ci-target", "0.01"]) == 0
@@ -217,6 +218,52 @@ def test_bad_input_is_one_line_naming_it_and_writes_nothing(tmp_path, args, mess
     assert message in lines[0]
     assert _listing(root) == before  # nothing written, nothing deleted
     assert not list(root.parent.glob(".*.lock"))
+
+
+_IN_PROCESS = ("--device", "cpu", "--trials", "1", "--samples", "4", "--placements", "1",
+               "--process-warmup-ms", "0", "--no-ceilings", "--no-profile", "--quiet")
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--shape", "100000,100000,100000", "--shape", "1,2,16"),
+     "`--shape` must fit in the cpu's memory: B100000-H100000-S100000-D64-fp16 needs "),
+    (("--shape", "1,2,16", "--shape", "1,2,16,64"),
+     "`--shape` must not repeat a shape; ['B1-H2-S16-D64-fp16'] repeated in"),
+    (("--shape", "1,2,16", "--modes", "graph", "per_call", "graph"),
+     "`--modes` must not repeat a mode; ['graph'] repeated in ['graph', 'per_call', 'graph']."),
+    (("--shape", "1,2,16", "--candidates", "sdpa", "eager", "sdpa"),
+     "`--candidates` must not repeat a name; ['sdpa'] repeated in"),
+])
+def test_an_infeasible_or_repeated_sweep_is_refused_before_anything_is_written(
+        tmp_path, capsys, args, message):
+    code = main(["sweep", "--out", str(tmp_path / "new"), *args, *_IN_PROCESS])
+    assert code == 1
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], lines
+    assert list(tmp_path.iterdir()) == []  # no run folder, no lock file
+
+
+def test_a_finished_run_says_so_and_an_errored_unit_exits_1_after_finalizing(tmp_path, capsys):
+    out = tmp_path / "run"
+    args = ["sweep", "--out", str(out), "--shape", "1,2,16", "--modes", "per_call",
+            "--candidates", "fake_compile_error", "sdpa", "--plugin", "fake_candidates",
+            *_IN_PROCESS]
+    assert main(args) == 1  # the compile failure: recorded, the rest measured, finalized
+    std = capsys.readouterr()
+    assert "recorded 1 of 2 timing units with samples" in std.out and "error 1" in std.out
+    assert std.err.strip() == (
+        "error: 1 timing unit(s) errored or crashed (first: fake_compile_error at "
+        "B1-H2-S16-D64-fp16: error, RuntimeError: simulated compile failure); the rest was "
+        "measured and the run finalized with them recorded")
+    from attn_analysis import records
+    assert records.verify(out) == []
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert main(args) == 0  # finished: said so, nothing changed
+    finished = json.loads((out / "run.json").read_text())["finished_utc"]
+    assert capsys.readouterr().out.strip() == (
+        f"{out} is a finished run (finalized {finished}): nothing to measure, nothing "
+        f"changed; 1 of 2 timing units hold samples. A new --out records a new run.")
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
 
 
 def test_unknown_flag_and_bad_device_exit_2():

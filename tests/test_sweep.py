@@ -220,6 +220,7 @@ def test_out_of_memory_while_timing_is_recorded_as_oom_and_the_sweep_goes_on(tmp
 def test_resume_refuses_changed_timing_settings(tmp_path):
     out = tmp_path / "run"
     sweep.run(out, make_plan(configs=TINY[:1], candidates=("sdpa",), trials=1), progress=False)
+    (out / records.MANIFEST).unlink()  # as if stopped before finalizing: a run to resume
     with pytest.raises(sweep.SweepError, match="other settings"):
         sweep.run(out, make_plan(configs=TINY[:1], candidates=("sdpa",), trials=1,
                                  timing={"n_samples": 9}), progress=False)
@@ -249,6 +250,66 @@ def test_plan_validation_names_the_parameter():
         make_plan(timing={"ci_target": 0.01, "budget_s": -1})
     with pytest.raises(ValueError, match="`configs` must be a non-empty"):
         make_plan(configs=())
+
+
+def _snapshot(folder: Path) -> dict:
+    """Every file under ``folder`` with its bytes and modification time."""
+    return {p.relative_to(folder).as_posix(): (p.read_bytes(), p.stat().st_mtime_ns)
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_a_finished_run_is_left_as_it_is_and_a_plan_that_would_change_it_refused(tmp_path):
+    out = tmp_path / "run"
+    plan = make_plan(configs=TINY[:1], candidates=("sdpa",), trials=1)
+    first = sweep.run(out, plan, progress=False)
+    assert first["finished"] is False and first["timed"] == 2 and first["errored"] == 0
+    before = _snapshot(out)
+    again = sweep.run(out, plan, progress=False)  # today's rerun rewrote finished_utc
+    info = json.loads((out / records.RUN_INFO).read_text())
+    assert again["finished"] is True and again["finished_utc"] == info["finished_utc"]
+    assert {k: again[k] for k in ("units", "timing_units", "timed", "not_timed")} == \
+        {k: first[k] for k in ("units", "timing_units", "timed", "not_timed")}
+    assert _snapshot(out) == before and not run_lock.lock_path(out).exists()
+    fewer = sweep.run(out, make_plan(configs=TINY[:1], candidates=("sdpa",), trials=1,
+                                     modes=("graph",)), progress=False)
+    assert fewer["finished"] is True and fewer["timing_units"] == 1
+    with pytest.raises(ValueError, match=r"`out_dir` '.*run' is a finished run \(manifest.json\), "
+                                         r"never changed; this plan calls for 4 unit\(s\) it "
+                                         r"lacks, first correctness__t1__"):
+        sweep.run(out, make_plan(configs=TINY[:1], candidates=("sdpa",), trials=2),
+                  progress=False)
+    with pytest.raises(ValueError, match=r"never changed; it was recorded with other settings "
+                                         r"\(timing\): use a new folder"):
+        sweep.run(out, make_plan(configs=TINY[:1], candidates=("sdpa",), trials=1,
+                                 timing={"n_samples": 5}), progress=False)
+    assert _snapshot(out) == before and not run_lock.lock_path(out).exists()
+
+
+def test_plan_refuses_repeated_configurations_and_modes():
+    with pytest.raises(ValueError, match=r"`configs` must not repeat a configuration; "
+                                         r"\['B1-H2-S16-D64-fp16'\] repeated in"):
+        make_plan(configs=(TINY[0], TINY[1], Config(1, 2, 16, 64)))
+    with pytest.raises(ValueError, match=r"`modes` must not repeat a mode; \['graph'\] repeated"):
+        make_plan(modes=("graph", "per_call", "graph"))
+
+
+def test_check_fits_refuses_inputs_larger_than_the_device_memory():
+    target = Config(32, 8, 512)  # Q, K, V and O: 4 x 16 MiB
+    sweep.check_fits([target], 64 * 2**20, "cuda")  # exactly fits
+    sweep.check_fits([Config(100000, 100000, 100000)], None, "cuda")  # unknown: not checked
+    with pytest.raises(ValueError, match=r"`configs` must fit in the cuda's memory: "
+                                         r"B32-H8-S512-D64-fp16 needs 0.1 GiB for Q, K, V and "
+                                         r"the output alone, and this cuda has 0.1 GiB"):
+        sweep.check_fits([TINY[0], target], 64 * 2**20 - 1, "cuda")
+
+
+def test_run_refuses_a_shape_that_cannot_fit_before_writing(tmp_path):
+    huge = Config(100000, 100000, 100000)
+    out = tmp_path / "run"
+    with pytest.raises(ValueError, match="`configs` must fit in the cpu's memory: "
+                                         "B100000-H100000-S100000-D64-fp16 needs"):
+        sweep.run(out, make_plan(configs=(TINY[0], huge)), progress=False)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_plan_round_trips_through_json():
