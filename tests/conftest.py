@@ -1,16 +1,61 @@
-"""Builders the test modules share: journal units, a small finalized run, and the process
-checks of the tests that kill sweeps and their workers.
+"""Builders the test modules share: journal units, a small finalized run, the process
+checks of the tests that kill sweeps and their workers, and the book and its PDF, built
+once per test session (``built_book``, ``built_pdf``) for every test that reads them.
 
-Import them by name (``from conftest import make_run``); pytest also loads this file
-itself, before any test module.
+Import the builders by name (``from conftest import make_run``); pytest also loads this
+file itself, before any test module, and hands the fixtures to the tests that name them.
 """
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from attn_analysis import records
+
+ROOT = Path(__file__).resolve().parents[1]
+# The jupyter-book next to this Python (a virtual environment need not be on PATH).
+JUPYTER_BOOK = (str(Path(sys.executable).with_name("jupyter-book"))
+                if Path(sys.executable).with_name("jupyter-book").exists()
+                else shutil.which("jupyter-book") or "jupyter-book")
+
+
+def build_book(root: Path, *args: str, timeout: int = 1200) -> subprocess.CompletedProcess:
+    """``jupyter-book build <root> <args>`` from ``root``, as the README runs it."""
+    return subprocess.run([JUPYTER_BOOK, "build", str(root), *args], capture_output=True,
+                          text=True, cwd=root, timeout=timeout)
+
+
+@pytest.fixture(scope="session")
+def built_book() -> Path:
+    """The repository's HTML book (``_build/html``), built once per test session with the
+    README's command, ``-W -n --keep-going``: any warning fails it. Its notebook cache in
+    ``_build/.jupyter_cache`` makes an unchanged tree rebuild in seconds."""
+    proc = build_book(ROOT, "-W", "-n", "--keep-going")
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    return ROOT / "_build" / "html"
+
+
+@pytest.fixture(scope="session")
+def built_pdf(built_book) -> Path:
+    """The PDF from the documented command, once per session, after the HTML build (its
+    notebook cache makes it quick); skips, saying why, without TeX Live or poppler-utils."""
+    missing = [t for t in ("latexmk", "pdfinfo", "pdftotext") if shutil.which(t) is None]
+    if missing or not any(shutil.which(t) for t in ("pdflatex", "xelatex")):
+        pytest.skip(f"TeX Live or poppler-utils is not installed (missing: {missing}); see "
+                    f"the reproducibility chapter for the apt-get line")
+    pdf = ROOT / "_build" / "latex" / "book.pdf"
+    # latexmk remembers an earlier failed run (e.g. before a font was installed) and
+    # refuses to retry: start from an empty LaTeX folder (the notebook cache stays).
+    shutil.rmtree(pdf.parent, ignore_errors=True)
+    proc = build_book(ROOT, "--builder", "pdflatex")
+    assert proc.returncode == 0 and pdf.is_file(), proc.stdout[-4000:] + proc.stderr[-4000:]
+    return pdf
 
 
 def make_timing_unit(config="B1-H2-S16-D64-fp16", candidate="sdpa", mode="graph", trial=0,
@@ -49,6 +94,44 @@ def make_run(tmp_path, n_trials=2):
     records.write_unit(run, {"kind": "ceilings", "ceilings": {"matmul": {"tflops": 1.0}}})
     records.finalize(run, {"plan": {"device": "cpu"}})
     return run
+
+
+# The sweep tests' tiny plan: two configurations (one causal bf16), one placement, four
+# samples, no warm-up; tests override what they examine.
+TINY_CONFIGS = ("B1-H2-S16-D64-fp16", "B2-H1-S9-D64-bf16-causal")
+SWEPT_CANDIDATES = ("sdpa", "eager", "fake_wrong_scale", "fake_oom", "fake_gpu_only",
+                    "fake_half_written")
+
+
+def tiny_plan(**overrides):
+    """A sweep plan of the tiny CPU design, with ``overrides``."""
+    from attn_analysis import sweep
+    from attn_analysis.configs import Config
+    base = dict(configs=tuple(Config.from_key(k) for k in TINY_CONFIGS),
+                candidates=("sdpa", "eager"), modes=("per_call", "graph"), trials=2,
+                device="cpu", timing={"n_samples": 4}, plugins=("fake_candidates",),
+                ceilings=False, profile=False, placements=1, process_warmup_ms=0.0)
+    base.update(overrides)
+    return sweep.Plan(**base)
+
+
+@pytest.fixture(scope="session")
+def swept_run(tmp_path_factory):
+    """One tiny CPU sweep recorded once per session and read by every test that needs a
+    run as the sweep records it: (folder, plan, summary). Two processes, every kind of
+    failure a candidate can record (wrong result, half-written output, out of memory,
+    unsupported), kernel evidence and ceilings. Read it; copy it to change it."""
+    import fake_candidates  # noqa: F401  (registers the failing candidates)
+    from attn_analysis import sweep
+    out = tmp_path_factory.mktemp("swept") / "run"
+    plan = tiny_plan(candidates=SWEPT_CANDIDATES, profile=True, ceilings=True)
+    summary = sweep.run(out, plan, progress=False)
+    return out, plan, summary
+
+
+def copy_run(run: Path, folder: Path) -> Path:
+    """A copy of ``run`` under ``folder``, with the same name (a run is known by its id)."""
+    return Path(shutil.copytree(run, Path(folder) / run.name))
 
 
 def alive(pid: int) -> bool:

@@ -1,7 +1,8 @@
 """The book builds with warnings as errors, renders in headless Chromium, and prints.
 
 The build goes into the repository's ``_build`` (execution cached in ``_build/.jupyter_cache``,
-so an unchanged tree rebuilds in seconds). Chromium loads every chapter at 1280 px through a
+so an unchanged tree rebuilds in seconds), once per test session: the ``built_book`` and
+``built_pdf`` fixtures live in ``conftest.py`` and every test file shares them. Chromium loads every chapter at 1280 px through a
 small check page in the same folder: it fails a page that scrolls horizontally, that has a
 figure that does not load, a table longer than the book allows, a traceback, a raw
 DataFrame repr or a glue key that did not resolve. Every chapter is also screenshotted into
@@ -15,19 +16,12 @@ import json
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 pytestmark = pytest.mark.slow  # book build, papermill or the Triton interpreter
 
-ROOT = Path(__file__).resolve().parents[1]
-HTML = ROOT / "_build" / "html"
-# The jupyter-book next to this Python (a virtual environment need not be on PATH).
-JUPYTER_BOOK = (str(Path(sys.executable).with_name("jupyter-book"))
-                if Path(sys.executable).with_name("jupyter-book").exists()
-                else shutil.which("jupyter-book") or "jupyter-book")
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or (
     "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
 CHAPTERS = ["book/index", "book/claim", "book/related_work", "book/methods",
@@ -82,19 +76,6 @@ function check(i) {
 }
 check(0);
 </script></body></html>"""
-
-
-@pytest.fixture(scope="session")
-def built_book():
-    """Build the book once for the session with -W -n --keep-going; fail on any warning."""
-    proc = subprocess.run([sys.executable, "-m", "jupyter_book", "build", str(ROOT), "-W", "-n",
-                           "--keep-going"], capture_output=True, text=True, cwd=ROOT,
-                          timeout=1200)
-    if proc.returncode != 0:
-        proc = subprocess.run([JUPYTER_BOOK, "build", str(ROOT), "-W", "-n", "--keep-going"],
-                              capture_output=True, text=True, cwd=ROOT, timeout=1200)
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-    return HTML
 
 
 def test_build_has_every_chapter(built_book):
@@ -173,24 +154,6 @@ def test_screenshot_of_every_chapter(built_book):
 # --------------------------------------------------------------------------- PDF
 
 PDF_PAGES = (25, 120)  # the book as built from the recorded runs: 62 pages
-TEX_TOOLS = ("latexmk", "pdflatex", "xelatex")
-
-
-@pytest.fixture(scope="session")
-def built_pdf(built_book):
-    """The PDF from the documented command, after the HTML build (its cache makes it quick)."""
-    missing = [t for t in ("latexmk", "pdfinfo", "pdftotext") if shutil.which(t) is None]
-    if missing or not any(shutil.which(t) for t in TEX_TOOLS[1:]):
-        pytest.skip(f"TeX Live or poppler-utils is not installed (missing: {missing}); see "
-                    f"the reproducibility chapter for the apt-get line")
-    pdf = ROOT / "_build" / "latex" / "book.pdf"
-    # latexmk remembers an earlier failed run (e.g. before a font was installed) and
-    # refuses to retry: start from an empty LaTeX folder (the notebook cache stays).
-    shutil.rmtree(pdf.parent, ignore_errors=True)
-    proc = subprocess.run([JUPYTER_BOOK, "build", str(ROOT), "--builder", "pdflatex"],
-                          capture_output=True, text=True, cwd=ROOT, timeout=1200)
-    assert proc.returncode == 0 and pdf.is_file(), proc.stdout[-4000:] + proc.stderr[-4000:]
-    return pdf
 
 
 def test_pdf_pages_and_glued_numbers(built_pdf, built_book):

@@ -195,6 +195,7 @@ def _build(book: Path) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.slow  # four builds of a toy book
 def test_a_changed_notebook_or_a_run_corrupted_in_place_re_executes(tmp_path):
     book = _toy_book(tmp_path)
     first = _build(book)

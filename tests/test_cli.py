@@ -181,7 +181,8 @@ def _sweep(cwd: Path, *args, timeout=300):
 
 
 _TINY = ("--shape", "1,2,16", "--candidates", "sdpa", "--modes", "per_call", "--trials", "1",
-         "--samples", "4", "--no-ceilings", "--no-profile", "--quiet")
+         "--samples", "4", "--placements", "1", "--process-warmup-ms", "0", "--no-ceilings",
+         "--no-profile", "--quiet")
 
 
 @pytest.mark.parametrize("args, message", [
@@ -200,7 +201,10 @@ _TINY = ("--shape", "1,2,16", "--candidates", "sdpa", "--modes", "per_call", "--
     (("--out", "new", "--candidates", "nope"), "`candidate` must be one of"),
     (("--out", "new", "--modes", "warm"), "`modes` must be drawn from"),
 ])
-def test_bad_input_is_one_line_naming_it_and_writes_nothing(tmp_path, args, message):
+def test_bad_input_is_one_line_naming_it_and_writes_nothing(tmp_path, monkeypatch, capsys,
+                                                            args, message):
+    """In this process (``python -m attn_analysis`` is ``sys.exit(main())``; the tests
+    above and below run it as a module), from the fake repository as working folder."""
     if args[1].startswith("/sys") and not Path("/sys").is_dir():
         pytest.skip("no /sys here")
     if "--candidates" in args and args[args.index("--candidates") + 1] == "sdpa_flash":
@@ -211,10 +215,12 @@ def test_bad_input_is_one_line_naming_it_and_writes_nothing(tmp_path, args, mess
     before = _listing(root)
     base = [a for a in _TINY if a not in ("--candidates", "sdpa", "--modes", "per_call")] \
         if ("--candidates" in args or "--modes" in args) else list(_TINY)
-    result = _sweep(root, *args, *base, "--device", "cpu")
-    assert result.returncode == 1, result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    monkeypatch.chdir(root)
+    code = main(["sweep", *args, *base, "--device", "cpu"])
+    err = capsys.readouterr().err
+    assert code == 1, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
     assert message in lines[0]
     assert _listing(root) == before  # nothing written, nothing deleted
     assert not list(root.parent.glob(".*.lock"))
@@ -273,6 +279,7 @@ def test_unknown_flag_and_bad_device_exit_2():
         assert info.value.code == 2
 
 
+@pytest.mark.slow  # a sweep through `python -m attn_analysis` in a subprocess
 def test_device_defaults_to_what_the_machine_has_and_says_so(tmp_path):
     import torch
     has_cuda = torch.cuda.is_available()
@@ -285,6 +292,7 @@ def test_device_defaults_to_what_the_machine_has_and_says_so(tmp_path):
     assert "recorded 1 of 1 timing units with samples" in result.stdout
 
 
+@pytest.mark.slow  # a sweep through `python -m attn_analysis` in a subprocess
 def test_cuda_without_a_gpu_is_refused_up_front_and_cpu_then_works(tmp_path):
     import torch
     if torch.cuda.is_available():
@@ -300,24 +308,32 @@ def test_cuda_without_a_gpu_is_refused_up_front_and_cpu_then_works(tmp_path):
     assert (tmp_path / "run" / "manifest.json").is_file()
 
 
-def test_a_run_of_zero_samples_is_not_finalized(tmp_path):
+def _sweep_here(cwd: Path, monkeypatch, capsys, *args):
+    """``main(["sweep", *args])`` in this process from ``cwd``: (exit code, stdout, stderr)."""
+    monkeypatch.chdir(cwd)
+    code = main(["sweep", *args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_a_run_of_zero_samples_is_not_finalized(tmp_path, monkeypatch, capsys):
     args = [a for a in _TINY if a != "sdpa"]
     args[args.index("--candidates") + 1:args.index("--candidates") + 1] = ["fake_wrong_scale"]
-    result = _sweep(tmp_path, "--out", "run", "--device", "cpu", "--plugin", "fake_candidates",
-                    *args)
-    assert result.returncode == 1
-    assert result.stderr.startswith("error: no timing unit recorded a sample "
-                                    "(failed_correctness 1; first reason: fake_wrong_scale")
-    assert "is not finalized" in result.stderr
+    code, _, err = _sweep_here(tmp_path, monkeypatch, capsys, "--out", "run", "--device", "cpu",
+                               "--plugin", "fake_candidates", *args)
+    assert code == 1
+    assert err.startswith("error: no timing unit recorded a sample "
+                          "(failed_correctness 1; first reason: fake_wrong_scale")
+    assert "is not finalized" in err
     assert not (tmp_path / "run" / "manifest.json").exists()
 
 
-def test_final_line_counts_only_timed_units(tmp_path):
+def test_final_line_counts_only_timed_units(tmp_path, monkeypatch, capsys):
     args = [a for a in _TINY if a != "sdpa"]
     args[args.index("--candidates") + 1:args.index("--candidates") + 1] = [
         "sdpa", "fake_gpu_only"]
-    result = _sweep(tmp_path, "--out", "run", "--device", "cpu", "--plugin", "fake_candidates",
-                    *args)
-    assert result.returncode == 0, result.stderr
-    assert "recorded 1 of 2 timing units with samples into run" in result.stdout
-    assert result.stdout.rstrip().endswith("; not timed: unsupported 1")
+    code, out, err = _sweep_here(tmp_path, monkeypatch, capsys, "--out", "run", "--device",
+                                 "cpu", "--plugin", "fake_candidates", *args)
+    assert code == 0, err
+    assert "recorded 1 of 2 timing units with samples into run" in out
+    assert out.rstrip().endswith("; not timed: unsupported 1")

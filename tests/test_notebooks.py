@@ -1,10 +1,11 @@
 """The notebooks re-execute with new parameters, and a measured run reaches the book.
 
-In a temporary copy of the repository (the real ``data/`` is never touched), the book is
-built, papermill runs ``03_matrix`` with ``measure=True`` on the CPU with a tiny new
-shape, the new run is recorded under the copy's ``data/runs``, and after a rebuild (the
-same ``jupyter-book build`` command as the README's, cache kept) the book's cross-device
-table has a row for the new configuration and the new run.
+In a temporary copy of the repository (the real ``data/`` is never touched) that holds
+the session's built book (``built_book``, conftest: built once for every test file),
+papermill runs ``03_matrix`` with ``measure=True`` on the CPU with a tiny new shape, the
+new run is recorded under the copy's ``data/runs``, and after a rebuild (the same
+``jupyter-book build`` command as the README's, over the existing ``_build``) the book's
+cross-device table has a row for the new configuration and the new run.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from pathlib import Path
 
 import nbformat
 import pytest
+
+from conftest import build_book
 
 pytestmark = pytest.mark.slow  # book build, papermill or the Triton interpreter
 
@@ -51,24 +54,25 @@ def _shows_new_config(text: str) -> bool:
 
 
 @pytest.fixture(scope="module")
-def repo_copy(tmp_path_factory):
+def repo_copy(tmp_path_factory, built_book):
+    """A copy of the repository with the session's built book in its ``_build`` (same
+    data, same cache), as a reader's clone is after one build."""
     copy = tmp_path_factory.mktemp("repo") / "attn"
     shutil.copytree(ROOT, copy, ignore=IGNORE)
-    if (ROOT / "_build" / ".jupyter_cache").is_dir():  # a warm start: same data, same cache
-        shutil.copytree(ROOT / "_build", copy / "_build")
+    shutil.copytree(built_book.parent, copy / "_build")
     return copy
 
 
 def _build_book(copy: Path) -> str:
     """Build the copy's book as the README does; return the cross-device page's HTML."""
-    proc = subprocess.run(["jupyter-book", "build", str(copy), "-W", "-n", "--keep-going"],
-                          capture_output=True, text=True, timeout=900)
+    proc = build_book(copy, "-W", "-n", "--keep-going", timeout=900)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     return (copy / "_build" / "html" / "notebooks" / "05_cross_device.html").read_text()
 
 
 def test_measure_on_cpu_reaches_the_cross_device_table(repo_copy, tmp_path):
-    before = _build_book(repo_copy)
+    # the book as built before the measurement: the copy holds the session's build
+    before = (repo_copy / "_build" / "html" / "notebooks" / "05_cross_device.html").read_text()
     assert "h200-reports-p2-all" in before and not _shows_new_config(before)
 
     measured = _papermill(repo_copy, "03_matrix.py", tmp_path / "03.ipynb",

@@ -1,17 +1,15 @@
 """The recorded-data format: atomic units, consolidation, manifest, verifier, loader."""
 
 import json
-import shutil
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from attn_analysis import RECORD_FORMAT_VERSION, records, sweep
-from attn_analysis.configs import Config
+from attn_analysis import RECORD_FORMAT_VERSION, records
 
 import fake_candidates  # noqa: F401
-from conftest import make_run, make_timing_unit
+from conftest import copy_run, make_run, make_timing_unit
 
 
 def test_unit_is_self_checksummed_and_versioned(tmp_path):
@@ -132,15 +130,10 @@ def test_find_runs_lists_finalized_runs_only(tmp_path):
 # ------------------------------------------- derived files rebuilt from the journal
 
 @pytest.fixture(scope="module")
-def swept_run(tmp_path_factory):
-    """A tiny CPU run recorded by the sweep, with one kernels unit as a GPU records it."""
-    out = tmp_path_factory.mktemp("swept") / "run"
-    plan = sweep.Plan(configs=(Config(1, 2, 16, 64),),
-                      candidates=("sdpa", "eager", "fake_wrong_scale"),
-                      modes=("per_call", "graph"), trials=1, device="cpu",
-                      timing={"n_samples": 4}, plugins=("fake_candidates",),
-                      ceilings=True, profile=True)
-    sweep.run(out, plan, progress=False)
+def swept_run_with_kernels(swept_run, tmp_path_factory):
+    """The session's tiny CPU run recorded by the sweep (conftest), copied, with one
+    kernels unit as a GPU records it."""
+    out = copy_run(swept_run[0], tmp_path_factory.mktemp("swept"))
     # The CPU has no kernel evidence; give sdpa's kernels unit the shape a GPU run has.
     records.write_unit(out, {"kind": "kernels", "config": "B1-H2-S16-D64-fp16",
                              "candidate": "sdpa", "status": "ok", "reason": "",
@@ -247,10 +240,10 @@ TAMPERING = {
 
 
 @pytest.mark.parametrize("case", sorted(TAMPERING))
-def test_verifier_rebuilds_every_derived_file_from_the_journal(swept_run, tmp_path, case):
+def test_verifier_rebuilds_every_derived_file_from_the_journal(swept_run_with_kernels,
+                                                                tmp_path, case):
     tamper, expected = TAMPERING[case]
-    run = tmp_path / "run"
-    shutil.copytree(swept_run, run)
+    run = copy_run(swept_run_with_kernels, tmp_path)
     assert records.verify(run) == []
     tamper(run)
     assert records.verify(run) != []  # the manifest notices first ...

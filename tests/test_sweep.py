@@ -14,19 +14,10 @@ from attn_analysis import records, run_lock, sweep
 from attn_analysis.configs import Config
 
 import fake_candidates  # noqa: F401
-from conftest import alive, wait_dead
+from conftest import TINY_CONFIGS, alive, copy_run, tiny_plan as make_plan, wait_dead
 
 TESTS = Path(__file__).parent
-TINY = (Config(1, 2, 16, 64), Config(2, 1, 9, 64, "bfloat16", True))
-FAST = {"n_samples": 4}
-
-
-def make_plan(**overrides):
-    base = dict(configs=TINY, candidates=("sdpa", "eager"), modes=("per_call", "graph"),
-                trials=2, device="cpu", timing=FAST, plugins=("fake_candidates",),
-                ceilings=False, profile=False, placements=1, process_warmup_ms=0.0)
-    base.update(overrides)
-    return sweep.Plan(**base)
+TINY = tuple(Config.from_key(k) for k in TINY_CONFIGS)
 
 
 def unit_status(run, candidate):
@@ -34,12 +25,11 @@ def unit_status(run, candidate):
     return set(units[units["candidate"] == candidate]["status"])
 
 
-def test_sweep_records_every_unit_and_every_failure_with_its_reason(tmp_path):
-    cands = ("sdpa", "eager", "fake_wrong_scale", "fake_oom", "fake_gpu_only",
-             "fake_half_written")
-    plan = make_plan(candidates=cands, profile=True, ceilings=True)
-    out = tmp_path / "run"
-    summary = sweep.run(out, plan, progress=False)
+def test_sweep_records_every_unit_and_every_failure_with_its_reason(swept_run):
+    out, plan, summary = swept_run  # conftest: six candidates, two trials, profile, ceilings
+    assert plan.candidates == ("sdpa", "eager", "fake_wrong_scale", "fake_oom",
+                               "fake_gpu_only", "fake_half_written")
+    assert plan.profile and plan.ceilings and plan.trials == 2
     expected = sum(len(v) for v in sweep.plan_units(plan).values())
     assert summary["units"] == expected
     assert records.verify(out) == []
@@ -100,6 +90,7 @@ def _cli(out, *extra):
     return [sys.executable, "-m", "attn_analysis", "sweep", "--out", str(out), "--device", "cpu",
             "--shape", "1,2,16", "--shape", "1,1,24", "--candidates", "fake_slow", "sdpa",
             "--modes", "per_call", "graph", "--trials", "2", "--samples", "6",
+            "--placements", "2", "--process-warmup-ms", "0",
             "--plugin", "fake_candidates", "--no-profile", "--no-ceilings", "--quiet", *extra]
 
 
@@ -217,13 +208,14 @@ def test_out_of_memory_while_timing_is_recorded_as_oom_and_the_sweep_goes_on(tmp
     assert _written_after(out, "timing__*__fake_oom_while_timing__*.json", "*__sdpa*.json")
 
 
-def test_resume_refuses_changed_timing_settings(tmp_path):
-    out = tmp_path / "run"
-    sweep.run(out, make_plan(configs=TINY[:1], candidates=("sdpa",), trials=1), progress=False)
+def test_resume_refuses_changed_timing_settings(swept_run, tmp_path):
+    recorded, plan, _ = swept_run
+    out = copy_run(recorded, tmp_path)
     (out / records.MANIFEST).unlink()  # as if stopped before finalizing: a run to resume
-    with pytest.raises(sweep.SweepError, match="other settings"):
-        sweep.run(out, make_plan(configs=TINY[:1], candidates=("sdpa",), trials=1,
-                                 timing={"n_samples": 9}), progress=False)
+    with pytest.raises(sweep.SweepError, match=r"was recorded with other settings \(timing\)"):
+        sweep.run(out, make_plan(configs=plan.configs, candidates=plan.candidates,
+                                 profile=True, ceilings=True, timing={"n_samples": 9}),
+                  progress=False)
 
 
 def test_resume_refuses_a_different_machine(tmp_path):
@@ -258,13 +250,13 @@ def _snapshot(folder: Path) -> dict:
             for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-def test_a_finished_run_is_left_as_it_is_and_a_plan_that_would_change_it_refused(tmp_path):
-    out = tmp_path / "run"
-    plan = make_plan(configs=TINY[:1], candidates=("sdpa",), trials=1)
-    first = sweep.run(out, plan, progress=False)
-    assert first["finished"] is False and first["timed"] == 2 and first["errored"] == 0
+def test_a_finished_run_is_left_as_it_is_and_a_plan_that_would_change_it_refused(swept_run,
+                                                                                 tmp_path):
+    recorded, plan, first = swept_run
+    assert first["finished"] is False and first["timed"] == 16 and first["errored"] == 0
+    out = copy_run(recorded, tmp_path)
     before = _snapshot(out)
-    again = sweep.run(out, plan, progress=False)  # today's rerun rewrote finished_utc
+    again = sweep.run(out, plan, progress=False)  # a rerun used to rewrite finished_utc
     info = json.loads((out / records.RUN_INFO).read_text())
     assert again["finished"] is True and again["finished_utc"] == info["finished_utc"]
     assert {k: again[k] for k in ("units", "timing_units", "timed", "not_timed")} == \
@@ -272,11 +264,11 @@ def test_a_finished_run_is_left_as_it_is_and_a_plan_that_would_change_it_refused
     assert _snapshot(out) == before and not run_lock.lock_path(out).exists()
     fewer = sweep.run(out, make_plan(configs=TINY[:1], candidates=("sdpa",), trials=1,
                                      modes=("graph",)), progress=False)
-    assert fewer["finished"] is True and fewer["timing_units"] == 1
+    assert fewer["finished"] is True and fewer["timing_units"] == 1 and fewer["timed"] == 1
     with pytest.raises(ValueError, match=r"`out_dir` '.*run' is a finished run \(manifest.json\), "
                                          r"never changed; this plan calls for 4 unit\(s\) it "
-                                         r"lacks, first correctness__t1__"):
-        sweep.run(out, make_plan(configs=TINY[:1], candidates=("sdpa",), trials=2),
+                                         r"lacks, first correctness__t2__"):
+        sweep.run(out, make_plan(configs=TINY[:1], candidates=("sdpa",), trials=3),
                   progress=False)
     with pytest.raises(ValueError, match=r"never changed; it was recorded with other settings "
                                          r"\(timing\): use a new folder"):
@@ -361,11 +353,13 @@ def _children(pid: int) -> list[int]:
 
 
 def _sleepy_cli(out):
-    """A sweep whose one fake_sleepy unit takes about 10 s (100 samples of a 100 ms call)."""
+    """A sweep whose one fake_sleepy unit takes about 10 s (100 samples of a 100 ms call,
+    at one placement)."""
     return [sys.executable, "-m", "attn_analysis", "sweep", "--out", str(out), "--device", "cpu",
             "--shape", "1,2,16", "--candidates", "fake_sleepy", "sdpa", "--modes", "per_call",
-            "--trials", "1", "--samples", "100", "--warmup-ms", "0", "--plugin",
-            "fake_candidates", "--no-profile", "--no-ceilings", "--quiet"]
+            "--trials", "1", "--samples", "100", "--warmup-ms", "0", "--placements", "1",
+            "--process-warmup-ms", "0", "--plugin", "fake_candidates", "--no-profile",
+            "--no-ceilings", "--quiet"]
 
 
 @pytest.mark.slow
