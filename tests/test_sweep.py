@@ -53,26 +53,35 @@ def test_sweep_records_every_unit_and_every_failure_with_its_reason(swept_run):
     assert len(run.fingerprint["trials"]) == 2
 
 
-def test_candidate_context_is_entered_once_outside_every_timer(tmp_path):
+@pytest.fixture(scope="module")
+def interleaved_run(tmp_path_factory):
+    """One trial of sdpa and the context-needing fake, three placements, every mode, with
+    kernel evidence: read by the context test and the protocol-2 test."""
+    plan = make_plan(configs=TINY[:1], candidates=("sdpa", "fake_needs_context"), trials=1,
+                     modes=("per_call", "cold_l2", "graph"), profile=True, placements=3)
+    out = tmp_path_factory.mktemp("interleaved") / "run"
+    sweep.run(out, plan, progress=False)
+    return out, plan
+
+
+def test_candidate_context_is_entered_once_outside_every_timer(interleaved_run):
     # The fake's context costs 50 ms to enter and its fn refuses to run outside it: the
     # sweep must enter it around the check and the timers, never inside a timed call.
     # The fake counts its calls and its context's entries (recorded in each unit's info):
     # once for the float64 check and once per placement, around every mode's timer.
-    plan = make_plan(configs=TINY[:1], candidates=("fake_needs_context",), trials=1,
-                     modes=("per_call", "cold_l2", "graph"), profile=True, placements=2)
-    out = tmp_path / "run"
-    sweep.run(out, plan, progress=False)
+    out, plan = interleaved_run
     run = records.load(out)
     assert set(run.units["status"]) == {"ok"}, run.units[["kind", "status", "reason"]]
     assert run.correctness["passed"].all()
-    assert set(run.samples["mode"]) == {"per_call", "cold_l2", "graph"}
-    infos = {json.dumps(json.loads(text), sort_keys=True) for text in run.units["info"]}
+    ours = run.units[run.units["candidate"] == "fake_needs_context"]
+    assert set(ours["mode"]) == {"per_call", "cold_l2", "graph"}
+    infos = {json.dumps(json.loads(text), sort_keys=True) for text in ours["info"]}
     assert len(infos) == 1  # written after the last round: the same final counts
     info = json.loads(infos.pop())["counts"]
     assert info["context_entries"] == 1 + plan.placements, info
-    n_samples = len(run.samples)  # 3 modes x 2 placements x 4 samples, each at least a call
-    assert n_samples == 3 * 2 * 4
-    assert info["calls"] >= n_samples + 1 > info["context_entries"]
+    samples = run.samples[run.samples["candidate"] == "fake_needs_context"]
+    assert len(samples) == 3 * 3 * 4  # 3 modes x 3 placements x 4 samples, each a call at least
+    assert info["calls"] >= len(samples) + 1 > info["context_entries"]
 
 
 def test_worker_crash_is_recorded_and_the_sweep_goes_on(tmp_path):
@@ -169,10 +178,21 @@ def _written_after(out, first_glob, later_glob) -> bool:
     return any(p.stat().st_mtime_ns > first for p in journal.glob(later_glob))
 
 
-def test_compile_failure_is_recorded_as_error_and_the_sweep_goes_on(tmp_path):
-    plan = make_plan(configs=TINY[:1], candidates=("fake_compile_error", "sdpa"), trials=1)
-    out = tmp_path / "run"
+@pytest.fixture(scope="module")
+def failing_run(tmp_path_factory):
+    """One trial of sdpa beside a candidate that fails to build and one that runs out of
+    memory while timed: read by the two tests below. Seed 0 shuffles them to
+    fake_oom_while_timing, sdpa, fake_compile_error: the out-of-memory candidate is timed
+    (and its units written) before sdpa, as in a sweep that goes on after it."""
+    plan = make_plan(configs=TINY[:1], trials=1,
+                     candidates=("fake_oom_while_timing", "fake_compile_error", "sdpa"))
+    out = tmp_path_factory.mktemp("failing") / "run"
     sweep.run(out, plan, progress=False)
+    return out
+
+
+def test_compile_failure_is_recorded_as_error_and_the_sweep_goes_on(failing_run):
+    out = failing_run
     assert records.verify(out) == []
     run = records.load(out)
     failed = run.units[run.units["candidate"] == "fake_compile_error"]
@@ -188,10 +208,8 @@ def test_compile_failure_is_recorded_as_error_and_the_sweep_goes_on(tmp_path):
     assert _written_after(out, "*__fake_compile_error*.json", "*__sdpa*.json")
 
 
-def test_out_of_memory_while_timing_is_recorded_as_oom_and_the_sweep_goes_on(tmp_path):
-    plan = make_plan(configs=TINY[:1], candidates=("fake_oom_while_timing", "sdpa"), trials=1)
-    out = tmp_path / "run"
-    sweep.run(out, plan, progress=False)
+def test_out_of_memory_while_timing_is_recorded_as_oom_and_the_sweep_goes_on(failing_run):
+    out = failing_run
     assert records.verify(out) == []
     run = records.load(out)
     corr = run.correctness.set_index("candidate")
@@ -309,20 +327,18 @@ def test_plan_round_trips_through_json():
     assert sweep.Plan.from_json(json.loads(json.dumps(plan.to_json()))) == plan
 
 
-def test_protocol_v2_records_each_placement_interleaved_with_its_own_pad(tmp_path):
+def test_protocol_v2_records_each_placement_interleaved_with_its_own_pad(interleaved_run):
     """Every unit holds ``placements`` records (own pad, round, samples); candidates of a
     configuration are interleaved round by round; the samples carry the placement index."""
-    plan = make_plan(configs=TINY[:1], trials=1, placements=3, modes=("graph",))
-    out = tmp_path / "run"
-    sweep.run(out, plan, progress=False)
+    out, plan = interleaved_run
     assert records.verify(out) == []
     run = records.load(out)
-    assert run.protocol == 2
+    assert run.protocol == 2 and plan.placements == 3
     pl = run.placements
-    assert len(pl) == 2 * 3  # two candidates x three placements
+    assert len(pl) == 2 * 3 * 3  # two candidates x three placements x three modes
     assert sorted(set(pl["placement"])) == [0, 1, 2]
     assert set(run.samples["placement"]) == {0, 1, 2}
-    per_unit = pl.groupby("candidate")["pad_bytes"].nunique()
+    per_unit = pl.groupby(["candidate", "mode"])["pad_bytes"].nunique()
     assert (per_unit == 3).all()  # a fresh random pad at each placement
     # interleaved: each round times both candidates before the next round starts
     units, _ = records._read_journal(out)
@@ -330,7 +346,9 @@ def test_protocol_v2_records_each_placement_interleaved_with_its_own_pad(tmp_pat
     for u in units.values():
         if u["kind"] == "timing":
             for rec in u["placements"]:
-                starts[(rec["round"], u["candidate"])] = rec["gpu_state_start"]["timestamp_utc"]
+                key = (rec["round"], u["candidate"])
+                stamp = rec["gpu_state_start"]["timestamp_utc"]
+                starts[key] = min(starts.get(key, stamp), stamp)
     rounds = sorted(starts.items(), key=lambda kv: kv[1])
     assert [key[0] for key, _ in rounds] == [0, 0, 1, 1, 2, 2]
     # no kernel time on the CPU
