@@ -316,6 +316,7 @@ def _sweep_here(cwd: Path, monkeypatch, capsys, *args):
     return code, captured.out, captured.err
 
 
+@pytest.mark.slow  # runs a sweep: trial processes that import torch
 def test_a_run_of_zero_samples_is_not_finalized(tmp_path, monkeypatch, capsys):
     args = [a for a in _TINY if a != "sdpa"]
     args[args.index("--candidates") + 1:args.index("--candidates") + 1] = ["fake_wrong_scale"]
@@ -328,6 +329,7 @@ def test_a_run_of_zero_samples_is_not_finalized(tmp_path, monkeypatch, capsys):
     assert not (tmp_path / "run" / "manifest.json").exists()
 
 
+@pytest.mark.slow  # runs a sweep: trial processes that import torch
 def test_final_line_counts_only_timed_units(tmp_path, monkeypatch, capsys):
     args = [a for a in _TINY if a != "sdpa"]
     args[args.index("--candidates") + 1:args.index("--candidates") + 1] = [

@@ -64,6 +64,7 @@ def interleaved_run(tmp_path_factory):
     return out, plan
 
 
+@pytest.mark.slow  # runs a sweep: trial processes that import torch
 def test_candidate_context_is_entered_once_outside_every_timer(interleaved_run):
     # The fake's context costs 50 ms to enter and its fn refuses to run outside it: the
     # sweep must enter it around the check and the timers, never inside a timed call.
@@ -84,6 +85,7 @@ def test_candidate_context_is_entered_once_outside_every_timer(interleaved_run):
     assert info["calls"] >= len(samples) + 1 > info["context_entries"]
 
 
+@pytest.mark.slow  # runs a sweep: trial processes that import torch
 def test_worker_crash_is_recorded_and_the_sweep_goes_on(tmp_path):
     plan = make_plan(configs=TINY[:1], candidates=("fake_crash", "sdpa"), trials=1)
     out = tmp_path / "run"
@@ -191,6 +193,7 @@ def failing_run(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow  # runs a sweep: trial processes that import torch
 def test_compile_failure_is_recorded_as_error_and_the_sweep_goes_on(failing_run):
     out = failing_run
     assert records.verify(out) == []
@@ -208,6 +211,7 @@ def test_compile_failure_is_recorded_as_error_and_the_sweep_goes_on(failing_run)
     assert _written_after(out, "*__fake_compile_error*.json", "*__sdpa*.json")
 
 
+@pytest.mark.slow  # runs a sweep: trial processes that import torch
 def test_out_of_memory_while_timing_is_recorded_as_oom_and_the_sweep_goes_on(failing_run):
     out = failing_run
     assert records.verify(out) == []
@@ -236,6 +240,7 @@ def test_resume_refuses_changed_timing_settings(swept_run, tmp_path):
                   progress=False)
 
 
+@pytest.mark.slow  # runs a sweep: trial processes that import torch
 def test_resume_refuses_a_different_machine(tmp_path):
     out = tmp_path / "run"
     records.write_unit(out, {"kind": "trial", "trial": 5,
@@ -327,6 +332,7 @@ def test_plan_round_trips_through_json():
     assert sweep.Plan.from_json(json.loads(json.dumps(plan.to_json()))) == plan
 
 
+@pytest.mark.slow  # runs a sweep: trial processes that import torch
 def test_protocol_v2_records_each_placement_interleaved_with_its_own_pad(interleaved_run):
     """Every unit holds ``placements`` records (own pad, round, samples); candidates of a
     configuration are interleaved round by round; the samples carry the placement index."""
@@ -467,6 +473,7 @@ def test_run_refuses_a_folder_that_is_not_a_run_before_writing(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
 
 
+@pytest.mark.slow  # runs a sweep: trial processes that import torch
 def test_a_run_of_zero_samples_is_not_finalized(tmp_path):
     out = tmp_path / "run"
     plan = make_plan(configs=TINY[:1], candidates=("fake_wrong_scale", "fake_gpu_only"), trials=1)
