@@ -22,6 +22,11 @@ which groups changed; the combined digest is also a Sphinx configuration value, 
 page is read again. An unchanged second build stays cached. The book's prose
 (``book/*.md``) is not an input of the notebooks and changes nothing here.
 
+Every notebook loads and verifies every run. The extension points the notebooks' kernels
+at a memo of verified runs beside the cache (``attn_analysis.verify_memo``, emptied with
+the cache), so that each run's deeper checks run once per build, not once per notebook;
+its manifest, checksums and run id are still checked by every notebook.
+
 A notebook that fails leaves its glued values missing, and every page that pastes them
 then warns; the notebook's own error is only in ``_build/html/reports/``. At the end of
 the build this extension repeats, as the last warning, each failed notebook's error line
@@ -37,6 +42,8 @@ import shutil
 from pathlib import Path
 
 STAMP = "attn_inputs_digest.json"
+# The memo of verified runs (verify_memo) the notebooks' kernels use: beside the cache.
+VERIFIED = ".attn_verified"
 # Everything the notebooks read, by group (paths relative to the book's root). Files in
 # hidden folders (.ipynb_checkpoints, .pytest_cache) and temporaries are never inputs.
 INPUT_GLOBS = {
@@ -134,12 +141,21 @@ def write_stamp(cache: Path, digests: dict[str, str]) -> None:
 
 
 def _on_config_inited(app, config) -> None:
+    import os
+
+    from . import verify_memo
     digests = input_digests(app.srcdir)
     app.attn_input_digests = digests
     config.attn_inputs_digest = combined_digest(digests)
     cache = _cache_dir(app)
     unstamped = cache.exists() and read_stamp(cache) is None
     changed = refresh_cache(cache, digests)
+    # The notebooks' kernels inherit this environment: each run is verified in full by the
+    # first notebook that loads it, and its manifest and identity by every one.
+    memo = cache.parent / VERIFIED
+    if changed:
+        shutil.rmtree(memo, ignore_errors=True)
+    os.environ[verify_memo.ENV] = str(memo)
     if changed:
         from sphinx.util import logging
         what = ("the cache holds no stamp of its inputs" if unstamped

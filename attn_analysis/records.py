@@ -56,7 +56,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import RECORD_FORMAT_VERSION
+from . import RECORD_FORMAT_VERSION, verify_memo
 from .configs import CONFIG_FIELDS, MODES, Config
 
 KNOWN_FORMAT_VERSIONS = (1, 2, 3)
@@ -742,7 +742,9 @@ def verify(run_dir) -> list[str]:
     and its content hash the journal's (:func:`_identity_problems`; a legacy run without
     a recorded id is not checked by name). Returns one line per problem, each naming the
     file (and for a derived file its first differing column or key); an empty list means
-    the run verifies.
+    the run verifies. The manifest and identity checks run every time; the checks after
+    them are skipped for manifest bytes that passed them before under the same checking
+    code, where a memo folder is set (:mod:`attn_analysis.verify_memo`; the book sets one).
     """
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
@@ -752,7 +754,8 @@ def verify(run_dir) -> list[str]:
     if not manifest_path.is_file():
         return [f"{MANIFEST}: missing (the run was never finalized)"]
     try:
-        manifest = json.loads(manifest_path.read_text())
+        manifest_bytes = manifest_path.read_bytes()
+        manifest = json.loads(manifest_bytes)
         files = manifest["files"]
         version = manifest["format_version"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -775,6 +778,8 @@ def verify(run_dir) -> list[str]:
     if problems:
         return problems
     problems += _identity_problems(run_dir, files, version)
+    if not problems and verify_memo.seen(manifest_bytes):
+        return []  # these exact bytes passed every check below (verify_memo says when)
     units, bad = _read_journal(run_dir)
     problems += [f"journal/{b}" for b in bad]
     stored = {}
@@ -794,6 +799,8 @@ def verify(run_dir) -> list[str]:
     if not problems:
         problems += _journal_agrees(run_dir, list(units.values()), stored, version)
         problems += _plan_agrees(run_dir, set(units))
+    if not problems:
+        verify_memo.remember(manifest_bytes)
     return problems
 
 

@@ -201,6 +201,8 @@ def test_a_changed_notebook_or_a_run_corrupted_in_place_re_executes(tmp_path):
     first = _build(book)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     assert "Executed notebook" in first.stdout + first.stderr
+    memo = book / "_build" / book_cache.VERIFIED  # the kernel verified run-a and said so
+    assert len(list(memo.iterdir())) == 1
     second = _build(book)  # unchanged: nothing re-executed
     assert second.returncode == 0 and "Executed notebook" not in second.stdout + second.stderr
     (book / "notebooks").mkdir()  # an input of the notebooks' group, as a checkout brings it
@@ -209,6 +211,7 @@ def test_a_changed_notebook_or_a_run_corrupted_in_place_re_executes(tmp_path):
     out = changed.stdout + changed.stderr
     assert changed.returncode == 0, out[-3000:]
     assert "notebooks changed; notebook cache emptied" in out and "Executed notebook" in out
+    assert len(list(memo.iterdir())) == 1  # emptied with the cache, verified again
     samples = book / "data" / "runs" / "run-a" / "samples.parquet"
     data = bytearray(samples.read_bytes())
     data[len(data) // 2] ^= 0xFF  # in place: the manifest still lists the old checksum
