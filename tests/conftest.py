@@ -1,6 +1,7 @@
 """Builders the test modules share: journal units, a small finalized run, the process
-checks of the tests that kill sweeps and their workers, and the book and its PDF, built
-once per test session (``built_book``, ``built_pdf``) for every test that reads them.
+checks of the tests that kill sweeps and their workers, one tiny recorded sweep, and the
+book and its PDF, built once per test session (``built_book``, ``built_pdf``,
+``measured_copy``; the HTML builds run in the background, see ``session_builds``).
 
 Import the builders by name (``from conftest import make_run``); pytest also loads this
 file itself, before any test module, and hands the fixtures to the tests that name them.
@@ -9,36 +10,49 @@ file itself, before any test module, and hands the fixtures to the tests that na
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
+import session_builds
 from attn_analysis import records
 
 ROOT = Path(__file__).resolve().parents[1]
-# The jupyter-book next to this Python (a virtual environment need not be on PATH).
-JUPYTER_BOOK = (str(Path(sys.executable).with_name("jupyter-book"))
-                if Path(sys.executable).with_name("jupyter-book").exists()
-                else shutil.which("jupyter-book") or "jupyter-book")
+_BUILDS = session_builds.SessionBuilds()
+# The fixtures that wait for a background build; tests that use them run last.
+_BOOK_FIXTURES = ("built_book", "measured_copy")
 
 
-def build_book(root: Path, *args: str, timeout: int = 1200) -> subprocess.CompletedProcess:
-    """``jupyter-book build <root> <args>`` from ``root``, as the README runs it."""
-    return subprocess.run([JUPYTER_BOOK, "build", str(root), *args], capture_output=True,
-                          text=True, cwd=root, timeout=timeout)
+@pytest.hookimpl(trylast=True)  # after -m and -k have deselected what will not run
+def pytest_collection_modifyitems(session, config, items):
+    """Start the session's book builds (``session_builds``) in the background if a selected
+    test needs them, and move those tests to the end, so that the rest run meanwhile."""
+    needs = [item for item in items if set(_BOOK_FIXTURES) & set(item.fixturenames)]
+    if needs and not config.option.collectonly:
+        _BUILDS.start(measured=any("measured_copy" in item.fixturenames for item in needs))
+        items[:] = [item for item in items if item not in needs] + needs
+
+
+def pytest_sessionfinish(session, exitstatus):
+    _BUILDS.close()
 
 
 @pytest.fixture(scope="session")
 def built_book() -> Path:
     """The repository's HTML book (``_build/html``), built once per test session with the
-    README's command, ``-W -n --keep-going``: any warning fails it. Its notebook cache in
+    README's command, ``-W -n --keep-going`` (any warning fails it), in the background
+    from collection time (``session_builds``). Its notebook cache in
     ``_build/.jupyter_cache`` makes an unchanged tree rebuild in seconds."""
-    proc = build_book(ROOT, "-W", "-n", "--keep-going")
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-    return ROOT / "_build" / "html"
+    return _BUILDS.book.wait()
+
+
+@pytest.fixture(scope="session")
+def measured_copy(built_book) -> dict:
+    """A copy of the repository holding the session's built book, after papermill measured
+    a new CPU run into its ``data/runs`` and the README's build ran again: the copy, the
+    measured notebook, and the cross-device page before and after (``session_builds``)."""
+    return _BUILDS.measured.wait()
 
 
 @pytest.fixture(scope="session")
@@ -53,7 +67,7 @@ def built_pdf(built_book) -> Path:
     # latexmk remembers an earlier failed run (e.g. before a font was installed) and
     # refuses to retry: start from an empty LaTeX folder (the notebook cache stays).
     shutil.rmtree(pdf.parent, ignore_errors=True)
-    proc = build_book(ROOT, "--builder", "pdflatex")
+    proc = session_builds.build_book(ROOT, "--builder", "pdflatex")
     assert proc.returncode == 0 and pdf.is_file(), proc.stdout[-4000:] + proc.stderr[-4000:]
     return pdf
 

@@ -1,16 +1,16 @@
 """The notebooks re-execute with new parameters, and a measured run reaches the book.
 
 In a temporary copy of the repository (the real ``data/`` is never touched) that holds
-the session's built book (``built_book``, conftest: built once for every test file),
-papermill runs ``03_matrix`` with ``measure=True`` on the CPU with a tiny new shape, the
-new run is recorded under the copy's ``data/runs``, and after a rebuild (the same
-``jupyter-book build`` command as the README's, over the existing ``_build``) the book's
-cross-device table has a row for the new configuration and the new run.
+the session's built book, papermill runs ``03_matrix`` with ``measure=True`` on the CPU
+with a tiny new shape, the new run is recorded under the copy's ``data/runs``, and after
+a rebuild (the same ``jupyter-book build`` command as the README's, over the existing
+``_build``) the book's cross-device table has a row for the new configuration and the new
+run. The copy, the measurement and the rebuild run in the background from collection
+time (``measured_copy``, conftest and ``session_builds``); this file checks what they left.
 """
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,28 +18,13 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from conftest import build_book
+from session_builds import NEW_RUN
 
 pytestmark = pytest.mark.slow  # book build, papermill or the Triton interpreter
 
 ROOT = Path(__file__).resolve().parents[1]
-NEW_SHAPE = "2,2,48"
-NEW_CONFIG = "B2-H2-S48-D64-fp16"
+NOTEBOOKS = ROOT / "notebooks"
 NEW_CONFIG_SHOWN = ("B2-H2-S48-D64-fp16", "B2 H2 S48")  # tables print the short form
-IGNORE = shutil.ignore_patterns("_build", ".jupyter_cache", ".git", ".pytest_cache",
-                                "__pycache__", "*.egg-info", "out", ".benchmarks")
-
-
-def _papermill(copy: Path, notebook: str, out: Path, *params: str) -> nbformat.NotebookNode:
-    """jupytext -> papermill, run from the copy's notebooks/ folder; return the output."""
-    ipynb = out.with_suffix(".in.ipynb")
-    subprocess.run([sys.executable, "-m", "jupytext", "--to", "ipynb", "-o", str(ipynb),
-                    str(copy / "notebooks" / notebook)], check=True, capture_output=True)
-    proc = subprocess.run([sys.executable, "-m", "papermill", str(ipynb), str(out),
-                           "--cwd", str(copy / "notebooks"), "-k", "python3", *params],
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return nbformat.read(out, as_version=4)
 
 
 def _html_outputs(nb) -> str:
@@ -53,59 +38,34 @@ def _shows_new_config(text: str) -> bool:
     return any(form in text for form in NEW_CONFIG_SHOWN)
 
 
-@pytest.fixture(scope="module")
-def repo_copy(tmp_path_factory, built_book):
-    """A copy of the repository with the session's built book in its ``_build`` (same
-    data, same cache), as a reader's clone is after one build."""
-    copy = tmp_path_factory.mktemp("repo") / "attn"
-    shutil.copytree(ROOT, copy, ignore=IGNORE)
-    shutil.copytree(built_book.parent, copy / "_build")
-    return copy
-
-
-def _build_book(copy: Path) -> str:
-    """Build the copy's book as the README does; return the cross-device page's HTML."""
-    proc = build_book(copy, "-W", "-n", "--keep-going", timeout=900)
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
-    return (copy / "_build" / "html" / "notebooks" / "05_cross_device.html").read_text()
-
-
-def test_measure_on_cpu_reaches_the_cross_device_table(repo_copy, tmp_path):
-    # the book as built before the measurement: the copy holds the session's build
-    before = (repo_copy / "_build" / "html" / "notebooks" / "05_cross_device.html").read_text()
+def test_measure_on_cpu_reaches_the_cross_device_table(measured_copy):
+    # the book as built before the measurement: the copy held the session's build
+    before = measured_copy["before"]
     assert "h200-reports-p2-all" in before and not _shows_new_config(before)
 
-    measured = _papermill(repo_copy, "03_matrix.py", tmp_path / "03.ipynb",
-                          "-p", "measure", "True", "-p", "device", "cpu",
-                          "-p", "shapes", NEW_SHAPE, "-p", "samples", "8",
-                          "-p", "trials", "2", "-p", "run_id", "cpu-test",
-                          "-p", "n_resamples", "200")
-    run_dir = repo_copy / "data" / "runs" / "cpu-test"
+    run_dir = measured_copy["copy"] / "data" / "runs" / NEW_RUN
     assert (run_dir / "manifest.json").is_file()
-    assert not (ROOT / "data" / "runs" / "cpu-test").exists()
-    html = _html_outputs(measured)
+    assert not (ROOT / "data" / "runs" / NEW_RUN).exists()
+    html = _html_outputs(measured_copy["measured"])
     assert _shows_new_config(html) and "CPU" in html  # the lead table is the new CPU run
 
-    after = _build_book(repo_copy)  # the data changed, so the cached executions are redone
-    assert _shows_new_config(after) and "cpu-test" in after
+    after = measured_copy["after"]  # the data changed, so the cached executions were redone
+    assert _shows_new_config(after) and NEW_RUN in after
 
 
-def test_bad_parameter_stops_with_a_named_value_error(repo_copy, tmp_path):
+def test_bad_parameter_stops_with_a_named_value_error(tmp_path):
     ipynb = tmp_path / "in.ipynb"
     subprocess.run([sys.executable, "-m", "jupytext", "--to", "ipynb", "-o", str(ipynb),
-                    str(repo_copy / "notebooks" / "04_sweeps.py")], check=True,
-                   capture_output=True)
+                    str(NOTEBOOKS / "04_sweeps.py")], check=True, capture_output=True)
     proc = subprocess.run([sys.executable, "-m", "papermill", str(ipynb),
-                           str(tmp_path / "out.ipynb"), "--cwd",
-                           str(repo_copy / "notebooks"), "-p", "mode", "warm"],
+                           str(tmp_path / "out.ipynb"), "--cwd", str(NOTEBOOKS),
+                           "-p", "mode", "warm"],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode != 0
     assert "`mode` must be one of" in proc.stderr
 
 
 # ----------------------------------------------- every parameter checked before any work
-
-NOTEBOOKS = ROOT / "notebooks"
 
 
 def _ipynb(notebook: str, folder: Path) -> Path:
