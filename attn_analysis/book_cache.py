@@ -9,9 +9,11 @@ so would checking out another commit over an existing ``_build/``. This extensio
 listed in ``_config.yml``, digests every input of the notebooks, in three groups
 (``INPUT_GLOBS``):
 
-- recorded data: each file inside each run folder of ``data/runs`` (journal, tables,
-  views and manifest alike, so a file edited in place changes the digest even though its
-  manifest did not), and every file of ``data/reference`` and ``data/checks``;
+- recorded data: every file under ``data/`` (each file inside each run folder of
+  ``data/runs``, journal, tables, views and manifest alike, so a file edited in place
+  changes the digest even though its manifest did not; ``data/reference``,
+  ``data/checks``, ``data/simulations`` and any folder added there), but hidden files
+  (a sweep's lock file beside its run folder, a run's in-progress markers);
 - package code: ``attn_analysis/**/*.py`` and the package's data files (``*.json``);
 - notebooks: ``notebooks/**/*.py``.
 
@@ -44,25 +46,25 @@ from pathlib import Path
 STAMP = "attn_inputs_digest.json"
 # The memo of verified runs (verify_memo) the notebooks' kernels use: beside the cache.
 VERIFIED = ".attn_verified"
-# Everything the notebooks read, by group (paths relative to the book's root). Files in
-# hidden folders (.ipynb_checkpoints, .pytest_cache) and temporaries are never inputs.
+# Everything the notebooks read, by group (paths relative to the book's root). Hidden
+# files and folders (lock files, .ipynb_checkpoints, .pytest_cache) and temporaries are
+# never inputs.
 INPUT_GLOBS = {
-    "recorded data": ("data/runs/*/**/*", "data/reference/**/*", "data/checks/**/*"),
+    "recorded data": ("data/**/*",),
     "package code": ("attn_analysis/**/*.py", "attn_analysis/**/*.json"),
     "notebooks": ("notebooks/**/*.py",),
 }
 
 
 def _input_files(root: Path, patterns) -> list[Path]:
-    """The files ``patterns`` match under ``root``, without temporary files an interrupted
-    writer left and without anything inside a hidden folder."""
-    from .records import TEMPORARY_PREFIX
+    """The files ``patterns`` match under ``root``, without hidden files or anything in a
+    hidden folder (lock files, markers, checkpoints, the temporaries of an interrupted
+    writer: ``records.TEMPORARY_PREFIX`` starts with a dot)."""
     found = set()
     for pattern in patterns:
         for path in root.glob(pattern):
             rel = path.relative_to(root)
-            if (path.is_file() and not path.name.startswith(TEMPORARY_PREFIX)
-                    and not any(part.startswith(".") for part in rel.parts[:-1])):
+            if path.is_file() and not any(part.startswith(".") for part in rel.parts):
                 found.add(path)
     return sorted(found)
 

@@ -63,11 +63,25 @@ def test_digest_follows_every_recorded_file_not_only_the_manifests(tmp_path):
     assert _data_digest(root) != checks
 
 
-def test_digest_ignores_temporaries_and_lock_files_beside_runs(tmp_path):
+def test_digest_follows_every_folder_of_data_such_as_the_simulations(tmp_path):
+    root = _repo(tmp_path)
+    before = _data_digest(root)
+    (root / "data" / "simulations").mkdir()  # read by the calibration chapter
+    (root / "data" / "simulations" / "interval_coverage.csv").write_text("cov\n0.95\n")
+    added = _data_digest(root)
+    assert added != before
+    (root / "data" / "simulations" / "interval_coverage.csv").write_text("cov\n0.90\n")
+    assert _data_digest(root) != added
+
+
+def test_digest_ignores_temporaries_markers_and_lock_files_beside_runs(tmp_path):
     root = _repo(tmp_path)
     before = _data_digest(root)
     (root / "data" / "runs" / ".r2.lock").write_text('{"pid": 1}')
     (root / "data" / "runs" / "r1" / ".tmp-abc").write_text("half")
+    (root / "data" / "runs" / "r1" / ".current-t0").write_text("{}")
+    (root / "data" / ".ipynb_checkpoints").mkdir()
+    (root / "data" / ".ipynb_checkpoints" / "x.csv").write_text("1")
     assert _data_digest(root) == before
 
 
