@@ -182,11 +182,13 @@ def test_ratio_ci_accepts_2d_and_ragged_trials():
 
 
 def test_ratio_ci_fast_enough():
-    # 10k resamples of 5 trials x 300 samples per side; about 0.5 s on one core.
+    # 10k resamples of 5 trials x 300 samples per side; about 0.5 s of CPU on one core.
+    # The bound is on this process's CPU time, not the wall clock, so a loaded machine
+    # (other processes on the cores) cannot fail it; a per-resample Python loop would.
     rng = np.random.default_rng(11)
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     S.ratio_ci(lognormal_trials(rng), lognormal_trials(rng))
-    assert time.perf_counter() - t0 < 3.0
+    assert time.process_time() - t0 < 3.0
 
 
 # ------------------------------------------------------------------- effects and tests
