@@ -78,7 +78,9 @@ def test_sleep_of_2ms_reads_about_2ms(mode):
                        warmup_ms=5.0)
     assert r.clock == "cpu_wall" and r.device == "cpu" and r.mode == mode
     assert all(t > 0 for t in r.times_ms)
-    assert 1.95 <= r.median_ms <= 3.5  # ms, not s or us; sleep only overshoots
+    # ms, not s (0.002) or us (2000). Sleep only overshoots, by the scheduler's latency,
+    # which a loaded machine stretches: the upper bound checks the unit, not the machine.
+    assert 1.95 <= r.median_ms <= 50
     assert r.calls_per_sample == 1  # a 2 ms call needs no batching to pass GRAPH_TARGET_MS
     assert r.pid == os.getpid() and r.elapsed_s > 8 * 0.002
 
