@@ -422,15 +422,28 @@ def _nvml_readings(with_static: bool) -> dict:
     return out
 
 
+_CUDA_MEMORY = ("import torch; print(torch.cuda.get_device_properties("
+                "torch.cuda.current_device()).total_memory)")
+
+
 def device_memory_bytes(device: str) -> int | None:
-    """Total memory of ``device``: the current CUDA device's (its properties: nothing is
-    allocated), or the host's physical memory for "cpu"; None where it cannot be read.
-    The sweep refuses, before writing anything, a configuration whose inputs exceed it."""
+    """Total memory of ``device``: the current CUDA device's, or the host's physical
+    memory for "cpu"; None where it cannot be read. The sweep refuses, before writing
+    anything, a configuration whose inputs exceed it.
+
+    The CUDA device's properties are read in a short child process: reading them here
+    would initialise CUDA in this process, after which :func:`lock` can no longer set
+    ``CUBLAS_WORKSPACE_CONFIG`` (a notebook that measures, then locks, would fail).
+    """
     if device == "cuda":
+        import subprocess
+        import sys
         if not torch.cuda.is_available():
             return None
-        return _try(lambda: int(torch.cuda.get_device_properties(
-            torch.cuda.current_device()).total_memory))
+        proc = _try(lambda: subprocess.run([sys.executable, "-c", _CUDA_MEMORY],
+                                           capture_output=True, text=True, timeout=120))
+        text = proc.stdout.strip() if proc is not None and proc.returncode == 0 else ""
+        return int(text) if text.isdigit() else None
     return _try(lambda: int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES")))
 
 

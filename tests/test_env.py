@@ -411,3 +411,31 @@ def test_lock_profile_changes_the_fingerprint_hash():
 def test_lock_validates_deterministic():
     with pytest.raises(ValueError, match="`deterministic` must be True or False"):
         env.lock(deterministic="yes")
+
+
+# ------------------------------------------------------------ the device's memory
+
+def test_device_memory_of_the_host_and_of_a_missing_gpu():
+    host = env.device_memory_bytes("cpu")
+    assert isinstance(host, int) and host > 2**28  # this machine has more than 256 MiB
+    if not torch.cuda.is_available():
+        assert env.device_memory_bytes("cuda") is None
+
+
+def test_reading_the_gpus_memory_leaves_cuda_uninitialised_here(monkeypatch):
+    # The properties are read in a child process: initialising CUDA here would stop a
+    # later env.lock() from setting CUBLAS_WORKSPACE_CONFIG (a notebook measures, then locks).
+    import subprocess
+    calls = []
+
+    def child(cmd, **kwargs):
+        calls.append(cmd)
+        return subprocess.CompletedProcess(cmd, 0, stdout="85899345920\n", stderr="")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(subprocess, "run", child)
+    assert env.device_memory_bytes("cuda") == 80 * 2**30
+    assert calls and calls[0][0] == sys.executable and "total_memory" in calls[0][-1]
+    assert not torch.cuda.is_initialized()
+    monkeypatch.setattr(subprocess, "run", lambda cmd, **kw: subprocess.CompletedProcess(
+        cmd, 1, stdout="", stderr="RuntimeError: no CUDA"))
+    assert env.device_memory_bytes("cuda") is None
