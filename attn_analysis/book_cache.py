@@ -70,6 +70,7 @@ def _input_files(root: Path, patterns) -> list[Path]:
 
 
 def _root_iv(root) -> Path:
+    """``root`` as a Path, if it is an existing folder (the book's root)."""
     root = Path(root)
     if not root.is_dir():
         raise ValueError(f"`root` must be an existing folder; got {str(root)!r}.")

@@ -9,7 +9,8 @@ one after the other, in a background thread as soon as the session's tests are c
 (only if a selected test needs them) and moves the tests that read them to the end;
 meanwhile the other tests run on the other core. A fixture that needs a build waits for
 it and re-raises its failure. No test asserts anything about time, so sharing the cores
-changes no result.
+changes no result. A session that ends early (``-x``, Ctrl-C) waits for the build under
+way to finish (each has a timeout), so no build outlives it.
 
 Each step is what the README documents: ``jupyter-book build . -W -n --keep-going``, and
 jupytext piped into papermill for the measurement.
