@@ -213,16 +213,17 @@ def _raise_interrupt(signum, frame):
 
 
 def cmd_verify(args) -> int:
-    from . import checks, records
+    from .record import checks
+    from . import record
     status = 0
     for run in args.runs:
-        problems = checks.verify(run) if checks.is_check_path(run) else records.verify(run)
+        problems = checks.verify(run) if checks.is_check_path(run) else record.verify(run)
         if problems:
             status = 1
             print(f"{run}: FAILED")
             for p in problems:
                 print(f"  {p}")
-        elif checks.is_check_path(run) or not records.is_legacy_identity(run):
+        elif checks.is_check_path(run) or not record.is_legacy_identity(run):
             print(f"{run}: ok")
         else:
             print(f"{run}: ok (legacy run: run.json records no run id, so the folder's "
@@ -231,8 +232,8 @@ def cmd_verify(args) -> int:
 
 
 def cmd_show(args) -> int:
-    from . import records, show
-    run = records.load(args.run)
+    from . import record, show
+    run = record.load(args.run)
     print(show.summary(run))
     return 0
 
@@ -257,11 +258,11 @@ def _choice(name: str, value: str, allowed: tuple) -> str:
 
 def cmd_compare(args) -> int:
     import json
-    from . import comparisons, records, stats
+    from . import comparisons, record, stats
     _margin(args.margin)
     _positive_int("--resamples", args.resamples, 100)
     _choice("--interval", args.interval, stats.INTERVAL_METHODS)
-    run = records.load(args.run)
+    run = record.load(args.run)
     kernels = run.kernels if args.attention else None
     table = comparisons.speedup_table(run.samples, run.placements, baseline=args.baseline,
                                       mode=args.mode, configs=args.config, margin=args.margin,
@@ -283,14 +284,14 @@ def cmd_compare(args) -> int:
 
 def cmd_calibrate(args) -> int:
     import json
-    from . import calibration as cal, records, stats
+    from . import calibration as cal, record, stats
     _margin(args.margin)
     _positive_int("--processes", args.processes)
     _positive_int("--family", args.family)
     _positive_int("--resamples", args.resamples, 100)
     _choice("--level", args.level, cal.LEVELS)
     _choice("--interval", args.interval, stats.INTERVAL_METHODS)
-    runs = records.distinct_runs([records.load(r) for r in args.runs], "runs")
+    runs = record.distinct_runs([record.load(r) for r in args.runs], "runs")
     frames = {r.run_id: (cal.kernel_samples(r.placements) if args.level == "kernel"
                          else r.samples, r.kernels) for r in runs}
     empty = [rid for rid, (s, _) in frames.items() if s.empty]

@@ -19,7 +19,7 @@ rate it claims. The calibration run holds an A/A control (``sdpa_twin``: the sam
   what each timing mode reads, what "effective bandwidth" means hot and cold, and the GPU
   time a calibrated comparison costs.
 
-Inputs are the tables of :class:`attn_analysis.records.Run`; outputs are DataFrames or
+Inputs are the tables of :class:`attn_analysis.record.Run`; outputs are DataFrames or
 frozen dataclasses.
 """
 

@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 import pandas as pd
 
-from . import _validate, records, summaries
+from . import _validate, record, summaries
 
 DEFAULT_LEAD_RUN = "h200-reports-p2-all"
 DEFAULT_TRITON_RUN = "h200-triton-p2"
@@ -154,8 +154,8 @@ def recorded_run_iv(name: str, value, params: dict) -> str:
     (a named run that is missing is an error, never replaced by another)."""
     if not isinstance(value, str):
         raise ValueError(f"`{name}` must be '' or a run folder name; got {value!r}.")
-    if value and not (Path(params["runs_dir"]) / value / records.MANIFEST).is_file():
-        recorded = [p.name for p in records.find_runs(params["runs_dir"])]
+    if value and not (Path(params["runs_dir"]) / value / record.MANIFEST).is_file():
+        recorded = [p.name for p in record.find_runs(params["runs_dir"])]
         raise ValueError(f"`{name}` must be '' or a finalized run under {params['runs_dir']} "
                          f"({recorded}); got {value!r}.")
     return value
@@ -217,9 +217,9 @@ def measure_new_run(params: dict) -> str:
 
 
 def load_runs(runs_dir) -> dict:
-    """Every finalized run under ``runs_dir`` (``records.find_runs``), loaded and verified,
+    """Every finalized run under ``runs_dir`` (``record.find_runs``), loaded and verified,
     keyed by run id, in name order."""
-    return {p.name: records.load(p) for p in records.find_runs(runs_dir)}
+    return {p.name: record.load(p) for p in record.find_runs(runs_dir)}
 
 
 def run_catalog(runs: dict) -> pd.DataFrame:
@@ -332,7 +332,7 @@ def check_file_iv(kind: str, optional: bool = False):
     """A check of a parameter naming a sealed check file of ``kind`` (:mod:`.checks`),
     relative to the repository root: the check returns the file's payload (None for ''
     when ``optional``)."""
-    from . import checks
+    from .record import checks
 
     def iv(name: str, value, params: dict):
         if optional and value == "":
@@ -353,14 +353,14 @@ def check_file_iv(kind: str, optional: bool = False):
 
 def runs_iv(name: str, value, params: dict, protocol: int = 1) -> dict:
     """Check comma-separated finalized runs under ``runs_dir``, each of at least
-    ``protocol`` and no two the same run (``records.distinct_runs``: same id or same
+    ``protocol`` and no two the same run (``record.distinct_runs``: same id or same
     content); return them loaded and verified, keyed by run id, in the given order."""
     names = [v.strip() for v in value.split(",") if v.strip()] if isinstance(value, str) else []
     if not names:
         raise ValueError(f"`{name}` must name one or more runs, comma-separated; got {value!r}.")
-    runs = records.distinct_runs([records.load(Path(params["runs_dir"]) /
-                                               recorded_run_iv(name, n, params))
-                                  for n in names], name)
+    runs = record.distinct_runs([record.load(Path(params["runs_dir"]) /
+                                             recorded_run_iv(name, n, params))
+                                 for n in names], name)
     loaded = dict(zip(names, runs))
     old = [n for n, r in loaded.items() if r.protocol < protocol]
     if old:
@@ -388,7 +388,7 @@ def run_iv(name: str, value, params: dict):
     """Check one finalized run under ``runs_dir``; return it loaded and verified."""
     if not isinstance(value, str) or not value or "," in value:
         raise ValueError(f"`{name}` must be a run folder name; got {value!r}.")
-    return records.load(Path(params["runs_dir"]) / recorded_run_iv(name, value, params))
+    return record.load(Path(params["runs_dir"]) / recorded_run_iv(name, value, params))
 
 
 def _checked(given: dict, params: dict, checks: dict) -> dict:

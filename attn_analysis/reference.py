@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from attn_analysis.configs import DTYPES
+from .configs import DTYPES
 
 DEFAULT_PATH = Path(__file__).resolve().parents[1] / "data" / "reference" / "l4_reported.csv"
 

@@ -43,15 +43,15 @@ class FolderBusy(RuntimeError):
 
 
 def _is_run(path: Path) -> bool:
-    from . import records  # imported here: a worker's die_with_parent needs no pandas
-    return any((path / m).exists() for m in (records.PLAN, records.MANIFEST, records.JOURNAL))
+    from . import record  # imported here: a worker's die_with_parent needs no pandas
+    return any((path / m).exists() for m in (record.PLAN, record.MANIFEST, record.JOURNAL))
 
 
 def _listing(path: Path) -> list[str]:
     """Entries of a folder, ignoring temporary files an interrupted writer left behind."""
-    from . import records
+    from . import record
     return sorted(p.name for p in path.iterdir()
-                  if not p.name.startswith(records.TEMPORARY_PREFIX))
+                  if not p.name.startswith(record.TEMPORARY_PREFIX))
 
 
 def check_run_folder(path, name: str = "out_dir") -> Path:
@@ -69,9 +69,9 @@ def check_run_folder(path, name: str = "out_dir") -> Path:
     allowed = "a new folder, an empty one, or an existing run folder to resume"
     if full.exists() and not full.is_dir():
         raise ValueError(f"`{name}` must be {allowed}; {str(path)!r} is a file.")
-    from . import records
+    from . import record
     for parent in full.parents:
-        if any((parent / m).is_file() for m in (records.PLAN, records.MANIFEST)):
+        if any((parent / m).is_file() for m in (record.PLAN, record.MANIFEST)):
             raise ValueError(f"`{name}` must be {allowed}; {str(path)!r} lies inside the "
                              f"run folder {parent}.")
     if full.is_dir() and not _is_run(full):

@@ -1,6 +1,6 @@
 """The paper's tables, computed from a loaded run's tables. Pure functions, no I/O.
 
-Each function takes DataFrames shaped like :class:`attn_analysis.records.Run`'s tables
+Each function takes DataFrames shaped like :class:`attn_analysis.record.Run`'s tables
 (or the output of another function here) and returns a new DataFrame: latency medians with
 hierarchical-bootstrap intervals over trials (:func:`latency_table`), speedups against the
 default SDPA dispatch with an equivalence verdict (:func:`speedup_table`), the fastest

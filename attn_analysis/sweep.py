@@ -24,7 +24,7 @@ import uuid
 from pathlib import Path
 
 from . import __version__
-from . import _validate, records, run_lock
+from . import _validate, record, run_lock
 from .configs import DEVICES, MATRICES, MODES, Config, parse_shapes
 
 SETTINGS_THAT_MUST_MATCH = ("device", "timing", "seed", "deterministic", "placements",
@@ -184,11 +184,11 @@ def _plugins_iv(plugins) -> None:
 
 def plan_units(plan: Plan) -> dict[int, list[str]]:
     """Every journal unit the plan calls for, grouped by trial."""
-    return records.plan_unit_names(plan.to_json())
+    return record.plan_unit_names(plan.to_json())
 
 
 def _candidate_units(plan: Plan, config: Config, cand: str, trial: int) -> list[str]:
-    return records.candidate_unit_names(config.key, cand, trial, plan.modes, plan.profile)
+    return record.candidate_unit_names(config.key, cand, trial, plan.modes, plan.profile)
 
 
 def _input_seed(plan: "Plan", trial: int, ci: int) -> int:
@@ -253,15 +253,15 @@ def finished_summary(out_dir, plan: Plan, name: str = "out_dir") -> dict | None:
     ``name``.
     """
     out_dir = Path(out_dir)
-    if not (out_dir / records.MANIFEST).is_file():
+    if not (out_dir / record.MANIFEST).is_file():
         return None
-    where = f"`{name}` {str(out_dir)!r} is a finished run ({records.MANIFEST}), never changed"
-    diff = _settings_diff(records.read_plan(out_dir) or {}, plan)
+    where = f"`{name}` {str(out_dir)!r} is a finished run ({record.MANIFEST}), never changed"
+    diff = _settings_diff(record.read_plan(out_dir) or {}, plan)
     if diff:
         raise ValueError(f"{where}; it was recorded with other settings ({', '.join(diff)}): "
                          f"use a new folder.")
     expected = plan_units(plan)
-    done, bad = records.finished_units(out_dir)
+    done, bad = record.finished_units(out_dir)
     if bad:
         raise ValueError(f"{where}; its journal does not verify ({bad[0]}): `python -m "
                          f"attn_analysis verify {out_dir}` names every file.")
@@ -271,7 +271,7 @@ def finished_summary(out_dir, plan: Plan, name: str = "out_dir") -> dict | None:
                          f"first {missing[0]}: record them into a new folder.")
     outcome = _timing_outcome(out_dir, expected)
     return dict(_summary(out_dir, expected, outcome, wall_s=0.0), finished=True,
-                finished_utc=records.read_info(out_dir).get("finished_utc", "?"))
+                finished_utc=record.read_info(out_dir).get("finished_utc", "?"))
 
 
 def _summary(out_dir: Path, expected: dict, outcome: dict, wall_s: float) -> dict:
@@ -308,12 +308,12 @@ def _run_locked(out_dir: Path, plan: Plan, *, progress: bool, max_restarts: int)
     finished = finished_summary(out_dir, plan)  # finalized while we waited for the lock
     if finished is not None:
         return finished
-    records.clean_temporaries(out_dir)
+    record.clean_temporaries(out_dir)
     _check_resume(out_dir, plan)
     started = time.monotonic()
     expected = plan_units(plan)
     total = sum(len(v) for v in expected.values())
-    done, bad = records.finished_units(out_dir)
+    done, bad = record.finished_units(out_dir)
     if bad:
         print(f"warning: {len(bad)} journal file(s) do not verify and will be re-measured: "
               + "; ".join(bad[:3]))
@@ -325,7 +325,7 @@ def _run_locked(out_dir: Path, plan: Plan, *, progress: bool, max_restarts: int)
         for trial, names in expected.items():
             restarts = 0
             while True:
-                done, _ = records.finished_units(out_dir)
+                done, _ = record.finished_units(out_dir)
                 missing = [n for n in names if n not in done]
                 if not missing:
                     break
@@ -333,7 +333,7 @@ def _run_locked(out_dir: Path, plan: Plan, *, progress: bool, max_restarts: int)
                 if code == 0:
                     continue
                 if code == _FATAL:
-                    raise SweepError(records.read_fatal(out_dir))
+                    raise SweepError(record.read_fatal(out_dir))
                 restarts += 1
                 _record_crash(out_dir, plan, trial, code)
                 if restarts > max_restarts:
@@ -347,7 +347,7 @@ def _run_locked(out_dir: Path, plan: Plan, *, progress: bool, max_restarts: int)
                          f"reason: {outcome['first_reason']}); {out_dir} is not finalized.")
     info = {"plan": plan.to_json(), "attn_analysis_version": __version__,
             "finished_utc": _now(), "sweep_wall_s_last_invocation": time.monotonic() - started}
-    records.finalize(out_dir, info)
+    record.finalize(out_dir, info)
     return _summary(out_dir, expected, outcome, wall_s=time.monotonic() - started)
 
 
@@ -356,9 +356,9 @@ def _timing_outcome(out_dir: Path, expected: dict) -> dict:
     the first failure and of the first errored unit (``ERRORED``)."""
     statuses, first, first_error = {}, "", ""
     for name in sorted(n for names in expected.values() for n in names):
-        if records.parse_unit_name(name)["kind"] != "timing":
+        if record.parse_unit_name(name)["kind"] != "timing":
             continue
-        unit = records.read_unit(records.unit_path(out_dir, name))
+        unit = record.read_unit(record.unit_path(out_dir, name))
         status = unit.get("status", "?")
         statuses[status] = statuses.get(status, 0) + 1
         text = f"{unit.get('candidate')} at {unit.get('config')}: {status}, {unit.get('reason')}"
@@ -385,7 +385,7 @@ def _settings_diff(old: dict, plan: Plan) -> list[str]:
 
 def _check_resume(out_dir: Path, plan: Plan) -> None:
     """Refuse to resume a folder recorded with settings that change what a unit means."""
-    old = records.read_plan(out_dir)
+    old = record.read_plan(out_dir)
     if old is not None:
         new = plan.to_json()
         diff = _settings_diff(old, plan)
@@ -393,7 +393,7 @@ def _check_resume(out_dir: Path, plan: Plan) -> None:
             raise SweepError(f"{out_dir} was recorded with other settings ({', '.join(diff)}): "
                              f"recorded {[old.get(k) for k in diff]}, asked "
                              f"{[new.get(k) for k in diff]}; use a new --out folder.")
-    records.write_plan(out_dir, plan.to_json())
+    record.write_plan(out_dir, plan.to_json())
 
 
 def _run_worker(ctx, out_dir: Path, plan: Plan, trial: int, bar) -> int:
@@ -422,26 +422,26 @@ def _run_worker(ctx, out_dir: Path, plan: Plan, trial: int, bar) -> int:
 
 def _record_crash(out_dir: Path, plan: Plan, trial: int, code: int) -> None:
     """Record the units of the (configuration, candidate) a crashed worker was on."""
-    current = records.read_current(out_dir, trial)
+    current = record.read_current(out_dir, trial)
     if current is None:
         return
     config = Config.from_key(current["config"])
     reason = f"worker process crashed (exit code {code}) while on this candidate"
-    done, _ = records.finished_units(out_dir)
+    done, _ = record.finished_units(out_dir)
     for cand in current["candidates"]:
         for name in _candidate_units(plan, config, cand, trial):
             if name not in done:
                 _write_failure(out_dir, name, "crashed", reason)
-    records.clear_current(out_dir, trial)
+    record.clear_current(out_dir, trial)
 
 
 def _write_failure(out_dir, name, status, reason) -> None:
     """Record the unit ``name`` (its identity read from the name) as not measured."""
-    unit = dict(records.parse_unit_name(name), status=status, reason=reason,
+    unit = dict(record.parse_unit_name(name), status=status, reason=reason,
                 started_utc=_now(), measurement_id=uuid.uuid4().hex)
     if unit["kind"] == "timing":
         unit["times_ms"] = []
-    records.write_unit(out_dir, unit)
+    record.write_unit(out_dir, unit)
 
 
 # ---------------------------------------------------------------------------- worker
@@ -453,7 +453,7 @@ def _worker_main(out_dir: str, plan_json: dict, trial: int, messages, parent_pid
     try:
         _Worker(Path(out_dir), Plan.from_json(plan_json), trial, messages).run()
     except SweepError as exc:
-        records.write_fatal(out_dir, str(exc))
+        record.write_fatal(out_dir, str(exc))
         sys.exit(_FATAL)
 
 
@@ -462,7 +462,7 @@ class _Worker:
 
     def __init__(self, out_dir: Path, plan: Plan, trial: int, messages):
         self.out, self.plan, self.trial, self.messages = out_dir, plan, trial, messages
-        self.done, _ = records.finished_units(out_dir)
+        self.done, _ = record.finished_units(out_dir)
 
     def _emit(self, path) -> None:
         self.done.add(Path(path).name)
@@ -470,7 +470,7 @@ class _Worker:
 
     def _write(self, unit: dict) -> None:
         unit.setdefault("measurement_id", uuid.uuid4().hex)
-        self._emit(records.write_unit(self.out, unit))
+        self._emit(record.write_unit(self.out, unit))
 
     def run(self) -> None:
         import torch
@@ -481,12 +481,12 @@ class _Worker:
             raise SweepError(f"trial {self.trial}: {exc}") from None
         fp = env.fingerprint()
         self._check_machine(fp)
-        name = records.unit_name("trial", trial=self.trial)
+        name = record.unit_name("trial", trial=self.trial)
         if name not in self.done:
             self._write({"kind": "trial", "trial": self.trial, "fingerprint": fp,
                          "started_utc": _now(), "pid": os.getpid()})
         if self.trial == 0 and self.plan.ceilings and \
-                records.unit_name("ceilings") not in self.done:
+                record.unit_name("ceilings") not in self.done:
             from .ceilings import measure_ceilings
             self._write({"kind": "ceilings", "ceilings": measure_ceilings(self.plan.device),
                          "started_utc": _now()})
@@ -500,8 +500,8 @@ class _Worker:
     def _check_machine(self, fp: dict) -> None:
         if self.plan.allow_mixed:
             return
-        for path in records.journal_paths(self.out, "trial"):
-            other = records.read_unit(path)["fingerprint"].get("fingerprint_hash")
+        for path in record.journal_paths(self.out, "trial"):
+            other = record.read_unit(path)["fingerprint"].get("fingerprint_hash")
             if other != fp.get("fingerprint_hash"):
                 raise SweepError(
                     f"this machine's fingerprint {fp.get('fingerprint_hash')} differs from the "
@@ -509,8 +509,8 @@ class _Worker:
 
     def _earlier_info(self, config: Config, cand: str) -> dict | None:
         """What another trial's build of this candidate recorded (e.g. its tuning), if any."""
-        for path in records.journal_paths(self.out, "timing", config=config.key, candidate=cand):
-            unit = records.read_unit(path)
+        for path in record.journal_paths(self.out, "timing", config=config.key, candidate=cand):
+            unit = record.read_unit(path)
             if unit["trial"] != self.trial and unit.get("status") == "ok" and unit.get("info"):
                 return unit["info"]
         return None
@@ -532,15 +532,15 @@ class _Worker:
                 continue
             self.messages.put(("status", f"t{self.trial} {config.key} {cand} (check)"))
             # say which candidate this process is on, so a crash is recorded against it
-            records.write_current(self.out, self.trial, config.key, [cand])
+            record.write_current(self.out, self.trial, config.key, [cand])
             built = self._prepare(config, ci, cand, names)
-            records.clear_current(self.out, self.trial)
+            record.clear_current(self.out, self.trial)
             if built is not None:
                 ready[cand] = (built, names)
         if ready:
-            records.write_current(self.out, self.trial, config.key, list(ready))
+            record.write_current(self.out, self.trial, config.key, list(ready))
             self._rounds(config, ci, ready, rng)
-            records.clear_current(self.out, self.trial)
+            record.clear_current(self.out, self.trial)
 
     def _prepare(self, config: Config, ci: int, cand: str, names: list[str]):
         """Build one candidate and pass it through the float64 gate; None when it cannot
@@ -558,7 +558,7 @@ class _Worker:
         seed = _input_seed(self.plan, self.trial, ci)
         corr_name = names[0]
         if corr_name in self.done:
-            passed = records.read_unit(records.unit_path(self.out, corr_name))["status"] == "ok"
+            passed = record.read_unit(record.unit_path(self.out, corr_name))["status"] == "ok"
         else:
             try:
                 result = cands.check(built, config, self.plan.device, seed=seed, name=cand)
@@ -586,7 +586,7 @@ class _Worker:
         pending = {}
         for cand, (built, names) in ready.items():
             for mode in self.plan.modes:
-                name = records.unit_name("timing", config=config.key, candidate=cand,
+                name = record.unit_name("timing", config=config.key, candidate=cand,
                                          mode=mode, trial=self.trial)
                 if name not in self.done:
                     pending[(cand, mode)] = {"placements": [], "started_utc": _now(),
@@ -599,7 +599,7 @@ class _Worker:
             for position, cand in enumerate(order):
                 modes = [m for m in self.plan.modes
                          if (cand, m) in pending and pending[(cand, m)]["failure"] is None]
-                kname = records.unit_name("kernels", config=config.key, candidate=cand)
+                kname = record.unit_name("kernels", config=config.key, candidate=cand)
                 want_kernels = (p == self.plan.placements - 1 and kname in ready[cand][1]
                                 and kname not in self.done)
                 if not modes and not want_kernels:

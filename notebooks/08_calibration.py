@@ -307,8 +307,8 @@ tables.show(wide, f"Coverage of the true speedup and A/A false-positive rate of 
 from attn_analysis import comparisons
 
 if params["check_run"]:
-    from attn_analysis import records
-    C = records.load(params["runs_dir"] / params["check_run"])
+    from attn_analysis import record
+    C = record.load(params["runs_dir"] / params["check_run"])
     ct = comparisons.speedup_table(C.samples, C.placements,
                                    candidates=[c for c in sorted(set(C.samples["candidate"]))
                                                if c.startswith("sdpa_")],

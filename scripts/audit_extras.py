@@ -19,7 +19,7 @@ Usage, from the repository root on a GPU machine::
 
     PYTHONPATH=. python3 scripts/audit_extras.py [--trials 6] [--out FILE]
 
-Writes one sealed check file (``attn_analysis.checks``, kind audit_extras; default
+Writes one sealed check file (``attn_analysis.record.checks``, kind audit_extras; default
 ``$OUT/audit_extras.json``) with the fingerprint and every raw per-sample time in
 milliseconds.
 """
@@ -35,7 +35,8 @@ import time
 import torch
 import torch.nn.functional as F
 
-from attn_analysis import candidates, checks, env, timing
+from attn_analysis import candidates, env, timing
+from attn_analysis.record import checks
 from attn_analysis.configs import Config
 
 CHUNKS = 4

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import sys
 
-from attn_analysis import records, stats
+from attn_analysis import record, stats
 from attn_analysis.configs import Config
 
 
 def main(run_dir: str, mode: str = "graph") -> str:
-    run = records.load(run_dir)
+    run = record.load(run_dir)
     plan = run.info["plan"]
     fp = next(iter(run.fingerprint["trials"].values()))
     out = [f"# Campaign record: {run.run_id}", "",

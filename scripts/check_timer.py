@@ -17,7 +17,7 @@ not fatal. Usage, from the repository root::
 
     PYTHONPATH=. python3 scripts/check_timer.py [--seq 1024 ...] [--out FILE] [--smoke]
 
-Writes a sealed check file (``attn_analysis.checks``, kind check_timer) to ``--out``
+Writes a sealed check file (``attn_analysis.record.checks``, kind check_timer) to ``--out``
 (default ``$OUT/check_timer.json`` if OUT is set, else ./check_timer.json), with the
 machine's ``env.fingerprint()``, and prints a short table last. ``--smoke`` runs a tiny float32 case on
 the CPU (wall clock, no profiler or triton) to check the script itself. Exit code 1 if the
@@ -33,7 +33,8 @@ import math
 import os
 import sys
 
-from attn_analysis import checks, env, timing
+from attn_analysis.record import checks
+from attn_analysis import env, timing
 
 SHAPE = dict(batch=32, heads=8, head_dim=64, dtype="float16")
 SMOKE_SHAPE = dict(batch=2, heads=2, head_dim=64, dtype="float32")

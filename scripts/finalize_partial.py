@@ -16,7 +16,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from attn_analysis import __version__, records, sweep
+from attn_analysis import __version__, record, sweep
 
 
 def main(src: str, dest: str) -> int:
@@ -24,10 +24,10 @@ def main(src: str, dest: str) -> int:
     if dest.exists():
         raise SystemExit(f"{dest} exists; choose a new run folder")
     plan = json.loads((src / "plan.json").read_text())
-    done, bad = records.finished_units(src)
+    done, bad = record.finished_units(src)
     if bad:
         raise SystemExit(f"{src}: journal units that do not verify: {bad[:3]}")
-    wanted = records.plan_unit_names(plan)
+    wanted = record.plan_unit_names(plan)
     complete = [t for t, names in wanted.items() if all(n in done for n in names)]
     n = 0
     while n in complete:
@@ -46,7 +46,7 @@ def main(src: str, dest: str) -> int:
     (dest / "plan.json").write_text(json.dumps(plan, indent=1))
     plan = sweep.Plan.from_json(plan).to_json()  # validated, as the sweep writes it
     (dest / "plan.json").write_text(json.dumps(plan, indent=1))
-    records.finalize(dest, {"plan": plan, "attn_analysis_version": __version__,
+    record.finalize(dest, {"plan": plan, "attn_analysis_version": __version__,
                             "finished_utc": sweep._now(), "sweep_wall_s_last_invocation": 0.0})
     print(f"{dest.name}: {n} complete trials kept, {dropped} unit(s) of later trials dropped")
     return 0

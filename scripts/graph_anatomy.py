@@ -18,7 +18,7 @@ process, for each candidate and configuration:
 
 The rounds over ``k`` are interleaved (``--rounds``) so that drift hits every ``k`` alike.
 Usage: ``PYTHONPATH=. python3 scripts/graph_anatomy.py``; writes the sealed check file
-(``attn_analysis.checks``, kind graph_anatomy) ``$OUT/graph_anatomy.json`` (or
+(``attn_analysis.record.checks``, kind graph_anatomy) ``$OUT/graph_anatomy.json`` (or
 ./graph_anatomy.json) after each configuration, and prints a table last.
 """
 
@@ -64,7 +64,8 @@ def main(argv=None) -> int:
     ap.add_argument("--replays", type=int, default=100, help="timed replays per k and round")
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args(argv)
-    from attn_analysis import candidates as cands, checks, env, timing
+    from attn_analysis import candidates as cands, env, timing
+    from attn_analysis.record import checks
     from attn_analysis.configs import Config
     env.lock(seed=0, deterministic=False)  # as the sweep locks it: default dispatch kept
     out_path = os.path.join(os.environ.get("OUT", "."), "graph_anatomy.json")

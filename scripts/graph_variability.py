@@ -16,7 +16,7 @@ graph-mode medians of ``sdpa`` spread over several percent while those of
 - ``graph_nodes``: the captured graph's nodes (CUDA graph debug dump), counted by kind.
 
 Usage: ``PYTHONPATH=. python3 scripts/graph_variability.py [--rounds 15]``; writes the
-sealed check file (``attn_analysis.checks``, kind graph_variability)
+sealed check file (``attn_analysis.record.checks``, kind graph_variability)
 ``$OUT/graph_variability.json`` (or ./graph_variability.json) and prints a table last.
 """
 
@@ -59,7 +59,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=15)
     args = ap.parse_args(argv)
-    from attn_analysis import candidates as cands, checks, env, timing
+    from attn_analysis import candidates as cands, env, timing
+    from attn_analysis.record import checks
     from attn_analysis.configs import TARGET
     env.lock(seed=0, deterministic=False)
     out_path = os.path.join(os.environ.get("OUT", "."), "graph_variability.json")

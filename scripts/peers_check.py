@@ -14,7 +14,7 @@ reports (the sweep's protocol does that).
 
 Usage (after ``source scripts/peers_install.sh``):
 ``PYTHONPATH=.:$PYTHONPATH python3 scripts/peers_check.py [--quick]``. Writes the sealed
-check file (``attn_analysis.checks``, kind ``peers_check``) to ``$OUT/peers_check.json``
+check file (``attn_analysis.record.checks``, kind ``peers_check``) to ``$OUT/peers_check.json``
 (or ./peers_check.json) and prints a short table last. Exit code 1 if a candidate that
 built fails the gate.
 """
@@ -29,7 +29,8 @@ import time
 
 import torch
 
-from attn_analysis import candidates as cands, checks, env, peers, timing
+from attn_analysis import candidates as cands, env, peers, timing
+from attn_analysis.record import checks
 from attn_analysis.configs import TARGET, Config
 
 GRID = (

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from attn_analysis import records, simulation, variance
+from attn_analysis import record, simulation, variance
 from attn_analysis.configs import TARGET
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,7 +31,7 @@ N_RESAMPLES = 1000
 
 def scenarios(runs_dir: Path = ROOT / "data" / "runs") -> list[simulation.Scenario]:
     """The scenarios, from the decomposition runs' measured components at the target."""
-    runs = {r: records.load(runs_dir / r) for r in DECOMPOSITION_RUNS}
+    runs = {r: record.load(runs_dir / r) for r in DECOMPOSITION_RUNS}
     places, samples = variance.stack(runs)
     return simulation.scenarios_from(variance.decompose(places, samples), TARGET.key)
 

@@ -19,7 +19,7 @@ The ``env`` section records ``env.fingerprint()`` and the device's measured ceil
 (``ceilings.measure_ceilings``: an 8192³ fp16 product and a 2 GiB copy).
 
 Usage: ``PYTHONPATH=. python3 scripts/triton_check.py [--sections env,grid,host,speed]
-[--quick]``. Writes the sealed check file (``attn_analysis.checks``, kind triton_check)
+[--quick]``. Writes the sealed check file (``attn_analysis.record.checks``, kind triton_check)
 ``$OUT/triton_check.json`` (or ./triton_check.json) and prints a short table last. Exit
 code 1 if any correctness check fails.
 """
@@ -37,7 +37,8 @@ import torch.nn.functional as F
 import triton
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from attn_analysis import ceilings, checks, configs, env
+from attn_analysis import ceilings, configs, env
+from attn_analysis.record import checks
 from attn_analysis import triton_attention as ta
 from attn_analysis.candidates import reference
 

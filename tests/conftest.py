@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import session_builds
-from attn_analysis import records
+from attn_analysis import record
 
 ROOT = Path(__file__).resolve().parents[1]
 _BUILDS = session_builds.SessionBuilds()
@@ -89,24 +89,24 @@ def make_run(tmp_path, n_trials=2):
     unit, a kernels unit and a ceilings unit."""
     run = tmp_path / "run-a"
     for t in range(n_trials):
-        records.write_unit(run, {"kind": "trial", "trial": t,
+        record.write_unit(run, {"kind": "trial", "trial": t,
                                  "fingerprint": {"fingerprint_hash": "abc", "device_kind": "cpu"}})
         for mode in ("graph", "per_call"):
-            records.write_unit(run, make_timing_unit(mode=mode, trial=t,
+            record.write_unit(run, make_timing_unit(mode=mode, trial=t,
                                                      times=(0.5 + t, 0.6 + t, 0.55 + t)))
-        records.write_unit(run, {"kind": "correctness", "config": "B1-H2-S16-D64-fp16",
+        record.write_unit(run, {"kind": "correctness", "config": "B1-H2-S16-D64-fp16",
                                  "candidate": "sdpa", "trial": t, "status": "ok", "reason": "",
                                  "result": {"passed": True, "rel_error": 3e-4,
                                             "max_abs_error": 1e-3, "threshold": 5e-3,
                                             "nonfinite": 0}})
-    records.write_unit(run, make_timing_unit(candidate="sdpa_flash", status="unsupported",
+    record.write_unit(run, make_timing_unit(candidate="sdpa_flash", status="unsupported",
                                              reason="cuda only", times=()))
-    records.write_unit(run, {"kind": "kernels", "config": "B1-H2-S16-D64-fp16",
+    record.write_unit(run, {"kind": "kernels", "config": "B1-H2-S16-D64-fp16",
                              "candidate": "sdpa", "status": "ok",
                              "kernels": [{"name": "k1", "calls_per_call": 1.0,
                                           "device_ms_per_call": 0.4}]})
-    records.write_unit(run, {"kind": "ceilings", "ceilings": {"matmul": {"tflops": 1.0}}})
-    records.finalize(run, {"plan": {"device": "cpu"}})
+    record.write_unit(run, {"kind": "ceilings", "ceilings": {"matmul": {"tflops": 1.0}}})
+    record.finalize(run, {"plan": {"device": "cpu"}})
     return run
 
 

@@ -10,7 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from attn_analysis import audit, calibration as cal, checks, claims
+from attn_analysis import audit, calibration as cal, claims
+from attn_analysis.record import checks
 from attn_analysis import state_of_the_art as sota
 
 ROOT = Path(__file__).resolve().parents[1]

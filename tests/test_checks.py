@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from attn_analysis import checks
+from attn_analysis.record import checks
 from attn_analysis.__main__ import main
 
 ROOT = Path(__file__).resolve().parents[1]

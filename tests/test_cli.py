@@ -261,8 +261,8 @@ def test_a_finished_run_says_so_and_an_errored_unit_exits_1_after_finalizing(tmp
         "error: 1 timing unit(s) errored or crashed (first: fake_compile_error at "
         "B1-H2-S16-D64-fp16: error, RuntimeError: simulated compile failure); the rest was "
         "measured and the run finalized with them recorded")
-    from attn_analysis import records
-    assert records.verify(out) == []
+    from attn_analysis import record
+    assert record.verify(out) == []
     before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
     assert main(args) == 0  # finished: said so, nothing changed
     finished = json.loads((out / "run.json").read_text())["finished_utc"]

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1] / PACKAGE
 ANALYSIS = ("_validate", "configs", "catalog", "stats", "intervals", "simulation", "workload",
             "summaries", "findings", "calibration", "comparisons", "variance", "replay_cost")
 # Reading and showing recorded runs: no measuring code either.
-RECORDS = ("records", "verify_memo", "book_cache", "show", "tables", "plots")
+RECORDS = ("record", "record.verify_memo", "book_cache", "show", "tables", "plots")
 FORBIDDEN = ("torch", "triton", f"{PACKAGE}.sweep", f"{PACKAGE}.candidates")
 
 

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from attn_analysis import calibration as cal
-from attn_analysis import comparisons, records, stats, sweep
+from attn_analysis import comparisons, record, stats, sweep
 from attn_analysis.configs import Config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -182,8 +182,8 @@ def cpu_run(tmp_path_factory):
 
 @pytest.mark.slow
 def test_a_cpu_run_has_placements_and_loads_as_protocol_2(cpu_run):
-    assert records.verify(cpu_run) == []
-    run = records.load(cpu_run)
+    assert record.verify(cpu_run) == []
+    run = record.load(cpu_run)
     assert run.protocol == 2 and set(run.samples["placement"]) == {0, 1}
     assert len(run.placements) == 4 * 4 * 2
 

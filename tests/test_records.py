@@ -1,48 +1,50 @@
 """The recorded-data format: atomic units, consolidation, manifest, verifier, loader."""
 
+import hashlib
 import json
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from attn_analysis import RECORD_FORMAT_VERSION, records
+from attn_analysis import record
+from attn_analysis.record import RECORD_FORMAT_VERSION, journal
 
 import fake_candidates  # noqa: F401
 from conftest import copy_run, make_run, make_timing_unit
 
 
 def test_unit_is_self_checksummed_and_versioned(tmp_path):
-    path = records.write_unit(tmp_path, make_timing_unit())
-    unit = records.read_unit(path)
+    path = record.write_unit(tmp_path, make_timing_unit())
+    unit = record.read_unit(path)
     assert unit["format_version"] == RECORD_FORMAT_VERSION
     assert path.name == "timing__t0__B1-H2-S16-D64-fp16__sdpa__graph.json"
     assert not list(tmp_path.rglob(".tmp-*"))
 
 
 def test_edited_unit_is_refused(tmp_path):
-    path = records.write_unit(tmp_path, make_timing_unit())
+    path = record.write_unit(tmp_path, make_timing_unit())
     body = json.loads(path.read_text())
     body["times_ms"][0] = 0.1
     path.write_text(json.dumps(body))
-    with pytest.raises(records.RecordError, match="checksum mismatch"):
-        records.read_unit(path)
+    with pytest.raises(record.RecordError, match="checksum mismatch"):
+        record.read_unit(path)
 
 
 def test_unknown_format_version_is_refused(tmp_path):
-    path = records.write_unit(tmp_path, make_timing_unit())
+    path = record.write_unit(tmp_path, make_timing_unit())
     body = json.loads(path.read_text())
     body["format_version"] = 99
     path.write_text(json.dumps(body))
-    with pytest.raises(records.RecordError, match="unknown format version 99"):
-        records.read_unit(path)
+    with pytest.raises(record.RecordError, match="unknown format version 99"):
+        record.read_unit(path)
 
 
 def test_finalized_run_verifies_and_loads_as_tidy_tables(tmp_path):
     run = make_run(tmp_path)
-    assert records.verify(run) == []
-    loaded = records.load(run)
-    assert list(loaded.samples.columns) == list(records.SAMPLE_COLUMNS)
+    assert record.verify(run) == []
+    loaded = record.load(run)
+    assert list(loaded.samples.columns) == list(record.SAMPLE_COLUMNS)
     assert len(loaded.samples) == 2 * 2 * 3  # trials x modes x samples
     assert set(loaded.samples["trial"]) == {0, 1}
     assert loaded.samples["seq_len"].unique().tolist() == [16]
@@ -60,10 +62,10 @@ def test_verifier_names_a_corrupted_file(tmp_path):
     data = bytearray(target.read_bytes())
     data[len(data) // 2] ^= 0xFF
     target.write_bytes(bytes(data))
-    problems = records.verify(run)
+    problems = record.verify(run)
     assert problems == ["samples.parquet: SHA-256 does not match the manifest"]
-    with pytest.raises(records.RecordError, match="samples.parquet"):
-        records.load(run)
+    with pytest.raises(record.RecordError, match="samples.parquet"):
+        record.load(run)
 
 
 def test_verifier_catches_an_edited_number_even_with_a_fresh_manifest(tmp_path):
@@ -71,9 +73,9 @@ def test_verifier_catches_an_edited_number_even_with_a_fresh_manifest(tmp_path):
     frame = pd.read_parquet(run / "samples.parquet")
     frame.loc[0, "ms"] = frame.loc[0, "ms"] * 0.5  # a "better" number
     frame.to_parquet(run / "samples.parquet", index=False)
-    assert "samples.parquet: SHA-256 does not match the manifest" in records.verify(run)
-    records.write_manifest(run)  # someone re-signs the edited file
-    problems = records.verify(run)
+    assert "samples.parquet: SHA-256 does not match the manifest" in record.verify(run)
+    record.write_manifest(run)  # someone re-signs the edited file
+    problems = record.verify(run)
     assert len(problems) == 1
     assert problems[0].startswith("samples.parquet: column 'ms' differs from the journal "
                                   "(first at row 0:")
@@ -83,48 +85,48 @@ def test_verifier_reports_missing_and_unlisted_files(tmp_path):
     run = make_run(tmp_path)
     (run / "kernels.parquet").unlink()
     (run / "extra.txt").write_text("x")
-    problems = records.verify(run)
+    problems = record.verify(run)
     assert "kernels.parquet: listed in the manifest but missing" in problems
     assert "extra.txt: present but not listed in the manifest" in problems
 
 
 def test_unfinalized_and_absent_runs_do_not_verify(tmp_path):
-    records.write_unit(tmp_path / "r", make_timing_unit())
-    assert records.verify(tmp_path / "r") == ["manifest.json: missing (the run was never finalized)"]
-    assert "no such run folder" in records.verify(tmp_path / "nope")[0]
+    record.write_unit(tmp_path / "r", make_timing_unit())
+    assert record.verify(tmp_path / "r") == ["manifest.json: missing (the run was never finalized)"]
+    assert "no such run folder" in record.verify(tmp_path / "nope")[0]
 
 
 def test_finished_units_skips_bad_files_and_reports_them(tmp_path):
-    good = records.write_unit(tmp_path, make_timing_unit())
-    bad = records.write_unit(tmp_path, make_timing_unit(mode="per_call"))
+    good = record.write_unit(tmp_path, make_timing_unit())
+    bad = record.write_unit(tmp_path, make_timing_unit(mode="per_call"))
     bad.write_text("{not json")
-    names, complaints = records.finished_units(tmp_path)
+    names, complaints = record.finished_units(tmp_path)
     assert names == {good.name}
     assert len(complaints) == 1 and bad.name in complaints[0]
 
 
 def test_unit_name_validates_kind():
     with pytest.raises(ValueError, match="`kind` must be one of"):
-        records.unit_name("bogus")
+        record.unit_name("bogus")
 
 
 def test_atomic_write_leaves_old_file_when_interrupted(tmp_path, monkeypatch):
     target = tmp_path / "f.json"
-    records.atomic_write_bytes(target, b"old")
+    record.atomic_write_bytes(target, b"old")
 
     def boom(*args):
         raise KeyboardInterrupt
-    monkeypatch.setattr(records.os, "replace", boom)
+    monkeypatch.setattr(journal.os, "replace", boom)
     with pytest.raises(KeyboardInterrupt):
-        records.atomic_write_bytes(target, b"new")
+        record.atomic_write_bytes(target, b"new")
     assert target.read_bytes() == b"old"
     assert not list(tmp_path.glob(".tmp-*"))
 
 
 def test_find_runs_lists_finalized_runs_only(tmp_path):
     make_run(tmp_path)
-    records.write_unit(tmp_path / "unfinished", make_timing_unit())
-    assert [p.name for p in records.find_runs(tmp_path)] == ["run-a"]
+    record.write_unit(tmp_path / "unfinished", make_timing_unit())
+    assert [p.name for p in record.find_runs(tmp_path)] == ["run-a"]
 
 
 # ------------------------------------------- derived files rebuilt from the journal
@@ -135,15 +137,15 @@ def swept_run_with_kernels(swept_run, tmp_path_factory):
     kernels unit as a GPU records it."""
     out = copy_run(swept_run[0], tmp_path_factory.mktemp("swept"))
     # The CPU has no kernel evidence; give sdpa's kernels unit the shape a GPU run has.
-    records.write_unit(out, {"kind": "kernels", "config": "B1-H2-S16-D64-fp16",
+    record.write_unit(out, {"kind": "kernels", "config": "B1-H2-S16-D64-fp16",
                              "candidate": "sdpa", "status": "ok", "reason": "",
                              "kernels": [{"name": "flash_fwd", "calls_per_call": 1.0,
                                           "device_ms_per_call": 0.0123},
                                          {"name": "memset", "calls_per_call": 2.0,
                                           "device_ms_per_call": 0.0011}]})
     info = json.loads((out / "run.json").read_text())
-    records.finalize(out, info)
-    assert records.verify(out) == []
+    record.finalize(out, info)
+    assert record.verify(out) == []
     return out
 
 
@@ -244,15 +246,15 @@ def test_verifier_rebuilds_every_derived_file_from_the_journal(swept_run_with_ke
                                                                 tmp_path, case):
     tamper, expected = TAMPERING[case]
     run = copy_run(swept_run_with_kernels, tmp_path)
-    assert records.verify(run) == []
+    assert record.verify(run) == []
     tamper(run)
-    assert records.verify(run) != []  # the manifest notices first ...
-    records.write_manifest(run)  # ... so the tamperer re-signs every file
-    problems = records.verify(run)
+    assert record.verify(run) != []  # the manifest notices first ...
+    record.write_manifest(run)  # ... so the tamperer re-signs every file
+    problems = record.verify(run)
     assert len(problems) == 1, problems
     assert problems[0].startswith(expected), problems
-    with pytest.raises(records.RecordError, match=expected.split(":")[0]):
-        records.load(run)
+    with pytest.raises(record.RecordError, match=expected.split(":")[0]):
+        record.load(run)
 
 
 def test_verifier_reports_the_first_differing_row_and_both_values(tmp_path):
@@ -260,8 +262,8 @@ def test_verifier_reports_the_first_differing_row_and_both_values(tmp_path):
     frame = pd.read_parquet(run / "units.parquet")
     frame.loc[1, "reason"] = "edited"
     frame.to_parquet(run / "units.parquet", index=False)
-    records.write_manifest(run)
-    assert records.verify(run) == [
+    record.write_manifest(run)
+    assert record.verify(run) == [
         "units.parquet: column 'reason' differs from the journal "
         "(first at row 1: 'edited' on disk, '' in the journal)"]
 
@@ -271,8 +273,8 @@ def test_verifier_reports_a_changed_column_type(tmp_path):
     frame = pd.read_parquet(run / "correctness.parquet")
     frame["nonfinite"] = frame["nonfinite"].astype("float64")  # same values, other type
     frame.to_parquet(run / "correctness.parquet", index=False)
-    records.write_manifest(run)
-    assert records.verify(run) == [
+    record.write_manifest(run)
+    assert record.verify(run) == [
         "correctness.parquet: column 'nonfinite' is float64, the journal gives int64"]
 
 
@@ -292,35 +294,35 @@ def test_verifier_reports_a_changed_column_type(tmp_path):
 ])
 def test_a_unit_that_breaks_the_schema_is_refused_when_written(tmp_path, change, message):
     with pytest.raises(ValueError, match=message):
-        records.write_unit(tmp_path, {**make_timing_unit(), **change})
-    assert not (tmp_path / records.JOURNAL).exists() or not list(
-        (tmp_path / records.JOURNAL).iterdir())
+        record.write_unit(tmp_path, {**make_timing_unit(), **change})
+    assert not (tmp_path / record.JOURNAL).exists() or not list(
+        (tmp_path / record.JOURNAL).iterdir())
 
 
 def test_a_required_field_is_named_when_missing(tmp_path):
     unit = make_timing_unit()
     del unit["times_ms"]
     with pytest.raises(ValueError, match="`times_ms` is missing"):
-        records.write_unit(tmp_path, unit)
+        record.write_unit(tmp_path, unit)
     with pytest.raises(ValueError, match="`kind` must be one of"):
-        records.write_unit(tmp_path, {"kind": "bogus"})
+        record.write_unit(tmp_path, {"kind": "bogus"})
     with pytest.raises(ValueError, match="`fingerprint` is missing"):
-        records.write_unit(tmp_path, {"kind": "trial", "trial": 0})
+        record.write_unit(tmp_path, {"kind": "trial", "trial": 0})
 
 
 def test_a_sealed_unit_that_breaks_the_schema_is_refused_when_read(tmp_path):
     # A unit whose checksum is right but whose content the schema refuses (written by
     # other code, or before a field was declared) does not enter a run.
-    path = records.write_unit(tmp_path, make_timing_unit())
+    path = record.write_unit(tmp_path, make_timing_unit())
     body = json.loads(path.read_text())
     body.pop("sha256")
     body["times_ms"] = "fast"
-    body["sha256"] = records._sha256_bytes(records._canonical(body))
+    body["sha256"] = hashlib.sha256(journal.canonical_json(body)).hexdigest()
     path.write_text(json.dumps(body))
-    with pytest.raises(records.RecordError, match=r"does not fit the journal's schema: "
+    with pytest.raises(record.RecordError, match=r"does not fit the journal's schema: "
                                                   r"`times_ms` must be a list"):
-        records.read_unit(path)
-    assert records.finished_units(tmp_path)[0] == set()
+        record.read_unit(path)
+    assert record.finished_units(tmp_path)[0] == set()
 
 
 @pytest.mark.parametrize("kind, identity", [
@@ -333,9 +335,9 @@ def test_a_sealed_unit_that_breaks_the_schema_is_refused_when_read(tmp_path):
     ("ceilings", {}),
 ])
 def test_unit_names_parse_back_to_the_identity_they_were_built_from(kind, identity):
-    name = records.unit_name(kind, **identity)
-    assert records.parse_unit_name(name) == {"kind": kind, **identity}
-    assert [f.name for f in records.UNIT_IDENTITY[kind]] == list(identity)
+    name = record.unit_name(kind, **identity)
+    assert record.parse_unit_name(name) == {"kind": kind, **identity}
+    assert [f.name for f in record.UNIT_IDENTITY[kind]] == list(identity)
 
 
 @pytest.mark.parametrize("name", ["timing__t0__B1-H2-S16-D64-fp16__sdpa.json",
@@ -343,44 +345,44 @@ def test_unit_names_parse_back_to_the_identity_they_were_built_from(kind, identi
                                   "kernels__t0__B1-H2-S16-D64-fp16__sdpa.json"])
 def test_a_name_that_is_no_unit_is_refused(name):
     with pytest.raises(ValueError, match="`name` must"):
-        records.parse_unit_name(name)
+        record.parse_unit_name(name)
 
 
 def test_the_run_folder_files_are_built_and_read_in_one_place(tmp_path):
     for trial in (0, 1):
-        records.write_unit(tmp_path, make_timing_unit(trial=trial, candidate="sdpa"))
-        records.write_unit(tmp_path, make_timing_unit(trial=trial, candidate="eager"))
-    assert [p.name for p in records.journal_paths(tmp_path, "timing", candidate="eager")] == [
-        records.unit_name("timing", trial=t, config="B1-H2-S16-D64-fp16", candidate="eager",
+        record.write_unit(tmp_path, make_timing_unit(trial=trial, candidate="sdpa"))
+        record.write_unit(tmp_path, make_timing_unit(trial=trial, candidate="eager"))
+    assert [p.name for p in record.journal_paths(tmp_path, "timing", candidate="eager")] == [
+        record.unit_name("timing", trial=t, config="B1-H2-S16-D64-fp16", candidate="eager",
                           mode="graph") for t in (0, 1)]
-    assert records.journal_paths(tmp_path, "trial") == []
-    assert records.read_plan(tmp_path) is None
-    records.write_plan(tmp_path, {"trials": 2})
-    assert records.read_plan(tmp_path) == {"trials": 2}
-    assert (tmp_path / records.PLAN).is_file()
-    records.write_fatal(tmp_path, "trial 0: another machine\n")
-    assert records.read_fatal(tmp_path) == "trial 0: another machine"
-    assert records.read_current(tmp_path, 1) is None
-    records.write_current(tmp_path, 1, "B1-H2-S16-D64-fp16", ("sdpa", "eager"))
-    assert records.read_current(tmp_path, 1) == {"config": "B1-H2-S16-D64-fp16",
+    assert record.journal_paths(tmp_path, "trial") == []
+    assert record.read_plan(tmp_path) is None
+    record.write_plan(tmp_path, {"trials": 2})
+    assert record.read_plan(tmp_path) == {"trials": 2}
+    assert (tmp_path / record.PLAN).is_file()
+    record.write_fatal(tmp_path, "trial 0: another machine\n")
+    assert record.read_fatal(tmp_path) == "trial 0: another machine"
+    assert record.read_current(tmp_path, 1) is None
+    record.write_current(tmp_path, 1, "B1-H2-S16-D64-fp16", ("sdpa", "eager"))
+    assert record.read_current(tmp_path, 1) == {"config": "B1-H2-S16-D64-fp16",
                                                  "candidates": ["sdpa", "eager"]}
-    records.clear_current(tmp_path, 1)
-    records.clear_current(tmp_path, 1)  # clearing twice is harmless
-    assert records.read_current(tmp_path, 1) is None
+    record.clear_current(tmp_path, 1)
+    record.clear_current(tmp_path, 1)  # clearing twice is harmless
+    assert record.read_current(tmp_path, 1) is None
 
 
 def test_every_table_column_reads_a_declared_field_of_its_unit_kind():
-    for table, kind in ((records.UNITS_TABLE, "timing"), (records.PLACEMENTS_TABLE, "timing"),
-                        (records.CORRECTNESS_TABLE, "correctness"),
-                        (records.KERNELS_TABLE, "kernels")):
-        fields = {f.name: f for f in records.UNIT_SCHEMA[kind]}
+    for table, kind in ((record.UNITS_TABLE, "timing"), (record.PLACEMENTS_TABLE, "timing"),
+                        (record.CORRECTNESS_TABLE, "correctness"),
+                        (record.KERNELS_TABLE, "kernels")):
+        fields = {f.name: f for f in record.UNIT_SCHEMA[kind]}
         for column in table:
             root, _, rest = column.source.partition(".")
             assert root in fields, (kind, column.name, column.source)
             items = fields[root].items
-            if items and isinstance(items[0], records.Field):  # a list of records
+            if items and isinstance(items[0], record.Field):  # a list of records
                 assert rest.partition(".")[0] in {f.name for f in items}, column.source
-    assert records.table_columns(1) == {name: cols for name, cols in
-                                        records.table_columns(2).items()
+    assert record.table_columns(1) == {name: cols for name, cols in
+                                        record.table_columns(2).items()
                                         if name != "placements.parquet"} | {
-        "samples.parquet": records.SAMPLE_COLUMNS_V1}
+        "samples.parquet": record.SAMPLE_COLUMNS_V1}

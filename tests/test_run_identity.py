@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from attn_analysis import RECORD_FORMAT_VERSION, records
+from attn_analysis import record
+from attn_analysis.record import RECORD_FORMAT_VERSION
 from attn_analysis.__main__ import main
 from attn_analysis.notebook_support import runs_iv
 from conftest import make_run
@@ -20,10 +21,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _edit_run_json(run: Path, edit) -> None:
     """Edit run.json and re-sign the manifest, as someone who means it would."""
-    info = json.loads((run / records.RUN_INFO).read_text())
+    info = json.loads((run / record.RUN_INFO).read_text())
     edit(info)
-    (run / records.RUN_INFO).write_text(json.dumps(info, indent=1, sort_keys=True))
-    records.write_manifest(run)
+    (run / record.RUN_INFO).write_text(json.dumps(info, indent=1, sort_keys=True))
+    record.write_manifest(run)
 
 
 def _as_legacy(run: Path) -> None:
@@ -32,30 +33,30 @@ def _as_legacy(run: Path) -> None:
         info.pop("run_id"), info.pop("content_hash")
         info["format_version"] = 2
     _edit_run_json(run, edit)
-    manifest = json.loads((run / records.MANIFEST).read_text())
+    manifest = json.loads((run / record.MANIFEST).read_text())
     manifest["format_version"] = 2
-    (run / records.MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
+    (run / record.MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
 
 
 def test_run_json_records_the_id_and_the_journal_content_hash(tmp_path):
     run = make_run(tmp_path)
-    info = json.loads((run / records.RUN_INFO).read_text())
-    manifest = json.loads((run / records.MANIFEST).read_text())
+    info = json.loads((run / record.RUN_INFO).read_text())
+    manifest = json.loads((run / record.MANIFEST).read_text())
     assert info["run_id"] == "run-a" and info["format_version"] == RECORD_FORMAT_VERSION == 3
-    assert info["content_hash"] == records.content_hash(manifest["files"])
-    assert records.verify(run) == []
-    assert records.load(run).content_hash == info["content_hash"]
+    assert info["content_hash"] == record.content_hash(manifest["files"])
+    assert record.verify(run) == []
+    assert record.load(run).content_hash == info["content_hash"]
     # the hash is the journal's: finalizing again (a new finished_utc) keeps it
-    records.finalize(run, {"plan": {"device": "cpu"}, "finished_utc": "later"})
-    assert json.loads((run / records.RUN_INFO).read_text())["content_hash"] == info["content_hash"]
+    record.finalize(run, {"plan": {"device": "cpu"}, "finished_utc": "later"})
+    assert json.loads((run / record.RUN_INFO).read_text())["content_hash"] == info["content_hash"]
 
 
 def test_content_hash_covers_the_journal_only():
     files = {"journal/a.json": "1", "journal/b.json": "2", "run.json": "x", "units.parquet": "y"}
     same = dict(files, **{"run.json": "other id", "units.parquet": "z"})
-    assert records.content_hash(files) == records.content_hash(same)
-    assert records.content_hash(files) != records.content_hash(dict(files, **{"journal/b.json": "3"}))
-    assert records.content_hash(files) != records.content_hash(
+    assert record.content_hash(files) == record.content_hash(same)
+    assert record.content_hash(files) != record.content_hash(dict(files, **{"journal/b.json": "3"}))
+    assert record.content_hash(files) != record.content_hash(
         {"journal/a.json": "1", "journal/c.json": "2"})  # a renamed unit
 
 
@@ -63,13 +64,13 @@ def test_verify_refuses_a_renamed_copy_naming_both_names(tmp_path, capsys):
     run = make_run(tmp_path)
     copy = tmp_path / "copy-of-a"
     shutil.copytree(run, copy)
-    problems = records.verify(copy)
+    problems = record.verify(copy)
     assert problems == [
         "run.json: the recorded run id 'run-a' differs from the folder's name 'copy-of-a'; a "
         "run is known by its id, so a renamed or copied run folder is refused: name the "
         "folder 'run-a' (a copy is not a new run)"]
-    with pytest.raises(records.RecordError, match="differs from the folder's name"):
-        records.load(copy)
+    with pytest.raises(record.RecordError, match="differs from the folder's name"):
+        record.load(copy)
     assert main(["verify", str(run), str(copy)]) == 1
     out = capsys.readouterr().out
     assert f"{run}: ok\n" in out and f"{copy}: FAILED" in out and "'copy-of-a'" in out
@@ -78,50 +79,50 @@ def test_verify_refuses_a_renamed_copy_naming_both_names(tmp_path, capsys):
 def test_verify_refuses_an_edited_content_hash_and_a_format_3_run_without_identity(tmp_path):
     run = make_run(tmp_path)
     _edit_run_json(run, lambda info: info.update(content_hash="0" * 64))
-    assert records.verify(run) == [
+    assert record.verify(run) == [
         "run.json: the recorded content hash does not match the journal"]
     _edit_run_json(run, lambda info: (info.pop("content_hash"), info.pop("run_id")))
-    assert records.verify(run) == ["run.json: `run_id` missing (format 3 records it)",
+    assert record.verify(run) == ["run.json: `run_id` missing (format 3 records it)",
                                    "run.json: `content_hash` missing (format 3 records it)"]
 
 
 def test_a_legacy_run_without_an_id_verifies_without_its_name_checked(tmp_path, capsys):
     run = make_run(tmp_path)
-    original = records.load(run).content_hash
+    original = record.load(run).content_hash
     legacy = tmp_path / "renamed-legacy"
     shutil.copytree(run, legacy)
     _as_legacy(legacy)
-    assert records.verify(legacy) == []
-    assert records.is_legacy_identity(legacy) and not records.is_legacy_identity(run)
-    loaded = records.load(legacy)
+    assert record.verify(legacy) == []
+    assert record.is_legacy_identity(legacy) and not record.is_legacy_identity(run)
+    loaded = record.load(legacy)
     assert loaded.content_hash == original  # computed from the manifest's journal entries
     assert main(["verify", str(legacy)]) == 0
     assert capsys.readouterr().out == (
         f"{legacy}: ok (legacy run: run.json records no run id, so the folder's name is not "
         f"checked)\n")
     with pytest.raises(ValueError, match="hold the same measurements"):
-        records.distinct_runs([records.load(run), loaded])
+        record.distinct_runs([record.load(run), loaded])
 
 
 def test_a_format_2_run_with_its_id_is_still_checked_by_name(tmp_path):
     run = make_run(tmp_path)
     _as_legacy(run)
     _edit_run_json(run, lambda info: info.update(run_id="run-a"))
-    manifest = json.loads((run / records.MANIFEST).read_text())
+    manifest = json.loads((run / record.MANIFEST).read_text())
     manifest["format_version"] = 2
-    (run / records.MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
-    assert records.verify(run) == [] and not records.is_legacy_identity(run)
+    (run / record.MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
+    assert record.verify(run) == [] and not record.is_legacy_identity(run)
     moved = tmp_path / "elsewhere"
     shutil.copytree(run, moved)
-    assert "differs from the folder's name 'elsewhere'" in records.verify(moved)[0]
+    assert "differs from the folder's name 'elsewhere'" in record.verify(moved)[0]
 
 
 def test_every_recorded_run_records_its_id_and_is_not_legacy():
-    runs = records.find_runs(ROOT / "data" / "runs")
+    runs = record.find_runs(ROOT / "data" / "runs")
     assert runs
     for run in runs:
-        info = json.loads((run / records.RUN_INFO).read_text())
-        assert info["run_id"] == run.name and not records.is_legacy_identity(run), run.name
+        info = json.loads((run / record.RUN_INFO).read_text())
+        assert info["run_id"] == run.name and not record.is_legacy_identity(run), run.name
 
 
 def test_distinct_runs_refuses_the_same_id_or_the_same_content(tmp_path):
@@ -129,24 +130,24 @@ def test_distinct_runs_refuses_the_same_id_or_the_same_content(tmp_path):
     copy = tmp_path / "copy" / "run-b"
     shutil.copytree(run, copy)
     _edit_run_json(copy, lambda info: info.update(run_id="run-b"))  # re-signed: it verifies
-    assert records.verify(copy) == []
-    a, b = records.load(run), records.load(copy)
+    assert record.verify(copy) == []
+    a, b = record.load(run), record.load(copy)
     assert a.content_hash == b.content_hash
     with pytest.raises(ValueError, match=r"`runs` must hold distinct runs; 'run-a' and 'run-b' "
                                          r"hold the same measurements \(content hash "):
-        records.distinct_runs([a, b])
+        record.distinct_runs([a, b])
     with pytest.raises(ValueError, match="`runs` must name each run once; 'run-a' is given twice"):
-        records.distinct_runs([a, a])
-    with pytest.raises(ValueError, match=r"`runs` must hold loaded runs \(records.Run\)"):
-        records.distinct_runs([str(run)])
-    assert records.distinct_runs([a])[0] is a
+        record.distinct_runs([a, a])
+    with pytest.raises(ValueError, match=r"`runs` must hold loaded runs \(record.Run\)"):
+        record.distinct_runs([str(run)])
+    assert record.distinct_runs([a])[0] is a
     one_trial = make_run(tmp_path / "short", n_trials=1)  # also called run-a: refused
     with pytest.raises(ValueError, match="'run-a' is given twice"):
-        records.distinct_runs([a, records.load(one_trial)])
+        record.distinct_runs([a, record.load(one_trial)])
     c = tmp_path / "short" / "run-c"
     one_trial.rename(c)
     _edit_run_json(c, lambda info: info.update(run_id="run-c"))
-    assert [r.run_id for r in records.distinct_runs([a, records.load(c)])] == ["run-a", "run-c"]
+    assert [r.run_id for r in record.distinct_runs([a, record.load(c)])] == ["run-a", "run-c"]
 
 
 def test_calibrate_refuses_to_pool_a_run_twice_or_its_copy(tmp_path, capsys):

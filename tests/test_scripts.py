@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from attn_analysis import checks, timing
+from attn_analysis.record import checks
+from attn_analysis import timing
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = sorted((ROOT / "scripts").glob("*.py"))

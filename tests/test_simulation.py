@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from attn_analysis import records, simulation, stats, variance
+from attn_analysis import record, simulation, stats, variance
 from attn_analysis.configs import TARGET
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -67,7 +67,7 @@ def test_a_small_study_separates_the_honest_interval_from_the_bootstrap():
 
 
 def test_the_recorded_scenarios_are_the_recorded_runs_components(recorded):
-    runs = {r: records.load(ROOT / "data" / "runs" / r) for r in DECOMPOSITION_RUNS}
+    runs = {r: record.load(ROOT / "data" / "runs" / r) for r in DECOMPOSITION_RUNS}
     want = simulation.scenarios_from(variance.decompose(*variance.stack(runs)), TARGET.key)
     got = recorded.drop_duplicates("scenario").set_index("scenario")
     assert list(got.index) == [s.name for s in want]
@@ -82,7 +82,7 @@ def test_the_recorded_scenarios_are_the_recorded_runs_components(recorded):
 def test_the_recorded_study_reproduces_and_chose_the_interval_compare_uses(recorded):
     """One recorded cell recomputed from the code and seed in the README (kernel level,
     two processes: one sample per placement keeps it quick), and the choice it supports."""
-    runs = {r: records.load(ROOT / "data" / "runs" / r) for r in DECOMPOSITION_RUNS}
+    runs = {r: record.load(ROOT / "data" / "runs" / r) for r in DECOMPOSITION_RUNS}
     sc = simulation.scenarios_from(variance.decompose(*variance.stack(runs)), TARGET.key)[1]
     cell = recorded[(recorded["scenario"] == sc.name) & (recorded["processes"] == 2)]
     fast = ("process-t", "welch", "hybrid")

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from attn_analysis import records, run_lock, sweep
+from attn_analysis import record, run_lock, sweep
+from attn_analysis.record import journal
 from attn_analysis.configs import Config
 
 import fake_candidates  # noqa: F401
@@ -21,7 +22,7 @@ TINY = tuple(Config.from_key(k) for k in TINY_CONFIGS)
 
 
 def unit_status(run, candidate):
-    units = records.load(run).units
+    units = record.load(run).units
     return set(units[units["candidate"] == candidate]["status"])
 
 
@@ -32,8 +33,8 @@ def test_sweep_records_every_unit_and_every_failure_with_its_reason(swept_run):
     assert plan.profile and plan.ceilings and plan.trials == 2
     expected = sum(len(v) for v in sweep.plan_units(plan).values())
     assert summary["units"] == expected
-    assert records.verify(out) == []
-    run = records.load(out)
+    assert record.verify(out) == []
+    run = record.load(out)
     s = run.samples
     # Only correct, supported candidates are timed: 2 configs x 2 modes x 2 trials x 4 samples.
     assert set(s["candidate"]) == {"sdpa", "eager"}
@@ -71,7 +72,7 @@ def test_candidate_context_is_entered_once_outside_every_timer(interleaved_run):
     # The fake counts its calls and its context's entries (recorded in each unit's info):
     # once for the float64 check and once per placement, around every mode's timer.
     out, plan = interleaved_run
-    run = records.load(out)
+    run = record.load(out)
     assert set(run.units["status"]) == {"ok"}, run.units[["kind", "status", "reason"]]
     assert run.correctness["passed"].all()
     ours = run.units[run.units["candidate"] == "fake_needs_context"]
@@ -90,7 +91,7 @@ def test_worker_crash_is_recorded_and_the_sweep_goes_on(tmp_path):
     plan = make_plan(configs=TINY[:1], candidates=("fake_crash", "sdpa"), trials=1)
     out = tmp_path / "run"
     sweep.run(out, plan, progress=False)
-    run = records.load(out)
+    run = record.load(out)
     crashed = run.units[run.units["candidate"] == "fake_crash"]
     assert set(crashed["status"]) == {"crashed"}
     assert "exit code 17" in crashed["reason"].iloc[0]
@@ -131,7 +132,7 @@ def test_killed_sweep_resumes_without_losing_or_remeasuring(tmp_path):
     proc.wait()
     before = {p.name: p.read_bytes() for p in journal.glob("*.json")}
     assert 3 <= len([n for n in before if n.startswith("timing")])
-    assert records.verify(out)  # not finalized yet: must not verify
+    assert record.verify(out)  # not finalized yet: must not verify
     result = subprocess.run(_cli(out), env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     after = {p.name: p.read_bytes() for p in journal.glob("*.json")}
@@ -139,8 +140,8 @@ def test_killed_sweep_resumes_without_losing_or_remeasuring(tmp_path):
         assert after[name] == data, name
     expected = 2 * (1 + 2 * 2 * (1 + 2))  # trials x (trial unit + configs x cands x (corr + modes))
     assert len(after) == expected
-    assert records.verify(out) == []
-    ids = records.load(out).units["measurement_id"]
+    assert record.verify(out) == []
+    ids = record.load(out).units["measurement_id"]
     assert ids.is_unique
 
 
@@ -154,20 +155,20 @@ def test_ctrl_c_exits_130_cleanly_and_a_rerun_completes_without_remeasuring(tmp_
     assert proc.returncode == 130, stderr
     assert "interrupted" in stderr
     assert not list(out.rglob(".tmp-*"))
-    assert records.verify(out)  # not finalized: must not verify yet
+    assert record.verify(out)  # not finalized: must not verify yet
     before = {p.name: p.read_bytes() for p in journal.glob("*.json")}
     timed_before = [n for n in before if n.startswith("timing")]
     assert 3 <= len(timed_before) < 2 * 2 * 2 * 2  # stopped mid-way
-    ids_before = {n: records.read_unit(journal / n)["measurement_id"] for n in before}
+    ids_before = {n: record.read_unit(journal / n)["measurement_id"] for n in before}
     result = subprocess.run(_cli(out), env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     after = {p.name: p.read_bytes() for p in journal.glob("*.json")}
     for name, data in before.items():  # nothing lost, nothing measured twice
         assert after[name] == data, name
-        assert records.read_unit(journal / name)["measurement_id"] == ids_before[name], name
+        assert record.read_unit(journal / name)["measurement_id"] == ids_before[name], name
     assert len(after) == 2 * (1 + 2 * 2 * (1 + 2))
-    assert records.verify(out) == []
-    run = records.load(out)
+    assert record.verify(out) == []
+    run = record.load(out)
     assert run.units["measurement_id"].is_unique
     assert set(run.units["status"]) == {"ok"}
     assert not list(out.rglob(".tmp-*"))
@@ -196,8 +197,8 @@ def failing_run(tmp_path_factory):
 @pytest.mark.slow  # runs a sweep: trial processes that import torch
 def test_compile_failure_is_recorded_as_error_and_the_sweep_goes_on(failing_run):
     out = failing_run
-    assert records.verify(out) == []
-    run = records.load(out)
+    assert record.verify(out) == []
+    run = record.load(out)
     failed = run.units[run.units["candidate"] == "fake_compile_error"]
     assert set(failed["mode"]) == {"per_call", "graph"}
     assert set(failed["status"]) == {"error"}
@@ -214,8 +215,8 @@ def test_compile_failure_is_recorded_as_error_and_the_sweep_goes_on(failing_run)
 @pytest.mark.slow  # runs a sweep: trial processes that import torch
 def test_out_of_memory_while_timing_is_recorded_as_oom_and_the_sweep_goes_on(failing_run):
     out = failing_run
-    assert records.verify(out) == []
-    run = records.load(out)
+    assert record.verify(out) == []
+    run = record.load(out)
     corr = run.correctness.set_index("candidate")
     assert corr.loc["fake_oom_while_timing", "status"] == "ok"  # it built and passed the check
     assert bool(corr.loc["fake_oom_while_timing", "passed"])
@@ -233,7 +234,7 @@ def test_out_of_memory_while_timing_is_recorded_as_oom_and_the_sweep_goes_on(fai
 def test_resume_refuses_changed_timing_settings(swept_run, tmp_path):
     recorded, plan, _ = swept_run
     out = copy_run(recorded, tmp_path)
-    (out / records.MANIFEST).unlink()  # as if stopped before finalizing: a run to resume
+    (out / record.MANIFEST).unlink()  # as if stopped before finalizing: a run to resume
     with pytest.raises(sweep.SweepError, match=r"was recorded with other settings \(timing\)"):
         sweep.run(out, make_plan(configs=plan.configs, candidates=plan.candidates,
                                  profile=True, ceilings=True, timing={"n_samples": 9}),
@@ -243,7 +244,7 @@ def test_resume_refuses_changed_timing_settings(swept_run, tmp_path):
 @pytest.mark.slow  # runs a sweep: trial processes that import torch
 def test_resume_refuses_a_different_machine(tmp_path):
     out = tmp_path / "run"
-    records.write_unit(out, {"kind": "trial", "trial": 5,
+    record.write_unit(out, {"kind": "trial", "trial": 5,
                              "fingerprint": {"fingerprint_hash": "0ther0machine"}})
     with pytest.raises(sweep.SweepError, match="differs from the run's"):
         sweep.run(out, make_plan(configs=TINY[:1], candidates=("sdpa",), trials=1),
@@ -280,7 +281,7 @@ def test_a_finished_run_is_left_as_it_is_and_a_plan_that_would_change_it_refused
     out = copy_run(recorded, tmp_path)
     before = _snapshot(out)
     again = sweep.run(out, plan, progress=False)  # a rerun used to rewrite finished_utc
-    info = json.loads((out / records.RUN_INFO).read_text())
+    info = json.loads((out / record.RUN_INFO).read_text())
     assert again["finished"] is True and again["finished_utc"] == info["finished_utc"]
     assert {k: again[k] for k in ("units", "timing_units", "timed", "not_timed")} == \
         {k: first[k] for k in ("units", "timing_units", "timed", "not_timed")}
@@ -337,8 +338,8 @@ def test_protocol_v2_records_each_placement_interleaved_with_its_own_pad(interle
     """Every unit holds ``placements`` records (own pad, round, samples); candidates of a
     configuration are interleaved round by round; the samples carry the placement index."""
     out, plan = interleaved_run
-    assert records.verify(out) == []
-    run = records.load(out)
+    assert record.verify(out) == []
+    run = record.load(out)
     assert run.protocol == 2 and plan.placements == 3
     pl = run.placements
     assert len(pl) == 2 * 3 * 3  # two candidates x three placements x three modes
@@ -347,7 +348,7 @@ def test_protocol_v2_records_each_placement_interleaved_with_its_own_pad(interle
     per_unit = pl.groupby(["candidate", "mode"])["pad_bytes"].nunique()
     assert (per_unit == 3).all()  # a fresh random pad at each placement
     # interleaved: each round times both candidates before the next round starts
-    units, _ = records._read_journal(out)
+    units, _ = journal.read_journal(out)
     starts = {}
     for u in units.values():
         if u["kind"] == "timing":
@@ -423,8 +424,8 @@ def test_killing_only_the_parent_leaves_no_worker_and_a_rerun_completes(tmp_path
     after = {p.name: p.read_bytes() for p in journal.glob("*.json")}
     for name, data in before.items():  # nothing re-measured or overwritten
         assert after[name] == data, name
-    assert records.verify(out) == []
-    assert records.load(out).units["measurement_id"].is_unique
+    assert record.verify(out) == []
+    assert record.load(out).units["measurement_id"].is_unique
     assert not run_lock.lock_path(out).exists()
 
 

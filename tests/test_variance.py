@@ -345,9 +345,9 @@ def test_speedup_by_level_gives_the_intervals_of_the_runs_family_in_the_fixed_sh
     the same comparisons, when given that run's family size (one family, one interval)."""
     from pathlib import Path
 
-    from attn_analysis import comparisons, records
+    from attn_analysis import comparisons, record
     from attn_analysis.configs import TARGET
-    run = records.load(Path(__file__).resolve().parents[1] / "data/runs/h200-target-p2-m1")
+    run = record.load(Path(__file__).resolve().parents[1] / "data/runs/h200-target-p2-m1")
     fam = comparisons.target_family(run, TARGET.key)
     m = int(fam["n_comparisons"].iloc[0])
     places, samples = V.stack({run.run_id: run})

@@ -1,8 +1,8 @@
-"""A content-addressed memo of the runs that passed every check of ``records.verify``.
+"""A content-addressed memo of the runs that passed every check of ``record.verify``.
 
 Every notebook of the book loads, and so verifies, every recorded run: each in its own
 kernel, so a cold build verified each run once per notebook, and most of a notebook's
-start-up went there. ``records.verify`` always checks the manifest against every file
+start-up went there. ``record.verify`` always checks the manifest against every file
 (SHA-256, files listed and present) and the folder's name against the run id. Its deeper
 checks (each journal unit's checksum and schema, every table and JSON view rebuilt from
 the journal and compared, the plan against the journal) are a pure function of the run's
@@ -24,11 +24,15 @@ import hashlib
 import os
 from pathlib import Path
 
+__all__ = ["ENV", "verifier_id", "marker", "seen", "remember"]
+
 ENV = "ATTN_VERIFIED_CACHE"
 _HERE = Path(__file__).resolve().parent
-# The modules whose code decides what the deeper checks accept: the run format (records),
-# the configuration keys it parses (configs, _validate) and the format versions (__init__).
-_CHECKING_CODE = ("records.py", "configs.py", "_validate.py", "__init__.py", "verify_memo.py")
+# The modules whose code decides what the deeper checks accept: the run format (this
+# package, format versions included) and the configuration keys it parses (configs,
+# _validate), as paths relative to this folder.
+_CHECKING_CODE = ("__init__.py", "schema.py", "journal.py", "consolidate.py", "verification.py",
+                  "run.py", "verify_memo.py", "../configs.py", "../_validate.py")
 
 
 @functools.lru_cache(maxsize=1)
@@ -69,5 +73,5 @@ def remember(manifest_bytes: bytes) -> None:
     nothing where no memo folder is set)."""
     path = marker(manifest_bytes)
     if path is not None:
-        from .records import atomic_write_bytes
+        from .journal import atomic_write_bytes
         atomic_write_bytes(path, b"")

@@ -22,6 +22,11 @@ import hashlib
 import json
 from pathlib import Path
 
+from .journal import atomic_write_bytes, canonical_json
+
+__all__ = ["CHECK_FORMAT_VERSION", "KNOWN_FORMAT_VERSIONS", "KINDS", "SEAL_KEYS",
+           "CheckFileError", "seal", "write", "read", "is_check_path", "verify"]
+
 # Version of the check-file format. Every change is listed here; the reader refuses any
 # version it does not know.
 #   1: first format: the script's JSON object plus ``check``, ``format_version`` and
@@ -37,10 +42,6 @@ SEAL_KEYS = ("check", "format_version", "sha256")
 
 class CheckFileError(ValueError):
     """A check file that is unreadable, unsealed, edited or of another kind."""
-
-
-def _canonical(obj) -> bytes:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=True).encode()
 
 
 def _kind_iv(kind) -> str:
@@ -59,13 +60,12 @@ def seal(payload: dict, kind: str) -> dict:
         raise ValueError(f"`payload` must not hold the keys {clash}; this module owns them.")
     body = json.loads(json.dumps(payload, allow_nan=True, default=str))
     body.update(check=_kind_iv(kind), format_version=CHECK_FORMAT_VERSION)
-    body["sha256"] = hashlib.sha256(_canonical(body)).hexdigest()
+    body["sha256"] = hashlib.sha256(canonical_json(body)).hexdigest()
     return body
 
 
 def write(path, payload: dict, kind: str) -> Path:
     """Seal ``payload`` (:func:`seal`) and write it to ``path`` atomically; return the path."""
-    from .records import atomic_write_bytes
     path = Path(path)
     atomic_write_bytes(path, json.dumps(seal(payload, kind), indent=1,
                                         allow_nan=True).encode())
@@ -79,12 +79,13 @@ def _problem(path: Path, kind) -> tuple[str | None, dict | None]:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         return f"unreadable ({type(exc).__name__}: {exc})", None
     if not isinstance(doc, dict) or "sha256" not in doc:
-        return "not a sealed check file (no sha256; write it with attn_analysis.checks)", None
+        return ("not a sealed check file (no sha256; write it with "
+                "attn_analysis.record.checks)"), None
     if doc.get("format_version") not in KNOWN_FORMAT_VERSIONS:
         return (f"unknown format version {doc.get('format_version')!r} (this code reads "
                 f"{KNOWN_FORMAT_VERSIONS})"), None
     claimed = doc.pop("sha256")
-    if hashlib.sha256(_canonical(doc)).hexdigest() != claimed:
+    if hashlib.sha256(canonical_json(doc)).hexdigest() != claimed:
         return "checksum mismatch (file edited or corrupted)", None
     if doc.get("check") not in KINDS:
         return f"unknown check {doc.get('check')!r} (known: {KINDS})", None
