@@ -118,10 +118,10 @@ def distinct(name: str, values, what: str = "an entry") -> tuple:
     return values
 
 
-def modes(value) -> tuple[str, ...]:
-    """``value`` (a mode name or a sequence of them, from ``MODES``) as a non-empty tuple."""
-    from .configs import MODES
+def drawn_from(name: str, value, allowed: tuple) -> tuple:
+    """``value`` (one name, or a sequence of names, each one of ``allowed``) as a non-empty
+    tuple: the timing modes a table covers, say, with ``allowed`` = ``configs.MODES``."""
     value = (value,) if isinstance(value, str) else tuple(value)
-    if not value or any(m not in MODES for m in value):
-        raise ValueError(f"`modes` must be drawn from {MODES}; got {value!r}.")
+    if not value or any(m not in allowed for m in value):
+        raise ValueError(f"`{name}` must be drawn from {allowed}; got {value!r}.")
     return value

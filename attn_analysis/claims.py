@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from . import calibration as cal
-from . import reference, stats, summaries, workload
+from . import comparisons, reference, stats, summaries, workload
 from . import state_of_the_art as sota
 from .audit import S128, S256, S512, Calibration, CalibrationRuns, Finding
 from .configs import TARGET, Config
@@ -109,14 +109,14 @@ def backends_claim(lead, rep: Reported, *, margin: float, n_resamples: int,
     """Which backend the default dispatch runs at the target shape, and how the forced
     backends compare with it (graph mode), in the family of ``n_comparisons`` the lead
     run's comparisons belong to in the chapter that reports them (default: these rows)."""
-    sp = summaries.speedup_table(lead.samples, modes=("graph",), margin=float(margin),
-                                 n_resamples=n_resamples, configs=TARGET.key,
-                                 n_comparisons=n_comparisons)
+    sp = comparisons.speedup_table(lead.samples, mode="graph", margin=float(margin),
+                                   n_resamples=n_resamples, configs=TARGET.key,
+                                   n_comparisons=n_comparisons, include_baseline=True)
     sp = sp.set_index("candidate")
     kt = summaries.kernel_table(lead.kernels).set_index("config")
     family = kt.loc[TARGET.key, "family"]
     out = {"sdpa_family": family, "sdpa_kernel": kt.loc[TARGET.key, "main_kernel"][:60],
-           "lead_trials": int(sp.loc["sdpa", "n_trials_baseline"]),
+           "lead_trials": int(sp.loc["sdpa", "n_processes"]),
            "lead_m": int(sp["n_comparisons"].iloc[0])}
     for key, cand in (("flash", "sdpa_flash"), ("eff", "sdpa_efficient"),
                       ("cudnn", "sdpa_cudnn")):

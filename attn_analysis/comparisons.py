@@ -36,12 +36,13 @@ JSON_SCHEMA = "attn_analysis.compare/2"
 FUSED_SHARE = 0.8
 
 
-def _iv(run_samples, placements, baseline, modes, margin, confidence, n_resamples,
-        n_comparisons, method):
-    _validate.frame("samples", run_samples, ("config", "candidate", "mode", "trial",
-                                             "placement", "ms"))
-    _validate.frame("placements", placements, ("config", "candidate", "mode", "trial",
-                                               "placement", "kernel_ms"))
+def _iv(run_samples, placements, baseline, modes, configs, margin, confidence, alpha,
+        n_resamples, n_comparisons, method):
+    """Check :func:`speedup_table`'s arguments; return its modes and configurations."""
+    _validate.samples(run_samples)
+    if placements is not None:
+        _validate.frame("placements", placements, ("config", "candidate", "mode", "trial",
+                                                   "placement", "kernel_ms"))
     recorded = sorted(set(run_samples["mode"]))
     modes = (modes,) if isinstance(modes, str) else tuple(modes)
     bad = [m for m in modes if m not in recorded]
@@ -50,12 +51,14 @@ def _iv(run_samples, placements, baseline, modes, margin, confidence, n_resample
     present = sorted(set(run_samples.loc[run_samples["mode"] == modes[0], "candidate"]))
     if not isinstance(baseline, str) or baseline not in present:
         raise ValueError(f"`baseline` must be one of {present}; got {baseline!r}.")
+    configs = [configs] if isinstance(configs, str) else configs
     _validate.number_in("margin", margin)
     _validate.number_in("confidence", confidence)
+    _validate.number_in("alpha", alpha, 0.0, 0.5)
     _validate.integer("n_resamples", n_resamples, 100)
     _validate.integer("n_comparisons", n_comparisons, 1, allow_none=True)
     _validate.choice("method", method, stats.INTERVAL_METHODS)
-    return modes
+    return modes, configs
 
 
 def call_groups(samples: pd.DataFrame, config: str, candidate: str, mode: str,
@@ -92,8 +95,8 @@ def _kernel_trials(placements, config, candidate, mode) -> set:
     return _trials(ok, config, candidate, mode)
 
 
-def plan_comparisons(samples: pd.DataFrame, placements: pd.DataFrame, baseline: str = BASELINE,
-                     modes=("graph",), configs=None, candidates=None,
+def plan_comparisons(samples: pd.DataFrame, placements: pd.DataFrame | None,
+                     baseline: str = BASELINE, modes=("graph",), configs=None, candidates=None,
                      kernels: pd.DataFrame | None = None) -> tuple[list, list[str]]:
     """What :func:`speedup_table` compares, and what it cannot.
 
@@ -101,12 +104,14 @@ def plan_comparisons(samples: pd.DataFrame, placements: pd.DataFrame, baseline: 
     baseline groups, candidate groups)`` with both sides over the trials both were
     measured in; ``not_compared`` one sentence per (configuration, candidate, level)
     asked for but left out, saying why (no kernel times recorded; not a fused call; the
-    other kernels take the whole kernel time). The attention level is asked for only when
-    ``kernels`` is given. Arguments as in :func:`speedup_table`.
+    other kernels take the whole kernel time). The kernel level is asked for only when
+    ``placements`` is given, the attention level only when ``kernels`` is given too.
+    Arguments as in :func:`speedup_table`.
     """
     timed = samples[samples["mode"].isin(modes)]
     all_configs = sorted(set(timed["config"]))
-    configs = all_configs if configs is None else list(configs)
+    configs = (all_configs if configs is None
+               else [configs] if isinstance(configs, str) else list(configs))
     bad = [c for c in configs if c not in all_configs]
     if bad:
         raise ValueError(f"`configs` must be drawn from {all_configs}; got {bad}.")
@@ -129,6 +134,8 @@ def plan_comparisons(samples: pd.DataFrame, placements: pd.DataFrame, baseline: 
                     plan.append((config, cand, "call", mode,
                                  call_groups(timed, config, baseline, mode, both),
                                  call_groups(timed, config, cand, mode, both)))
+            if placements is None:
+                continue
             both = (_kernel_trials(placements, config, baseline, k_mode)
                     & _kernel_trials(placements, config, cand, k_mode))
             if not both:
@@ -156,40 +163,54 @@ def plan_comparisons(samples: pd.DataFrame, placements: pd.DataFrame, baseline: 
     return plan, missing
 
 
-def speedup_table(samples: pd.DataFrame, placements: pd.DataFrame, baseline: str = BASELINE,
-                  mode="graph", configs=None, candidates=None, margin: float = 0.02,
-                  confidence: float = 0.95, n_resamples: int = 20_000, seed: int = 42,
+def speedup_table(samples: pd.DataFrame, placements: pd.DataFrame | None = None,
+                  baseline: str = BASELINE, mode="graph", configs=None, candidates=None,
+                  margin: float = 0.02, confidence: float = 0.95, alpha: float = 0.05,
+                  n_resamples: int = 20_000, seed: int = 42,
                   kernels: pd.DataFrame | None = None, n_comparisons: int | None = None,
-                  method: str = stats.DEFAULT_INTERVAL) -> pd.DataFrame:
-    """Speedup of every candidate over ``baseline`` at call and kernel level.
+                  method: str = stats.DEFAULT_INTERVAL,
+                  include_baseline: bool = False) -> pd.DataFrame:
+    """Speedup of every candidate over ``baseline``, per call and per kernel: the one
+    speedup table of the package.
 
     Parameters
     ----------
-    samples, placements : DataFrame
-        A loaded run's ``samples`` and ``placements`` (``records.Run``).
+    samples : DataFrame
+        A loaded run's ``samples`` (``record.Run``), or any tidy samples table
+        (``config, candidate, mode, trial, ms``; ``placement`` where recorded).
+    placements : DataFrame, optional
+        The run's ``placements``. Given, a second level, "kernel", compares the profiler's
+        kernel time per call at every placement; without it the table is call level only.
     baseline : str
         Reference candidate; default "sdpa" (the default dispatch).
     mode : str or sequence of str
         Timing mode(s) of the call level; default "graph". Given several, the call level
         is compared in each; the kernel level (the profiler's kernel times, recorded once
         per placement) uses the first.
-    configs, candidates : sequence of str, optional
+    configs, candidates : str or sequence of str, optional
         Restrict the table; default every configuration and every other candidate.
-    margin, confidence
-        Equivalence margin and family-wise confidence of :func:`stats.compare`.
+    margin, confidence, alpha
+        Equivalence margin, family-wise confidence of the interval behind each verdict and
+        family-wise level of the two one-sided tests beside it (:func:`stats.compare`).
     n_resamples, seed
-        Bootstrap resamples and seed (``method="bootstrap"`` only).
+        Bootstrap resamples and seed (``method="bootstrap"`` only); row ``i`` draws from
+        ``seed + i``, so no two comparisons share a random stream.
     kernels : DataFrame, optional
-        The run's profiler evidence (``records.Run.kernels``). Given, a third level,
+        The run's profiler evidence (``record.Run.kernels``). Given, a third level,
         "attention", compares the longest kernel of each side: each placement's kernel time
         less the side's other kernels (:func:`kernel_split`; for the default dispatch its
         memset), so a candidate is not credited with the baseline's auxiliary kernels. Only
         between fused calls (longest kernel at least ``FUSED_SHARE`` of the call's kernels).
     n_comparisons : int, optional
-        The family size m; default the number of rows (the table is the family). A
-        chapter that reports these rows within a larger family passes its size.
+        The family size m; default the number of comparisons in the table (the table is
+        the family). A chapter that reports these rows within a larger family passes its
+        size.
     method : str
         :func:`stats.compare`'s interval; default its default ("process-t").
+    include_baseline : bool
+        Also compare the baseline with itself at the call level in each mode, its
+        processes taken as two independent samples (unpaired): the resolution of the
+        method on identical data. These rows come last and are not counted in m.
 
     Returns
     -------
@@ -197,20 +218,25 @@ def speedup_table(samples: pd.DataFrame, placements: pd.DataFrame, baseline: str
         One row per (configuration, candidate, level, mode) with columns ``COLUMNS``.
         Above 1 the candidate is faster. Both sides use only the processes (trials) both
         were measured in, paired. ``n_comparisons`` is the family size m; each interval is
-        at ``1 - (1 - confidence) / m``. :func:`plan_comparisons` says which levels were
-        left out and why.
+        at ``1 - (1 - confidence) / m``. ``resolvable_margin`` is the smallest margin the
+        interval could have shown equivalence within, ``max(1 - ci_low, ci_high - 1)``.
+        :func:`plan_comparisons` says which levels were left out and why.
     """
-    modes = _iv(samples, placements, baseline, mode, margin, confidence, n_resamples,
-                n_comparisons, method)
+    modes, configs = _iv(samples, placements, baseline, mode, configs, margin, confidence,
+                         alpha, n_resamples, n_comparisons, method)
     plan, _ = plan_comparisons(samples, placements, baseline, modes, configs, candidates,
                                kernels)
     m = n_comparisons or max(len(plan), 1)
+    work = [(*row, True) for row in plan]
+    if include_baseline:
+        work += [(config, baseline, "call", mode_, base, base, False)
+                 for config, mode_, base in _self_groups(samples, baseline, modes, configs)]
     rows = []
-    for i, (config, cand, level, lmode, base, arm) in enumerate(plan):
+    for i, (config, cand, level, lmode, base, arm, paired) in enumerate(work):
         flat = [np.concatenate([pl for proc in g for pl in proc]) for g in (base, arm)]
-        cmp = stats.compare(base, arm, margin=margin, confidence=confidence,
+        cmp = stats.compare(base, arm, margin=margin, confidence=confidence, alpha=alpha,
                             n_resamples=n_resamples, seed=seed + i, n_comparisons=m,
-                            method=method)
+                            method=method, paired=paired)
         r = cmp.ratio_ci
         rows.append({"config": config, "candidate": cand, "level": level, "mode": lmode,
                      "speedup": r.ratio, "ci_low": r.low, "ci_high": r.high,
@@ -223,6 +249,19 @@ def speedup_table(samples: pd.DataFrame, placements: pd.DataFrame, baseline: str
                      "tost_high": cmp.tost.high,
                      "resolvable_margin": max(1.0 - r.low, r.high - 1.0)})
     return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+def _self_groups(samples: pd.DataFrame, baseline: str, modes, configs) -> list:
+    """(config, mode, groups) of the baseline at every configuration and mode it was timed
+    in: the two arms of its comparison with itself."""
+    timed = samples[samples["mode"].isin(modes) & (samples["candidate"] == baseline)]
+    if configs is not None:
+        timed = timed[timed["config"].isin(configs)]
+    return [(config, mode_, process_groups(g))
+            for config in sorted(set(timed["config"]))
+            for mode_ in modes
+            for g in [timed[(timed["config"] == config) & (timed["mode"] == mode_)]]
+            if len(g)]
 
 
 def target_family(run, config: str, baseline: str = BASELINE, margin: float = 0.02,

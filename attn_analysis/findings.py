@@ -1,7 +1,7 @@
 """Sentences computed from verdict tables, so the book's prose follows the data it is built from.
 
 A chapter that types "no candidate was faster" is wrong the day a run shows one. These
-functions turn a :func:`summaries.speedup_table` (and the profiler's kernel table) into
+functions turn a :func:`comparisons.speedup_table` (and the profiler's kernel table) into
 plain text that the notebooks glue into the prose; rebuilt from other runs, the sentences
 change with the numbers.
 """

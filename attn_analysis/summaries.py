@@ -3,7 +3,7 @@
 Each function takes DataFrames shaped like :class:`attn_analysis.record.Run`'s tables
 (or the output of another function here) and returns a new DataFrame: latency medians with
 hierarchical-bootstrap intervals over trials (:func:`latency_table`), speedups against the
-default SDPA dispatch with an equivalence verdict (:func:`speedup_table`), the fastest
+default SDPA dispatch come from :func:`comparisons.speedup_table`; here the fastest
 candidate per configuration (:func:`fastest_table`), throughput against datasheet and
 measured ceilings (:func:`throughput_table`), the kernels a candidate ran
 (:func:`kernel_table`), fingerprints (:func:`fingerprint_table`) and the original reports'
@@ -91,8 +91,8 @@ def latency_table(samples: pd.DataFrame, modes=MODES, ci_modes=None, confidence:
     minus one: the between-process spread that a pooled bootstrap would hide.
     """
     df = _validate.samples(samples)
-    modes = _validate.modes(modes)
-    ci_modes = modes if ci_modes is None else _validate.modes(ci_modes)
+    modes = _validate.drawn_from("modes", modes, MODES)
+    ci_modes = modes if ci_modes is None else _validate.drawn_from("modes", ci_modes, MODES)
     n_resamples = _validate.positive_integer("n_resamples", n_resamples)
     rows = []
     for (config, cand, mode), g in df[df["mode"].isin(modes)].groupby(
@@ -116,78 +116,13 @@ def latency_table(samples: pd.DataFrame, modes=MODES, ci_modes=None, confidence:
 
 # --------------------------------------------------------------------------- speedups
 
-def speedup_table(samples: pd.DataFrame, baseline: str = BASELINE, modes=("graph",),
-                  margin: float = 0.02, confidence: float = 0.95, alpha: float = 0.05,
-                  n_resamples: int = 2000, seed: int = 42, configs=None,
-                  include_baseline: bool = True, n_comparisons: int | None = None,
-                  method: str = stats.DEFAULT_INTERVAL) -> pd.DataFrame:
-    """Speedup of every candidate over ``baseline`` with :func:`stats.compare`'s verdict.
-
-    ``speedup`` (above 1: the candidate is faster) with :func:`stats.compare`'s interval
-    at ``confidence`` (``ci_low``, ``ci_high``; ``method`` names it), the ``1 - 2 alpha``
-    interval of the two one-sided tests (``tost_low``, ``tost_high``), ``verdict`` and
-    its one-line ``reason``. ``resolvable_margin`` is the smallest equivalence margin this
-    interval could have shown equivalence within: ``max(1 - ci_low, ci_high - 1)``. With
-    ``include_baseline`` the baseline is also compared with itself as two independent
-    samples of its processes (unpaired), which shows the resolution of the method on
-    identical data. The two arms are paired by trial (:func:`paired_groups`).
-    Configurations without baseline samples are skipped.
-
-    The table is one family: every interval is Bonferroni-adjusted for ``n_comparisons``
-    comparisons (default: the number of candidate rows, the baseline's self-comparison not
-    counted; a chapter that reports these rows within a larger family passes its size), so
-    ``confidence`` is family-wise; the column ``n_comparisons`` says which m was used.
-    ``method`` is :func:`stats.compare`'s interval (default its default).
-    """
-    df = _validate.samples(samples)
-    modes = _validate.modes(modes)
-    n_resamples = _validate.positive_integer("n_resamples", n_resamples)
-    if not isinstance(baseline, str) or baseline not in set(df["candidate"]):
-        raise ValueError(f"`baseline` must be a candidate present in `samples` "
-                         f"({sorted(set(df['candidate']))}); got {baseline!r}.")
-    if configs is not None:
-        configs = [configs] if isinstance(configs, str) else list(configs)
-        df = df[df["config"].isin(configs)]
-    method = _validate.choice("method", method, stats.INTERVAL_METHODS)
-    if n_comparisons is not None:
-        n_comparisons = _validate.positive_integer("n_comparisons", n_comparisons)
-    rows, work = [], []
-    for (config, mode), g in df[df["mode"].isin(modes)].groupby(["config", "mode"], sort=True):
-        frames = dict(tuple(g.groupby("candidate", sort=True)))
-        if baseline not in frames:
-            continue
-        for cand, frame in frames.items():
-            if cand == baseline and not include_baseline:
-                continue
-            work.append((config, mode, cand, *paired_groups(frames[baseline], frame)))
-    m = n_comparisons or max(1, sum(1 for w in work if w[2] != baseline))
-    for config, mode, cand, base_groups, trials in work:
-        cmp = stats.compare(base_groups, trials, margin=margin, confidence=confidence,
-                            alpha=alpha, n_resamples=n_resamples, seed=seed,
-                            n_comparisons=m, method=method, paired=cand != baseline)
-        r, t = cmp.ratio_ci, cmp.tost
-        rows.append({"config": config, "mode": mode, "candidate": cand,
-                     "baseline": baseline, "speedup": r.ratio, "ci_low": r.low,
-                     "ci_high": r.high, "confidence": r.confidence, "tost_low": t.low,
-                     "tost_high": t.high, "margin": t.margin,
-                     "equivalent": cmp.verdict is stats.Verdict.EQUIVALENT,
-                     "verdict": cmp.verdict.value, "reason": cmp.reason,
-                     "n_trials_baseline": r.n_trials_baseline,
-                     "n_trials_candidate": r.n_trials_candidate,
-                     "resolvable_margin": max(1.0 - r.low, r.high - 1.0),
-                     "n_comparisons": m, "method": r.method})
-    cols = ["config", "mode", "candidate", "baseline", "speedup", "ci_low", "ci_high",
-            "confidence", "tost_low", "tost_high", "margin", "equivalent", "verdict", "reason",
-            "n_trials_baseline", "n_trials_candidate", "resolvable_margin", "n_comparisons",
-            "method"]
-    return _with_fields(pd.DataFrame(rows, columns=cols))
-
-
-def verdict_counts(speedups: pd.DataFrame, exclude_baseline: bool = True) -> pd.DataFrame:
-    """How many comparisons per mode ended in each verdict (baseline-vs-itself left out)."""
-    df = _validate.frame("speedups", speedups, ("mode", "candidate", "baseline", "verdict"))
+def verdict_counts(speedups: pd.DataFrame, baseline: str = BASELINE,
+                   exclude_baseline: bool = True) -> pd.DataFrame:
+    """How many comparisons of a :func:`comparisons.speedup_table` per mode ended in each
+    verdict (``baseline`` against itself left out)."""
+    df = _validate.frame("speedups", speedups, ("mode", "candidate", "verdict"))
     if exclude_baseline:
-        df = df[df["candidate"] != df["baseline"]]
+        df = df[df["candidate"] != baseline]
     out = df.groupby(["mode", "verdict"]).size().unstack("verdict", fill_value=0)
     for v in (x.value for x in stats.Verdict):
         if v not in out.columns:
@@ -208,7 +143,7 @@ def fastest_table(latency: pd.DataFrame, speedups: pd.DataFrame, mode: str = "gr
                                                "ci_low_ms", "ci_high_ms"))
     spd = _validate.frame("speedups", speedups, ("config", "candidate", "mode", "speedup",
                                                  "ci_low", "ci_high", "verdict"))
-    (mode,) = _validate.modes(mode)
+    (mode,) = _validate.drawn_from("modes", mode, MODES)
     lat, spd = lat[lat["mode"] == mode], spd[spd["mode"] == mode]
     rows = []
     for config, g in lat.groupby("config", sort=False):
@@ -252,7 +187,7 @@ def kernel_vs_library(samples: pd.DataFrame, kernel: str = "triton",
     ``n_comparisons``).
     """
     df = _validate.samples(samples)
-    (mode,) = _validate.modes(mode)
+    (mode,) = _validate.drawn_from("modes", mode, MODES)
     libraries = (libraries,) if isinstance(libraries, str) else tuple(libraries)
     if not libraries:
         raise ValueError("`libraries` must name at least one candidate.")

@@ -72,8 +72,8 @@ COLUMNS: dict[str, tuple[str, str]] = {
     "hedges_g": ("Hedges' g", ".2f"), "cliffs_delta": ("Cliff's delta", ".2f"),
     "p_value": ("Mann-Whitney p", ".2g"), "cis_overlap": ("per-sample CIs overlap", ""),
     # counts
-    "n_trials": ("processes", ".0f"), "n_trials_candidate": ("processes", ".0f"),
-    "n_trials_baseline": ("sdpa processes", ".0f"), "captures": ("captures", ".0f"),
+    "n_trials": ("processes", ".0f"), "n_processes": ("processes", ".0f"),
+    "captures": ("captures", ".0f"),
     "kernels_per_call": ("kernels per call", ".0f"), "n_mentions": ("mentions", ".0f"),
     "replications": ("replications", ".0f"), "n_configs": ("configurations", ".0f"),
     "n_units": ("timing units", ".0f"), "n_samples": ("samples", ".0f"),

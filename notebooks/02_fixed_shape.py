@@ -226,9 +226,9 @@ if two_level:
 # ## Speedup over the default dispatch in each timing mode
 
 # %% tags=["remove-cell"]
-speedups = summaries.speedup_table(R.samples, modes=modes, margin=float(margin),
-                                   n_resamples=params["n_resamples"], configs=config,
-                                   n_comparisons=family_m.get(lead))
+speedups = comparisons.speedup_table(R.samples, mode=modes, margin=float(margin),
+                                     n_resamples=params["n_resamples"], configs=config,
+                                     n_comparisons=family_m.get(lead), include_baseline=True)
 main = speedups[speedups["mode"] == main_mode].set_index("candidate")
 # Controls (the A/A twin, spin kernels) check the protocol; they are not contenders.
 controls = main[main.index.isin(CONTROL_NAMES)]
@@ -311,16 +311,17 @@ nbs.glue_figure("fx_spread", plots.trial_spread(summaries.trial_medians(R.sample
 
 # %% tags=["remove-input"]
 cols = ["speedup", "ci_low", "ci_high", "tost_low", "tost_high", "verdict",
-        "resolvable_margin", "n_trials_candidate"]
+        "resolvable_margin", "n_processes"]
 tables.show(main.reset_index().sort_values("speedup", ascending=False)[
                 ["candidate", "speedup", "ci_low", "ci_high", "verdict", "resolvable_margin",
-                 "n_trials_candidate"]],
+                 "n_processes"]],
             f"Speedup over sdpa at {config} in {main_mode} mode: {family_note(lead)}; "
             f"verdict at margin ±{margin:.0%}, and the smallest margin each interval could "
             f"have shown equivalence within. The intervals of the two one-sided tests and "
             f"every mode are in the CSV. {label}.", name="tbl-fixed-speedups",
             labels={"resolvable_margin": "resolvable margin (±%)"},
-            csv="fixed_shape_speedups.csv", full=speedups[["mode", "candidate"] + cols])
+            csv="fixed_shape_speedups.csv",
+            full=speedups.sort_values(["mode", "candidate"])[["mode", "candidate"] + cols])
 
 # %% [markdown]
 # ```{glue:figure} fx_spread
@@ -465,9 +466,10 @@ rep_ok = (R2 is not None and replication != lead and config in set(R2.samples["c
           and "graph" in set(R2.samples["mode"]) and main_mode == "graph")
 if rep_ok:
     label2 = summaries.run_label(R2)
-    sp2 = summaries.speedup_table(R2.samples, modes=("graph",), margin=float(margin),
-                                  n_resamples=params["n_resamples"], configs=config,
-                                  n_comparisons=family_m.get(replication))
+    sp2 = comparisons.speedup_table(R2.samples, mode="graph", margin=float(margin),
+                                    n_resamples=params["n_resamples"], configs=config,
+                                    n_comparisons=family_m.get(replication),
+                                    include_baseline=True)
     main2 = sp2.set_index("candidate")
     others2 = main2.drop(index=["sdpa", *[c for c in main2.index if c in CONTROL_NAMES]])
     lat2 = summaries.latency_table(R2.samples[R2.samples["config"] == config],

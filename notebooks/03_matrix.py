@@ -63,8 +63,8 @@ two = (comparisons.speedup_table(R.samples, R.placements, mode=mode, kernels=R.k
 m_lead = int(two["n_comparisons"].iloc[0]) if len(two) else None
 latency = summaries.latency_table(R.samples, modes=(mode,),
                                   n_resamples=params["n_resamples"])
-speedups = summaries.speedup_table(R.samples, modes=(mode,),
-                                   n_resamples=params["n_resamples"], n_comparisons=m_lead)
+speedups = comparisons.speedup_table(R.samples, mode=mode, n_resamples=params["n_resamples"],
+                                     n_comparisons=m_lead, include_baseline=True)
 m_lead = m_lead or int(speedups["n_comparisons"].iloc[0])
 
 
@@ -92,10 +92,11 @@ for v in stats.Verdict:
     nbs.glue_text(f"mx_n_{v.name.lower()}", int(counts.get(v.value, 0)))
 # The hierarchical bootstrap the t-interval replaced, for comparison only: what it called
 # faster per call in the same family (not honest with two processes, methods chapter).
-boot = summaries.speedup_table(R.samples, modes=(mode,), n_resamples=params["n_resamples"],
-                               n_comparisons=m_lead, method="bootstrap",
-                               include_baseline=False)
+boot = comparisons.speedup_table(R.samples, mode=mode, n_resamples=params["n_resamples"],
+                                 n_comparisons=m_lead, method="bootstrap")
 boot_fast = boot[boot["verdict"] == stats.Verdict.FASTER.value]
+boot_fast = boot_fast.iloc[sorted(range(len(boot_fast)), key=lambda i: (
+    summaries.Config.from_key(boot_fast["config"].iloc[i]), boot_fast["candidate"].iloc[i]))]
 nbs.glue_text("mx_boot_n_faster", len(boot_fast))
 nbs.glue_text("mx_boot_faster", "; ".join(
     f"{c} at {tables.short_config(k)}" for k, c in zip(boot_fast["config"],

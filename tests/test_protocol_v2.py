@@ -257,19 +257,33 @@ def test_summary_figure_has_both_levels_a_linear_axis_around_one_and_the_margin_
 # ------------------------------------------------------------------ one family, one interval
 
 def test_a_comparison_reported_in_two_tables_of_one_family_has_one_interval():
-    """The issue's 26-vs-39 and 80-vs-220: a chapter now gives every table of a run the
-    family's m, and the same comparison then comes out identical from both functions."""
-    from attn_analysis import summaries
+    """The issue's 26-vs-39 and 80-vs-220: a chapter gives every table of a run the
+    family's m, and the same comparison then comes out identical whichever levels the
+    table holds (samples only: call level; with placements: call and kernel)."""
     key = Config(32, 8, 512).key
     samples, placements = (f.assign(config=key) for f in _frames())
     fam = comparisons.speedup_table(samples, placements, mode=["graph"], n_comparisons=7)
-    per = summaries.speedup_table(samples, modes=("graph",), n_comparisons=7,
-                                  include_baseline=False)
+    per = comparisons.speedup_table(samples, mode=("graph",), n_comparisons=7)
+    assert set(per["level"]) == {"call"}
     call = fam[fam["level"] == "call"].set_index("candidate")
     per = per.set_index("candidate")
     for col in ("speedup", "ci_low", "ci_high", "verdict"):
         assert list(call.loc[per.index, col]) == list(per[col])
     assert set(fam["n_comparisons"]) == set(per["n_comparisons"]) == {7}
+
+
+def test_the_baseline_against_itself_comes_last_unpaired_and_outside_the_family():
+    samples, placements = _frames()
+    fam = comparisons.speedup_table(samples, placements)
+    both = comparisons.speedup_table(samples, placements, include_baseline=True)
+    assert both.iloc[:len(fam)].equals(fam)
+    own = both.iloc[len(fam):]
+    assert list(zip(own["candidate"], own["level"], own["mode"])) == [("sdpa", "call", "graph")]
+    assert own["speedup"].iloc[0] == pytest.approx(1.0) and (both["n_comparisons"] == 4).all()
+    base = comparisons.call_groups(samples, "C", "sdpa", "graph")
+    unpaired = stats.compare(base, base, n_comparisons=4, paired=False)
+    assert (own["ci_low"].iloc[0], own["ci_high"].iloc[0]) == (unpaired.ratio_ci.low,
+                                                               unpaired.ratio_ci.high)
 
 
 def test_plan_comparisons_says_which_levels_were_left_out_and_why():
