@@ -258,7 +258,8 @@ def _choice(name: str, value: str, allowed: tuple) -> str:
 
 def cmd_compare(args) -> int:
     import json
-    from . import comparisons, record, stats
+    from .analyse import comparisons, stats
+    from . import record
     _margin(args.margin)
     _positive_int("--resamples", args.resamples, 100)
     _choice("--interval", args.interval, stats.INTERVAL_METHODS)
@@ -284,43 +285,44 @@ def cmd_compare(args) -> int:
 
 def cmd_calibrate(args) -> int:
     import json
-    from . import calibration as cal, record, stats
+    from .analyse import calibration, protocols, stats
+    from . import record
     _margin(args.margin)
     _positive_int("--processes", args.processes)
     _positive_int("--family", args.family)
     _positive_int("--resamples", args.resamples, 100)
-    _choice("--level", args.level, cal.LEVELS)
+    _choice("--level", args.level, calibration.LEVELS)
     _choice("--interval", args.interval, stats.INTERVAL_METHODS)
     runs = record.distinct_runs([record.load(r) for r in args.runs], "runs")
-    frames = {r.run_id: (cal.kernel_samples(r.placements) if args.level == "kernel"
+    frames = {r.run_id: (protocols.kernel_samples(r.placements) if args.level == "kernel"
                          else r.samples, r.kernels) for r in runs}
     empty = [rid for rid, (s, _) in frames.items() if s.empty]
     if empty:
         raise ValueError(f"`--level` kernel needs the profiler's kernel time at each "
                          f"placement; runs {empty} recorded none (kernel times off, or "
                          f"protocol 1): use --level call.")
-    samples, kernels = cal.pool_runs(frames, devices={r.run_id: r.device for r in runs})
-    gaps = cal.missing_controls(samples)
+    samples, kernels = protocols.pool_runs(frames, devices={r.run_id: r.device for r in runs})
+    gaps = protocols.missing_controls(samples)
     if gaps:
         raise ValueError(f"`runs` must hold the calibration controls; missing {gaps} in "
                          f"{[r.run_id for r in runs]} (a calibration run times sdpa, "
                          f"sdpa_twin and sdpa_spin<N>: --plugin attn_analysis.controls).")
-    most = cal.max_processes(samples)
+    most = protocols.max_processes(samples)
     if args.processes > most:
         per = ", ".join(f"{r.run_id}: {r.samples['trial'].nunique()}" for r in runs)
         raise ValueError(f"`--processes` must be an integer in [1, {most}], the most "
                          f"processes one run holds ({per}); replications never span runs; "
                          f"got {args.processes}.")
-    table = cal.design_calibration(samples, kernels, mode=args.mode, k=args.processes,
-                                   margin=args.margin, n_comparisons=args.family,
-                                   n_resamples=args.resamples, method=args.interval)
-    doc = cal.calibration_json(table, runs=[r.run_id for r in runs], device=runs[0].device,
-                               mode=args.mode, margin=args.margin, family=args.family,
-                               level=args.level, interval=args.interval)
+    table = calibration.design_calibration(samples, kernels, mode=args.mode, k=args.processes,
+                                           margin=args.margin, n_comparisons=args.family,
+                                           n_resamples=args.resamples, method=args.interval)
+    doc = calibration.calibration_json(table, runs=[r.run_id for r in runs], device=runs[0].device,
+                                       mode=args.mode, margin=args.margin, family=args.family,
+                                       level=args.level, interval=args.interval)
     if args.json:
         print(json.dumps(doc, indent=1))
     else:
-        print(cal.format_calibration(doc))
+        print(calibration.format_calibration(doc))
     return 0
 
 

@@ -5,7 +5,7 @@ tuple, or the DataFrame itself) and otherwise raises ``ValueError`` naming the a
 in backticks with what it must be, so every module words the same fault the same way.
 A check that only one module needs stays in that module as its private ``_<name>_iv``.
 
-Pure and light: numbers and, inside :func:`frame`, pandas; never torch.
+Pure and light: numbers, numpy arrays and, inside :func:`frame`, pandas; never torch.
 """
 
 from __future__ import annotations
@@ -125,3 +125,76 @@ def drawn_from(name: str, value, allowed: tuple) -> tuple:
     if not value or any(m not in allowed for m in value):
         raise ValueError(f"`{name}` must be drawn from {allowed}; got {value!r}.")
     return value
+
+
+# ------------------------------------------------------------ samples of a statistic
+
+def confidence(value) -> float:
+    """``value`` as a coverage strictly between 0 and 1, worded for ``confidence``."""
+    return number_in("confidence", value, 0.0, 1.0)
+
+
+def rng(seed) -> np.random.Generator:
+    """A Generator seeded with ``seed`` (a non-negative integer, or None for fresh entropy)."""
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral)
+                             or seed < 0):
+        raise ValueError(f"`seed` must be a non-negative integer or None; got {seed!r}.")
+    return np.random.default_rng(seed)
+
+
+def array_1d(name: str, x, min_size: int = 1, positive: bool = False) -> np.ndarray:
+    """``x`` as a 1-D float array of at least ``min_size`` finite (optionally positive)
+    values."""
+    what = "positive finite" if positive else "finite"
+    rule = f"`{name}` must be a 1-D array of at least {min_size} {what} value(s)"
+    try:
+        arr = np.asarray(x, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"{rule}; got {type(x).__name__} that is not numeric.") from None
+    if arr.ndim != 1:
+        raise ValueError(f"{rule}; got an array of shape {arr.shape}.")
+    if arr.size < min_size:
+        raise ValueError(f"{rule}; got {arr.size} value(s).")
+    bad = ~np.isfinite(arr) | ((arr <= 0) if positive else False)
+    if bad.any():
+        raise ValueError(f"{rule}; got {int(bad.sum())} value(s) that are not {what}.")
+    return arr
+
+
+def per_trial(name: str, x) -> list[np.ndarray]:
+    """``x`` (one 1-D sample, or one 1-D sample per trial) as a list of positive samples."""
+    try:
+        arr = np.asarray(x, dtype=float)
+    except (TypeError, ValueError):  # ragged: trials of different lengths
+        arr = None
+    if arr is not None and arr.ndim == 1:
+        return [array_1d(name, arr, positive=True)]
+    if arr is not None and arr.ndim != 2:
+        raise ValueError(f"`{name}` must be a 1-D array of times or a sequence of 1-D arrays "
+                         f"(one per trial); got an array of shape {arr.shape}.")
+    parts = list(x) if arr is None else list(arr)
+    if not parts:
+        raise ValueError(f"`{name}` must hold at least one trial; got none.")
+    return [array_1d(f"{name}[{i}]", p, positive=True) for i, p in enumerate(parts)]
+
+
+def per_process(name: str, x) -> list[list[np.ndarray]]:
+    """``x`` as processes -> placements -> samples.
+
+    Accepts one 1-D sample (one process, one placement), a sequence of 1-D samples (one per
+    process, one placement each: the layout of runs before protocol 2) or a sequence of
+    sequences of 1-D samples (processes, then placements).
+    """
+    if isinstance(x, (list, tuple)) and x and all(isinstance(p, (list, tuple)) for p in x) \
+            and all(len(p) and not np.isscalar(p[0]) for p in x):
+        return [[array_1d(f"{name}[{i}][{j}]", pl, positive=True)
+                 for j, pl in enumerate(proc)] for i, proc in enumerate(x)]
+    return [[t] for t in per_trial(name, x)]
+
+
+def ratio_arms(baseline, candidate, n_resamples, seed) -> tuple:
+    """The arguments every speedup interval shares: both arms as processes -> placements
+    -> samples (:func:`per_process`), the resample count and the Generator."""
+    return (per_process("baseline", baseline), per_process("candidate", candidate),
+            positive_integer("n_resamples", n_resamples), rng(seed))
+

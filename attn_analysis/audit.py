@@ -17,8 +17,9 @@ from typing import Any
 
 import pandas as pd
 
-from . import calibration as cal
-from . import replay_cost as rc, stats, summaries
+from .analyse import calibration, gpu_time, protocols, timing_fidelity
+from . import claim_table
+from .analyse import intervals, provenance, replay_cost as rc, sample_groups
 from .configs import TARGET, Config
 
 EXTRAS_SECTIONS = ("tf32", "chunking", "warmup", "fingerprint")  # what the audit reads
@@ -31,7 +32,7 @@ class Finding:
     reports it settles (None for a timing check) and ``data`` a figure or table needs."""
 
     values: dict
-    claim: cal.Claim | None = None
+    claim: claim_table.Claim | None = None
     data: Any = None
 
 
@@ -66,7 +67,7 @@ class CalibrationRuns:
     spin controls ``spins`` (shortest spin first) at one configuration ``config``."""
 
     runs: tuple            # the loaded runs, in the order named
-    samples: pd.DataFrame  # cal.pool_runs of them
+    samples: pd.DataFrame  # protocols.pool_runs of them
     kernels: pd.DataFrame
     config: str
     aa: list
@@ -79,7 +80,7 @@ class CalibrationRuns:
 
     @property
     def label(self) -> str:
-        return "; ".join(dict.fromkeys(summaries.run_label(r) for r in self.runs))
+        return "; ".join(dict.fromkeys(provenance.run_label(r) for r in self.runs))
 
     @property
     def n_trials(self) -> int:
@@ -87,17 +88,17 @@ class CalibrationRuns:
 
 
 def calibration_runs_iv(name: str, value, params: dict) -> CalibrationRuns:
-    """Check comma-separated runs holding ``sdpa``, an A/A control (``cal.AA_CONTROLS``)
+    """Check comma-separated runs holding ``sdpa``, an A/A control (``protocols.AA_CONTROLS``)
     and spin controls ``sdpa_spin<N>``; return them pooled."""
     from .notebook_support import runs_iv
     runs = tuple(runs_iv(name, value, params).values())
-    samples, kernels = cal.pool_runs({r.run_id: (r.samples, r.kernels) for r in runs})
+    samples, kernels = protocols.pool_runs({r.run_id: (r.samples, r.kernels) for r in runs})
     controls = sorted(set(samples["candidate"]) - {"sdpa"})
-    aa = [c for c in controls if c in cal.AA_CONTROLS]
+    aa = [c for c in controls if c in protocols.AA_CONTROLS]
     spins = sorted([c for c in controls if re.fullmatch(r"sdpa_spin\d+", c)],
                    key=lambda c: int(c.replace("sdpa_spin", "")))
     if not aa or not spins:
-        raise ValueError(f"`{name}` must hold an A/A control {cal.AA_CONTROLS} and spin "
+        raise ValueError(f"`{name}` must hold an A/A control {protocols.AA_CONTROLS} and spin "
                          f"controls; it holds {controls}.")
     return CalibrationRuns(runs, samples, kernels, sorted(set(samples["config"]))[0], aa, spins)
 
@@ -112,8 +113,8 @@ def header_values(cr: CalibrationRuns, lead, triton, extras: dict, *, margin: fl
                   alpha: float) -> dict:
     """The labels and sizes the chapter's opening and calibration section paste."""
     units = pd.concat([r.units for r in cr.runs]).query("status == 'ok'")
-    return {"label_c": cr.label, "label_l": summaries.run_label(lead),
-            "label_t": summaries.run_label(triton), "label_x": check_label(extras),
+    return {"label_c": cr.label, "label_l": provenance.run_label(lead),
+            "label_t": provenance.run_label(triton), "label_x": check_label(extras),
             "run_c": " and ".join(r.run_id for r in cr.runs), "run_l": lead.run_id,
             "run_t": triton.run_id, "cfg": cr.config, "n_trials": cr.n_trials,
             "n_runs_c": len(cr.runs), "n_per_unit": int(units["n_samples"].median()),
@@ -126,12 +127,12 @@ def header_values(cr: CalibrationRuns, lead, triton, extras: dict, *, margin: fl
 class Calibration:
     """Both protocols' decisions on the controls, their rates, and the controls' sizes."""
 
-    rates: pd.DataFrame       # cal.outcome_rates
-    head: pd.DataFrame        # cal.headline_rates
-    effects: pd.DataFrame     # cal.true_effects, graph mode
+    rates: pd.DataFrame       # calibration.outcome_rates
+    head: pd.DataFrame        # calibration.headline_rates
+    effects: pd.DataFrame     # calibration.true_effects, graph mode
     effects_pc: pd.DataFrame  # the same, per call
-    cov_pc: stats.ConfidenceInterval  # coverage of one process's interval, per call
-    cov_gr: stats.ConfidenceInterval  # the same, graph mode
+    cov_pc: intervals.ConfidenceInterval  # coverage of one process's interval, per call
+    cov_gr: intervals.ConfidenceInterval  # the same, graph mode
 
     def headline(self, protocol: str, k: int, candidate: str) -> pd.Series:
         """The headline rate row of one protocol, k and control."""
@@ -141,7 +142,7 @@ class Calibration:
 
     def a_fp(self, aa: list) -> pd.Series:
         """The reports' protocol's false-positive row (A/A, one process)."""
-        return self.headline(cal.PROTOCOL_A, 1, aa[0])
+        return self.headline(protocols.PROTOCOL_A, 1, aa[0])
 
 
 def calibrate(cr: CalibrationRuns, ks, *, margin: float, alpha: float,
@@ -149,18 +150,19 @@ def calibrate(cr: CalibrationRuns, ks, *, margin: float, alpha: float,
     """Protocol (a) per process (per call, Mann-Whitney U at ``alpha``) and protocol (b)
     over disjoint groups of ``k`` processes (graph mode, ``margin``), on every control."""
     cs, cfg = cr.samples, cr.config
-    dec_a = cal.protocol_a_decisions(cs, mode="per_call", alpha=float(alpha), config=cfg)
-    dec_b = pd.concat([cal.protocol_b_decisions(cs, mode="graph", k=k, margin=float(margin),
-                                                n_resamples=n_resamples, config=cfg)
+    dec_a = protocols.protocol_a_decisions(cs, mode="per_call", alpha=float(alpha), config=cfg)
+    dec_b = pd.concat([protocols.protocol_b_decisions(cs, mode="graph", k=k, margin=float(margin),
+                                                      n_resamples=n_resamples, config=cfg)
                        for k in ks], ignore_index=True)
-    rates = cal.outcome_rates(dec_a, dec_b)
+    rates = calibration.outcome_rates(dec_a, dec_b)
     return Calibration(
-        rates, cal.headline_rates(rates),
-        cal.true_effects(cs, cr.kernels, mode="graph", n_resamples=n_resamples, config=cfg),
-        cal.true_effects(cs, cr.kernels, mode="per_call", n_resamples=n_resamples,
-                         config=cfg),
-        cal.within_process_coverage(summaries.trial_arrays(cs, cfg, "sdpa", "per_call")),
-        cal.within_process_coverage(summaries.trial_arrays(cs, cfg, "sdpa", "graph")))
+        rates, calibration.headline_rates(rates),
+        calibration.true_effects(cs, cr.kernels, mode="graph", n_resamples=n_resamples, config=cfg),
+        calibration.true_effects(cs, cr.kernels, mode="per_call", n_resamples=n_resamples,
+                                 config=cfg),
+        calibration.within_process_coverage(
+            sample_groups.trial_arrays(cs, cfg, "sdpa", "per_call")),
+        calibration.within_process_coverage(sample_groups.trial_arrays(cs, cfg, "sdpa", "graph")))
 
 
 def _rate_values(key: str, row) -> dict:
@@ -174,19 +176,19 @@ def calibration_values(c: Calibration, cr: CalibrationRuns, ks, *, margin: float
     out = _rate_values("a_fp", c.a_fp(aa))
 
     def outcomes(k, cand):
-        return rates[(rates["protocol"] == cal.PROTOCOL_B) & (rates["k"] == k)
+        return rates[(rates["protocol"] == protocols.PROTOCOL_B) & (rates["k"] == k)
                      & (rates["candidate"] == cand)].set_index("outcome")
     for k in ks:
-        out.update(_rate_values(f"b{k}_fp", c.headline(cal.PROTOCOL_B, k, aa[0])))
+        out.update(_rate_values(f"b{k}_fp", c.headline(protocols.PROTOCOL_B, k, aa[0])))
         r = outcomes(k, aa[0])
         for outcome in ("equivalent", "inconclusive", "faster", "slower"):
             out[f"b{k}_aa_{outcome}"] = r.loc[outcome, "rate"]
     effects = c.effects.set_index("candidate")
     for cand in cr.spins:
         n = cand.replace("sdpa_", "")
-        out.update(_rate_values(f"a_pow_{n}", c.headline(cal.PROTOCOL_A, 1, cand)))
+        out.update(_rate_values(f"a_pow_{n}", c.headline(protocols.PROTOCOL_A, 1, cand)))
         for k in ks:
-            out.update(_rate_values(f"b{k}_pow_{n}", c.headline(cal.PROTOCOL_B, k, cand)))
+            out.update(_rate_values(f"b{k}_pow_{n}", c.headline(protocols.PROTOCOL_B, k, cand)))
             out[f"b{k}_eq_{n}"] = outcomes(k, cand).loc["equivalent", "rate"]
         e = effects.loc[cand]
         out.update({f"eff_{n}": e["slowdown_pct"], f"eff_{n}_lo": e["slowdown_low"] - 1,
@@ -214,9 +216,10 @@ def outcome_table(rates: pd.DataFrame, protocol: str) -> pd.DataFrame:
     tab.insert(0, "replications", rates.groupby(["protocol", "k", "candidate"])["n"].first())
     tab = tab.fillna("").reset_index()
     cols = (["significant", "significant, faster", "significant, slower"]
-            if protocol == cal.PROTOCOL_A else ["equivalent", "inconclusive", "faster", "slower"])
+            if protocol == protocols.PROTOCOL_A
+            else ["equivalent", "inconclusive", "faster", "slower"])
     part = tab[tab["protocol"] == protocol]
-    keep = (["k"] if protocol == cal.PROTOCOL_B else []) + ["candidate", "replications"] + \
+    keep = (["k"] if protocol == protocols.PROTOCOL_B else []) + ["candidate", "replications"] + \
         [c for c in cols if c in part.columns]
     return part[keep]
 
@@ -225,8 +228,8 @@ def outcome_table(rates: pd.DataFrame, protocol: str) -> pd.DataFrame:
 
 def fidelity(lead) -> Finding:
     """Each timing mode's median against the profiler's kernel time (``data``: the table,
-    ``cal.timing_fidelity``) for the default dispatch of the lead run."""
-    fid = cal.timing_fidelity(lead.samples, lead.kernels)
+    ``timing_fidelity.timing_fidelity``) for the default dispatch of the lead run."""
+    fid = timing_fidelity.timing_fidelity(lead.samples, lead.kernels)
     f = fid.set_index("config")
     small = fid[fid["device_ms"] < 0.03]
     return Finding({"fid_s128_pc_over_dev": f.loc[S128.key, "per_call_over_device"],
@@ -282,11 +285,12 @@ def replay(anatomy: dict, lead) -> Finding:
 
 def cache(lead) -> Finding:
     """Hot (graph) against cold (L2 flushed) medians of the default dispatch and their
-    effective rates, against the run's copy ceiling (``data``: ``cal.cache_table`` and the
-    ceiling in GB/s)."""
+    effective rates, against the run's copy ceiling (``data``:
+    ``timing_fidelity.cache_table`` and the ceiling in GB/s)."""
     fp = next(iter(lead.fingerprint["trials"].values()))
     copy_gbs = float(lead.ceilings["copy"]["gbs"])
-    table = cal.cache_table(lead.samples, copy_gbs=copy_gbs, l2_bytes=float(fp["l2_bytes"]))
+    table = timing_fidelity.cache_table(lead.samples, copy_gbs=copy_gbs,
+                                        l2_bytes=float(fp["l2_bytes"]))
     cc = table.set_index("config")
     out = {"copy_gbs": copy_gbs, "l2_mib": fp["l2_bytes"] / 2**20}
     for key, cfg in (("s256", S256.key), ("s512", S512.key), ("s128", S128.key)):
@@ -303,17 +307,17 @@ def cost(cr: CalibrationRuns, lead, ks) -> Finding:
     """GPU time of one comparison over k processes and of calibrating it, from the first
     calibration run's unit times and process overhead (``data``: one row per k)."""
     first = cr.first
-    uc = cal.unit_costs(first.units)
+    uc = gpu_time.unit_costs(first.units)
     unit_s = float(uc.loc[uc["mode"] == "graph", "median_unit_s"].median())
     n_trials = int(first.samples["trial"].nunique())
-    overhead = cal.process_overhead_s(first.units)
+    overhead = gpu_time.process_overhead_s(first.units)
     k1, reps = ks[-1], n_trials // ks[-1]
-    one = cal.protocol_cost(unit_s, k1, arms=2, process_overhead_s=overhead,
-                            replications=reps)
+    one = gpu_time.protocol_cost(unit_s, k1, arms=2, process_overhead_s=overhead,
+                                 replications=reps)
     # Every process times the baseline, the A/A twin and each spin control once.
-    calib = cal.protocol_cost(unit_s, k1, arms=2 + len(cr.spins), process_overhead_s=overhead,
-                              replications=reps)
-    table = pd.DataFrame([vars(cal.protocol_cost(unit_s, k, 2, overhead, n_trials // k))
+    calib = gpu_time.protocol_cost(unit_s, k1, arms=2 + len(cr.spins), process_overhead_s=overhead,
+                                   replications=reps)
+    table = pd.DataFrame([vars(gpu_time.protocol_cost(unit_s, k, 2, overhead, n_trials // k))
                           for k in [1] + list(ks)])
     return Finding({"unit_ms": unit_s * 1e3, "overhead_s": overhead,
                     "cost_k1_s": one.comparison_s, "k1_reps": reps, "run_cost": first.run_id,

@@ -17,7 +17,7 @@ from typing import Callable, ContextManager
 import torch
 import torch.nn.functional as F
 
-from . import catalog
+from .analyse import catalog
 from .configs import DEVICES, LAYOUTS, Config
 
 # Relative-error thresholds ||out - ref|| / ||ref|| against a float64 reference, for

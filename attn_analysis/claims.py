@@ -15,8 +15,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from . import calibration as cal
-from . import comparisons, reference, stats, summaries, workload
+from . import claim_table
+from .analyse import (bootstrap, comparisons, kernel_evidence, latency_tables, reference,
+                      reports_statistics, sample_groups, stats, workload)
 from . import state_of_the_art as sota
 from .audit import S128, S256, S512, Calibration, CalibrationRuns, Finding
 from .configs import TARGET, Config
@@ -83,7 +84,7 @@ def tf32_claim(extras: dict, rep: Reported, a_fp, *, margin: float,
          else "different kernels under the two settings", "tf32_speedup": ci.ratio,
          "tf32_lo": ci.low, "tf32_hi": ci.high, "tf32_verdict": cmp.verdict.value,
          "tf32_n": len(on)},
-        cal.Claim(
+        claim_table.Claim(
             f"Disabling TF32 made fp16 SDPA {rep('000', 'improvement_percent', 'Impact'):.1f}% "
             "faster",
             rep.source("000", "Impact Assessment"),
@@ -113,7 +114,7 @@ def backends_claim(lead, rep: Reported, *, margin: float, n_resamples: int,
                                    n_resamples=n_resamples, configs=TARGET.key,
                                    n_comparisons=n_comparisons, include_baseline=True)
     sp = sp.set_index("candidate")
-    kt = summaries.kernel_table(lead.kernels).set_index("config")
+    kt = kernel_evidence.kernel_table(lead.kernels).set_index("config")
     family = kt.loc[TARGET.key, "family"]
     out = {"sdpa_family": family, "sdpa_kernel": kt.loc[TARGET.key, "main_kernel"][:60],
            "lead_trials": int(sp.loc["sdpa", "n_processes"]),
@@ -127,7 +128,7 @@ def backends_claim(lead, rep: Reported, *, margin: float, n_resamples: int,
     def speedup(cand):
         return (f"{sp.loc[cand, 'speedup']:.3f} [{sp.loc[cand, 'ci_low']:.3f}, "
                 f"{sp.loc[cand, 'ci_high']:.3f}]")
-    return Finding(out, cal.Claim(
+    return Finding(out, claim_table.Claim(
         "The 'auto' dispatch equals the flash backend; memory-efficient is "
         f"{rep('000', 'slowdown_percent', 'Fixed-Shape', 512, backend='memory_efficient'):.0f}"
         "% slower",
@@ -142,11 +143,11 @@ def backends_claim(lead, rep: Reported, *, margin: float, n_resamples: int,
 
 def self_claim(cr: CalibrationRuns, rep: Reported) -> Finding:
     """The reports' statistics applied to one process's samples against themselves."""
-    x0 = summaries.trial_arrays(cr.samples, cr.config, "sdpa", "per_call")[0]
-    r = stats.reports_protocol(x0, x0)
+    x0 = sample_groups.trial_arrays(cr.samples, cr.config, "sdpa", "per_call")[0]
+    r = reports_statistics.reports_protocol(x0, x0)
     return Finding(
         {"self_speedup": r.speedup, "self_g": r.hedges_g, "self_p": r.p_value},
-        cal.Claim(
+        claim_table.Claim(
             "Speedup 1.000x, Hedges' g 0.000, p = 1.0000: the baseline is already optimal",
             rep.source("000", "Step 3: Statistical Comparison & Report"),
             f"The candidate array was the baseline array; on any array the same computation "
@@ -161,7 +162,7 @@ def ci_claim(c: Calibration, cr: CalibrationRuns, rep: Reported) -> Finding:
     """Non-overlapping intervals between configurations, against what one process's
     interval is worth (its coverage of the median over processes)."""
     cov = c.cov_pc
-    return Finding({}, cal.Claim(
+    return Finding({}, claim_table.Claim(
         "Non-overlapping 95% CIs across the ten configurations show statistically robust "
         "measurements",
         rep.source("001", "Confidence Interval Analysis"),
@@ -185,7 +186,7 @@ def flops_claim(rep: Reported) -> Finding:
          "pct_dense": t512 / dense, "pct_dense_2048": t2048 / dense, "l4_fp32": L4.fp32_tflops,
          "l4_fp16": dense, "l4_sparse": 2 * dense,
          "rep_peak30": rep("001", "assumed_peak_tflops", "Throughput vs. Sequence Length")},
-        cal.Claim(
+        claim_table.Claim(
             f"{t512:.1f} TFLOPS is {rep('001', 'pct_of_peak_tflops', 'Throughput', 512):.0f}% "
             f"of the L4 fp16 spec ({rep('001', 'assumed_peak_tflops', 'Throughput'):.0f} "
             f"TFLOPS); {t2048:.0f} TFLOPS is "
@@ -212,7 +213,7 @@ def bandwidth_claim(rep: Reported) -> Finding:
          "ws_l4_512": workload.min_bytes(S512) / l2_l4, "l4_l2": L4.l2_mb,
          "l4_bw": L4.mem_bandwidth_gbs,
          "rep_bw242": rep("000", "assumed_peak_bandwidth_gbs", "Multi-Shape")},
-        cal.Claim(
+        claim_table.Claim(
             "321-338 GB/s exceeds the L4's peak bandwidth (242 or 300 GB/s) because of L2 "
             "cache effects",
             rep.source("001", "Memory Bandwidth Utilization") + "; "
@@ -238,7 +239,7 @@ def roofline_claim(rep: Reported) -> Finding:
          "minbytes_512": min_bytes, "ai_512": workload.intensity(TARGET),
          "l4_ridge": rb.ridge_intensity, "l4_limiter": f"{rb.limiter}-bound",
          "l4_ridge_30": 30e12 / (L4.mem_bandwidth_gbs * 1e9)},
-        cal.Claim(
+        claim_table.Claim(
             "The roofline table's 25.6e6 bytes and intensity 671 FLOP/B at S=512 make "
             "attention compute-bound",
             rep.source("001", "Roofline Analysis"),
@@ -264,7 +265,7 @@ def seqlen_claim(lead, rep: Reported) -> Finding:
                  / (med[S512.key] / workload.flops(TARGET)))
     return Finding(
         {"work_ratio": work_ratio, "l4_perflop": l4_perflop, "lead_perflop": h_perflop},
-        cal.Claim(
+        claim_table.Claim(
             f"S=128 is {rep('000', 'speedup', 'Multi-Shape', 128):.1f}x "
             f"(elsewhere {rep('004', 'speedup', 'Speedup Analysis'):.1f}x) faster than S=512: "
             "a speedup from sequence-length tuning",
@@ -286,12 +287,12 @@ def chunking_claim(extras: dict, rep: Reported, *, n_resamples: int) -> Finding:
     arr = {n: _arrays(v["samples"]) for n, v in ch.items()}
     out = {}
     for n, key in (("q_chunks", "q"), ("qkv_chunks", "qkv")):
-        r = stats.ratio_ci(arr["full"], arr[n], n_resamples=n_resamples)
+        r = bootstrap.ratio_ci(arr["full"], arr[n], n_resamples=n_resamples)
         out.update({f"t_{key}": 1 / r.ratio, f"t_{key}_lo": 1 / r.high,
                     f"t_{key}_hi": 1 / r.low, f"err_{key}": ch[n]["rel_error"]})
     pct = rep("004", "improvement_percent", "After Optimization")
     out.update({"err_full": ch["full"]["rel_error"], "rep_chunk_pct": pct})
-    return Finding(out, cal.Claim(
+    return Finding(out, claim_table.Claim(
         f"Chunking S=512 into four chunks of 128 gives the same attention {pct:.0f}% faster",
         rep.source("004", "After Optimization (S=128 chunking)"),
         f"H100: query chunks exact (rel. error {ch['q_chunks']['rel_error']:.1e}) and "
@@ -315,7 +316,7 @@ def a100_claim(rep: Reported) -> Finding:
          "a100_frac": workload.flops(Config(16, 16, 512)) / (a100_ms * 1e-3) / 1e12
          / A100.fp16_tflops_dense,
          "l4_frac": workload.flops(TARGET) / (l4_ms * 1e-3) / 1e12 / L4.fp16_tflops_dense},
-        cal.Claim(
+        claim_table.Claim(
             "The L4 is only 2.13x slower than an A100 per unit of work, 4.88x better than the "
             "10.4x its peak predicts",
             rep.source("001", "Comparison to Literature"),
@@ -345,8 +346,8 @@ def warmup_claim(extras: dict, lead, fid: pd.DataFrame, rep: Reported) -> Findin
     cv_after = float(np.median([_cv(w[first:first + timed]) for w in wu]))
     pmeds = [float(np.median(w[first:])) for w in wu]
     s = lead.samples
-    lt = summaries.latency_table(s[s["config"] == S128.key], modes=("graph",),
-                                 ci_modes=("graph",), n_resamples=200).set_index("candidate")
+    lt = latency_tables.latency_table(s[s["config"] == S128.key], modes=("graph",),
+                                      ci_modes=("graph",), n_resamples=200).set_index("candidate")
     host = fid.set_index("config").loc[S128.key, "host_share"]
     return Finding(
         {"rep_warmup": first, "rep_n": timed, "late_n": late, "wu_n": n, "wu_procs": len(wu),
@@ -354,7 +355,7 @@ def warmup_claim(extras: dict, lead, fid: pd.DataFrame, rep: Reported) -> Findin
          "cv_late": float(np.median([_cv(w[-late:]) for w in wu])),
          "wu_spread": max(pmeds) / min(pmeds),
          "graph_spread_128": lt.loc["sdpa", "trial_spread"]},
-        cal.Claim(
+        claim_table.Claim(
             f"The high variance at S=128 (CV "
             f"{rep('001', 'cv_percent', 'Variance Control', 128):.1f}%) is warm-up noise",
             rep.source("003", "Variance Control"),
@@ -371,7 +372,7 @@ def warmup_claim(extras: dict, lead, fid: pd.DataFrame, rep: Reported) -> Findin
 
 def mann_whitney_claim(a_fp, rep: Reported, *, alpha: float) -> Finding:
     """The reports' test on identical code within one process (the calibration's A/A)."""
-    return Finding({}, cal.Claim(
+    return Finding({}, claim_table.Claim(
         "Mann-Whitney U on N=100 samples per arm gives valid p-values (p < 0.05 = "
         "significant)",
         rep.source("000", "Statistical Rigor Achieved") + "; "
@@ -421,7 +422,7 @@ def peers_claim(target_tables: dict, not_run: dict, rep: Reported) -> Finding:
     gone = "; ".join(f"{c}: {why[:120]}" for c, why in sorted(not_run.items()))
     values.update({"pe_sdpa_l4": sdpa, "pe_flash_l4": flash, "pe_xformers_l4": xf,
                    "pe_not_run": gone or "none"})
-    return Finding(values, cal.Claim(
+    return Finding(values, claim_table.Claim(
         f"flash-attn (~{flash:.3f} ms expected) and xFormers (~{xf:.3f} ms) run at SDPA's "
         f"speed ({sdpa:.4f} ms) at S=512",
         rep.source("004", "PyTorch SDPA vs. flash-attn (Expected)"),
@@ -463,7 +464,7 @@ def custom_kernels_claim(tables: list, rep: Reported, *, reach: float = 1.10,
     target_text = (f"at the reports' shape the best custom kernel is {best_t['label']} on the "
                    f"{best_t['machine']} at {best_t['speedup']:.3f}" if best_t is not None
                    else "no custom kernel was measured at the reports' shape")
-    return Finding(values, cal.Claim(
+    return Finding(values, claim_table.Claim(
         "Custom kernels can reach 1.1-1.5x over SDPA on same-generation hardware",
         rep.source("001", "Custom Kernel Targets from Literature"),
         f"{len(custom)} custom-kernel comparisons against SDPA's default dispatch (ours, "
@@ -488,5 +489,5 @@ def claims_values(claims) -> dict:
            for field in ("claim", "source", "measured", "verdict", "why")}
     out["n_claims"] = len(claims)
     out.update({f"n_{v.replace(' ', '_')}": sum(c.verdict == v for c in claims)
-                for v in cal.CLAIM_VERDICTS})
+                for v in claim_table.CLAIM_VERDICTS})
     return out

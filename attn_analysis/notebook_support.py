@@ -22,7 +22,8 @@ from typing import NamedTuple
 
 import pandas as pd
 
-from . import _validate, record, summaries
+from . import _validate, configs, record
+from .analyse import provenance
 
 DEFAULT_LEAD_RUN = "h200-reports-p2-all"
 DEFAULT_TRITON_RUN = "h200-triton-p2"
@@ -73,7 +74,7 @@ def check_parameters(*, root: Path, runs_dir: str, run: str, measure: bool, devi
         device = "cuda" if torch.cuda.is_available() else "cpu"
     if not isinstance(shapes, str):
         raise ValueError(f"`shapes` must be a string such as '2,2,64;2,2,128'; got {shapes!r}.")
-    summaries.parse_shapes(shapes)  # raises on a malformed entry
+    configs.parse_shapes(shapes)  # raises on a malformed entry
     if not isinstance(candidates, str):
         raise ValueError(f"`candidates` must be a comma-separated string; got {candidates!r}.")
     trials = _validate.integer("trials", trials, 1)
@@ -224,17 +225,17 @@ def load_runs(runs_dir) -> dict:
 
 def run_catalog(runs: dict) -> pd.DataFrame:
     """One row per run: device kind, device label, matrix, candidates, modes and unit count
-    (the input of ``summaries.choose_lead``)."""
+    (the input of ``provenance.choose_lead``)."""
     rows = []
     for run_id, r in runs.items():
         trials = (r.fingerprint or {}).get("trials") or {}
         fp = next(iter(trials.values()), {})
         plan = (r.info or {}).get("plan", {})
         rows.append({"run": run_id, "device_kind": fp.get("device_kind", "unknown"),
-                     "label": summaries.run_label(r), "matrix": plan.get("matrix") or "",
+                     "label": provenance.run_label(r), "matrix": plan.get("matrix") or "",
                      "n_configs": int(r.samples["config"].nunique()),
                      "candidates": ", ".join(sorted(r.samples["candidate"].unique())),
-                     "modes": ", ".join(m for m in summaries.MODES
+                     "modes": ", ".join(m for m in configs.MODES
                                         if m in set(r.samples["mode"])),
                      "n_trials": int(r.samples["trial"].nunique()),
                      "n_units": int((r.units["status"] == "ok").sum()),
@@ -246,12 +247,12 @@ def run_catalog(runs: dict) -> pd.DataFrame:
 
 def lead_run(catalog: pd.DataFrame, requested: str, measured: str = "") -> str:
     """The run a notebook leads with: the run just measured, else ``requested`` when it is
-    recorded, else (for the documented default only) ``summaries.choose_lead``'s pick."""
+    recorded, else (for the documented default only) ``provenance.choose_lead``'s pick."""
     if measured:
         return measured
     if requested == DEFAULT_LEAD_RUN and requested not in set(catalog["run"]):
         requested = ""
-    return summaries.choose_lead(catalog, requested)
+    return provenance.choose_lead(catalog, requested)
 
 
 def as_number(value) -> float:
@@ -318,9 +319,9 @@ def names_iv(name: str, value, params=None, choices=None) -> tuple:
 
 
 def mode_iv(name: str, value, params=None) -> str:
-    """Check a timing mode (``summaries.MODES``); :func:`prelude` then checks that the lead
+    """Check a timing mode (``configs.MODES``); :func:`prelude` then checks that the lead
     run recorded it."""
-    return choice_iv(name, value, summaries.MODES)
+    return choice_iv(name, value, configs.MODES)
 
 
 def candidate_name_iv(name: str, value, params: dict) -> str:

@@ -42,7 +42,7 @@ import numpy as np
 
 from . import _validate
 from .configs import DEVICES, MODES
-from .stats import median_ci
+from .analyse.intervals import median_ci
 
 CLOCKS = ("cuda_event", "cpu_wall")
 STOP_REASONS = ("n_samples", "ci_target", "budget", "max_samples")

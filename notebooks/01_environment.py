@@ -38,7 +38,8 @@ import pandas as pd
 import torch
 from IPython.display import Markdown
 
-from attn_analysis import env, summaries, tables
+from attn_analysis import env, tables
+from attn_analysis.analyse import provenance
 
 nbs.glue_text("env_n_runs", len(runs))
 nbs.glue_text("env_lead_run", lead)
@@ -69,7 +70,7 @@ tables.show(catalog[["run", "matrix", "n_configs", "n_trials", "n_units", "n_sam
 # gets by default.
 
 # %% tags=["remove-input"]
-fingerprints = summaries.fingerprint_table(runs.values())
+fingerprints = provenance.fingerprint_table(runs.values())
 all_locked = bool(fingerprints["locked"].fillna(False).astype(bool).all())
 tf32_off = bool((fingerprints["tf32_matmul"] == False).all())  # noqa: E712
 nbs.glue_text("env_n_trials", len(fingerprints))

@@ -47,19 +47,21 @@ root, params, runs, catalog, lead, R = nbs.prelude(
 
 import numpy as np
 import pandas as pd
-from attn_analysis import findings, plots, reference, stats, summaries, tables
-from attn_analysis import replay_cost as rc
+from attn_analysis.analyse import (findings, kernel_evidence, latency_tables, provenance, reference,
+                                   reports_statistics, sample_groups, stats)
+from attn_analysis import configs, plots, tables
+from attn_analysis.analyse import replay_cost as rc
 from attn_analysis.configs import TARGET
 from attn_analysis.controls import CONTROL_NAMES
 
-label = summaries.run_label(R)
+label = provenance.run_label(R)
 recorded = set(R.samples["config"])
 if not isinstance(config, str) or (config and config not in recorded):
     raise ValueError(f"`config` must be '' or one of {sorted(recorded)}; got {config!r}.")
 config = config or (TARGET.key if TARGET.key in recorded
-                    else max(recorded, key=lambda k: summaries.Config.from_key(k)))
-modes = [m for m in summaries.MODES if m in set(R.samples.loc[R.samples["config"] == config,
-                                                              "mode"])]
+                    else max(recorded, key=lambda k: configs.Config.from_key(k)))
+modes = [m for m in configs.MODES if m in set(R.samples.loc[R.samples["config"] == config,
+                                                            "mode"])]
 main_mode = "graph" if "graph" in modes else modes[0]
 nbs.glue_text("fx_label", label)
 nbs.glue_text("fx_run", lead)
@@ -86,7 +88,7 @@ nbs.glue_text("fx_mode", main_mode)
 # the margin.
 
 # %% tags=["remove-cell"]
-from attn_analysis import comparisons
+from attn_analysis.analyse import comparisons
 from attn_analysis.controls import CONTROL_NAMES as _CONTROLS
 
 spin_controls = [c for c in _CONTROLS if c != "sdpa_twin"]
@@ -154,7 +156,7 @@ if two_level:
     fig = plots.speedup_summary(
         {_gpu(runs[r]): two_level[r][~two_level[r]["candidate"].isin(spin_controls)]
          for r in v2_runs}, float(margin),
-        f"{summaries.run_label(R)}, {config}: every candidate against the default SDPA "
+        f"{provenance.run_label(R)}, {config}: every candidate against the default SDPA "
         f"dispatch (protocol 2, runs {', '.join(v2_runs)})")
     nbs.glue_figure("fx2_summary", fig)
 else:
@@ -235,11 +237,11 @@ controls = main[main.index.isin(CONTROL_NAMES)]
 others = main.drop(index=["sdpa", *controls.index])
 self_cmp = main.loc["sdpa"]
 best = others["speedup"].idxmax()
-latency = summaries.latency_table(R.samples[R.samples["config"] == config], modes=modes,
-                                  ci_modes=(main_mode,), n_resamples=params["n_resamples"])
+latency = latency_tables.latency_table(R.samples[R.samples["config"] == config], modes=modes,
+                                       ci_modes=(main_mode,), n_resamples=params["n_resamples"])
 base_lat = latency[(latency["candidate"] == "sdpa") & (latency["mode"] == main_mode)].iloc[0]
 counts = others["verdict"].value_counts()
-kernels = summaries.kernel_table(R.kernels) if len(R.kernels) else pd.DataFrame()
+kernels = kernel_evidence.kernel_table(R.kernels) if len(R.kernels) else pd.DataFrame()
 family = kernels.loc[kernels["config"] == config, "family"] if len(kernels) else []
 nbs.glue_text("fx_sdpa_family", family.iloc[0] if len(family) else "a kernel not profiled")
 
@@ -267,7 +269,7 @@ nbs.glue_text("fx_twin", "the run has no A/A twin" if twin is None else
               f"the A/A twin (the default dispatch built and timed again as a separate "
               f"candidate) is {twin['verdict']}, speedup {twin['speedup']:.3f} "
               f"(family-wise interval {twin['ci_low']:.3f}–{twin['ci_high']:.3f})")
-twins_kernels = findings.same_kernels(R.kernels, config) if len(R.kernels) else []
+twins_kernels = kernel_evidence.same_kernels(R.kernels, config) if len(R.kernels) else []
 twins_kernels = [c for c in twins_kernels if c not in CONTROL_NAMES]
 nbs.glue_text("fx_same_kernels", ", ".join(twins_kernels) if twins_kernels else "none")
 nbs.glue_text("fx_claim", findings.negative_result_verdict(others.reset_index(), twins_kernels))
@@ -278,7 +280,7 @@ for name in others.index:
     nbs.glue_text(f"fx_verdict_{name}", others.loc[name, "verdict"])
 nbs.glue_figure("fx_forest", plots.speedup_forest(speedups, label, config=config,
                                                   margin=float(margin)))
-nbs.glue_figure("fx_spread", plots.trial_spread(summaries.trial_medians(R.samples), label,
+nbs.glue_figure("fx_spread", plots.trial_spread(sample_groups.trial_medians(R.samples), label,
                                                 config=config, mode=main_mode))
 
 # %% [markdown]
@@ -338,7 +340,7 @@ tables.show(main.reset_index().sort_values("speedup", ascending=False)[
 # The reports compared one array of latencies with itself and reported a speedup of one,
 # Hedges' g of zero, Cliff's delta of zero and a Mann-Whitney p-value of one. Those
 # numbers follow from the comparison, not from the kernels. Below,
-# `stats.reports_protocol` applies their statistics (per-sample bootstrap CI of the median,
+# `reports_statistics.reports_protocol` applies their statistics (per-sample bootstrap CI of the median,
 # Hedges' g, Cliff's delta, Mann-Whitney) to our pooled samples of each candidate against
 # `sdpa`, next to our interval over processes and verdict.
 
@@ -350,10 +352,10 @@ def pooled(candidate):
 
 
 protocol = {"sdpa vs the same array (the reports' comparison)":
-            stats.reports_protocol(pooled("sdpa"), pooled("sdpa"))}
-protocol |= {f"sdpa vs {c}": stats.reports_protocol(pooled("sdpa"), pooled(c))
+            reports_statistics.reports_protocol(pooled("sdpa"), pooled("sdpa"))}
+protocol |= {f"sdpa vs {c}": reports_statistics.reports_protocol(pooled("sdpa"), pooled(c))
              for c in others.index}
-theirs = summaries.reports_protocol_table(protocol)
+theirs = reports_statistics.reports_protocol_table(protocol)
 ours = others[["ci_low", "ci_high", "verdict"]].rename(
     columns={"ci_low": "our_ci_low", "ci_high": "our_ci_high", "verdict": "our_verdict"})
 ours.index = [f"sdpa vs {c}" for c in ours.index]
@@ -465,22 +467,22 @@ R2 = runs[replication] if replication else None
 rep_ok = (R2 is not None and replication != lead and config in set(R2.samples["config"])
           and "graph" in set(R2.samples["mode"]) and main_mode == "graph")
 if rep_ok:
-    label2 = summaries.run_label(R2)
+    label2 = provenance.run_label(R2)
     sp2 = comparisons.speedup_table(R2.samples, mode="graph", margin=float(margin),
                                     n_resamples=params["n_resamples"], configs=config,
                                     n_comparisons=family_m.get(replication),
                                     include_baseline=True)
     main2 = sp2.set_index("candidate")
     others2 = main2.drop(index=["sdpa", *[c for c in main2.index if c in CONTROL_NAMES]])
-    lat2 = summaries.latency_table(R2.samples[R2.samples["config"] == config],
-                                   modes=("graph",), ci_modes=("graph",),
-                                   n_resamples=params["n_resamples"])
+    lat2 = latency_tables.latency_table(R2.samples[R2.samples["config"] == config],
+                                        modes=("graph",), ci_modes=("graph",),
+                                        n_resamples=params["n_resamples"])
     base2 = lat2[lat2["candidate"] == "sdpa"].iloc[0]
     k2 = (rc.graph_calls(R2.units).query("config == @config")
           .set_index("candidate")[["k_min", "k_max"]])
     k1 = (rc.graph_calls(R.units).query("config == @config")
           .set_index("candidate")[["k_min", "k_max"]])
-    same2 = [c for c in (findings.same_kernels(R2.kernels, config) if len(R2.kernels) else [])
+    same2 = [c for c in (kernel_evidence.same_kernels(R2.kernels, config) if len(R2.kernels) else [])
              if c not in CONTROL_NAMES]
     nbs.glue_text("fx_r2_run", replication)
     nbs.glue_text("fx_r2_label", label2)
@@ -546,7 +548,7 @@ if len(both):
 
 # %% tags=["remove-cell"]
 reported = reference.load_reported()
-l4 = summaries.reported_latency(reported)
+l4 = reference.reported_latency(reported)
 l4_here = l4[l4["config"] == config]
 nbs.glue_text("fx_l4_n", len(l4_here))
 nbs.glue_text("fx_l4_software", str(reported["software"].mode().iloc[0]))

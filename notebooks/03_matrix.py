@@ -50,19 +50,21 @@ root, params, runs, catalog, lead, R = nbs.prelude(globals(), mode=nbs.mode_iv,
 
 import numpy as np
 import pandas as pd
-from attn_analysis import plots, reference, stats, summaries, tables, workload
+from attn_analysis import configs, plots, tables
+from attn_analysis.analyse import (catalog, comparisons, latency_tables, provenance, reference,
+                                   stats, workload)
 
-from attn_analysis import comparisons
+from attn_analysis.analyse import comparisons, kernel_evidence
 
-label = summaries.run_label(R)
+label = provenance.run_label(R)
 # One family per run: the lead run's comparisons at the call, kernel and attention levels
 # (the two-level table below) hold the call-level ones the heatmap and the fastest table
 # show, so every table of the run takes the family's m, and one comparison has one interval.
 two = (comparisons.speedup_table(R.samples, R.placements, mode=mode, kernels=R.kernels)
        if R.protocol == 2 and mode == "graph" else pd.DataFrame())
 m_lead = int(two["n_comparisons"].iloc[0]) if len(two) else None
-latency = summaries.latency_table(R.samples, modes=(mode,),
-                                  n_resamples=params["n_resamples"])
+latency = latency_tables.latency_table(R.samples, modes=(mode,),
+                                       n_resamples=params["n_resamples"])
 speedups = comparisons.speedup_table(R.samples, mode=mode, n_resamples=params["n_resamples"],
                                      n_comparisons=m_lead, include_baseline=True)
 m_lead = m_lead or int(speedups["n_comparisons"].iloc[0])
@@ -77,10 +79,10 @@ lead_family = family_note(m_lead, f"run {lead}: every candidate and configuratio
                           + (", per kernel and per attention kernel" if len(two) else ""))
 nbs.glue_text("mx_family", lead_family)
 nbs.glue_text("mx_family_m", m_lead)
-fastest = summaries.fastest_table(latency, speedups, mode=mode)
-through = summaries.throughput_table(latency, R.ceilings, R.device)
-counts = summaries.verdict_counts(speedups).reindex([mode]).fillna(0).iloc[0]
-n_fast_lib = int(fastest["fastest"].isin(summaries.LIBRARY_BACKENDS).sum())
+fastest = latency_tables.fastest_table(latency, speedups, mode=mode)
+through = latency_tables.throughput_table(latency, R.ceilings, R.device)
+counts = comparisons.verdict_counts(speedups).reindex([mode]).fillna(0).iloc[0]
+n_fast_lib = int(fastest["fastest"].isin(catalog.SDPA_BACKENDS).sum())
 nbs.glue_text("mx_label", label)
 nbs.glue_text("mx_run", lead)
 nbs.glue_text("mx_mode", mode)
@@ -96,7 +98,7 @@ boot = comparisons.speedup_table(R.samples, mode=mode, n_resamples=params["n_res
                                  n_comparisons=m_lead, method="bootstrap")
 boot_fast = boot[boot["verdict"] == stats.Verdict.FASTER.value]
 boot_fast = boot_fast.iloc[sorted(range(len(boot_fast)), key=lambda i: (
-    summaries.Config.from_key(boot_fast["config"].iloc[i]), boot_fast["candidate"].iloc[i]))]
+    configs.Config.from_key(boot_fast["config"].iloc[i]), boot_fast["candidate"].iloc[i]))]
 nbs.glue_text("mx_boot_n_faster", len(boot_fast))
 nbs.glue_text("mx_boot_faster", "; ".join(
     f"{c} at {tables.short_config(k)}" for k, c in zip(boot_fast["config"],
@@ -191,7 +193,7 @@ else:
 # The kernel level sums every kernel of a call, so it still counts the default dispatch's
 # memset. A third level, *attention*, compares the longest kernel of each side alone: each
 # placement's kernel time less that side's other kernels, as the run's profiler evidence
-# splits them (`comparisons.kernel_split`), judged by the same rule in the same family.
+# splits them (`kernel_evidence.kernel_split`), judged by the same rule in the same family.
 # Of the {glue:text}`mx_k_n_kernel_fast_all:d` comparisons faster per kernel, at the
 # attention level: {glue:text}`mx_k_split:s`. Over all
 # {glue:text}`mx_k_n_attention:d` attention-level comparisons,
@@ -246,7 +248,7 @@ tables.show(fastest[["config", "fastest", "median_ms", "speedup", "speedup_ci_lo
 cols = ["median_ms", "ci_low_ms", "ci_high_ms", "tflops", "frac_matmul", "frac_peak_tflops",
         "eff_gbs", "frac_copy", "trial_spread"]
 top = through.loc[through.groupby("config")["tflops"].idxmax()]
-top = top.set_index("config").loc[sorted(top["config"], key=summaries.Config.from_key)]
+top = top.set_index("config").loc[sorted(top["config"], key=configs.Config.from_key)]
 tables.show(top.reset_index()[["config", "candidate", "tflops", "frac_matmul",
                                "frac_peak_tflops", "frac_copy"]],
             f"The highest rate per configuration ({mode} mode): TFLOP/s of the two matrix "
@@ -290,9 +292,9 @@ if not tr_id:  # no recorded kernel run: take the largest run that has the kerne
     tr_id = str(with_kernel.sort_values("n_configs")["run"].iloc[-1]) if len(with_kernel) else ""
 if tr_id:
     T = runs[tr_id]
-    tr_label = summaries.run_label(T)
+    tr_label = provenance.run_label(T)
     tr_mode = "graph" if "graph" in set(T.samples["mode"]) else T.samples["mode"].iloc[0]
-    tuning = summaries.tuning_table(T.units)
+    tuning = provenance.tuning_table(T.units)
     # Our kernel against the fastest library and against the default dispatch, per call,
     # per kernel and per attention kernel (protocol 2 only): one table, so one family.
     against_sdpa = (T.protocol == 2 and tr_mode == "graph"
@@ -300,11 +302,11 @@ if tr_id:
     n_sdpa = (len(comparisons.plan_comparisons(T.samples, T.placements,
                                                candidates=["triton"], kernels=T.kernels)[0])
               if against_sdpa else 0)
-    vs_lib = summaries.kernel_vs_library(T.samples, mode=tr_mode,
-                                         n_resamples=params["n_resamples"])
+    vs_lib = comparisons.kernel_vs_library(T.samples, mode=tr_mode,
+                                           n_resamples=params["n_resamples"])
     m_tr = len(vs_lib) + n_sdpa
-    vs_lib = summaries.kernel_vs_library(T.samples, mode=tr_mode,
-                                         n_resamples=params["n_resamples"], n_comparisons=m_tr)
+    vs_lib = comparisons.kernel_vs_library(T.samples, mode=tr_mode,
+                                           n_resamples=params["n_resamples"], n_comparisons=m_tr)
     tr_two = (comparisons.speedup_table(T.samples, T.placements, candidates=["triton"],
                                         kernels=T.kernels, n_comparisons=m_tr)
               if against_sdpa else pd.DataFrame())
@@ -338,13 +340,13 @@ nbs.glue_text("mx_attention_answer", (
     "no candidate's attention kernel was faster than the default dispatch's by more than "
     "the margin, at any shape of either run"))
 nbs.glue_text("mx_tr_beats_attention_kernel", ", ".join(alone) or "none")
-tk_target = (tr_kernel.loc[summaries.TARGET.key] if summaries.TARGET.key in tr_kernel.index
+tk_target = (tr_kernel.loc[configs.TARGET.key] if configs.TARGET.key in tr_kernel.index
              else None)
 for key, col in (("mx_tr_k_target", "speedup"), ("mx_tr_k_target_lo", "ci_low"),
                  ("mx_tr_k_target_hi", "ci_high")):
     nbs.glue_text(key, float(tk_target[col]) if tk_target is not None else float("nan"))
 tr_counts = vs_lib["verdict"].value_counts() if len(vs_lib) else pd.Series(dtype=int)
-target = vs_lib[vs_lib["config"] == summaries.TARGET.key] if len(vs_lib) else vs_lib
+target = vs_lib[vs_lib["config"] == configs.TARGET.key] if len(vs_lib) else vs_lib
 nbs.glue_text("mx_tr_run", tr_id or "none")
 nbs.glue_text("mx_tr_label", tr_label)
 nbs.glue_text("mx_tr_n_configs", len(vs_lib))
@@ -426,7 +428,7 @@ if len(vs_lib):
 # %% tags=["remove-cell"]
 tune_runs = {rid: r.units for rid, r in runs.items()
              if "triton" in set(r.units["candidate"])}
-tune = summaries.tuning_by_run(tune_runs)
+tune = provenance.tuning_by_run(tune_runs)
 nbs.glue_text("mx_tune_n_runs", tune["run"].nunique() if len(tune) else 0)
 nbs.glue_text("mx_tune_n_cells", len(tune))
 nbs.glue_text("mx_tune_n_reused", int((tune["n_reused"] == tune["n_processes"] - 1).sum())
@@ -481,13 +483,13 @@ for rid in params["kernel_runs"]:
     K = runs[rid]
     t = comparisons.speedup_table(K.samples, K.placements, candidates=["triton"],
                                   kernels=K.kernels, n_comparisons=m_lt)
-    latest_rows.append(t.assign(run=rid, device=summaries.run_label(K)))
+    latest_rows.append(t.assign(run=rid, device=provenance.run_label(K)))
 lt_family = family_note(m_lt, "runs " + ", ".join(params["kernel_runs"]) + ": our kernel "
                         "against sdpa per call, kernel and attention kernel")
 nbs.glue_text("mx_lt_family", lt_family)
 latest = pd.concat(latest_rows, ignore_index=True) if latest_rows else pd.DataFrame()
 if len(latest):
-    tgt = latest[latest["config"] == summaries.TARGET.key].set_index("level")
+    tgt = latest[latest["config"] == configs.TARGET.key].set_index("level")
     for level in ("call", "kernel", "attention"):
         ok = level in tgt.index
         nbs.glue_text(f"mx_lt_{level}", float(tgt.loc[level, "speedup"]) if ok else np.nan)
@@ -513,7 +515,7 @@ if params["fa3_run"]:
     F = runs[params["fa3_run"]]
     med = (F.samples[F.samples["mode"] == "graph"].groupby(["config", "candidate"])["ms"]
            .median().unstack())
-    fl = pd.Series({c: workload.flops(summaries.Config.from_key(c)) for c in med.index})
+    fl = pd.Series({c: workload.flops(configs.Config.from_key(c)) for c in med.index})
     rate = workload.tflops_rate(fl.to_numpy()[:, None], med).add_suffix("_tflops")
     fv = comparisons.speedup_table(F.samples, F.placements, candidates=["triton"],
                                    kernels=F.kernels)
@@ -524,10 +526,10 @@ if params["fa3_run"]:
                               aggfunc="first")
     fa3 = rate.join(verdicts[[c for c in comparisons.LEVELS if c in verdicts]]
                     .add_prefix("triton_"))
-    fa3 = fa3.loc[sorted(fa3.index, key=summaries.Config.from_key)]
+    fa3 = fa3.loc[sorted(fa3.index, key=configs.Config.from_key)]
     kv = fv[fv["level"] == "kernel"]["verdict"]
     nbs.glue_text("mx_fa3_run", params["fa3_run"])
-    nbs.glue_text("mx_fa3_label", summaries.run_label(F))
+    nbs.glue_text("mx_fa3_label", provenance.run_label(F))
     nbs.glue_text("mx_fa3_n", len(fa3))
     nbs.glue_text("mx_fa3_n_equivalent", int((kv == "equivalent").sum()))
     nbs.glue_text("mx_fa3_n_slower", int((kv == "slower").sum()))
@@ -576,7 +578,7 @@ if len(fa3):
                 f"TFLOP/s per call (graph replay, 4·B·H·S²·D over the median time) of the "
                 f"default dispatch, cuDNN forced and our kernel at the FlashAttention-3 "
                 f"paper's shapes, and our kernel's verdicts against sdpa per call, kernel and "
-                f"attention kernel ({fa3_family}). {summaries.run_label(F)}.",
+                f"attention kernel ({fa3_family}). {provenance.run_label(F)}.",
                 name="tbl-fa3-shapes", formats={c: ".0f" for c in fa3.columns
                                                 if c.endswith("_tflops")},
                 csv="fa3_shapes.csv")

@@ -40,19 +40,20 @@ roofline_names = params["roofline_candidates"]
 
 import numpy as np
 import pandas as pd
-from attn_analysis import plots, reference, stats, summaries, tables, workload
+from attn_analysis import configs, plots, tables
+from attn_analysis.analyse import latency_tables, provenance, reference, workload
 
 if not set(roofline_names) & set(R.samples.loc[R.samples["mode"] == mode, "candidate"]):
     raise ValueError(f"`roofline_candidates` must name a candidate recorded in run {lead!r} "
                      f"({sorted(set(R.samples['candidate']))}); got {roofline_candidates!r}.")
-label = summaries.run_label(R)
-latency = summaries.latency_table(R.samples, modes=(mode,),
-                                  n_resamples=params["n_resamples"])
+label = provenance.run_label(R)
+latency = latency_tables.latency_table(R.samples, modes=(mode,),
+                                       n_resamples=params["n_resamples"])
 nbs.glue_text("sw_label", label)
 nbs.glue_text("sw_run", lead)
 nbs.glue_text("sw_mode", mode)
-for axis in summaries.SWEEP_AXES:
-    rows = summaries.sweep_table(latency, axis)
+for axis in latency_tables.SWEEP_AXES:
+    rows = latency_tables.sweep_table(latency, axis)
     nbs.glue_text(f"sw_{axis}_n", rows[axis].nunique())
     nbs.glue_text(f"sw_{axis}_range", f"{rows[axis].min()} to {rows[axis].max()}")
     if rows[axis].nunique() > 1:
@@ -90,7 +91,7 @@ for axis in summaries.SWEEP_AXES:
 # ## Roofline
 
 # %% tags=["remove-cell"]
-through = summaries.throughput_table(latency, R.ceilings, R.device)
+through = latency_tables.throughput_table(latency, R.ceilings, R.device)
 names = [c for c in roofline_candidates.replace(",", " ").split()
          if c in set(through["candidate"])] or sorted(set(through["candidate"]))
 spec = workload.device_spec_or_none(R.device)
@@ -132,7 +133,7 @@ nbs.glue_text("sw_max_intensity", sel["intensity"].max())
 cols = ["intensity", "tflops", "frac_matmul", "frac_peak_tflops", "eff_gbs", "frac_copy",
         "frac_peak_bw"]
 best = sel.loc[sel.groupby("config")["tflops"].idxmax()]
-best = best.set_index("config").loc[sorted(best["config"], key=summaries.Config.from_key)]
+best = best.set_index("config").loc[sorted(best["config"], key=configs.Config.from_key)]
 tables.show(best.reset_index()[["config", "candidate", "intensity", "tflops", "frac_matmul",
                                 "frac_peak_tflops"]],
             f"Roofline coordinates of the highest point per configuration ({mode} mode); "

@@ -38,14 +38,15 @@ root, params, runs, catalog, lead, R = nbs.prelude(globals(), candidate=nbs.cand
 
 import numpy as np
 import pandas as pd
-from attn_analysis import plots, reference, stats, summaries, tables, workload
+from attn_analysis import configs, plots, tables
+from attn_analysis.analyse import latency_tables, provenance, reference, workload
 
 # Runs that hold the target shape alone (the calibration and target-shape runs, also in
 # bf16 or causal) add nothing to compare across configurations; any other run, a new one
 # included, is shown.
 def _target_sizes(key):
     """Whether a configuration has the target's sizes (any dtype, causal or not)."""
-    c, t = summaries.Config.from_key(key), summaries.TARGET
+    c, t = configs.Config.from_key(key), configs.TARGET
     return (c.batch, c.heads, c.seq_len, c.head_dim) == (t.batch, t.heads, t.seq_len,
                                                         t.head_dim)
 
@@ -58,15 +59,15 @@ frames = []
 for run_id in with_candidate:
     R = runs[run_id]
     s = R.samples[R.samples["candidate"] == candidate]
-    lat = summaries.latency_table(s, modes=tuple(m for m in summaries.MODES
-                                                 if m in set(s["mode"])),
-                                  ci_modes=("graph",) if "graph" in set(s["mode"]) else None,
-                                  n_resamples=params["n_resamples"])
-    frames.append(lat.assign(run=run_id, device=summaries.run_label(R)))
+    lat = latency_tables.latency_table(s, modes=tuple(m for m in configs.MODES
+                                                      if m in set(s["mode"])),
+                                       ci_modes=("graph",) if "graph" in set(s["mode"]) else None,
+                                       n_resamples=params["n_resamples"])
+    frames.append(lat.assign(run=run_id, device=provenance.run_label(R)))
 by_run = pd.concat(frames, ignore_index=True)
 reported = reference.load_reported()
-table = summaries.cross_device_table(by_run, reported, candidate=candidate)
-l4 = summaries.reported_latency(reported)
+table = reference.cross_device_table(by_run, reported, candidate=candidate)
+l4 = reference.reported_latency(reported)
 devices = sorted(set(by_run["device"]))
 nbs.glue_text("xd_n_runs", len(with_candidate))
 nbs.glue_text("xd_runs", ", ".join(with_candidate))
@@ -75,18 +76,18 @@ nbs.glue_text("xd_devices", "; ".join(devices))
 nbs.glue_text("xd_candidate", candidate)
 nbs.glue_text("xd_n_l4_values", len(l4))
 nbs.glue_text("xd_n_l4_configs", l4["config"].nunique())
-target = table[(table["config"] == summaries.TARGET.key) & (table["mode"] == "graph")]
+target = table[(table["config"] == configs.TARGET.key) & (table["mode"] == "graph")]
 for run_id in with_candidate:
     row = target[target["run"] == run_id]
     nbs.glue_text(f"xd_target_ms_{run_id}", row["median_ms"].iloc[0] if len(row) else np.nan)
     nbs.glue_text(f"xd_l4_over_{run_id}", row["l4_over_ours"].iloc[0] if len(row) else np.nan)
 lead_row = target[target["run"] == lead]
 nbs.glue_text("xd_lead_run", lead)
-nbs.glue_text("xd_lead_label", summaries.run_label(runs[lead]))
+nbs.glue_text("xd_lead_label", provenance.run_label(runs[lead]))
 nbs.glue_text("xd_lead_target_ms", lead_row["median_ms"].iloc[0] if len(lead_row) else np.nan)
 nbs.glue_text("xd_lead_l4_over", lead_row["l4_over_ours"].iloc[0] if len(lead_row) else np.nan)
-nbs.glue_text("xd_l4_target_min", l4.loc[l4["config"] == summaries.TARGET.key, "value_ms"].min())
-nbs.glue_text("xd_l4_target_max", l4.loc[l4["config"] == summaries.TARGET.key, "value_ms"].max())
+nbs.glue_text("xd_l4_target_min", l4.loc[l4["config"] == configs.TARGET.key, "value_ms"].min())
+nbs.glue_text("xd_l4_target_max", l4.loc[l4["config"] == configs.TARGET.key, "value_ms"].max())
 shared = table.dropna(subset=["l4_min_ms"])
 nbs.glue_text("xd_ratio_min", shared["l4_over_ours"].min() if len(shared) else np.nan)
 nbs.glue_text("xd_ratio_max", shared["l4_over_ours"].max() if len(shared) else np.nan)
@@ -126,7 +127,7 @@ nbs.glue_figure("xd_figure", plots.cross_device(
 run_mode = {r: ("graph" if "graph" in set(g["mode"]) else g["mode"].iloc[0])
             for r, g in table.groupby("run")}
 main = table[[run_mode[r] == m for r, m in zip(table["run"], table["mode"])]]
-target_only = [r for r, g in main.groupby("run") if set(g["config"]) == {summaries.TARGET.key}]
+target_only = [r for r, g in main.groupby("run") if set(g["config"]) == {configs.TARGET.key}]
 main = main[~main["run"].isin(target_only)]
 # At most four run columns fit the page: one run per device (the lead run on its device,
 # elsewhere the run covering the most configurations), so a newly measured device always
@@ -144,7 +145,7 @@ main = main[main["run"].isin(shown)]
 wide = main.pivot_table(index="config", columns="run", values="median_ms")
 l4_range = table.groupby("config")[["l4_min_ms", "l4_max_ms"]].first()
 short = wide.join(l4_range)
-short = short.loc[sorted(short.index, key=summaries.Config.from_key)].reset_index()
+short = short.loc[sorted(short.index, key=configs.Config.from_key)].reset_index()
 tables.show(short, f"Median latency of {candidate} per configuration and run (ms), beside "
             f"the smallest and largest L4 median the reports give (NVIDIA L4, as reported, "
             f"one process per call with a synchronise: not like for like). Runs that "
@@ -166,7 +167,7 @@ by_cfg = (l4.groupby("config")
           .agg(values=("value_ms", lambda v: ", ".join(f"{x:.4f}" for x in sorted(v))),
                reports=("source_file", lambda v: ", ".join(sorted({str(x)[:3] for x in v}))))
           .reset_index())
-by_cfg = by_cfg.set_index("config").loc[sorted(by_cfg["config"], key=summaries.Config.from_key)]
+by_cfg = by_cfg.set_index("config").loc[sorted(by_cfg["config"], key=configs.Config.from_key)]
 tables.show(by_cfg.reset_index(), "Every distinct L4 median the original reports give per "
             "configuration (ms, as reported) and the reports that give it (by the first "
             "three characters of the report's file name; the CSV has the file, mention "

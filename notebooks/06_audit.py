@@ -63,8 +63,8 @@ matplotlib.use("Agg")
 from IPython.display import Markdown
 from myst_nb import glue
 
-from attn_analysis import calibration as cal
-from attn_analysis import claims, plots, tables
+from attn_analysis.analyse import protocols
+from attn_analysis import claim_table, claims, plots, tables
 
 claim_rows = []  # the claims table, in the order of the subsections below
 
@@ -100,8 +100,8 @@ nbs.glue_values("au_", H)
 cb = audit.calibrate(CR, K, margin=margin, alpha=alpha, n_resamples=n_resamples)
 A_AA = cb.a_fp(CR.aa)
 nbs.glue_values("au_", audit.calibration_values(cb, CR, K, margin=margin))
-rows = [(cal.PROTOCOL_A, 1, "(a) Mann-Whitney, 1 process")] + \
-       [(cal.PROTOCOL_B, k, f"(b) compare, k={k}") for k in K]
+rows = [(protocols.PROTOCOL_A, 1, "(a) Mann-Whitney, 1 process")] + \
+       [(protocols.PROTOCOL_B, k, f"(b) compare, k={k}") for k in K]
 nbs.glue_figure("au_fig_rates", plots.calibration_rates(
     cb.head, CR.aa, CR.spins, rows, float(alpha), CR.label, CR.config, CR.n_trials))
 
@@ -153,9 +153,9 @@ nbs.glue_figure("au_fig_rates", plots.calibration_rates(
 
 # %% tags=["remove-input"]
 for proto, name, what in (
-        (cal.PROTOCOL_A, "a", "the reports' protocol (Mann-Whitney U in one process, per call)"),
-        (cal.PROTOCOL_B, "b", "our protocol (stats.compare over k processes per arm, graph "
-                              "mode)")):
+        (protocols.PROTOCOL_A, "a", "the reports' protocol (Mann-Whitney U in one process, per call)"),
+        (protocols.PROTOCOL_B, "b", "our protocol (stats.compare over k processes per arm, graph "
+         "mode)")):
     tables.show(audit.outcome_table(cb.rates, proto),
                 f"Rate of each outcome of {what} per control at {CR.config}, with "
                 f"95 % Clopper-Pearson intervals (%) in parentheses. Runs "
@@ -382,7 +382,7 @@ found(claims.tf32_claim(X, rep, A_AA, margin=margin, n_resamples=n_resamples))
 # %% tags=["remove-cell"]
 # The lead run's comparisons belong to the matrix chapter's family (call, kernel and
 # attention levels of every candidate and configuration): the same m, the same intervals.
-from attn_analysis import comparisons
+from attn_analysis.analyse import comparisons
 m_lead = len(comparisons.plan_comparisons(L.samples, L.placements, kernels=L.kernels)[0])
 found(claims.backends_claim(L, rep, margin=margin, n_resamples=n_resamples,
                             n_comparisons=m_lead))
@@ -586,7 +586,7 @@ not_run = {r["candidate"]: f"{r['status']}: {r['reason']}"
            for run in sota_by_campaign["target"].values()
            for _, r in sota.untimed(run).iterrows()}
 found(claims.peers_claim(target_tables, not_run, rep))
-glue("au_claims_md", Markdown(cal.claims_markdown(claim_rows)), display=False)
+glue("au_claims_md", Markdown(claim_table.claims_markdown(claim_rows)), display=False)
 nbs.glue_values("au_", claims.claims_values(claim_rows))
 
 # %% [markdown]

@@ -44,21 +44,21 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from attn_analysis import calibration as cal
-from attn_analysis import plots, stats, summaries, tables
-from attn_analysis import variance as V
+from attn_analysis.analyse import gpu_time
+from attn_analysis import plots, tables
+from attn_analysis.analyse import design, provenance, stats, variance
 from attn_analysis.configs import TARGET
 
-DP, DS = V.stack(DR)
-TP, TS = V.stack(TR)
+DP, DS = variance.stack(DR)
+TP, TS = variance.stack(TR)
 if TARGET.key not in set(DS["config"]) or TARGET.key not in set(TS["config"]):
     raise ValueError(f"`decomposition_runs` and `target_runs` must both hold the target "
                      f"configuration {TARGET.key}.")
 g = nbs.glue_text
-label = "; ".join(dict.fromkeys(summaries.run_label(r) for r in [*DR.values(), *TR.values()]))
+label = "; ".join(dict.fromkeys(provenance.run_label(r) for r in [*DR.values(), *TR.values()]))
 d_names, t_names = ", ".join(DR), ", ".join(TR)
 gpus = sorted(set(DP["machine"]) | set(TP["machine"]))
-gpu_names = [V.machine_label(u) for u in gpus]
+gpu_names = [variance.machine_label(u) for u in gpus]
 cfg = TARGET.key
 cfg_short = tables.short_config(cfg)
 g("var_label", label)
@@ -70,8 +70,8 @@ g("var_n_gpus", len(gpus))
 g("var_machine_df", len(gpus) - 1)
 
 # the decomposition, call level in the runs' mode(s), kernel level once per placement
-comp = V.decompose(DP, DS)
-one = V.single_placement_spread(DP, comp, placement=0)
+comp = variance.decompose(DP, DS)
+one = variance.single_placement_spread(DP, comp, placement=0)
 d_mode = "graph" if "graph" in set(DS["mode"]) else sorted(set(DS["mode"]))[0]
 g("var_mode", d_mode)
 first = comp.iloc[0]
@@ -95,7 +95,7 @@ def row(frame, candidate, level, config=cfg):
 
 for level in ("call", "kernel"):
     r = row(comp, "sdpa", level)
-    for f in V.FACTORS:
+    for f in variance.FACTORS:
         g(f"var_sdpa_{level}_{f}", r[f"sd_{f}"])
     g(f"var_sdpa_{level}_total", r["sd_total"])
     o = row(one, "sdpa", level)
@@ -122,17 +122,17 @@ g("var_machine_median", float(comp["sd_machine"].median()))
 # Each target run's comparisons belong to the family the fixed-shape chapter reports them
 # in (comparisons.target_family: every candidate per call in each mode and per kernel), so
 # these rows are the same intervals as there.
-from attn_analysis import comparisons
+from attn_analysis.analyse import comparisons
 
 fam_m = {}
 for r in TR.values():
     uuids = {fp.get("gpu_uuid") for fp in r.fingerprint["trials"].values()}
     m = int(comparisons.target_family(r, cfg, margin=margin)["n_comparisons"].iloc[0])
     fam_m.update({u: m for u in uuids})
-spd = V.speedup_by_level(TP, TS, cfg, baseline="sdpa", candidate="eager_compiled",
-                         margin=margin, n_resamples=n_resamples, n_comparisons=fam_m)
-g("var_b_family", "; ".join(f"{V.machine_label(u)}: m = {m}" for u, m in sorted(fam_m.items())))
-spd["gpu"] = spd["machine"].map(V.machine_label)
+spd = variance.speedup_by_level(TP, TS, cfg, baseline="sdpa", candidate="eager_compiled",
+                                margin=margin, n_resamples=n_resamples, n_comparisons=fam_m)
+g("var_b_family", "; ".join(f"{variance.machine_label(u)}: m = {m}" for u, m in sorted(fam_m.items())))
+spd["gpu"] = spd["machine"].map(variance.machine_label)
 g("var_b_n", len(spd))
 g("var_margin", margin)
 decisive = spd[(spd["level"] == "kernel") | (spd["mode"] == "graph")]
@@ -148,7 +148,7 @@ g("var_b_n_host", len(host))
 g("var_b_n_host_slower", int((host["verdict"] == Vd.SLOWER.value).sum()))
 g("var_b_host_max", float(host["speedup"].max()) if len(host) else np.nan)
 g("var_t_n_place", int(TP.groupby(["run", "trial", "candidate", "mode"]).size().median()))
-g("var_t_n_proc", " and ".join(f"{n} on {V.machine_label(m)}" for m, n in
+g("var_t_n_proc", " and ".join(f"{n} on {variance.machine_label(m)}" for m, n in
                                zip(spd.drop_duplicates("machine")["machine"],
                                    spd.drop_duplicates("machine")["n_processes"])))
 
@@ -158,17 +158,17 @@ units = pd.concat([r.units for r in DR.values()])
 ok = units[units["status"] == "ok"]
 per_unit = DP.groupby(["run", "config", "candidate", "mode", "trial"]).size()
 placement_s = float((ok["elapsed_s"] / float(per_unit.median())).median())
-overhead_s = float(np.median([cal.process_overhead_s(r.units) for r in DR.values()]))
+overhead_s = float(np.median([gpu_time.process_overhead_s(r.units) for r in DR.values()]))
 target_se = margin / (2 * sps.norm.ppf(0.975))
 # the calibrated design: two processes per comparison, at the placements and samples the
 # decomposition runs recorded
 P_USED = 2
 M_USED = int(round(first["n_placements"] / first["n_processes"]))
 N_USED = int(round(first["n_values"] / first["n_placements"]))
-se_used = V.log_speedup_se(arm_b, arm_c, P_USED, M_USED, N_USED)
-se_one = V.log_speedup_se(arm_b, arm_c, P_USED, 1, N_USED)
+se_used = design.log_speedup_se(arm_b, arm_c, P_USED, M_USED, N_USED)
+se_one = design.log_speedup_se(arm_b, arm_c, P_USED, 1, N_USED)
 cost = lambda p, m: p * (overhead_s + 2 * m * placement_s)  # noqa: E731
-best = V.cheapest_design(arm_b, arm_c, target_se, overhead_s, placement_s, samples=N_USED)
+best = design.cheapest_design(arm_b, arm_c, target_se, overhead_s, placement_s, samples=N_USED)
 for key, value in (("p_used", P_USED), ("m_used", M_USED), ("n_used", N_USED)):
     g(f"var_{key}", value)
 g("var_se_used", se_used)
@@ -183,8 +183,8 @@ g("var_best", f"{best.processes} processes x {best.placements} placements"
 g("var_best_cost", best.cost_s if best else np.nan)
 g("var_best_se", best.se if best else np.nan)
 g("var_proc_in_places", overhead_s / placement_s)
-by_proc = V.cheapest_design(arm_b, arm_c, se_used, overhead_s, placement_s, samples=N_USED,
-                            max_placements=1)  # the design's error from processes alone
+by_proc = design.cheapest_design(arm_b, arm_c, se_used, overhead_s, placement_s, samples=N_USED,
+                                 max_placements=1)  # the design's error from processes alone
 g("var_by_proc", f"{by_proc.processes} processes" if by_proc else "more than 64 processes")
 g("var_by_proc_cost", by_proc.cost_s if by_proc else np.nan)
 nbs.glue_figure("var_figure", plots.variance_components(comp, label, runs=d_names,
@@ -297,7 +297,7 @@ tables.show(spd[["gpu", "level", "mode", "n_processes", "speedup", "ci_low", "ci
             f"timing mode and kernel level (profiler time per placement, mode not "
             f"applicable), with the family-wise 95 % t-interval over processes (Bonferroni "
             f"over each run's family in the fixed-shape chapter: "
-            f"{'; '.join(f'{V.machine_label(u)}: m = {m}' for u, m in sorted(fam_m.items()))}) "
+            f"{'; '.join(f'{variance.machine_label(u)}: m = {m}' for u, m in sorted(fam_m.items()))}) "
             f"and the verdict against a ±{margin:.0%} margin. {label}, runs {t_names}.",
             name="tbl-variance-speedup",
             labels={"gpu": "GPU (UUID prefix)", "level": "level",

@@ -45,23 +45,24 @@ root, params = nbs.parameters(globals(), processes=nbs.count_iv, margin=nbs.smal
 CR = list(params["calibration_runs"].values())
 
 import pandas as pd
-from attn_analysis import calibration as cal
-from attn_analysis import comparisons, simulation as sim, stats, summaries, tables
+from attn_analysis.analyse import (calibration, comparisons, intervals, protocols, provenance,
+                                   simulation as sim, stats)
+from attn_analysis import tables
 from attn_analysis.configs import TARGET
 
-samples, kernels = cal.pool_runs({r.run_id: (r.samples, r.kernels) for r in CR},
-                                 devices={r.run_id: r.device for r in CR})
-label = summaries.run_label(CR[0])
+samples, kernels = protocols.pool_runs({r.run_id: (r.samples, r.kernels) for r in CR},
+                                       devices={r.run_id: r.device for r in CR})
+label = provenance.run_label(CR[0])
 # The family size at which the paper decides: the target run's whole family
 # (comparisons.target_family, every candidate per call in each mode and per kernel).
 family = int(comparisons.target_family(params["family_run"], TARGET.key, margin=margin)
              ["n_comparisons"].iloc[0])
-per = cal.design_calibration(samples, kernels, k=processes, margin=margin, n_comparisons=1,
-                             n_resamples=n_resamples)
-fam = cal.design_calibration(samples, kernels, k=processes, margin=margin,
-                             n_comparisons=family, n_resamples=n_resamples)
-boot = cal.design_calibration(samples, kernels, k=processes, margin=margin, n_comparisons=1,
-                              n_resamples=n_resamples, method="bootstrap")
+per = calibration.design_calibration(samples, kernels, k=processes, margin=margin, n_comparisons=1,
+                                     n_resamples=n_resamples)
+fam = calibration.design_calibration(samples, kernels, k=processes, margin=margin,
+                                     n_comparisons=family, n_resamples=n_resamples)
+boot = calibration.design_calibration(samples, kernels, k=processes, margin=margin, n_comparisons=1,
+                                      n_resamples=n_resamples, method="bootstrap")
 nbs.glue_text("cal2_family_run", params["family_run"].run_id)
 
 
@@ -80,15 +81,15 @@ nbs.glue_text("cal2_processes", processes)
 nbs.glue_text("cal2_family", family)
 nbs.glue_text("cal2_n_processes", int(samples["trial"].nunique()))
 nbs.glue_text("cal2_placements", int(samples["placement"].nunique()))
-twin = _row(per, cal.PROTOCOL_B, "sdpa_twin", "claimed difference")
+twin = _row(per, protocols.PROTOCOL_B, "sdpa_twin", "claimed difference")
 nbs.glue_text("cal2_reps", int(twin["n"]))
 nbs.glue_text("cal2_fp_events", int(twin["events"]))
 nbs.glue_text("cal2_fp_rate", float(twin["rate"]))
 nbs.glue_text("cal2_fp_hi", float(twin["ci_high"]))
 spins = sorted({c for c in per["candidate"] if c.startswith("sdpa_spin")},
-               key=lambda c: _row(per, cal.PROTOCOL_B, c, "slower")["slowdown"])
+               key=lambda c: _row(per, protocols.PROTOCOL_B, c, "slower")["slowdown"])
 for c in spins:
-    r, f = _row(per, cal.PROTOCOL_B, c, "slower"), _row(fam, cal.PROTOCOL_B, c, "slower")
+    r, f = _row(per, protocols.PROTOCOL_B, c, "slower"), _row(fam, protocols.PROTOCOL_B, c, "slower")
     nbs.glue_text(f"cal2_{c}_slowdown_pct", (float(r["slowdown"]) - 1) * 100)
     nbs.glue_text(f"cal2_{c}_extra_pct", float(r["extra_share"]) * 100)
     nbs.glue_text(f"cal2_{c}_power", float(r["rate"]))
@@ -97,13 +98,13 @@ for c in spins:
     nbs.glue_text(f"cal2_{c}_power_family_lo", float(f["ci_low"]))
 smallest = spins[0]
 nbs.glue_text("cal2_small", smallest)
-ra = _row(per, cal.PROTOCOL_A, "sdpa_twin", "significant")
+ra = _row(per, protocols.PROTOCOL_A, "sdpa_twin", "significant")
 nbs.glue_text("cal2_reports_fp", float(ra["rate"]))
 nbs.glue_text("cal2_reports_fp_lo", float(ra["ci_low"]))
 nbs.glue_text("cal2_reports_fp_hi", float(ra["ci_high"]))
 nbs.glue_text("cal2_reports_n", int(ra["n"]))
 fp_goal, power_goal = 0.05, 0.80
-small = _row(per, cal.PROTOCOL_B, smallest, "slower")
+small = _row(per, protocols.PROTOCOL_B, smallest, "slower")
 met = twin["rate"] <= fp_goal and small["rate"] >= power_goal
 nbs.glue_text("cal2_goal", (
     f"met: {int(twin['events'])} false positives in {int(twin['n'])} replications "
@@ -114,20 +115,20 @@ nbs.glue_text("cal2_goal", (
     f"(goal at least {power_goal:.0%})"))
 # Coverage of the design's interval (each control's truth: every process pooled), and the
 # same replications judged by the hierarchical bootstrap the t-interval replaced.
-cov = per[per["outcome"] == cal.COVERAGE]
+cov = per[per["outcome"] == calibration.COVERAGE]
 nbs.glue_text("cal2_cov_events", int(cov["events"].sum()))
 nbs.glue_text("cal2_cov_n", int(cov["n"].sum()))
-cov_ci = stats.binomial_rate_ci(int(cov["events"].sum()), int(cov["n"].sum()))
+cov_ci = intervals.binomial_rate_ci(int(cov["events"].sum()), int(cov["n"].sum()))
 nbs.glue_text("cal2_cov", cov_ci.estimate)
 nbs.glue_text("cal2_cov_lo", cov_ci.low)
 nbs.glue_text("cal2_cov_hi", cov_ci.high)
-bt = _row(boot, cal.PROTOCOL_B, "sdpa_twin", "claimed difference")
+bt = _row(boot, protocols.PROTOCOL_B, "sdpa_twin", "claimed difference")
 nbs.glue_text("cal2_boot_fp_events", int(bt["events"]))
-nbs.glue_text("cal2_boot_small_power", float(_row(boot, cal.PROTOCOL_B, smallest, "slower")["rate"]))
-bcov = boot[boot["outcome"] == cal.COVERAGE]
+nbs.glue_text("cal2_boot_small_power", float(_row(boot, protocols.PROTOCOL_B, smallest, "slower")["rate"]))
+bcov = boot[boot["outcome"] == calibration.COVERAGE]
 nbs.glue_text("cal2_boot_cov", float(bcov["events"].sum() / bcov["n"].sum()))
 nbs.glue_text("cal2_n_reps_for_5pct", int(next(n for n in range(1, 1000)
-                                               if stats.binomial_rate_ci(0, n).high < 0.05)))
+                                               if intervals.binomial_rate_ci(0, n).high < 0.05)))
 nbs.glue_text("cal2_fp_bound", (
     f"with {int(twin['n'])} replications and no false positive, the 95 % upper bound on the "
     f"rate is {twin['ci_high']:.1%}" if twin["events"] == 0 else
@@ -304,7 +305,7 @@ tables.show(wide, f"Coverage of the true speedup and A/A false-positive rate of 
 # {glue:text}`cal2_check_twin:s`, and the spin controls are {glue:text}`cal2_check_spins:s`.
 
 # %% tags=["remove-cell"]
-from attn_analysis import comparisons
+from attn_analysis.analyse import comparisons
 
 if params["check_run"]:
     from attn_analysis import record
@@ -319,7 +320,7 @@ if params["check_run"]:
         r = ct.loc[c]
         return f"{r['verdict']} ({r['speedup']:.3f}, {r['ci_low']:.3f}–{r['ci_high']:.3f})"
     nbs.glue_text("cal2_check_run", C.run_id)
-    nbs.glue_text("cal2_check_label", summaries.run_label(C))
+    nbs.glue_text("cal2_check_label", provenance.run_label(C))
     nbs.glue_text("cal2_check_twin", _say("sdpa_twin") if "sdpa_twin" in ct.index
                   else "not measured")
     nbs.glue_text("cal2_check_spins", "; ".join(

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import sys
 
-from attn_analysis import record, stats
+from attn_analysis import record
+from attn_analysis.analyse import bootstrap
 from attn_analysis.configs import Config
 
 
@@ -49,7 +50,7 @@ def main(run_dir: str, mode: str = "graph") -> str:
         medians = c.groupby("candidate")["ms"].median()
         best = medians.idxmin()
         trials = [g["ms"].to_numpy() for _, g in c[c["candidate"] == best].groupby("trial")]
-        ci = stats.median_ci_trials(trials)
+        ci = bootstrap.median_ci_trials(trials)
         out.append(f"| {config} | {best} | {ci.estimate:.4f} | [{ci.low:.4f}, {ci.high:.4f}] | "
                    f"{medians.get('sdpa', float('nan')):.4f} |")
     out += ["", "## Kernels of the default SDPA dispatch (torch.profiler, trial 0)", ""]

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from attn_analysis import record, simulation, variance
+from attn_analysis import record
+from attn_analysis.analyse import simulation, variance
 from attn_analysis.configs import TARGET
 
 ROOT = Path(__file__).resolve().parents[1]

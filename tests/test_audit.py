@@ -10,7 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from attn_analysis import audit, calibration as cal, claims
+from attn_analysis import audit, claims
+from attn_analysis.analyse import protocols
 from attn_analysis.record import checks
 from attn_analysis import state_of_the_art as sota
 
@@ -81,16 +82,16 @@ def test_calibration_runs_iv_needs_an_aa_control_and_spins():
 
 def test_outcome_table_shows_each_outcome_with_its_interval():
     rates = pd.DataFrame({
-        "protocol": [cal.PROTOCOL_A] * 2 + [cal.PROTOCOL_B] * 2, "k": [1, 1, 3, 3],
+        "protocol": [protocols.PROTOCOL_A] * 2 + [protocols.PROTOCOL_B] * 2, "k": [1, 1, 3, 3],
         "candidate": ["sdpa_twin"] * 4, "outcome": ["significant", "significant, faster",
                                                    "equivalent", "inconclusive"],
         "rate": [0.4, 0.2, 0.5, 0.5], "ci_low": [0.3, 0.1, 0.2, 0.2],
         "ci_high": [0.5, 0.3, 0.8, 0.8], "n": [90, 90, 10, 10], "events": [36, 18, 5, 5]})
-    a = audit.outcome_table(rates, cal.PROTOCOL_A)
+    a = audit.outcome_table(rates, protocols.PROTOCOL_A)
     assert list(a.columns) == ["candidate", "replications", "significant",
                                "significant, faster"]
     assert a.iloc[0]["significant"] == "40% (30–50)" and a.iloc[0]["replications"] == 90
-    b = audit.outcome_table(rates, cal.PROTOCOL_B)
+    b = audit.outcome_table(rates, protocols.PROTOCOL_B)
     assert list(b.columns) == ["k", "candidate", "replications", "equivalent", "inconclusive"]
 
 

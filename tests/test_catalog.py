@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from attn_analysis import catalog, comparisons
+from attn_analysis.analyse import catalog, kernel_evidence
 
 RUNS = Path(__file__).resolve().parents[1] / "data" / "runs"
 
@@ -64,7 +64,7 @@ def _recorded_kernels() -> pd.DataFrame:
 
 
 def test_each_pattern_matches_its_candidates_recorded_attention_kernel():
-    main = comparisons.kernel_split(_recorded_kernels())
+    main = kernel_evidence.kernel_split(_recorded_kernels())
     checked = set()
     for cand, meta in catalog.CATALOG.items():
         if not meta.kernel_pattern:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from attn_analysis import calibration as cal, claims, workload
+from attn_analysis import claim_table, claims
+from attn_analysis.analyse import workload
 from test_audit import make_extras
 
 def test_reported_finds_exactly_one_value_and_names_its_source():
@@ -59,8 +60,9 @@ def test_datasheet_claims_use_the_workload_figures():
 
 
 def test_claims_values_pastes_each_cell_and_counts_verdicts():
-    rows = [cal.Claim(f"claim {i}", "src", "measured", "holds" if i == 0 else "fails", "why", e)
-              for i, e in enumerate(claims.EVIDENCE_ORDER)]
+    rows = [claim_table.Claim(f"claim {i}", "src", "measured", "holds" if i == 0 else "fails",
+                              "why", e)
+            for i, e in enumerate(claims.EVIDENCE_ORDER)]
     v = claims.claims_values(rows)
     assert v["c1_claim"] == "claim 0" and v["c1_source"] == "src" and "c1_evidence" not in v
     assert v["c14_verdict"] == "fails" and v["n_claims"] == len(claims.EVIDENCE_ORDER) == 14

@@ -3,7 +3,7 @@
 import pandas as pd
 import pytest
 
-from attn_analysis import findings
+from attn_analysis.analyse import findings, kernel_evidence
 
 
 def table(*rows):
@@ -49,10 +49,10 @@ def test_same_kernels_compares_kernel_name_sets_per_config():
     k = pd.DataFrame({"config": ["c"] * 6 + ["d"],
                       "candidate": ["sdpa", "sdpa", "comp", "comp", "flash", "tri", "comp"],
                       "kernel": ["cudnn", "memset", "memset", "cudnn", "fa2", "tri", "x"]})
-    assert findings.same_kernels(k, "c") == ["comp"]
-    assert findings.same_kernels(k, "d") == []
+    assert kernel_evidence.same_kernels(k, "c") == ["comp"]
+    assert kernel_evidence.same_kernels(k, "d") == []
     with pytest.raises(ValueError, match="`kernels` must be"):
-        findings.same_kernels(pd.DataFrame({"a": [1]}), "c")
+        kernel_evidence.same_kernels(pd.DataFrame({"a": [1]}), "c")
 
 
 def test_negative_result_verdict_follows_the_table():

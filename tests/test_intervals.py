@@ -11,8 +11,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from attn_analysis import intervals
-from attn_analysis import stats as S
+from attn_analysis.analyse import bootstrap, intervals, stats
 
 COVERAGE_ALPHA = 0.001  # one-sided binomial tests: coverage significantly below nominal?
 
@@ -40,7 +39,7 @@ def _logs(arm):
 def test_paired_t_interval_matches_scipy_ttest_rel():
     rng = np.random.default_rng(1)
     b, c = run(rng, processes=5), run(rng, processes=5, shift=-0.01)
-    ci = S.ratio_t_ci(b, c, confidence=0.9)
+    ci = intervals.ratio_t_ci(b, c, confidence=0.9)
     ref = sps.ttest_rel(_logs(b), _logs(c)).confidence_interval(0.9)
     assert (math.log(ci.low), math.log(ci.high)) == pytest.approx((ref.low, ref.high),
                                                                   rel=1e-10)
@@ -51,28 +50,28 @@ def test_paired_t_interval_matches_scipy_ttest_rel():
 def test_unpaired_t_interval_is_welch_as_scipy_gives_it():
     rng = np.random.default_rng(2)
     b, c = run(rng, processes=4), run(rng, processes=6)  # unequal: cannot be paired
-    ci = S.ratio_t_ci(b, c)
+    ci = intervals.ratio_t_ci(b, c)
     ref = sps.ttest_ind(_logs(b), _logs(c), equal_var=False)
     lo, hi = ref.confidence_interval(0.95)
     assert (math.log(ci.low), math.log(ci.high)) == pytest.approx((lo, hi), rel=1e-10)
     assert ci.df == pytest.approx(ref.df)
-    same = S.ratio_t_ci(b, b, paired=False)  # a side against itself, as two samples
+    same = intervals.ratio_t_ci(b, b, paired=False)  # a side against itself, as two samples
     assert same.ratio == 1.0 and same.low < 1.0 < same.high
 
 
 def test_with_one_process_the_unit_falls_to_placements_then_samples():
     rng = np.random.default_rng(3)
     one = run(rng, processes=1)
-    ci = S.ratio_t_ci(one, run(rng, processes=1))
+    ci = intervals.ratio_t_ci(one, run(rng, processes=1))
     assert (ci.unit, ci.df) == ("placement", pytest.approx(ci.df)) and ci.df <= 6
-    flat = S.ratio_t_ci(rng.lognormal(0, 0.01, 50), rng.lognormal(0, 0.01, 60))
+    flat = intervals.ratio_t_ci(rng.lognormal(0, 0.01, 50), rng.lognormal(0, 0.01, 60))
     assert flat.unit == "sample" and not flat.hierarchical
 
 
 def test_identical_paired_sides_give_a_zero_width_interval_at_one():
     rng = np.random.default_rng(4)
     b = run(rng)
-    ci = S.ratio_t_ci(b, b)
+    ci = intervals.ratio_t_ci(b, b)
     assert (ci.ratio, ci.low, ci.high) == (1.0, 1.0, 1.0)
 
 
@@ -89,10 +88,10 @@ def test_t_interval_covers_at_the_nominal_rate_with_few_processes_where_the_boot
     hit_t = hit_b = 0
     for i in range(400):
         b, c = run(rng), run(rng, shift=math.log(1.02))
-        ci = S.ratio_t_ci(b, c)
+        ci = intervals.ratio_t_ci(b, c)
         hit_t += ci.low <= truth <= ci.high
         if i < 150:
-            bs = S.ratio_ci(b, c, n_resamples=400, seed=i)
+            bs = bootstrap.ratio_ci(b, c, n_resamples=400, seed=i)
             hit_b += bs.low <= truth <= bs.high
     assert sps.binomtest(hit_t, 400, 0.95, alternative="less").pvalue > COVERAGE_ALPHA
     assert sps.binomtest(hit_b, 150, 0.95, alternative="less").pvalue < COVERAGE_ALPHA
@@ -105,8 +104,8 @@ def test_t_interval_holds_the_family_wise_rate_under_bonferroni():
     bad = 0
     for _ in range(300):
         bad += any(not (lambda ci: ci.low <= 1.0 <= ci.high)(
-            S.compare(run(rng, processes=2), run(rng, processes=2),
-                      n_comparisons=10).ratio_ci) for _ in range(10))
+            stats.compare(run(rng, processes=2), run(rng, processes=2),
+                          n_comparisons=10).ratio_ci) for _ in range(10))
     assert sps.binomtest(bad, 300, 0.05, alternative="greater").pvalue > COVERAGE_ALPHA
 
 
@@ -116,8 +115,8 @@ def test_monte_carlo_error_of_the_bootstrap_ends_matches_their_spread_over_seeds
     rng = np.random.default_rng(7)
     b, c = run(rng, processes=2, placements=8, samples=20), run(rng, processes=2,
                                                                  placements=8, samples=20)
-    cis = [S.compare(b, c, method="bootstrap", n_resamples=2000, seed=s,
-                     n_comparisons=20).ratio_ci for s in range(40)]
+    cis = [stats.compare(b, c, method="bootstrap", n_resamples=2000, seed=s,
+                         n_comparisons=20).ratio_ci for s in range(40)]
     sd = np.std([ci.low for ci in cis], ddof=1), np.std([ci.high for ci in cis], ddof=1)
     se = np.mean([ci.mc_se_low for ci in cis]), np.mean([ci.mc_se_high for ci in cis])
     for got, want in zip(se, sd):
@@ -139,23 +138,23 @@ def test_quantile_mc_se_of_a_normal_sample_is_the_textbook_value():
 
 def ci(low, high, se=0.0, ratio=None):
     ratio = (low + high) / 2 if ratio is None else ratio
-    return S.RatioCI(ratio, low, high, 0.95, 2, 2, True, "bootstrap" if se else "process-t",
-                     "process", 1.0, se, se)
+    return intervals.RatioCI(ratio, low, high, 0.95, 2, 2, True, "bootstrap" if se else "process-t",
+                             "process", 1.0, se, se)
 
 
 @pytest.mark.parametrize("low, high, verdict", [
-    (1.03, 1.05, S.Verdict.FASTER), (0.95, 0.97, S.Verdict.SLOWER),
-    (1.002, 1.015, S.Verdict.FASTER_WITHIN_MARGIN),
-    (0.985, 0.998, S.Verdict.SLOWER_WITHIN_MARGIN),
-    (0.99, 1.01, S.Verdict.EQUIVALENT), (0.99, 1.03, S.Verdict.INCONCLUSIVE),
+    (1.03, 1.05, stats.Verdict.FASTER), (0.95, 0.97, stats.Verdict.SLOWER),
+    (1.002, 1.015, stats.Verdict.FASTER_WITHIN_MARGIN),
+    (0.985, 0.998, stats.Verdict.SLOWER_WITHIN_MARGIN),
+    (0.99, 1.01, stats.Verdict.EQUIVALENT), (0.99, 1.03, stats.Verdict.INCONCLUSIVE),
     # an end within half a unit of the third decimal of a boundary: undecided
-    (1.0202, 1.05, S.Verdict.UNDECIDED), (0.99, 1.0199, S.Verdict.UNDECIDED),
-    (0.97, 0.9799, S.Verdict.UNDECIDED),
+    (1.0202, 1.05, stats.Verdict.UNDECIDED), (0.99, 1.0199, stats.Verdict.UNDECIDED),
+    (0.97, 0.9799, stats.Verdict.UNDECIDED),
     # inside the margin either way, only its side of 1 in doubt: the weaker claim holds
-    (1.0003, 1.01, S.Verdict.EQUIVALENT), (0.9998, 1.0004, S.Verdict.EQUIVALENT),
+    (1.0003, 1.01, stats.Verdict.EQUIVALENT), (0.9998, 1.0004, stats.Verdict.EQUIVALENT),
 ])
 def test_decide_applies_the_rule_to_one_interval(low, high, verdict):
-    res = S.decide(ci(low, high), margin=0.02)
+    res = stats.decide(ci(low, high), margin=0.02)
     assert res.verdict is verdict and res.reason
 
 
@@ -163,25 +162,25 @@ def test_an_interval_reaching_past_the_margin_is_never_equivalent():
     # The cells: intervals reaching 1.020 and 1.026 were called equivalent (their
     # TOST interval, narrower, lay inside). The printed interval now decides.
     for high in (1.0200, 1.026):
-        res = S.decide(ci(0.995, high), margin=0.02)
-        assert res.verdict is not S.Verdict.EQUIVALENT
+        res = stats.decide(ci(0.995, high), margin=0.02)
+        assert res.verdict is not stats.Verdict.EQUIVALENT
     rng = np.random.default_rng(9)
     shift = None
     for s in np.linspace(0.0, 0.02, 81):  # find data whose TOST says equivalent, 95 % not
         b, c = run(rng, processes=4, sd_process=0.004), run(rng, processes=4, sd_process=0.004,
                                                              shift=-s)
-        res = S.compare(b, c, margin=0.02)
+        res = stats.compare(b, c, margin=0.02)
         if res.tost.equivalent and res.ratio_ci.high >= 1.02:
             shift = s
             break
-    assert shift is not None and res.verdict is not S.Verdict.EQUIVALENT
+    assert shift is not None and res.verdict is not stats.Verdict.EQUIVALENT
 
 
 def test_a_bootstrap_end_within_its_monte_carlo_error_of_a_boundary_is_undecided():
-    res = S.decide(ci(1.0215, 1.06, se=0.001), margin=0.02)  # 1.5 SE above 1.02
-    assert res.verdict is S.Verdict.UNDECIDED
+    res = stats.decide(ci(1.0215, 1.06, se=0.001), margin=0.02)  # 1.5 SE above 1.02
+    assert res.verdict is stats.Verdict.UNDECIDED
     assert "faster or inconclusive" in res.reason and "Monte Carlo" in res.reason
-    assert S.decide(ci(1.0215, 1.06, se=0.0001), margin=0.02).verdict is S.Verdict.FASTER
+    assert stats.decide(ci(1.0215, 1.06, se=0.0001), margin=0.02).verdict is stats.Verdict.FASTER
 
 
 def test_no_bootstrap_verdict_depends_on_the_seed():
@@ -191,25 +190,25 @@ def test_no_bootstrap_verdict_depends_on_the_seed():
     b = run(rng, processes=4, placements=4, samples=10, sd_process=0.002)
     c = run(rng, processes=4, placements=4, samples=10, sd_process=0.002,
             shift=-math.log(1.032))
-    seen = {S.compare(b, c, method="bootstrap", n_resamples=1000, seed=s).verdict
+    seen = {stats.compare(b, c, method="bootstrap", n_resamples=1000, seed=s).verdict
             for s in range(30)}
-    assert len(seen - {S.Verdict.UNDECIDED}) <= 1
+    assert len(seen - {stats.Verdict.UNDECIDED}) <= 1
 
 
 def test_the_process_t_verdict_does_not_depend_on_the_seed():
     rng = np.random.default_rng(11)
     b, c = run(rng), run(rng, shift=-0.02)
-    assert len({S.compare(b, c, seed=s) for s in range(5)}) == 1
+    assert len({stats.compare(b, c, seed=s) for s in range(5)}) == 1
 
 
 @pytest.mark.parametrize("call, match", [
-    (lambda: S.compare([1.0, 2.0], [1.0, 2.0], method="t"),
+    (lambda: stats.compare([1.0, 2.0], [1.0, 2.0], method="t"),
      r"`method` must be one of \('process-t', 'bootstrap'\)"),
-    (lambda: S.compare([1.0, 2.0], [1.0, 2.0], precision=-1),
+    (lambda: stats.compare([1.0, 2.0], [1.0, 2.0], precision=-1),
      r"`precision` must be a finite number >= 0"),
-    (lambda: S.compare([1.0, 2.0], [1.0, 2.0], paired=1), r"`paired` must be True or False"),
-    (lambda: S.decide((0.9, 1.1)), r"`ci` must be a stats.RatioCI"),
-    (lambda: S.ratio_t_ci([1.0], [1.0], confidence=1.0), r"`confidence` must be a number"),
+    (lambda: stats.compare([1.0, 2.0], [1.0, 2.0], paired=1), r"`paired` must be True or False"),
+    (lambda: stats.decide((0.9, 1.1)), r"`ci` must be an intervals.RatioCI"),
+    (lambda: intervals.ratio_t_ci([1.0], [1.0], confidence=1.0), r"`confidence` must be a number"),
 ])
 def test_invalid_arguments_raise(call, match):
     with pytest.raises(ValueError, match=match):
@@ -217,8 +216,8 @@ def test_invalid_arguments_raise(call, match):
 
 
 def test_verdict_words_come_from_the_enum_only():
-    from attn_analysis import calibration, findings
-    words = {v.value for v in S.Verdict}
+    from attn_analysis.analyse import calibration, findings
+    words = {v.value for v in stats.Verdict}
     assert set(findings.VERDICT_ORDER) == words
     assert all(set(v) <= words for v in calibration.DERIVED_OUTCOMES.values())
-    assert S.Verdict.UNDECIDED.value == "undecided at this precision"
+    assert stats.Verdict.UNDECIDED.value == "undecided at this precision"

@@ -18,8 +18,8 @@ PACKAGE = "attn_analysis"
 ROOT = Path(__file__).resolve().parents[1] / PACKAGE
 
 # Pure analysis: DataFrames and numbers in, DataFrames, numbers and text out.
-ANALYSIS = ("_validate", "configs", "catalog", "stats", "intervals", "simulation", "workload",
-            "summaries", "findings", "calibration", "comparisons", "variance", "replay_cost")
+ANALYSIS = ("_validate", "configs") + tuple(
+    f"analyse.{p.stem}" for p in sorted((ROOT / "analyse").glob("*.py")) if p.stem != "__init__")
 # Reading and showing recorded runs: no measuring code either.
 RECORDS = ("record", "record.verify_memo", "book_cache", "show", "tables", "plots")
 FORBIDDEN = ("torch", "triton", f"{PACKAGE}.sweep", f"{PACKAGE}.candidates")
@@ -93,4 +93,5 @@ def test_the_walk_sees_lazy_imports_and_follows_the_package():
     assert any("torch" in v for v in _violations(f"{PACKAGE}.sweep"))
     # and it follows the package: ceilings imports torch itself and timing lazily
     assert "torch" in reach(f"{PACKAGE}.ceilings")
-    assert reach(f"{PACKAGE}.calibration")[f"{PACKAGE}.stats"][-1] == f"{PACKAGE}.stats"
+    assert reach(f"{PACKAGE}.analyse.calibration")[f"{PACKAGE}.analyse.stats"][-1] == \
+        f"{PACKAGE}.analyse.stats"

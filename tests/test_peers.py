@@ -18,7 +18,8 @@ import torch
 import torch.nn.functional as F
 
 from attn_analysis import candidates as cands
-from attn_analysis import catalog, peers
+from attn_analysis.analyse import catalog
+from attn_analysis import peers
 from attn_analysis.configs import Config
 
 TINY = Config(2, 3, 33, 64)

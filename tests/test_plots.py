@@ -7,7 +7,7 @@ import pytest
 from matplotlib.figure import Figure
 
 from attn_analysis import plots as P
-from attn_analysis import summaries as S
+from attn_analysis.analyse import sample_groups
 
 LABEL = "NVIDIA H100 80GB HBM3, torch 2.11.0+cu130"
 TARGET = "B32-H8-S512-D64-fp16"
@@ -30,7 +30,7 @@ def latency(axis_values=(128, 256, 512)):
     df = pd.DataFrame({"config": keys * 2, "candidate": ["a"] * 3 + ["b"] * 3,
                        "mode": "graph", "median_ms": [0.01, 0.02, 0.05, 0.02, 0.04, 0.1]})
     df["ci_low_ms"], df["ci_high_ms"] = df["median_ms"] * 0.9, df["median_ms"] * 1.1
-    return S._with_fields(df)
+    return sample_groups.with_config_fields(df)
 
 
 def titles(fig: Figure) -> str:

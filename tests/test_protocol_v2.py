@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from attn_analysis import calibration as cal
-from attn_analysis import comparisons, record, stats, sweep
+from attn_analysis.analyse import bootstrap, calibration, comparisons, kernel_evidence, stats
+from attn_analysis import record, sweep
 from attn_analysis.configs import Config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,11 +65,11 @@ def test_the_placement_level_carries_placement_variance_into_the_interval():
     rng = np.random.default_rng(4)
     base = nested(rng, 1.0, procs=3, places=8, sd_place=0.02, sd_sample=0.0005)
     cand = nested(rng, 1.0, procs=3, places=8, sd_place=0.02, sd_sample=0.0005)
-    three = stats.ratio_ci(base, cand, n_resamples=4000)
-    single = stats.ratio_ci([[p[0]] for p in base], [[p[0]] for p in cand], n_resamples=4000)
+    three = bootstrap.ratio_ci(base, cand, n_resamples=4000)
+    single = bootstrap.ratio_ci([[p[0]] for p in base], [[p[0]] for p in cand], n_resamples=4000)
     assert three.high - three.low > 0.01
     # with one placement per process the same code is the two-stage bootstrap
-    flat = stats.ratio_ci([p[0] for p in base], [p[0] for p in cand], n_resamples=4000)
+    flat = bootstrap.ratio_ci([p[0] for p in base], [p[0] for p in cand], n_resamples=4000)
     assert (single.low, single.high) == (flat.low, flat.high)
 
 
@@ -126,7 +126,7 @@ def test_kernel_split_separates_the_attention_kernel_from_the_memset():
         "kernel": ["cudnn_fprop", "Memset (Device)", "_attn_fwd", "Memset (Device)",
                    "cudnn_fprop"],
         "device_ms_per_call": [0.00646, 0.00077, 0.00669, 0.00085, 0.04607]})
-    split = comparisons.kernel_split(kernels).set_index(["config", "candidate"])
+    split = kernel_evidence.kernel_split(kernels).set_index(["config", "candidate"])
     sdpa = split.loc[("S128", "sdpa")]
     assert sdpa["main_kernel"] == "cudnn_fprop" and sdpa["n_kernels"] == 2
     assert (sdpa["main_ms"], sdpa["other_ms"]) == pytest.approx((0.00646, 0.00077))
@@ -136,7 +136,7 @@ def test_kernel_split_separates_the_attention_kernel_from_the_memset():
     assert tri["total_ms"] < sdpa["total_ms"] and tri["main_ms"] > sdpa["main_ms"]
     assert split.loc[("S512", "sdpa"), "main_kernel"] == "cudnn_fprop"  # order-free
     with pytest.raises(ValueError, match="device_ms_per_call"):
-        comparisons.kernel_split(kernels.drop(columns="device_ms_per_call"))
+        kernel_evidence.kernel_split(kernels.drop(columns="device_ms_per_call"))
 
 
 def test_attention_level_compares_the_longest_kernels_without_the_baselines_memset():
@@ -153,7 +153,7 @@ def test_attention_level_compares_the_longest_kernels_without_the_baselines_mems
     assert set(table["level"]) == {"call", "kernel", "attention"}
     # An unfused call has no single attention kernel: no attention row for it.
     assert set(table.loc[table["level"] == "attention", "candidate"]) == {"fast", "twin"}
-    assert comparisons.kernel_split(kernels).set_index("candidate").loc[
+    assert kernel_evidence.kernel_split(kernels).set_index("candidate").loc[
         "unfused", "main_share"] == pytest.approx(0.4)
     assert set(table["n_comparisons"]) == {len(table)}  # one family over all three levels
     t = table.set_index(["candidate", "level"])
@@ -227,7 +227,7 @@ def test_compare_cli_refuses_bad_arguments_with_one_line(cpu_run):
 @pytest.mark.slow
 def test_calibrate_cli_gives_rates_with_intervals_and_replication_counts(cpu_run):
     doc = json.loads(_cli("calibrate", str(cpu_run), "--json", "--resamples", "500").stdout)
-    assert doc["schema"] == cal.CALIBRATE_SCHEMA and doc["processes_per_replication"] == 2
+    assert doc["schema"] == calibration.CALIBRATE_SCHEMA and doc["processes_per_replication"] == 2
     rows = {(r["protocol"][:4], r["candidate"], r["outcome"]): r for r in doc["rows"]}
     twin = rows[("ours", "sdpa_twin", "claimed difference")]
     assert twin["replications"] == 2 and 0 <= twin["ci_low"] <= twin["rate"] <= twin["ci_high"]

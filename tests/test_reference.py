@@ -6,8 +6,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from attn_analysis import reference as ref
-from attn_analysis import workload
+from attn_analysis.analyse import reference as ref, workload
 from attn_analysis.configs import Config, matrix
 
 SEEDS = Path(__file__).resolve().parents[2] / "shared" / "seeds"

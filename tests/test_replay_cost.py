@@ -6,7 +6,8 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
-from attn_analysis import plots, replay_cost as rc
+from attn_analysis import plots
+from attn_analysis.analyse import replay_cost as rc
 
 KEY = "B32-H8-S128-D64-fp16"
 

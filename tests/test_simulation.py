@@ -9,7 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from attn_analysis import record, simulation, stats, variance
+from attn_analysis import record
+from attn_analysis.analyse import simulation, stats, variance
 from attn_analysis.configs import TARGET
 
 ROOT = Path(__file__).resolve().parents[1]

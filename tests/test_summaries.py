@@ -8,8 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from attn_analysis import summaries as S
-from attn_analysis import catalog, comparisons, stats, workload
+from attn_analysis.analyse import (catalog, comparisons, kernel_evidence, latency_tables,
+                                   provenance, reference, reports_statistics, sample_groups,
+                                   stats, workload)
 from attn_analysis.configs import Config
 
 TARGET = "B32-H8-S512-D64-fp16"
@@ -30,7 +31,7 @@ def make_samples(spec: dict, n: int = 40, jitter: float = 0.0, seed: int = 0) ->
 
 def test_latency_table_constant_trials_closed_form():
     s = make_samples({(TARGET, "sdpa", "graph"): [1.0, 1.0, 2.0]})
-    t = S.latency_table(s, modes=("graph",), n_resamples=200)
+    t = latency_tables.latency_table(s, modes=("graph",), n_resamples=200)
     row = t.iloc[0]
     assert row["median_ms"] == 1.0  # pooled: 80 ones and 40 twos
     assert row["trial_spread"] == pytest.approx(1.0)  # max/min - 1 = 2/1 - 1
@@ -42,7 +43,7 @@ def test_latency_table_constant_trials_closed_form():
 def test_latency_table_ci_modes_nan_elsewhere():
     s = make_samples({(TARGET, "sdpa", "graph"): [1.0, 1.1],
                       (TARGET, "sdpa", "per_call"): [2.0, 2.0]})
-    t = S.latency_table(s, ci_modes=("graph",), n_resamples=100).set_index("mode")
+    t = latency_tables.latency_table(s, ci_modes=("graph",), n_resamples=100).set_index("mode")
     assert math.isnan(t.loc["per_call", "ci_low_ms"])
     assert not math.isnan(t.loc["graph", "ci_low_ms"])
 
@@ -75,9 +76,9 @@ def test_fastest_table_names_the_lowest_median():
     s = make_samples({(TARGET, "sdpa", "graph"): [2.0] * 3, (TARGET, "fast", "graph"): [1.0] * 3,
                       (SMALL, "sdpa", "graph"): [1.0] * 3, (SMALL, "slow", "graph"): [3.0] * 3},
                      jitter=0.001)
-    lat = S.latency_table(s, n_resamples=100, modes=("graph",))
+    lat = latency_tables.latency_table(s, n_resamples=100, modes=("graph",))
     spd = comparisons.speedup_table(s, n_resamples=100, include_baseline=True)
-    f = S.fastest_table(lat, spd).set_index("config")
+    f = latency_tables.fastest_table(lat, spd).set_index("config")
     assert f.loc[TARGET, "fastest"] == "fast" and f.loc[TARGET, "established"] == "fast"
     assert f.loc[SMALL, "fastest"] == "sdpa" and f.loc[SMALL, "verdict"] == "is the baseline"
     assert f.loc[TARGET, "baseline_median_ms"] == pytest.approx(2.0, rel=1e-2)
@@ -86,7 +87,7 @@ def test_fastest_table_names_the_lowest_median():
 def test_verdict_counts_has_every_verdict_column():
     spd = pd.DataFrame({"mode": ["graph"] * 3, "candidate": ["sdpa", "a", "b"],
                         "baseline": ["sdpa"] * 3, "verdict": ["inconclusive", "faster", "faster"]})
-    c = S.verdict_counts(spd)
+    c = comparisons.verdict_counts(spd)
     assert c.loc["graph", "faster"] == 2 and c.loc["graph", "inconclusive"] == 0
     assert list(c.columns) == [v.value for v in stats.Verdict]
 
@@ -94,8 +95,8 @@ def test_verdict_counts_has_every_verdict_column():
 def test_throughput_table_closed_forms():
     lat = pd.DataFrame({"config": [TARGET], "median_ms": [0.05], "ci_low_ms": [0.04],
                         "ci_high_ms": [0.1]})
-    t = S.throughput_table(lat, {"matmul": {"tflops": 500.0}, "copy": {"gbs": 2000.0}},
-                           "NVIDIA H100 80GB HBM3").iloc[0]
+    t = latency_tables.throughput_table(lat, {"matmul": {"tflops": 500.0}, "copy": {"gbs": 2000.0}},
+                                        "NVIDIA H100 80GB HBM3").iloc[0]
     flops = 4 * 32 * 8 * 512**2 * 64
     nbytes = 4 * 32 * 8 * 512 * 64 * 2
     assert t["flops"] == flops and t["min_bytes"] == nbytes
@@ -105,18 +106,18 @@ def test_throughput_table_closed_forms():
     assert t["eff_gbs"] == pytest.approx(nbytes / 0.05e-3 / 1e9)
     spec = workload.HARDWARE["NVIDIA H100 SXM5 80GB"]
     assert t["frac_peak_bw"] == pytest.approx(t["eff_gbs"] / spec.mem_bandwidth_gbs)
-    unknown = S.throughput_table(lat).iloc[0]
+    unknown = latency_tables.throughput_table(lat).iloc[0]
     assert math.isnan(unknown["frac_matmul"]) and math.isnan(unknown["frac_peak_tflops"])
 
 
 def test_sweep_table_picks_longest_slice_through_target():
     keys = [Config(32, 8, s).key for s in (128, 256, 512)] + [Config(b, 8, 512).key
                                                                for b in (8, 16)]
-    df = S._with_fields(pd.DataFrame({"config": keys, "median_ms": range(5)}))
-    assert list(S.sweep_table(df, "seq_len")["seq_len"]) == [128, 256, 512]
-    assert list(S.sweep_table(df, "batch")["batch"]) == [8, 16, 32]
+    df = sample_groups.with_config_fields(pd.DataFrame({"config": keys, "median_ms": range(5)}))
+    assert list(latency_tables.sweep_table(df, "seq_len")["seq_len"]) == [128, 256, 512]
+    assert list(latency_tables.sweep_table(df, "batch")["batch"]) == [8, 16, 32]
     with pytest.raises(ValueError, match="`axis` must be one of"):
-        S.sweep_table(df, "head_dim")
+        latency_tables.sweep_table(df, "head_dim")
 
 
 def test_kernel_family_and_table():
@@ -128,7 +129,7 @@ def test_kernel_family_and_table():
     k = pd.DataFrame({"config": [TARGET] * 2, "candidate": ["sdpa"] * 2,
                       "kernel": ["flash_fwd_kernel", "memset"], "calls_per_call": [1, 1],
                       "device_ms_per_call": [0.03, 0.01]})
-    row = S.kernel_table(k).iloc[0]
+    row = kernel_evidence.kernel_table(k).iloc[0]
     assert row["share"] == pytest.approx(0.75) and row["total_ms"] == pytest.approx(0.04)
 
 
@@ -136,7 +137,7 @@ def test_kernel_vs_library_ratio_and_tuning():
     s = make_samples({(TARGET, "sdpa", "graph"): [2.0] * 3,
                       (TARGET, "sdpa_cudnn", "graph"): [1.0] * 3,
                       (TARGET, "triton", "graph"): [1.25] * 3}, jitter=0.001)
-    row = S.kernel_vs_library(s, n_resamples=200).iloc[0]
+    row = comparisons.kernel_vs_library(s, n_resamples=200).iloc[0]
     assert row["library"] == "sdpa_cudnn"
     assert row["ratio"] == pytest.approx(1.25, rel=1e-2)
     assert row["speedup"] == pytest.approx(0.8, rel=1e-2) and row["verdict"] == "slower"
@@ -146,16 +147,16 @@ def test_kernel_vs_library_ratio_and_tuning():
     s2 = pd.concat([s, make_samples({(other, "sdpa", "graph"): [2.0] * 3,
                                      (other, "sdpa_cudnn", "graph"): [1.0] * 3,
                                      (other, "triton", "graph"): [1.25] * 3}, jitter=0.001)])
-    two = S.kernel_vs_library(s2, n_resamples=200).set_index("config")
+    two = comparisons.kernel_vs_library(s2, n_resamples=200).set_index("config")
     assert set(two["n_comparisons"]) == {2}
     wide, narrow = two.loc[TARGET], row
     assert wide["ci_high"] - wide["ci_low"] >= narrow["ci_high"] - narrow["ci_low"]
     with pytest.raises(ValueError, match="`libraries` must name at least one"):
-        S.kernel_vs_library(s, libraries=())
+        comparisons.kernel_vs_library(s, libraries=())
     units = pd.DataFrame({"config": [TARGET, TARGET], "candidate": ["triton"] * 2,
                           "trial": [1, 0], "info": ['{"tuning": {"BLOCK_M": 64}}',
                                                     '{"tuning": {"BLOCK_M": 128}}']})
-    assert S.tuning_table(units).iloc[0]["BLOCK_M"] == 128  # the first trial's tuning
+    assert provenance.tuning_table(units).iloc[0]["BLOCK_M"] == 128  # the first trial's tuning
 
 
 def test_reported_latency_counts_mentions_and_marks_as_reported():
@@ -165,12 +166,12 @@ def test_reported_latency_counts_mentions_and_marks_as_reported():
                         "source_file": ["a", "a", "a", "a"], "device": ["NVIDIA L4"] * 4,
                         "backend": ["flash", "flash", "memory_efficient", "flash"],
                         "status": ["as reported"] * 4})
-    t = S.reported_latency(rep)
+    t = reference.reported_latency(rep)
     assert list(t["value_ms"]) == [0.32] and list(t["n_mentions"]) == [2]
     assert set(t["status"]) == {"as reported"}
     lat = pd.DataFrame({"run": ["r"], "device": ["d"], "config": [TARGET],
                         "candidate": ["sdpa"], "mode": ["graph"], "median_ms": [0.04]})
-    x = S.cross_device_table(lat, rep).iloc[0]
+    x = reference.cross_device_table(lat, rep).iloc[0]
     assert x["l4_over_ours"] == pytest.approx(0.32 / 0.04)
 
 
@@ -178,27 +179,28 @@ def test_choose_lead():
     runs = pd.DataFrame({"run": ["cpu-big", "gpu-a", "gpu-b"], "device_kind": ["cpu", "cuda",
                                                                                 "cuda"],
                          "n_units": [999, 10, 20]})
-    assert S.choose_lead(runs) == "gpu-b"
-    assert S.choose_lead(runs, "gpu-a") == "gpu-a"
+    assert provenance.choose_lead(runs) == "gpu-b"
+    assert provenance.choose_lead(runs, "gpu-a") == "gpu-a"
     with pytest.raises(ValueError, match="`run` must be one of"):
-        S.choose_lead(runs, "nope")
+        provenance.choose_lead(runs, "nope")
     with pytest.raises(ValueError, match="`runs` is empty"):
-        S.choose_lead(runs.iloc[:0])
+        provenance.choose_lead(runs.iloc[:0])
 
 
 def test_validation_messages():
     good = make_samples({(TARGET, "sdpa", "graph"): [1.0]})
     with pytest.raises(ValueError, match="`samples` must be a pandas DataFrame"):
-        S.latency_table([1, 2])
+        latency_tables.latency_table([1, 2])
     with pytest.raises(ValueError, match=r"`samples` must have columns .*missing \['ms'\]"):
-        S.latency_table(good.drop(columns="ms"))
+        latency_tables.latency_table(good.drop(columns="ms"))
     with pytest.raises(ValueError, match="`samples` column `ms` must hold positive finite"):
-        S.latency_table(good.assign(ms=-1.0))
+        latency_tables.latency_table(good.assign(ms=-1.0))
     with pytest.raises(ValueError, match="`modes` must be drawn from"):
-        S.latency_table(good, modes=("warm",))
+        latency_tables.latency_table(good, modes=("warm",))
     with pytest.raises(ValueError, match="`n_resamples` must be a positive integer"):
-        S.latency_table(good, n_resamples=0)
+        latency_tables.latency_table(good, n_resamples=0)
     with pytest.raises(ValueError, match="`baseline` must be one of"):
         comparisons.speedup_table(good, baseline="nope")
-    with pytest.raises(ValueError, match="`results` values must be stats.ReportsProtocol"):
-        S.reports_protocol_table({"x": 1})
+    with pytest.raises(ValueError,
+                       match="`results` values must be reports_statistics.ReportsProtocol"):
+        reports_statistics.reports_protocol_table({"x": 1})

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from attn_analysis import timing
-from attn_analysis.stats import median_ci
+from attn_analysis.analyse.intervals import median_ci
 
 
 class FakeClock:

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from attn_analysis import variance as V
+from attn_analysis.analyse import design, variance
 
 CFG = "B32-H8-S512-D64-fp16"
 
@@ -78,7 +78,7 @@ def test_balanced_equals_textbook_anova():
     rng = np.random.default_rng(1)
     y = rng.normal(size=(3, 4, 5, 6)) + rng.normal(size=(3, 1, 1, 1)) \
         + rng.normal(size=(3, 4, 1, 1)) * 0.5
-    var, estimable = V.nested_components(y.ravel(), codes(y.shape))
+    var, estimable = variance.nested_components(y.ravel(), codes(y.shape))
     assert estimable.all()
     np.testing.assert_allclose(var, balanced_anova(y), rtol=1e-10, atol=1e-12)
 
@@ -103,7 +103,7 @@ def test_unbalanced_estimator_is_unbiased():
                     gm += [m] * k
                     gp += [p] * k
                     gl += [pl] * k
-        est.append(V.nested_components(np.array(ys), [gm, gp, gl])[0])
+        est.append(variance.nested_components(np.array(ys), [gm, gp, gl])[0])
     est = np.array(est)
     se = est.std(axis=0) / math.sqrt(len(est))
     assert np.all(np.abs(est.mean(axis=0) - truth) < 4 * se), (est.mean(axis=0), se)
@@ -111,7 +111,7 @@ def test_unbalanced_estimator_is_unbiased():
 
 def test_groups_of_wrong_length_are_refused():
     with pytest.raises(ValueError, match="`groups` must hold one code per value"):
-        V.nested_components(np.zeros(6), [[0, 0, 1]])
+        variance.nested_components(np.zeros(6), [[0, 0, 1]])
 
 
 # --------------------------------------------------------------------------- decompose
@@ -119,7 +119,7 @@ def test_groups_of_wrong_length_are_refused():
 def test_decompose_recovers_known_components_at_both_levels():
     p, s = make_data(sd_machine=0.02, sd_process=0.01, sd_placement=0.008, sd_replay=0.006,
                      machines=16, processes=6, placements=8, samples=10, seed=3)
-    d = V.decompose(p, s).set_index("level")
+    d = variance.decompose(p, s).set_index("level")
     call, kern = d.loc["call"], d.loc["kernel"]
     assert call["sd_machine"] == pytest.approx(0.02, rel=0.35)
     assert call["sd_process"] == pytest.approx(0.01, rel=0.2)
@@ -133,7 +133,7 @@ def test_decompose_recovers_known_components_at_both_levels():
     assert kern["n_values"] == 768
     assert call["geo_mean_ms"] == pytest.approx(0.05, rel=0.02)
     assert call["sd_total"] == pytest.approx(math.sqrt(sum(
-        call[f"sd_{f}"] ** 2 for f in V.FACTORS)))
+        call[f"sd_{f}"] ** 2 for f in variance.FACTORS)))
 
 
 def test_zero_process_variance_is_found_small_and_clamped_to_zero_when_negative():
@@ -141,7 +141,7 @@ def test_zero_process_variance_is_found_small_and_clamped_to_zero_when_negative(
     for seed in range(8):
         p, s = make_data(sd_machine=0.0, sd_process=0.0, sd_placement=0.01, sd_replay=0.005,
                          machines=2, processes=6, placements=8, seed=seed)
-        r = V.decompose(p, s, levels="call").iloc[0]
+        r = variance.decompose(p, s, levels="call").iloc[0]
         assert r["sd_process"] < 0.004  # the placement SD is 0.01
         assert r["sd_process"] >= 0 and r["sd_machine"] >= 0
         if "process" in r["clamped"]:
@@ -152,26 +152,26 @@ def test_zero_process_variance_is_found_small_and_clamped_to_zero_when_negative(
 
 def test_one_machine_leaves_the_machine_component_not_estimable():
     p, s = make_data(machines=1, processes=6, seed=4)
-    d = V.decompose(p, s)
+    d = variance.decompose(p, s)
     assert d["sd_machine"].isna().all()
     assert d[["sd_process", "sd_placement"]].notna().all().all()
 
 
 def test_kernel_level_is_one_row_per_cell_whatever_the_modes():
     p, s = make_data(modes=("graph", "per_call"), machines=2, processes=3, seed=5)
-    d = V.decompose(p, s)
+    d = variance.decompose(p, s)
     assert sorted(d.loc[d["level"] == "call", "mode"]) == ["graph", "per_call"]
     assert list(d.loc[d["level"] == "kernel", "mode"]) == [""]
     bad = p.copy()
     bad.loc[bad["mode"] == "per_call", "kernel_ms"] *= 1.1
     with pytest.raises(ValueError, match="`placements` must hold one kernel_ms per placement"):
-        V.decompose(bad, s, levels="kernel")
+        variance.decompose(bad, s, levels="kernel")
 
 
 def test_missing_kernel_times_are_skipped():
     p, s = make_data(machines=2, processes=3, seed=6)
     p["kernel_ms"] = np.nan
-    d = V.decompose(p, s)
+    d = variance.decompose(p, s)
     assert list(d["level"]) == ["call"]
 
 
@@ -185,14 +185,14 @@ def test_decompose_refuses_bad_input_naming_the_parameter(kwargs, message):
     p, s = make_data(machines=1, processes=2, placements=2, samples=3)
     args = {"placements": p, "samples": s, **kwargs}
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        V.decompose(**args)
+        variance.decompose(**args)
 
 
 def test_decompose_refuses_non_positive_times():
     p, s = make_data(machines=1, processes=2, placements=2, samples=3)
     s.loc[0, "ms"] = 0.0
     with pytest.raises(ValueError, match=r"`samples\['ms'\]` must hold positive finite"):
-        V.decompose(p, s)
+        variance.decompose(p, s)
 
 
 # --------------------------------------------------------------------------- question (a)
@@ -202,14 +202,14 @@ def test_single_placement_spread_separates_placement_from_process():
     # component does not, so nearly all of it is placement
     p, s = make_data(sd_machine=0.01, sd_process=0.0, sd_placement=0.01, sd_replay=0.001,
                      machines=2, processes=12, seed=7)
-    a = V.single_placement_spread(p, V.decompose(p, s)).set_index("level")
+    a = variance.single_placement_spread(p, variance.decompose(p, s)).set_index("level")
     assert a.loc["call", "df_one_placement"] == 22
     assert a.loc["call", "sd_one_placement"] == pytest.approx(0.01, rel=0.4)
     assert a.loc["call", "share_placement"] > 0.7
     # process noise only: the one-placement spread is the process effect
     p, s = make_data(sd_machine=0.01, sd_process=0.01, sd_placement=0.0, sd_replay=0.001,
                      machines=2, processes=12, seed=8)
-    a = V.single_placement_spread(p, V.decompose(p, s)).set_index("level")
+    a = variance.single_placement_spread(p, variance.decompose(p, s)).set_index("level")
     assert a.loc["call", "share_placement"] < 0.3
     assert a.loc["kernel", "share_placement"] < 0.3
 
@@ -217,7 +217,7 @@ def test_single_placement_spread_separates_placement_from_process():
 def test_single_placement_spread_refuses_an_unrecorded_placement():
     p, s = make_data(machines=1, processes=2, placements=2, samples=3)
     with pytest.raises(ValueError, match=r"`placement` must be one of the recorded placements \[0, 1\]"):
-        V.single_placement_spread(p, V.decompose(p, s), placement=5)
+        variance.single_placement_spread(p, variance.decompose(p, s), placement=5)
 
 
 # --------------------------------------------------------------------------- question (b)
@@ -226,7 +226,7 @@ def test_speedup_by_level_finds_a_known_lead_on_each_machine():
     # no machine effect: each candidate draws its own, which would move the true ratio
     p, s = make_data(candidates=("sdpa", "fast"), effect={"fast": 1 / 1.1}, machines=2,
                      processes=6, placements=8, samples=10, sd_machine=0.0, seed=9)
-    b = V.speedup_by_level(p, s, CFG, candidate="fast", n_resamples=500)
+    b = variance.speedup_by_level(p, s, CFG, candidate="fast", n_resamples=500)
     assert len(b) == 4 and set(b["level"]) == {"call", "kernel"}
     assert (b["n_comparisons"] == 4).all()
     assert (b["verdict"] == "faster").all()
@@ -237,7 +237,7 @@ def test_speedup_by_level_sees_no_lead_where_there_is_none():
     p, s = make_data(candidates=("sdpa", "same"), machines=2, processes=5, placements=8,
                      samples=10, sd_machine=0.0, sd_process=0.001, sd_placement=0.003,
                      sd_replay=0.002, seed=10)
-    b = V.speedup_by_level(p, s, CFG, candidate="same", n_resamples=500)
+    b = variance.speedup_by_level(p, s, CFG, candidate="same", n_resamples=500)
     assert (b["verdict"] == "equivalent").all()
 
 
@@ -252,7 +252,7 @@ def test_speedup_by_level_refuses_bad_input(kwargs, message):
                      samples=3)
     args = {"config": CFG, "candidate": "fast", "n_resamples": 100, **kwargs}
     with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("]", r"\]")):
-        V.speedup_by_level(p, s, **args)
+        variance.speedup_by_level(p, s, **args)
 
 
 # --------------------------------------------------------------------------- design
@@ -261,25 +261,25 @@ ARM = {"sd_process": 0.004, "sd_placement": 0.008, "sd_replay": 0.01}
 
 
 def test_log_speedup_se_formula():
-    se = V.log_speedup_se(ARM, ARM, processes=2, placements=8, samples=20)
+    se = design.log_speedup_se(ARM, ARM, processes=2, placements=8, samples=20)
     one = 0.004 ** 2 / 2 + 0.008 ** 2 / 16 + 0.01 ** 2 / 320
     assert se == pytest.approx(math.sqrt(2 * one))
     kernel = dict(ARM, sd_replay=float("nan"))
-    assert V.log_speedup_se(kernel, kernel, 2, 8, 20) == pytest.approx(
+    assert design.log_speedup_se(kernel, kernel, 2, 8, 20) == pytest.approx(
         math.sqrt(2 * (0.004 ** 2 / 2 + 0.008 ** 2 / 16)))
-    assert V.log_speedup_se(ARM, ARM, 2, 16, 20) < se
+    assert design.log_speedup_se(ARM, ARM, 2, 16, 20) < se
 
 
 def test_cheapest_design_matches_brute_force():
     kw = dict(process_overhead_s=30.0, placement_s=0.5, samples=20)
     target = 0.004
-    d = V.cheapest_design(ARM, ARM, target, **kw)
+    d = design.cheapest_design(ARM, ARM, target, **kw)
     grid = [(p * (30.0 + 2 * m * 0.5), p, m) for p in range(2, 65) for m in range(1, 65)
-            if V.log_speedup_se(ARM, ARM, p, m, 20) <= target]
+            if design.log_speedup_se(ARM, ARM, p, m, 20) <= target]
     cost, p, m = min(grid)
     assert (d.processes, d.placements, d.cost_s) == (p, m, pytest.approx(cost))
     assert d.se <= target
-    assert V.cheapest_design(ARM, ARM, 1e-6, **kw) is None  # out of the grid's reach
+    assert design.cheapest_design(ARM, ARM, 1e-6, **kw) is None  # out of the grid's reach
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -293,7 +293,7 @@ def test_cheapest_design_refuses_bad_input(kwargs, message):
     args = {"baseline": ARM, "candidate": ARM, "target_se": 0.01, "process_overhead_s": 1.0,
             "placement_s": 1.0, **kwargs}
     with pytest.raises(ValueError, match=message):
-        V.cheapest_design(**args)
+        design.cheapest_design(**args)
 
 
 # --------------------------------------------------------------------------- joining runs
@@ -306,38 +306,39 @@ def fake_run(uuid_of_trial):
 
 
 def test_stack_takes_the_machine_from_each_trials_fingerprint():
-    p, s = V.stack({"a": fake_run({0: "GPU-aaaa1111-x", 1: "GPU-aaaa1111-x"}),
-                    "b": fake_run({0: "bbbb2222-y", 1: "cccc3333-z"})})
+    p, s = variance.stack({"a": fake_run({0: "GPU-aaaa1111-x", 1: "GPU-aaaa1111-x"}),
+                           "b": fake_run({0: "bbbb2222-y", 1: "cccc3333-z"})})
     assert set(p["run"]) == {"a", "b"}
     assert sorted(s.groupby("run")["machine"].nunique()) == [1, 2]
-    assert [V.machine_label(u) for u in sorted(set(p["machine"]))] == [
+    assert [variance.machine_label(u) for u in sorted(set(p["machine"]))] == [
         "aaaa1111", "bbbb2222", "cccc3333"]
 
 
 def test_stack_refuses_a_trial_without_gpu_uuid():
     with pytest.raises(ValueError, match=r"`runs` must record a gpu_uuid .* trials \[1\]"):
-        V.stack({"a": fake_run({0: "u", 1: None})})
+        variance.stack({"a": fake_run({0: "u", 1: None})})
 
 
 def test_variance_module_does_not_import_torch():
     import ast
     import inspect
-    tree = ast.parse(inspect.getsource(V))
-    names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import)
-             for a in n.names}
-    names |= {n.module.split(".")[0] for n in ast.walk(tree)
-              if isinstance(n, ast.ImportFrom) and n.module}
-    assert not names & {"torch", "triton", "pathlib", "os"}
+    for module in (variance, design):
+        tree = ast.parse(inspect.getsource(module))
+        names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import)
+                 for a in n.names}
+        names |= {n.module.split(".")[0] for n in ast.walk(tree)
+                  if isinstance(n, ast.ImportFrom) and n.module}
+        assert not names & {"torch", "triton", "pathlib", "os"}
 
 
 def test_documented_defaults():
     import inspect
-    sb = inspect.signature(V.speedup_by_level).parameters
+    sb = inspect.signature(variance.speedup_by_level).parameters
     assert (sb["baseline"].default, sb["candidate"].default, sb["margin"].default) == (
         "sdpa", "eager_compiled", 0.02)
-    cd = inspect.signature(V.cheapest_design).parameters
+    cd = inspect.signature(design.cheapest_design).parameters
     assert (cd["samples"].default, cd["arms"].default, cd["min_processes"].default) == (20, 2, 2)
-    assert inspect.signature(V.decompose).parameters["levels"].default == ("call", "kernel")
+    assert inspect.signature(variance.decompose).parameters["levels"].default == ("call", "kernel")
 
 
 def test_speedup_by_level_gives_the_intervals_of_the_runs_family_in_the_fixed_shape_chapter():
@@ -345,14 +346,15 @@ def test_speedup_by_level_gives_the_intervals_of_the_runs_family_in_the_fixed_sh
     the same comparisons, when given that run's family size (one family, one interval)."""
     from pathlib import Path
 
-    from attn_analysis import comparisons, record
+    from attn_analysis.analyse import comparisons
+    from attn_analysis import record
     from attn_analysis.configs import TARGET
     run = record.load(Path(__file__).resolve().parents[1] / "data/runs/h200-target-p2-m1")
     fam = comparisons.target_family(run, TARGET.key)
     m = int(fam["n_comparisons"].iloc[0])
-    places, samples = V.stack({run.run_id: run})
-    spd = V.speedup_by_level(places, samples, TARGET.key, candidate="eager_compiled",
-                             n_comparisons={u: m for u in set(places["machine"])})
+    places, samples = variance.stack({run.run_id: run})
+    spd = variance.speedup_by_level(places, samples, TARGET.key, candidate="eager_compiled",
+                                    n_comparisons={u: m for u in set(places["machine"])})
     mine = fam[fam["candidate"] == "eager_compiled"]
     for r in spd.itertuples():
         row = mine[(mine["level"] == r.level)
@@ -362,4 +364,4 @@ def test_speedup_by_level_gives_the_intervals_of_the_runs_family_in_the_fixed_sh
         assert r.verdict == row["verdict"]
     assert len(spd) == 4  # three call-level modes and the kernel level
     with pytest.raises(ValueError, match="`n_comparisons` must give a family size for every"):
-        V.speedup_by_level(places, samples, TARGET.key, n_comparisons={})
+        variance.speedup_by_level(places, samples, TARGET.key, n_comparisons={})

@@ -6,8 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from attn_analysis import workload as w
-from attn_analysis.configs import Config, TARGET
+from attn_analysis.analyse import workload as w
+from attn_analysis.configs import TARGET, Config
 
 # Independent closed forms, written out by hand (not calling the module):
 #   flops = 2 matmuls * B*H*S*S*D multiply-adds * 2 FLOP

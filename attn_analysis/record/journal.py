@@ -201,7 +201,7 @@ def write_unit(run_dir, unit: dict) -> Path:
     body.pop("sha256", None)
     problems = unit_problems(body)
     if problems:
-        raise ValueError(f"`unit` must fit the journal's schema (record.UNIT_SCHEMA): "
+        raise ValueError("`unit` must fit the journal's schema (record.UNIT_SCHEMA): "
                          + "; ".join(problems) + ".")
     body["sha256"] = _sha256_bytes(canonical_json(body))
     path = unit_path(run_dir, _name_of(body))

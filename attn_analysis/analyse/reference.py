@@ -12,9 +12,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from .configs import DTYPES
+from .. import _validate
+from ..configs import BASELINE, DTYPES, Config
+from .sample_groups import with_config_fields
 
-DEFAULT_PATH = Path(__file__).resolve().parents[1] / "data" / "reference" / "l4_reported.csv"
+DEFAULT_PATH = Path(__file__).resolve().parents[2] / "data" / "reference" / "l4_reported.csv"
 
 # The five original reports, as listed in shared/seeds/README.md.
 SEED_FILES = (
@@ -72,7 +74,7 @@ def _float_or_nan(text: str) -> float:
         return math.nan
 
 
-def _validate(raw: pd.DataFrame, name: str) -> pd.DataFrame:
+def _table_iv(raw: pd.DataFrame, name: str) -> pd.DataFrame:
     """Check the text table ``raw`` column by column and return it typed."""
     def fail(msg):
         raise ValueError(f"{name}: {msg}")
@@ -156,4 +158,56 @@ def load_reported(path=None) -> pd.DataFrame:
         raw = pd.read_csv(path, dtype=str, keep_default_na=False)
     except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as exc:
         raise ValueError(f"{path.name}: not a readable CSV table ({exc}).") from exc
-    return _validate(raw, path.name)
+    return _table_iv(raw, path.name)
+
+
+# ------------------------------------------------------ the reports' latencies beside ours
+
+def reported_latency(reported: pd.DataFrame, device: str = "NVIDIA L4",
+                     exclude_backends=("memory_efficient",)) -> pd.DataFrame:
+    """The reports' median latencies on ``device``: one row per distinct value per report.
+
+    The same figure restated in several sections of one report counts once
+    (``n_mentions`` says how often it was stated); different reports' values stay apart.
+    Rows for a backend in ``exclude_backends`` are left out (by default the forced
+    memory-efficient backend, which is not the default dispatch). Every row is a claim
+    "as reported", never our measurement.
+    """
+    df = _validate.frame("reported", reported, ("quantity", "value", "batch", "heads", "seq_len",
+                                                 "head_dim", "dtype", "source_file", "device",
+                                                 "backend", "status"))
+    df = df[(df["quantity"] == "median_latency_ms") & (df["device"] == device)
+            & ~df["backend"].isin(list(exclude_backends))]
+    df = df.dropna(subset=["batch", "heads", "seq_len", "head_dim"])
+    if df.empty:
+        return pd.DataFrame(columns=["config", "source_file", "value_ms", "n_mentions",
+                                     "status", "device"])
+    keys = [Config(int(b), int(h), int(s), int(d), dt).key for b, h, s, d, dt in
+            zip(df["batch"], df["heads"], df["seq_len"], df["head_dim"], df["dtype"])]
+    df = df.assign(config=keys)
+    out = (df.groupby(["config", "source_file", "value"]).size().rename("n_mentions")
+           .reset_index().rename(columns={"value": "value_ms"}))
+    out["status"] = "as reported"
+    out["device"] = device
+    return with_config_fields(out)
+
+
+def cross_device_table(latency_by_run: pd.DataFrame, reported: pd.DataFrame,
+                       candidate: str = BASELINE) -> pd.DataFrame:
+    """Every run's ``candidate`` median per configuration and mode beside the L4 values
+    the reports give for the same shape (their minimum, maximum and count, as reported).
+
+    ``latency_by_run`` is :func:`latency_table` output with ``run`` and ``device`` columns.
+    ``l4_over_ours`` is the reports' smallest L4 median over ours: how many times slower
+    the L4 figure is (not a like-for-like timing: the reports used one process and a
+    synchronise after every call, closest to our ``per_call``).
+    """
+    lat = _validate.frame("latency_by_run", latency_by_run,
+                          ("run", "device", "config", "candidate", "mode", "median_ms"))
+    rep = reported_latency(reported)
+    agg = (rep.groupby("config")["value_ms"].agg(l4_min_ms="min", l4_max_ms="max",
+                                                 l4_n_values="size").reset_index())
+    wide = lat[lat["candidate"] == candidate][["run", "device", "config", "mode", "median_ms"]]
+    out = wide.merge(agg, on="config", how="left")
+    out["l4_over_ours"] = out["l4_min_ms"] / out["median_ms"]
+    return with_config_fields(out)

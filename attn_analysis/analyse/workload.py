@@ -14,8 +14,8 @@ import json
 import re
 from pathlib import Path
 
-from . import _validate
-from .configs import ELEMENT_BYTES, Config
+from .. import _validate
+from ..configs import ELEMENT_BYTES, Config
 
 
 # --------------------------------------------------------------------------- validation

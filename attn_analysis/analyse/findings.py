@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .configs import BASELINE
+from ..configs import BASELINE
 from .stats import Verdict
 
 VERDICT_ORDER = tuple(v.value for v in (
@@ -85,22 +85,6 @@ def verdict_sentence(speedups: pd.DataFrame, baseline: str = BASELINE, margin: f
                                          "boundary)"}[verdict]
         parts.append(f"{n} {what}: {names}")
     return f"Of {len(df)} candidates, " + "; ".join(parts) + "."
-
-
-def same_kernels(kernels: pd.DataFrame, config: str, baseline: str = BASELINE) -> list[str]:
-    """Candidates whose profiled kernels at ``config`` have the same names as ``baseline``'s.
-
-    Such candidates differ from the baseline only outside the kernels (launch, allocation,
-    gaps between kernels), which is worth knowing before reading their speedup.
-    """
-    if not isinstance(kernels, pd.DataFrame) or not {"config", "candidate", "kernel"} <= set(
-            kernels.columns):
-        raise ValueError("`kernels` must be a DataFrame with columns config, candidate, kernel.")
-    df = kernels[kernels["config"] == config]
-    sets = {c: frozenset(g["kernel"]) for c, g in df.groupby("candidate")}
-    if baseline not in sets:
-        return []
-    return sorted(c for c, s in sets.items() if c != baseline and s == sets[baseline])
 
 
 def negative_result_verdict(speedups: pd.DataFrame, same_kernel_candidates=(),

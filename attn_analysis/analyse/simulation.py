@@ -39,7 +39,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats as _st
 
-from . import _validate, intervals, stats
+from .. import _validate
+from . import bootstrap, intervals
 
 METHODS = ("process-t", "welch", "bootstrap", "cluster-bootstrap", "hybrid")
 COLUMNS = ("scenario", "level", "method", "processes", "placements", "samples",
@@ -127,13 +128,13 @@ def interval(method: str, base, cand, confidence: float = 0.95, n_resamples: int
     """The two-sided interval of the speedup ``base / cand`` by ``method`` (``METHODS``)."""
     method = _validate.choice("method", method, METHODS)
     if method == "process-t":
-        ci = stats.ratio_t_ci(base, cand, confidence)
+        ci = intervals.ratio_t_ci(base, cand, confidence)
         return ci.low, ci.high
     if method == "welch":
         t = intervals.log_ratio_t(base, cand, paired=False)
         return t.bounds(confidence)
     if method == "bootstrap":
-        ci = stats.ratio_ci(base, cand, confidence, n_resamples, seed)
+        ci = bootstrap.ratio_ci(base, cand, confidence, n_resamples, seed)
         return ci.low, ci.high
     if method == "cluster-bootstrap":
         return _cluster_bootstrap(base, cand, confidence, n_resamples,
@@ -227,7 +228,7 @@ def interval_study(scenarios, processes=(2, 4, 8), methods=METHODS, n_reps: int 
                     widths[m].append((hi - lo) / 2.0)
             for m in methods:
                 aa, cov, slow = (int(x) for x in hits[m])
-                c_ci, a_ci, s_ci = (stats.binomial_rate_ci(k, n_reps) for k in (cov, aa, slow))
+                c_ci, a_ci, s_ci = (intervals.binomial_rate_ci(k, n_reps) for k in (cov, aa, slow))
                 rows.append({"scenario": sc.name, "level": sc.level, "method": m,
                              "processes": p, "placements": sc.placements,
                              "samples": sc.samples, "sd_process": sc.sd_process,
