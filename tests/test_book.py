@@ -19,16 +19,31 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 pytestmark = pytest.mark.slow  # book build, papermill or the Triton interpreter
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or (
     "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
-CHAPTERS = ["book/index", "book/claim", "book/related_work", "book/methods",
-            "notebooks/01_environment", "book/results", "notebooks/02_fixed_shape",
-            "notebooks/03_matrix", "notebooks/04_sweeps", "notebooks/05_cross_device",
-            "book/negative_result", "book/audit", "notebooks/06_audit", "book/threats",
-            "book/limitations", "book/reproducibility", "book/cite"]
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def toc_pages(toc: Path = ROOT / "_toc.yml") -> list[str]:
+    """Every page of the book in reading order, read from its table of contents (the root,
+    then each chapter followed by its sections), so a chapter added there is checked here."""
+    data = yaml.safe_load(toc.read_text())
+    pages = [data["root"]]
+
+    def walk(entries):
+        for entry in entries:
+            pages.append(entry["file"])
+            walk(entry.get("sections", ()))
+
+    walk(data["chapters"])
+    return pages
+
+
+CHAPTERS = toc_pages()
 FIGURE_PAGES = {"notebooks/02_fixed_shape": 2, "notebooks/03_matrix": 2,
                 "notebooks/04_sweeps": 4, "notebooks/05_cross_device": 1,
                 "notebooks/06_audit": 4}
@@ -76,6 +91,13 @@ function check(i) {
 }
 check(0);
 </script></body></html>"""
+
+
+def test_the_chapter_list_is_the_table_of_contents():
+    # every notebook is a chapter of the book, and the check list is read from _toc.yml
+    notebooks = {f"notebooks/{p.stem}" for p in (ROOT / "notebooks").glob("*.py")}
+    assert notebooks <= set(CHAPTERS), sorted(notebooks - set(CHAPTERS))
+    assert CHAPTERS[0] == "book/index" and len(CHAPTERS) == len(set(CHAPTERS))
 
 
 def test_build_has_every_chapter(built_book):
