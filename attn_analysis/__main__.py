@@ -20,7 +20,7 @@ def _shape(text: str):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import sweep  # torch-free at import, unlike candidates
+    from .measure import sweep  # torch-free at import, unlike candidates
     from .configs import BASELINE, DEVICES, MATRICES, MODES
     parser = argparse.ArgumentParser(prog="python -m attn_analysis",
                                      description="Measure, verify and show attention runs.")
@@ -140,7 +140,8 @@ def cmd_sweep(args) -> int:
     """
     import signal
 
-    from . import _validate, configs, env, run_lock, sweep
+    from . import _validate, configs
+    from .measure import env, run_lock, sweep
     run_lock.check_run_folder(args.out, "--out")
     _validate.distinct("--modes", args.modes, "a mode")
     if args.candidates is not None:
@@ -154,7 +155,7 @@ def cmd_sweep(args) -> int:
         raise ValueError("`--device` is cuda, but this machine has no CUDA device (torch "
                          f"{torch.__version__}); pass --device cpu or leave --device out.")
     if args.candidates is None:
-        from .candidates import DEFAULT_CANDIDATES  # imports torch: only when a sweep runs
+        from .measure.candidates import DEFAULT_CANDIDATES  # imports torch: only when a sweep runs
         candidates = tuple(DEFAULT_CANDIDATES)
     else:
         candidates = tuple(args.candidates)

@@ -5,8 +5,9 @@ A notebook's first code cell puts its repository's package first on ``sys.path``
 one call: :func:`prelude` in the notebooks that can measure (they lead with one run), or
 :func:`parameters` in those that only read named runs and checks. Either checks every
 parameter, each with the check the notebook names for it, before any work. Everything
-numeric lives in :mod:`attn_analysis.summaries` (and :mod:`attn_analysis.audit`) and every
-figure in :mod:`attn_analysis.plots`.
+numeric lives in :mod:`attn_analysis.analyse` and the chapter modules
+(:mod:`attn_analysis.chapters`), and every figure in :mod:`attn_analysis.plots`; the checks
+of recorded inputs (runs, check files) live in :mod:`attn_analysis.chapters.inputs`.
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ import pandas as pd
 
 from . import _validate, configs, record
 from .analyse import provenance
+from .chapters.inputs import (check_file_iv, load_runs, protocol2_runs_iv,  # noqa: F401
+                              recorded_run_iv, recorded_runs_iv, repo_file_iv, run_iv,
+                              runs_iv)
 
 DEFAULT_LEAD_RUN = "h200-reports-p2-all"
 DEFAULT_TRITON_RUN = "h200-triton-p2"
@@ -129,7 +133,7 @@ def check_given(root: Path, given: dict, extra=()) -> dict:
     params = check_parameters(root=root, **{k: given[k] for k in COMMON_PARAMETERS})
     params["plan"] = None
     if params["measure"]:
-        from . import sweep
+        from .measure import sweep
         params["plan"] = sweep.measurement_plan(
             params["device"], shapes=params["shapes"], candidates=params["candidates"],
             trials=params["trials"], samples=params["samples"])
@@ -150,27 +154,6 @@ def fraction_iv(name: str, value, high: float) -> float:
     return float(value)
 
 
-def recorded_run_iv(name: str, value, params: dict) -> str:
-    """Check a parameter naming a recorded run: '' or a finalized run under ``runs_dir``
-    (a named run that is missing is an error, never replaced by another)."""
-    if not isinstance(value, str):
-        raise ValueError(f"`{name}` must be '' or a run folder name; got {value!r}.")
-    if value and not (Path(params["runs_dir"]) / value / record.MANIFEST).is_file():
-        recorded = [p.name for p in record.find_runs(params["runs_dir"])]
-        raise ValueError(f"`{name}` must be '' or a finalized run under {params['runs_dir']} "
-                         f"({recorded}); got {value!r}.")
-    return value
-
-
-def recorded_runs_iv(name: str, value, params: dict) -> list[str]:
-    """Check '' or comma-separated recorded runs (each as :func:`recorded_run_iv`); return
-    the run ids in the given order (empty for '')."""
-    if not isinstance(value, str):
-        raise ValueError(f"`{name}` must be '' or comma-separated run folder names; "
-                         f"got {value!r}.")
-    return [recorded_run_iv(name, v.strip(), params) for v in value.split(",") if v.strip()]
-
-
 def config_iv(name: str, value, params: dict) -> str:
     """Check a configuration key: '' or a key such as B32-H8-S512-D64-fp16; when
     measuring, one of the configurations the plan measures."""
@@ -189,7 +172,7 @@ def config_iv(name: str, value, params: dict) -> str:
 def candidate_names_iv(name: str, value, params: dict, single: bool = False) -> tuple:
     """Check comma-separated candidate names (exactly one if ``single``): each registered;
     when measuring, at least one of them among the plan's candidates. Returns the names."""
-    from . import candidates as cands
+    from .measure import candidates as cands
     what = "a candidate name" if single else "comma-separated candidate names"
     names = tuple(value.replace(",", " ").split()) if isinstance(value, str) else ()
     bad = [n for n in names if n not in cands.CANDIDATES]
@@ -207,7 +190,7 @@ def measure_new_run(params: dict) -> str:
     """Measure ``params["plan"]`` (default: ``sweep.measurement_plan`` of the
     parameters) into ``runs_dir/<run_id>`` (resumable); return the run id. The default id
     names the device and the UTC time."""
-    from . import sweep
+    from .measure import sweep
     run_id = params["run_id"] or (f"{params['device']}-"
                                   f"{_dt.datetime.now(_dt.timezone.utc):%Y%m%dT%H%M%SZ}")
     plan = params.get("plan") or sweep.measurement_plan(
@@ -215,12 +198,6 @@ def measure_new_run(params: dict) -> str:
         trials=params["trials"], samples=params["samples"])
     sweep.run(Path(params["runs_dir"]) / run_id, plan, progress=False)
     return run_id
-
-
-def load_runs(runs_dir) -> dict:
-    """Every finalized run under ``runs_dir`` (``record.find_runs``), loaded and verified,
-    keyed by run id, in name order."""
-    return {p.name: record.load(p) for p in record.find_runs(runs_dir)}
 
 
 def run_catalog(runs: dict) -> pd.DataFrame:
@@ -327,69 +304,6 @@ def mode_iv(name: str, value, params=None) -> str:
 def candidate_name_iv(name: str, value, params: dict) -> str:
     """Check one registered candidate name (:func:`candidate_names_iv`)."""
     return candidate_names_iv(name, value, params, single=True)[0]
-
-
-def check_file_iv(kind: str, optional: bool = False):
-    """A check of a parameter naming a sealed check file of ``kind`` (:mod:`.checks`),
-    relative to the repository root: the check returns the file's payload (None for ''
-    when ``optional``)."""
-    from .record import checks
-
-    def iv(name: str, value, params: dict):
-        if optional and value == "":
-            return None
-        root = Path(params["root"])
-        if not isinstance(value, str) or not value or not (root / value).is_file():
-            either = "'' or " if optional else ""
-            raise ValueError(f"`{name}` must be {either}an existing file relative to the "
-                             f"repository root {root}, written by scripts/ as a {kind} "
-                             f"check; got {value!r}.")
-        try:
-            return checks.read(root / value, kind)
-        except checks.CheckFileError as exc:
-            raise ValueError(f"`{name}` must be a {kind} check file that verifies; {exc}") \
-                from None
-    return iv
-
-
-def runs_iv(name: str, value, params: dict, protocol: int = 1) -> dict:
-    """Check comma-separated finalized runs under ``runs_dir``, each of at least
-    ``protocol`` and no two the same run (``record.distinct_runs``: same id or same
-    content); return them loaded and verified, keyed by run id, in the given order."""
-    names = [v.strip() for v in value.split(",") if v.strip()] if isinstance(value, str) else []
-    if not names:
-        raise ValueError(f"`{name}` must name one or more runs, comma-separated; got {value!r}.")
-    runs = record.distinct_runs([record.load(Path(params["runs_dir"]) /
-                                             recorded_run_iv(name, n, params))
-                                 for n in names], name)
-    loaded = dict(zip(names, runs))
-    old = [n for n, r in loaded.items() if r.protocol < protocol]
-    if old:
-        raise ValueError(f"`{name}` must name protocol-v{protocol} runs (placements "
-                         f"recorded); {old} are protocol {loaded[old[0]].protocol}.")
-    return loaded
-
-
-def protocol2_runs_iv(name: str, value, params: dict) -> dict:
-    """:func:`runs_iv` for runs of protocol 2 (memory placements recorded)."""
-    return runs_iv(name, value, params, protocol=2)
-
-
-def repo_file_iv(name: str, value, params: dict) -> Path:
-    """Check a parameter naming an existing file relative to the repository root (a
-    recorded result such as ``data/simulations/interval_coverage.csv``); return its path."""
-    root = Path(params["root"])
-    if not isinstance(value, str) or not value or not (root / value).is_file():
-        raise ValueError(f"`{name}` must be an existing file relative to the repository root "
-                         f"{root}; got {value!r}.")
-    return root / value
-
-
-def run_iv(name: str, value, params: dict):
-    """Check one finalized run under ``runs_dir``; return it loaded and verified."""
-    if not isinstance(value, str) or not value or "," in value:
-        raise ValueError(f"`{name}` must be a run folder name; got {value!r}.")
-    return record.load(Path(params["runs_dir"]) / recorded_run_iv(name, value, params))
 
 
 def _checked(given: dict, params: dict, checks: dict) -> dict:

@@ -38,7 +38,8 @@ import pandas as pd
 import torch
 from IPython.display import Markdown
 
-from attn_analysis import env, tables
+from attn_analysis.measure import env
+from attn_analysis import tables
 from attn_analysis.analyse import provenance
 
 nbs.glue_text("env_n_runs", len(runs))
@@ -77,7 +78,7 @@ nbs.glue_text("env_n_trials", len(fingerprints))
 nbs.glue_text("env_all_locked", "every" if all_locked else "not every")
 nbs.glue_text("env_tf32_off", "off" if tf32_off else "NOT off")
 from myst_nb import glue
-from attn_analysis import candidates as cands
+from attn_analysis.measure import candidates as cands
 lock_state = (fingerprints.assign(locked=fingerprints["locked"].fillna(False).astype(bool))
               .groupby("run", as_index=False)
               .agg(trials=("trial", "size"), locked=("locked", "sum"),
@@ -131,7 +132,7 @@ nbs.glue_text("env_corr_max_rel", corr.loc[corr["passed"], "rel_error"].max())
 # `assert_locked()` is asked. The settings are restored afterwards.
 
 # %%
-from attn_analysis.env import EnvironmentNotLocked
+from attn_analysis.measure.env import EnvironmentNotLocked
 
 with env.preserved_state():
     env.lock(seed=0, deterministic=False)

@@ -52,7 +52,7 @@ from attn_analysis.analyse import (findings, kernel_evidence, latency_tables, pr
 from attn_analysis import configs, plots, tables
 from attn_analysis.analyse import replay_cost as rc
 from attn_analysis.configs import TARGET
-from attn_analysis.controls import CONTROL_NAMES
+from attn_analysis.measure.controls import CONTROL_NAMES
 
 label = provenance.run_label(R)
 recorded = set(R.samples["config"])
@@ -89,7 +89,7 @@ nbs.glue_text("fx_mode", main_mode)
 
 # %% tags=["remove-cell"]
 from attn_analysis.analyse import comparisons
-from attn_analysis.controls import CONTROL_NAMES as _CONTROLS
+from attn_analysis.measure.controls import CONTROL_NAMES as _CONTROLS
 
 spin_controls = [c for c in _CONTROLS if c != "sdpa_twin"]
 v2_runs = [r for r in (lead, replication) if r and runs[r].protocol == 2

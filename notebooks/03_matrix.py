@@ -263,7 +263,7 @@ tables.show(top.reset_index()[["config", "candidate", "tflops", "frac_matmul",
 # ## Our Triton kernel against the fastest library backend
 #
 # Run {glue:text}`mx_tr_run:s` ({glue:text}`mx_tr_label:s`) timed our kernel
-# (`attn_analysis/triton_attention.py`) and the four SDPA entry points on
+# (`attn_analysis/measure/triton_attention.py`) and the four SDPA entry points on
 # {glue:text}`mx_tr_n_configs:d` shapes, including long sequences and head dimension 128.
 # Per configuration the kernel is compared with the fastest of them; a speedup above one
 # means ours is faster. Ours was shown faster at {glue:text}`mx_tr_n_faster:d`

@@ -48,7 +48,8 @@ n_resamples = 1000                               # bootstrap resamples per compa
 # %% tags=["remove-cell"]
 import pathlib, sys  # this repository's package first, whichever copy is installed
 sys.path.insert(0, str(next(p for p in pathlib.Path("_").resolve().parents if (p / "attn_analysis").is_dir())))
-from attn_analysis import audit, notebook_support as nbs
+from attn_analysis.chapters import audit
+from attn_analysis import notebook_support as nbs
 
 root, params = nbs.parameters(
     globals(), ks=audit.ks_iv, margin=nbs.small_fraction_iv, alpha=nbs.small_fraction_iv,
@@ -64,7 +65,8 @@ from IPython.display import Markdown
 from myst_nb import glue
 
 from attn_analysis.analyse import protocols
-from attn_analysis import claim_table, claims, plots, tables
+from attn_analysis.chapters import claim_table, claims
+from attn_analysis import plots, tables
 
 claim_rows = []  # the claims table, in the order of the subsections below
 

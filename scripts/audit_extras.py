@@ -35,7 +35,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from attn_analysis import candidates, env, timing
+from attn_analysis.measure import candidates, env, timing
 from attn_analysis.record import checks
 from attn_analysis.configs import Config
 

@@ -1,4 +1,4 @@
-"""Check the three timers of ``attn_analysis.timing`` against the profiler and triton (GPU).
+"""Check the three timers of ``attn_analysis.measure.timing`` against the profiler and triton (GPU).
 
 For SDPA (``torch.nn.functional.scaled_dot_product_attention``, default dispatch) at B=32,
 H=8, D=64, fp16, non-causal, random normal inputs, and S in {128, 512} (``--seq`` adds
@@ -10,7 +10,7 @@ more), it records:
 - each mode again in ``--trials`` fresh processes (``measure_in_processes``);
 - the ratio graph / profiler. Acceptance (the issue): at S=512 it lies within 10% of 1.
 
-The environment is locked as the sweep locks it, ``attn_analysis.env.lock(seed=0,
+The environment is locked as the sweep locks it, ``attn_analysis.measure.env.lock(seed=0,
 deterministic=False)``, so SDPA dispatches to the same kernel as in the recorded runs
 (deterministic mode would rule out cuDNN attention on Hopper); a failing lock is reported,
 not fatal. Usage, from the repository root::
@@ -34,7 +34,7 @@ import os
 import sys
 
 from attn_analysis.record import checks
-from attn_analysis import env, timing
+from attn_analysis.measure import env, timing
 
 SHAPE = dict(batch=32, heads=8, head_dim=64, dtype="float16")
 SMOKE_SHAPE = dict(batch=2, heads=2, head_dim=64, dtype="float32")
@@ -76,7 +76,7 @@ def rel_error(fn, seq_len, batch, heads, head_dim, dtype, device) -> float:
     """||out - ref|| / ||ref|| against float64 attention (``candidates.reference``) on the
     same inputs."""
     import torch
-    from attn_analysis import candidates
+    from attn_analysis.measure import candidates
     ref = candidates.reference(*inputs(seq_len, batch, heads, head_dim, dtype, device),
                                causal=False)
     out = fn().double()

@@ -16,7 +16,8 @@ import shutil
 import sys
 from pathlib import Path
 
-from attn_analysis import __version__, record, sweep
+from attn_analysis import __version__, record
+from attn_analysis.measure import sweep
 
 
 def main(src: str, dest: str) -> int:

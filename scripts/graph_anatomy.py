@@ -64,7 +64,7 @@ def main(argv=None) -> int:
     ap.add_argument("--replays", type=int, default=100, help="timed replays per k and round")
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args(argv)
-    from attn_analysis import candidates as cands, env, timing
+    from attn_analysis.measure import candidates as cands, env, timing
     from attn_analysis.record import checks
     from attn_analysis.configs import Config
     env.lock(seed=0, deterministic=False)  # as the sweep locks it: default dispatch kept

@@ -34,7 +34,7 @@ CANDIDATES = ("sdpa", "eager_compiled", "sdpa_cudnn")
 
 def device_timeline(call, n_calls=4, n_replays=10) -> dict:
     """Kernel spans and busy time per call (µs), from the profiler over graph replays."""
-    from attn_analysis import timing
+    from attn_analysis.measure import timing
     t = timing.profile_graph(timing.capture_graph(call, n_calls), n_calls, n_replays)
     us = {k: t[f"{k}_ms_per_call"] and t[f"{k}_ms_per_call"] * 1e3 for k in ("span", "busy")}
     return {"kernels_per_replay": t["kernels_per_replay"], "kernel_names": t["kernel_names"],
@@ -43,7 +43,7 @@ def device_timeline(call, n_calls=4, n_replays=10) -> dict:
 
 def graph_nodes(call) -> dict:
     """Node kinds of a captured graph of one call, from the CUDA graph debug dump."""
-    from attn_analysis import timing
+    from attn_analysis.measure import timing
     g = timing.capture_graph(call, 1, debug=True)
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "graph.dot")
@@ -59,7 +59,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=15)
     args = ap.parse_args(argv)
-    from attn_analysis import candidates as cands, env, timing
+    from attn_analysis.measure import candidates as cands, env, timing
     from attn_analysis.record import checks
     from attn_analysis.configs import TARGET
     env.lock(seed=0, deterministic=False)

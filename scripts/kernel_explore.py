@@ -40,7 +40,7 @@ import triton
 import triton.language as tl
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from attn_analysis import triton_attention as ta
+from attn_analysis.measure import triton_attention as ta
 
 T0 = time.time()
 TARGET = (32, 8, 512, 64)

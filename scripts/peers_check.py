@@ -29,7 +29,7 @@ import time
 
 import torch
 
-from attn_analysis import candidates as cands, env, peers, timing
+from attn_analysis.measure import candidates as cands, env, peers, timing
 from attn_analysis.record import checks
 from attn_analysis.configs import TARGET, Config
 

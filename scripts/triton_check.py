@@ -37,10 +37,11 @@ import torch.nn.functional as F
 import triton
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from attn_analysis import ceilings, configs, env
+from attn_analysis.measure import ceilings, env
+from attn_analysis import configs
 from attn_analysis.record import checks
-from attn_analysis import triton_attention as ta
-from attn_analysis.candidates import reference
+from attn_analysis.measure import triton_attention as ta
+from attn_analysis.measure.candidates import reference
 
 TOL = {torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
 BACKENDS = {"flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION,

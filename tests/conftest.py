@@ -119,7 +119,7 @@ SWEPT_CANDIDATES = ("sdpa", "eager", "fake_wrong_scale", "fake_oom", "fake_gpu_o
 
 def tiny_plan(**overrides):
     """A sweep plan of the tiny CPU design, with ``overrides``."""
-    from attn_analysis import sweep
+    from attn_analysis.measure import sweep
     from attn_analysis.configs import Config
     base = dict(configs=tuple(Config.from_key(k) for k in TINY_CONFIGS),
                 candidates=("sdpa", "eager"), modes=("per_call", "graph"), trials=2,
@@ -136,7 +136,7 @@ def swept_run(tmp_path_factory):
     failure a candidate can record (wrong result, half-written output, out of memory,
     unsupported), kernel evidence and ceilings. Read it; copy it to change it."""
     import fake_candidates  # noqa: F401  (registers the failing candidates)
-    from attn_analysis import sweep
+    from attn_analysis.measure import sweep
     out = tmp_path_factory.mktemp("swept") / "run"
     plan = tiny_plan(candidates=SWEPT_CANDIDATES, profile=True, ceilings=True)
     summary = sweep.run(out, plan, progress=False)

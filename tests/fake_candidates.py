@@ -6,7 +6,7 @@ import time
 
 import torch
 
-from attn_analysis import candidates as cands
+from attn_analysis.measure import candidates as cands
 
 
 def _attention(q, k, v, scale):

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from attn_analysis import audit, claims
+from attn_analysis.chapters import audit, claims
 from attn_analysis.analyse import protocols
 from attn_analysis.record import checks
 from attn_analysis import state_of_the_art as sota

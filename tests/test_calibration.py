@@ -8,7 +8,7 @@ import pytest
 from scipy import stats as st
 
 from attn_analysis.analyse import calibration, gpu_time, protocols, timing_fidelity
-from attn_analysis import claim_table
+from attn_analysis.chapters import claim_table
 from attn_analysis.analyse import workload
 from attn_analysis.configs import Config
 

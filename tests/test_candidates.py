@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from attn_analysis import candidates as cands
+from attn_analysis.measure import candidates as cands
 from attn_analysis.configs import Config
 
 import fake_candidates  # noqa: F401  (registers the test doubles)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from attn_analysis import claim_table, claims
+from attn_analysis.chapters import claim_table, claims
 from attn_analysis.analyse import workload
 from test_audit import make_extras
 

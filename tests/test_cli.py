@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from attn_analysis import __main__ as cli, sweep
+from attn_analysis import __main__ as cli
+from attn_analysis.measure import sweep
 from attn_analysis.__main__ import main
 from conftest import make_run
 
@@ -77,7 +78,7 @@ def test_sweep_without_torch_is_a_one_line_error(tmp_path):
 
 
 def test_default_candidates_resolved_when_the_sweep_runs(tmp_path, monkeypatch):
-    from attn_analysis.candidates import DEFAULT_CANDIDATES
+    from attn_analysis.measure.candidates import DEFAULT_CANDIDATES
     assert cli.build_parser().parse_args(["sweep", "--out", "x"]).candidates is None
     plans = []
 

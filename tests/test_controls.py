@@ -5,8 +5,8 @@ import time
 import pytest
 import torch
 
-from attn_analysis import candidates as cands
-from attn_analysis import controls
+from attn_analysis.measure import candidates as cands
+from attn_analysis.measure import controls
 from attn_analysis.configs import Config
 
 TINY = Config(1, 2, 33, 64)

@@ -1,4 +1,4 @@
-"""Tests for attn_analysis.env: the lock catches every way back to TF32 or nondeterminism,
+"""Tests for attn_analysis.measure.env: the lock catches every way back to TF32 or nondeterminism,
 and the fingerprint is complete, stable, hashed only on what matters, and leak-free."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import types
 import pytest
 import torch
 
-from attn_analysis import env
-from attn_analysis.env import EnvironmentNotLocked
+from attn_analysis.measure import env
+from attn_analysis.measure.env import EnvironmentNotLocked
 
 B = torch.backends
 HAS_FP32_API = env.lock_state()["cuda_matmul_fp32_precision"] is not None

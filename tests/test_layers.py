@@ -1,15 +1,33 @@
-"""The package's layers, read from the source: analysis never reaches the measuring side.
+"""The package's layers, read from the source: imports go one way, and analysis never
+reaches the measuring side.
 
 Every ``import`` statement of a module counts, at module level or inside a function (a
-lazy import still runs when the function does), and the walk follows the package's own
-modules transitively. The pure analysis modules and the record layer must reach neither
-torch nor triton nor the modules that measure (``sweep``, ``candidates``), so a notebook
-or a reviewer can load and analyse a run on a machine without them.
+lazy import still runs when the function does). The stages, lowest first:
+
+``core``      ``_validate`` (the one validation layer) and ``configs`` (the vocabulary of shapes,
+              modes and campaigns), imported by every stage;
+``record``    the run folder and its format (``record/``): torch-free, so a run is read and
+              checked on any machine;
+``analyse``   pure functions of a loaded run's frames (``analyse/``);
+``measure``   the GPU side (``measure/``): it writes through ``record`` and names its
+              candidates with ``analyse.catalog``'s vocabulary, so it sits above both;
+``present``   figures and short tables (``plots``, ``tables``, ``show``) and the book's build
+              helpers;
+``chapters``  one module per chapter of the book (``chapters/``, ``state_of_the_art``);
+``entry``     what a notebook or the command line calls first (``notebook_support``,
+              ``__main__``).
+
+A module imports only from its own stage or a lower one (no back arrow); the package's
+modules form no import cycle; and nothing in record, analyse, present or chapters reaches
+torch, triton or the measuring modules, even through another module. The old import
+paths kept as aliases (``sys.modules`` entries of the moved modules) sit with what they
+alias.
 """
 
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,12 +35,17 @@ import pytest
 PACKAGE = "attn_analysis"
 ROOT = Path(__file__).resolve().parents[1] / PACKAGE
 
-# Pure analysis: DataFrames and numbers in, DataFrames, numbers and text out.
-ANALYSIS = ("_validate", "configs") + tuple(
-    f"analyse.{p.stem}" for p in sorted((ROOT / "analyse").glob("*.py")) if p.stem != "__init__")
-# Reading and showing recorded runs: no measuring code either.
-RECORDS = ("record", "record.verify_memo", "book_cache", "show", "tables", "plots")
-FORBIDDEN = ("torch", "triton", f"{PACKAGE}.sweep", f"{PACKAGE}.candidates")
+STAGES = ("core", "record", "analyse", "measure", "present", "chapters", "entry")
+# Top-level modules by stage; a subpackage's modules take its name as their stage.
+TOP_LEVEL = {"__init__": "core", "_validate": "core", "configs": "core",
+             "plots": "present", "tables": "present", "show": "present",
+             "book_cache": "present", "citation": "present",
+             "state_of_the_art": "chapters",
+             "notebook_support": "entry", "__main__": "entry"}
+SUBPACKAGES = {"record": "record", "analyse": "analyse", "measure": "measure",
+               "chapters": "chapters"}
+TORCH_FREE = ("record", "analyse", "present", "chapters")
+FORBIDDEN = ("torch", "triton", f"{PACKAGE}.measure")
 
 
 def _module_file(module: str) -> Path | None:
@@ -38,8 +61,18 @@ def _module_file(module: str) -> Path | None:
     return None
 
 
+def package_modules() -> list[str]:
+    """Every module of the package, as dotted names."""
+    names = []
+    for path in sorted(ROOT.rglob("*.py")):
+        parts = path.relative_to(ROOT.parent).with_suffix("").parts
+        names.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return names
+
+
 def imports_of(module: str) -> set[str]:
-    """Every module that ``module``'s source imports, anywhere in it, as absolute names."""
+    """Every module that ``module``'s source imports, anywhere in it, as absolute names.
+    ``from pkg import sub`` counts as importing ``pkg.sub``, not ``pkg`` itself."""
     path = _module_file(module)
     tree = ast.parse(path.read_text(), filename=str(path))
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
@@ -54,12 +87,41 @@ def imports_of(module: str) -> set[str]:
                 prefix = ".".join(base + ([node.module] if node.module else []))
             else:
                 prefix = node.module
-            found.add(prefix)
-            # ``from . import x`` and ``from .mod import name`` may name a submodule
-            for alias in node.names:
-                if _module_file(f"{prefix}.{alias.name}") is not None:
-                    found.add(f"{prefix}.{alias.name}")
+            subs = {f"{prefix}.{a.name}" for a in node.names
+                    if _module_file(f"{prefix}.{a.name}") is not None}
+            found.update(subs)
+            if len(subs) < len(node.names):  # a name from the module itself
+                found.add(prefix)
     return found
+
+
+def alias_target(module: str) -> str | None:
+    """The module an old import path aliases (it replaces itself in ``sys.modules``)."""
+    path = _module_file(module)
+    if path is None or "sys.modules[__name__]" not in path.read_text():
+        return None
+    (target,) = [m for m in imports_of(module) if m.startswith(PACKAGE + ".")]
+    return target
+
+
+def stage_of(module: str) -> str:
+    """The stage of a package module (see the module docstring)."""
+    target = alias_target(module)
+    if target is not None:
+        return stage_of(target)
+    parts = module.split(".")
+    if len(parts) == 1:
+        return TOP_LEVEL["__init__"]
+    if parts[1] in SUBPACKAGES:
+        return SUBPACKAGES[parts[1]]
+    return TOP_LEVEL[parts[1]]
+
+
+def package_imports(module: str) -> set[str]:
+    """The package modules ``module`` imports, its own ancestors left out (a submodule's
+    package is already imported when the submodule runs)."""
+    return {m for m in imports_of(module) if _module_file(m) is not None
+            and not module.startswith(m + ".") and m != module}
 
 
 def reach(module: str) -> dict[str, list[str]]:
@@ -82,16 +144,84 @@ def _violations(module: str) -> list[str]:
             if any(name == f or name.startswith(f + ".") for f in FORBIDDEN)]
 
 
-@pytest.mark.parametrize("name", ANALYSIS + RECORDS)
-def test_analysis_and_records_reach_neither_torch_nor_the_measuring_modules(name):
-    assert _violations(f"{PACKAGE}.{name}") == []
+def cycles() -> list[list[str]]:
+    """The package's import cycles: strongly connected components of more than one module
+    (Tarjan's algorithm over :func:`package_imports`)."""
+    graph = {m: sorted(package_imports(m)) for m in package_modules()}
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return found
 
 
-def test_the_walk_sees_lazy_imports_and_follows_the_package():
+MODULES = package_modules()
+
+
+def test_every_module_has_a_stage():
+    assert {stage_of(m) for m in MODULES} <= set(STAGES)
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_no_module_imports_a_later_stage(name):
+    mine = STAGES.index(stage_of(name))
+    upward = sorted(f"{m} ({stage_of(m)})" for m in package_imports(name)
+                    if STAGES.index(stage_of(m)) > mine)
+    assert upward == [], f"{name} ({stage_of(name)}) imports a later stage: {upward}"
+
+
+def test_no_import_cycle():
+    assert cycles() == []
+
+
+@pytest.mark.parametrize("name", [m for m in MODULES if stage_of(m) in TORCH_FREE])
+def test_analysis_records_and_chapters_reach_neither_torch_nor_the_measuring_side(name):
+    assert _violations(name) == []
+
+
+def test_the_walk_sees_lazy_imports_aliases_and_cycles():
+    sweep = f"{PACKAGE}.measure.sweep"
     # sweep imports candidates inside functions only; the walk must still find torch
-    assert f"{PACKAGE}.candidates" in imports_of(f"{PACKAGE}.sweep")
-    assert any("torch" in v for v in _violations(f"{PACKAGE}.sweep"))
+    assert f"{PACKAGE}.measure.candidates" in imports_of(sweep)
+    assert any("torch" in v for v in _violations(sweep))
     # and it follows the package: ceilings imports torch itself and timing lazily
-    assert "torch" in reach(f"{PACKAGE}.ceilings")
+    assert "torch" in reach(f"{PACKAGE}.measure.ceilings")
     assert reach(f"{PACKAGE}.analyse.calibration")[f"{PACKAGE}.analyse.stats"][-1] == \
         f"{PACKAGE}.analyse.stats"
+    # an old import path is an alias, staged with what it aliases
+    assert alias_target(f"{PACKAGE}.sweep") == sweep and stage_of(f"{PACKAGE}.sweep") == "measure"
+    # the stage of a subpackage's module is the subpackage's
+    assert stage_of(f"{PACKAGE}.record.journal") == "record"
+    assert stage_of(f"{PACKAGE}.chapters.audit") == "chapters"
+
+
+def test_the_cycle_finder_finds_a_cycle(monkeypatch):
+    fake = {f"{PACKAGE}.a": {f"{PACKAGE}.b"}, f"{PACKAGE}.b": {f"{PACKAGE}.a"},
+            f"{PACKAGE}.c": {f"{PACKAGE}.a"}}
+    monkeypatch.setattr(sys.modules[__name__], "package_modules", lambda: sorted(fake),
+                        raising=True)
+    monkeypatch.setattr(sys.modules[__name__], "package_imports", lambda m: fake[m],
+                        raising=True)
+    assert cycles() == [[f"{PACKAGE}.a", f"{PACKAGE}.b"]]

@@ -17,9 +17,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attn_analysis import candidates as cands
+from attn_analysis.measure import candidates as cands
 from attn_analysis.analyse import catalog
-from attn_analysis import peers
+from attn_analysis.measure import peers
 from attn_analysis.configs import Config
 
 TINY = Config(2, 3, 33, 64)

@@ -14,7 +14,8 @@ import pandas as pd
 import pytest
 
 from attn_analysis.analyse import bootstrap, calibration, comparisons, kernel_evidence, stats
-from attn_analysis import record, sweep
+from attn_analysis import record
+from attn_analysis.measure import sweep
 from attn_analysis.configs import Config
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from attn_analysis import run_lock
+from attn_analysis.measure import run_lock
 from conftest import alive, wait_dead
 
 REPO = Path(__file__).resolve().parents[1]

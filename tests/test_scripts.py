@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from attn_analysis.record import checks
-from attn_analysis import timing
+from attn_analysis.measure import timing
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = sorted((ROOT / "scripts").glob("*.py"))

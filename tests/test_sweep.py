@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from attn_analysis import record, run_lock, sweep
+from attn_analysis import record
+from attn_analysis.measure import run_lock, sweep
 from attn_analysis.record import journal
 from attn_analysis.configs import Config
 

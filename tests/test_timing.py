@@ -1,4 +1,4 @@
-"""Tests for attn_analysis.timing on the CPU: wall clock, stopping rule, validation, processes.
+"""Tests for attn_analysis.measure.timing on the CPU: wall clock, stopping rule, validation, processes.
 
 Most tests replace the module's host clock (``timing._now_ns``) with a fake one that only
 moves when the timed function runs, so each sample's time and the budget are exact.
@@ -13,7 +13,7 @@ import time
 import numpy as np
 import pytest
 
-from attn_analysis import timing
+from attn_analysis.measure import timing
 from attn_analysis.analyse.intervals import median_ci
 
 

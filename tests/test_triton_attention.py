@@ -29,7 +29,7 @@ if os.environ.get("ATTN_REQUIRE_TRITON") != "1":
                                          "through its interpreter (pip install -r "
                                          "requirements-test.txt)", exc_type=ImportError)
 
-from attn_analysis import triton_attention as ta  # noqa: E402
+from attn_analysis.measure import triton_attention as ta  # noqa: E402
 
 # (B, H, S, D, causal, config or None, sm_scale or None, path). Odd S, S below one block,
 # BLOCK_M != BLOCK_N both ways (the causal diagonal then spans part of a tile), B*H > 1.

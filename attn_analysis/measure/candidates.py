@@ -17,8 +17,8 @@ from typing import Callable, ContextManager
 import torch
 import torch.nn.functional as F
 
-from .analyse import catalog
-from .configs import DEVICES, LAYOUTS, Config
+from ..analyse import catalog
+from ..configs import DEVICES, LAYOUTS, Config
 
 # Relative-error thresholds ||out - ref|| / ||ref|| against a float64 reference, for
 # N(0, 1) inputs. fp16 keeps 11 significant bits (unit roundoff 4.9e-4), bf16 keeps 8

@@ -16,11 +16,11 @@ import numpy as np
 import pandas as pd
 
 from . import claim_table
-from .analyse import (bootstrap, comparisons, kernel_evidence, latency_tables, reference,
-                      reports_statistics, sample_groups, stats, workload)
-from . import state_of_the_art as sota
+from ..analyse import (bootstrap, comparisons, kernel_evidence, latency_tables, reference,
+                       reports_statistics, sample_groups, stats, workload)
+from .. import state_of_the_art as sota
 from .audit import S128, S256, S512, Calibration, CalibrationRuns, Finding
-from .configs import TARGET, Config
+from ..configs import TARGET, Config
 
 # The order of the claims table: the evidence label of each claim, as book/audit.md lists
 # its rows (cross-document glue pastes each cell on its own, by position).

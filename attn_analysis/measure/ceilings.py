@@ -10,7 +10,7 @@ import statistics
 
 import torch
 
-from .analyse import workload
+from ..analyse import workload
 
 # Sizes per device kind: large enough to fill a GPU, small enough for a CPU test.
 MATMUL_N = {"cuda": 8192, "cpu": 512}

@@ -17,10 +17,11 @@ from typing import Any
 
 import pandas as pd
 
-from .analyse import calibration, gpu_time, protocols, timing_fidelity
+from ..analyse import (calibration, gpu_time, intervals, protocols, provenance,
+                       replay_cost as rc, sample_groups, timing_fidelity)
+from ..configs import TARGET, Config
 from . import claim_table
-from .analyse import intervals, provenance, replay_cost as rc, sample_groups
-from .configs import TARGET, Config
+from .inputs import check_file_iv, runs_iv
 
 EXTRAS_SECTIONS = ("tf32", "chunking", "warmup", "fingerprint")  # what the audit reads
 S128, S256, S512 = Config(32, 8, 128), Config(32, 8, 256), TARGET
@@ -53,7 +54,6 @@ def ks_iv(name: str, value, params=None) -> list[int]:
 def extras_iv(name: str, value, params: dict) -> dict:
     """Check a sealed ``scripts/audit_extras.py`` check file holding every section the
     audit reads (:data:`EXTRAS_SECTIONS`); return its payload."""
-    from .notebook_support import check_file_iv
     doc = check_file_iv("audit_extras")(name, value, params)
     missing = [k for k in EXTRAS_SECTIONS if k not in doc]
     if missing:
@@ -90,7 +90,6 @@ class CalibrationRuns:
 def calibration_runs_iv(name: str, value, params: dict) -> CalibrationRuns:
     """Check comma-separated runs holding ``sdpa``, an A/A control (``protocols.AA_CONTROLS``)
     and spin controls ``sdpa_spin<N>``; return them pooled."""
-    from .notebook_support import runs_iv
     runs = tuple(runs_iv(name, value, params).values())
     samples, kernels = protocols.pool_runs({r.run_id: (r.samples, r.kernels) for r in runs})
     controls = sorted(set(samples["candidate"]) - {"sdpa"})

@@ -43,13 +43,13 @@ class FolderBusy(RuntimeError):
 
 
 def _is_run(path: Path) -> bool:
-    from . import record  # imported here: a worker's die_with_parent needs no pandas
+    from .. import record  # imported here: a worker's die_with_parent needs no pandas
     return any((path / m).exists() for m in (record.PLAN, record.MANIFEST, record.JOURNAL))
 
 
 def _listing(path: Path) -> list[str]:
     """Entries of a folder, ignoring temporary files an interrupted writer left behind."""
-    from . import record
+    from .. import record
     return sorted(p.name for p in path.iterdir()
                   if not p.name.startswith(record.TEMPORARY_PREFIX))
 
@@ -69,7 +69,7 @@ def check_run_folder(path, name: str = "out_dir") -> Path:
     allowed = "a new folder, an empty one, or an existing run folder to resume"
     if full.exists() and not full.is_dir():
         raise ValueError(f"`{name}` must be {allowed}; {str(path)!r} is a file.")
-    from . import record
+    from .. import record
     for parent in full.parents:
         if any((parent / m).is_file() for m in (record.PLAN, record.MANIFEST)):
             raise ValueError(f"`{name}` must be {allowed}; {str(path)!r} lies inside the "

@@ -40,9 +40,9 @@ import time
 
 import numpy as np
 
-from . import _validate
-from .configs import DEVICES, MODES
-from .analyse.intervals import median_ci
+from .. import _validate
+from ..configs import DEVICES, MODES
+from ..analyse.intervals import median_ci
 
 CLOCKS = ("cuda_event", "cpu_wall")
 STOP_REASONS = ("n_samples", "ci_target", "budget", "max_samples")

@@ -1,0 +1,16 @@
+"""Measure: the GPU side of the data flow (the first stage), the only part that imports torch.
+
+One concept a module: :mod:`.env` (the environment lock, the fingerprint, the GPU's
+identity), :mod:`.timing` (the three timers: per call, cold L2, graph replay),
+:mod:`.placement` (fresh inputs behind a random pad, protocol 2), :mod:`.candidates` (the
+registry of implementations and the correctness gate), :mod:`.peers` and :mod:`.controls`
+(third-party kernels and the A/A twin and spin controls, as plugins),
+:mod:`.triton_attention` (our Triton kernel), :mod:`.ceilings` (copy and matmul ceilings),
+:mod:`.run_lock` (one sweep per run folder) and :mod:`.sweep` (the plan, the randomized
+rounds, the resumable runner). It writes through :mod:`attn_analysis.record` and nothing
+below it imports it (``tests/test_layers.py``). Import the modules themselves; torch is
+imported by the modules that need it, not here.
+"""
+
+__all__ = ["env", "timing", "placement", "candidates", "peers", "controls", "triton_attention",
+           "ceilings", "run_lock", "sweep"]
