@@ -21,6 +21,7 @@ def _shape(text: str):
 
 def build_parser() -> argparse.ArgumentParser:
     from .measure import sweep  # torch-free at import, unlike candidates
+    from .analyse.stats import DEFAULT_MARGIN  # torch-free
     from .configs import BASELINE, DEVICES, MATRICES, MODES
     parser = argparse.ArgumentParser(prog="python -m attn_analysis",
                                      description="Measure, verify and show attention runs.")
@@ -94,7 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="configuration key, e.g. B32-H8-S512-D64-fp16; repeat for several "
                          "(default: every configuration of the run)")
     co.add_argument("--mode", default="graph", help="timing mode of the call level (default graph)")
-    co.add_argument("--margin", type=float, default=0.02, help="equivalence margin (default 0.02)")
+    co.add_argument("--margin", type=float, default=DEFAULT_MARGIN,
+                    help=f"equivalence margin (default {DEFAULT_MARGIN})")
     co.add_argument("--resamples", type=int, default=20_000,
                     help="bootstrap resamples per comparison (default 20000)")
     co.add_argument("--attention", action="store_true",
@@ -120,7 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
     ca.add_argument("--interval", default="process-t",
                     help="the design's interval: process-t (default) or bootstrap")
     ca.add_argument("--mode", default="graph", help="timing mode (default graph)")
-    ca.add_argument("--margin", type=float, default=0.02, help="equivalence margin (default 0.02)")
+    ca.add_argument("--margin", type=float, default=DEFAULT_MARGIN,
+                    help=f"equivalence margin (default {DEFAULT_MARGIN})")
     ca.add_argument("--family", type=int, default=1,
                     help="Bonferroni family size each comparison is adjusted for (default 1)")
     ca.add_argument("--resamples", type=int, default=2000,
@@ -245,12 +248,6 @@ def _positive_int(name: str, value: int, minimum: int = 1) -> int:
     return value
 
 
-def _margin(value: float) -> float:
-    if not 0 < value < 1:
-        raise ValueError(f"`--margin` must be a number in (0, 1); got {value}.")
-    return value
-
-
 def _choice(name: str, value: str, allowed: tuple) -> str:
     if value not in allowed:
         raise ValueError(f"`{name}` must be one of {allowed}; got {value!r}.")
@@ -261,7 +258,7 @@ def cmd_compare(args) -> int:
     import json
     from .analyse import comparisons, stats
     from . import record
-    _margin(args.margin)
+    stats.margin_iv(args.margin, "--margin")
     _positive_int("--resamples", args.resamples, 100)
     _choice("--interval", args.interval, stats.INTERVAL_METHODS)
     run = record.load(args.run)
@@ -288,7 +285,7 @@ def cmd_calibrate(args) -> int:
     import json
     from .analyse import calibration, protocols, stats
     from . import record
-    _margin(args.margin)
+    stats.margin_iv(args.margin, "--margin")
     _positive_int("--processes", args.processes)
     _positive_int("--family", args.family)
     _positive_int("--resamples", args.resamples, 100)

@@ -24,7 +24,7 @@ from typing import NamedTuple
 import pandas as pd
 
 from . import _validate, configs, record
-from .analyse import provenance
+from .analyse import provenance, stats
 from .chapters.inputs import (check_file_iv, load_runs, protocol2_runs_iv,  # noqa: F401
                               recorded_run_iv, recorded_runs_iv, repo_file_iv, run_iv,
                               runs_iv)
@@ -270,6 +270,12 @@ def glue_figure(key: str, fig) -> None:
 def small_fraction_iv(name: str, value, params=None) -> float:
     """Check a number in (0, 0.5): an equivalence margin or a test's level."""
     return fraction_iv(name, value, 0.5)
+
+
+def margin_iv(name: str, value, params=None) -> float:
+    """Check an equivalence margin as the analysis does (``stats.margin_iv``: a number in
+    ``stats.MARGIN_RANGE``)."""
+    return stats.margin_iv(value, name)
 
 
 def count_iv(name: str, value, params=None) -> int:

@@ -32,7 +32,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormat
 from . import _validate
 from .analyse import workload
 from .configs import Config
-from .analyse.stats import Verdict
+from .analyse.stats import Verdict, margin_iv
 
 VERDICT_COLORS = {Verdict.FASTER.value: "#1b9e77", Verdict.FASTER_WITHIN_MARGIN.value: "#66c2a5",
                   Verdict.EQUIVALENT.value: "#7570b3", Verdict.INCONCLUSIVE.value: "#999999",
@@ -764,7 +764,7 @@ def speedup_by_seq_len(table: pd.DataFrame, margin: float, level: str = "call",
     """
     df = _frame_iv("table", table, ("machine", "label", "level", "seq_len", "head_dim",
                                     "causal", "speedup", "ci_low", "ci_high", "n_processes"))
-    _validate.number_in("margin", margin)
+    margin_iv(margin)
     df = _frame_iv(f"table (level {level!r})", df[df["level"] == level], ("level",))
     machines = sorted(df["machine"].unique())
     panels = sorted({(int(d), bool(c)) for d, c in zip(df["head_dim"], df["causal"])})

@@ -30,7 +30,7 @@ measure = False           # True measures a new run on this machine first
                           # samples and run_id, as declared in 03_matrix
 n_resamples = 1000        # bootstrap resamples per interval
 config = ""               # configuration key; empty for B32-H8-S512-D64-fp16 if recorded
-margin = 0.02             # equivalence margin on the speedup ratio, in (0, 0.5)
+margin = 0.02             # equivalence margin on the speedup ratio, in (0, 1)
 graph_check = "data/checks/graph_variability_h100.json"  # scripts/graph_variability.py output
 replication = "h200-target-p2-m2"  # the same plan on a second GPU of the same model;
                                    # empty skips the sections that need it
@@ -41,7 +41,7 @@ sys.path.insert(0, str(next(p for p in pathlib.Path("_").resolve().parents if (p
 from attn_analysis import notebook_support as nbs
 
 root, params, runs, catalog, lead, R = nbs.prelude(
-    globals(), config=nbs.config_iv, margin=nbs.small_fraction_iv,
+    globals(), config=nbs.config_iv, margin=nbs.margin_iv,
     graph_check=nbs.check_file_iv("graph_variability", optional=True),
     replication=nbs.recorded_run_iv)
 

@@ -52,7 +52,7 @@ from attn_analysis.chapters import audit
 from attn_analysis import notebook_support as nbs
 
 root, params = nbs.parameters(
-    globals(), ks=audit.ks_iv, margin=nbs.small_fraction_iv, alpha=nbs.small_fraction_iv,
+    globals(), ks=audit.ks_iv, margin=nbs.margin_iv, alpha=nbs.small_fraction_iv,
     n_resamples=nbs.resamples_iv, extras=audit.extras_iv,
     anatomy=nbs.check_file_iv("graph_anatomy"), calibration_run=audit.calibration_runs_iv,
     lead_run=nbs.run_iv, triton_run=nbs.run_iv, sota_runs=nbs.names_iv)

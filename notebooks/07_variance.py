@@ -34,7 +34,7 @@ import pathlib, sys  # this repository's package first, whichever copy is instal
 sys.path.insert(0, str(next(p for p in pathlib.Path("_").resolve().parents if (p / "attn_analysis").is_dir())))
 from attn_analysis import notebook_support as nbs
 
-root, params = nbs.parameters(globals(), margin=nbs.small_fraction_iv,
+root, params = nbs.parameters(globals(), margin=nbs.margin_iv,
                               n_resamples=nbs.resamples_iv,
                               decomposition_runs=nbs.protocol2_runs_iv,
                               target_runs=nbs.protocol2_runs_iv)

@@ -37,7 +37,7 @@ import pathlib, sys  # this repository's package first, whichever copy is instal
 sys.path.insert(0, str(next(p for p in pathlib.Path("_").resolve().parents if (p / "attn_analysis").is_dir())))
 from attn_analysis import notebook_support as nbs
 
-root, params = nbs.parameters(globals(), processes=nbs.count_iv, margin=nbs.small_fraction_iv,
+root, params = nbs.parameters(globals(), processes=nbs.count_iv, margin=nbs.margin_iv,
                               family_run=nbs.run_iv, n_resamples=nbs.resamples_iv,
                               calibration_runs=nbs.runs_iv,
                               check_run=nbs.recorded_run_iv,

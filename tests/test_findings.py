@@ -35,7 +35,7 @@ def test_sentence_margin_and_bad_input():
     t = table(("a", 1.0, 0.99, 1.01, "equivalent"))
     assert "within ±5%" in findings.verdict_sentence(t, margin=0.05)
     assert findings.verdict_sentence(table(("sdpa", 1, 1, 1, "equivalent"))).startswith("No ")
-    with pytest.raises(ValueError, match="`margin` must lie in"):
+    with pytest.raises(ValueError, match=r"`margin` must be a number in \(0, 1\)"):
         findings.verdict_sentence(t, margin=1.5)
     with pytest.raises(ValueError, match="lacks columns"):
         findings.verdict_sentence(t.drop(columns="verdict"))

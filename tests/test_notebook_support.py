@@ -157,3 +157,19 @@ def test_prelude_leads_with_the_requested_run_in_the_requested_mode(in_repo, tmp
     with pytest.raises(ValueError, match=r"`mode` 'per_call' was not recorded in run "
                                          r"'h200-kernel-bf16-p2'; it has \['graph'\]"):
         nbs.prelude(dict(ns, mode="per_call"), mode=nbs.mode_iv)
+
+
+@pytest.mark.parametrize("notebook", ("02_fixed_shape.py", "06_audit.py", "07_variance.py",
+                                      "08_calibration.py", "09_state_of_the_art.py"))
+def test_each_notebooks_margin_is_the_analysis_default(notebook):
+    # the margin is declared in each parameters cell (papermill needs a literal); it must be
+    # the one default of the analysis
+    from attn_analysis.analyse.stats import DEFAULT_MARGIN
+    assert parameters_cell(notebook)["margin"] == DEFAULT_MARGIN
+
+
+def test_margin_iv_is_the_analysis_range():
+    assert nbs.margin_iv("margin", 0.5) == 0.5
+    for bad in (0, 1.0, True, "0.02"):
+        with pytest.raises(ValueError, match=r"`margin` must be a number in \(0, 1\)"):
+            nbs.margin_iv("margin", bad)

@@ -167,3 +167,10 @@ def test_audit_figures():
     assert "µs" in fig.axes[0].get_ylabel() and LABEL in titles(fig)
     with pytest.raises(ValueError, match="`traces` must hold"):
         P.warmup_traces([], 1, LABEL, TARGET)
+
+
+def test_every_verdict_has_one_colour():
+    # the colours are keyed by stats.Verdict's words: a new verdict needs a colour here
+    from attn_analysis.analyse.stats import VERDICT_ORDER
+    assert sorted(P.VERDICT_COLORS) == sorted(VERDICT_ORDER)
+    assert len(set(P.VERDICT_COLORS.values())) == len(VERDICT_ORDER)

@@ -21,6 +21,7 @@ import pandas as pd
 from .. import _validate
 from ..configs import BASELINE
 from . import bootstrap, stats
+from .stats import DEFAULT_MARGIN, margin_iv
 from .intervals import ConfidenceInterval, binomial_rate_ci, median_ci, ratio_t_ci
 from .kernel_evidence import KERNEL_KEYS
 from .protocols import (AA_CONTROLS, PROTOCOL_A, PROTOCOL_B, _by_process,
@@ -229,7 +230,7 @@ def _truth(samples: pd.DataFrame, baseline: str, candidates, mode: str, config) 
 
 def design_calibration(samples: pd.DataFrame, kernels: pd.DataFrame | None = None,
                        baseline: str = BASELINE, mode: str = "graph", k: int = 2,
-                       margin: float = 0.02, n_comparisons: int = 1, alpha: float = 0.05,
+                       margin: float = DEFAULT_MARGIN, n_comparisons: int = 1, alpha: float = 0.05,
                        n_resamples: int = 2000, seed: int = 42, confidence: float = 0.95,
                        config=None, method: str = stats.DEFAULT_INTERVAL) -> pd.DataFrame:
     """False-positive rate, power and coverage of the comparison design, from measured

@@ -21,6 +21,7 @@ import pandas as pd
 from .. import _validate
 from ..configs import BASELINE, MODES
 from . import catalog, stats
+from .stats import DEFAULT_MARGIN, margin_iv
 from .kernel_evidence import kernel_split
 from .sample_groups import paired_groups, process_groups, with_config_fields
 
@@ -54,7 +55,7 @@ def _iv(run_samples, placements, baseline, modes, configs, margin, confidence, a
     if not isinstance(baseline, str) or baseline not in present:
         raise ValueError(f"`baseline` must be one of {present}; got {baseline!r}.")
     configs = [configs] if isinstance(configs, str) else configs
-    _validate.number_in("margin", margin)
+    margin_iv(margin)
     _validate.number_in("confidence", confidence)
     _validate.number_in("alpha", alpha, 0.0, 0.5)
     _validate.integer("n_resamples", n_resamples, 100)
@@ -167,7 +168,7 @@ def plan_comparisons(samples: pd.DataFrame, placements: pd.DataFrame | None,
 
 def speedup_table(samples: pd.DataFrame, placements: pd.DataFrame | None = None,
                   baseline: str = BASELINE, mode="graph", configs=None, candidates=None,
-                  margin: float = 0.02, confidence: float = 0.95, alpha: float = 0.05,
+                  margin: float = DEFAULT_MARGIN, confidence: float = 0.95, alpha: float = 0.05,
                   n_resamples: int = 20_000, seed: int = 42,
                   kernels: pd.DataFrame | None = None, n_comparisons: int | None = None,
                   method: str = stats.DEFAULT_INTERVAL,
@@ -266,7 +267,7 @@ def _self_groups(samples: pd.DataFrame, baseline: str, modes, configs) -> list:
             if len(g)]
 
 
-def target_family(run, config: str, baseline: str = BASELINE, margin: float = 0.02,
+def target_family(run, config: str, baseline: str = BASELINE, margin: float = DEFAULT_MARGIN,
                   confidence: float = 0.95) -> pd.DataFrame:
     """The family of comparisons a chapter reports from one run at one configuration:
     every candidate against ``baseline`` at the call level in every recorded timing mode
@@ -355,7 +356,8 @@ def verdict_counts(speedups: pd.DataFrame, baseline: str = BASELINE,
 
 
 def kernel_vs_library(samples: pd.DataFrame, kernel: str = "triton",
-                      libraries=catalog.SDPA_BACKENDS, mode: str = "graph", margin: float = 0.02,
+                      libraries=catalog.SDPA_BACKENDS, mode: str = "graph",
+                      margin: float = DEFAULT_MARGIN,
                       n_resamples: int = 2000, seed: int = 42,
                       n_comparisons: int | None = None) -> pd.DataFrame:
     """Per configuration: ``kernel`` against the fastest of ``libraries`` (lowest median).

@@ -11,11 +11,8 @@ from __future__ import annotations
 import pandas as pd
 
 from ..configs import BASELINE
-from .stats import Verdict
+from .stats import DEFAULT_MARGIN, VERDICT_ORDER, Verdict, margin_iv
 
-VERDICT_ORDER = tuple(v.value for v in (
-    Verdict.FASTER, Verdict.FASTER_WITHIN_MARGIN, Verdict.EQUIVALENT,
-    Verdict.SLOWER_WITHIN_MARGIN, Verdict.SLOWER, Verdict.INCONCLUSIVE, Verdict.UNDECIDED))
 # Verdicts that leave the claim open: the interval could not tell, or sat on a boundary.
 OPEN = (Verdict.INCONCLUSIVE.value, Verdict.UNDECIDED.value)
 _COLUMNS = ("candidate", "speedup", "ci_low", "ci_high", "verdict")
@@ -49,8 +46,8 @@ def describe(row) -> str:
             f"{row['ci_low']:.3f}–{row['ci_high']:.3f})")
 
 
-def verdict_sentence(speedups: pd.DataFrame, baseline: str = BASELINE, margin: float = 0.02
-                     ) -> str:
+def verdict_sentence(speedups: pd.DataFrame, baseline: str = BASELINE,
+                     margin: float = DEFAULT_MARGIN) -> str:
     """One sentence: which candidates were faster than, equivalent to, slower than
     ``baseline`` or inconclusive, naming the faster and equivalent ones with their intervals.
 
@@ -58,8 +55,7 @@ def verdict_sentence(speedups: pd.DataFrame, baseline: str = BASELINE, margin: f
     own row, if present, is left out.
     """
     df = _table_iv(speedups)
-    if not 0 < margin < 1:
-        raise ValueError(f"`margin` must lie in (0, 1); got {margin!r}.")
+    margin = margin_iv(margin)
     df = df[df["candidate"] != baseline].sort_values("speedup", ascending=False)
     if df.empty:
         return f"No candidate other than {baseline} was measured."
@@ -113,7 +109,8 @@ def negative_result_verdict(speedups: pd.DataFrame, same_kernel_candidates=(),
             f"apart from {baseline} nor shown equivalent")
 
 
-def kernel_answer(table: pd.DataFrame, baseline: str = BASELINE, margin: float = 0.02) -> str:
+def kernel_answer(table: pd.DataFrame, baseline: str = BASELINE,
+                  margin: float = DEFAULT_MARGIN) -> str:
     """The title question at one configuration, from a :func:`comparisons.speedup_table`
     holding both levels: does any candidate run a faster kernel *and* a faster call?
 

@@ -20,6 +20,7 @@ import pandas as pd
 from .. import _validate
 from ..configs import BASELINE, CONFIG_FIELDS, MODES, TARGET, Config
 from . import bootstrap, workload
+from .stats import Verdict
 from .sample_groups import process_groups, with_config_fields
 
 __all__ = ["SWEEP_AXES", "latency_table", "fastest_table", "throughput_table", "sweep_table"]
@@ -84,7 +85,7 @@ def fastest_table(latency: pd.DataFrame, speedups: pd.DataFrame, mode: str = "gr
         base = g[g["candidate"] == baseline]
         s = spd[(spd["config"] == config)]
         hit = s[s["candidate"] == best["candidate"]]
-        faster = s[(s["verdict"] == "faster") & (s["candidate"] != baseline)]
+        faster = s[(s["verdict"] == Verdict.FASTER.value) & (s["candidate"] != baseline)]
         rows.append({
             "config": config, "mode": mode, "fastest": best["candidate"],
             "median_ms": best["median_ms"], "ci_low_ms": best["ci_low_ms"],

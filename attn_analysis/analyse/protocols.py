@@ -22,6 +22,7 @@ import pandas as pd
 from .. import _validate
 from ..configs import BASELINE
 from . import reports_statistics, stats
+from .stats import DEFAULT_MARGIN, margin_iv
 from .kernel_evidence import KERNEL_KEYS
 from .sample_groups import process_groups
 
@@ -240,7 +241,7 @@ def protocol_a_decisions(samples: pd.DataFrame, baseline: str = BASELINE, candid
 
 
 def protocol_b_decisions(samples: pd.DataFrame, baseline: str = BASELINE, candidates=None,
-                         mode: str = "graph", k: int = 3, margin: float = 0.02,
+                         mode: str = "graph", k: int = 3, margin: float = DEFAULT_MARGIN,
                          n_resamples: int = 2000, seed: int = 42, config=None,
                          n_comparisons: int = 1, method: str = stats.DEFAULT_INTERVAL
                          ) -> pd.DataFrame:
@@ -283,7 +284,7 @@ def protocol_b_decisions(samples: pd.DataFrame, baseline: str = BASELINE, candid
     """
     df = _validate.samples(samples)
     k = _validate.integer("k", k, 1)
-    margin = _validate.number_in("margin", margin)
+    margin = margin_iv(margin)
     n_resamples = _validate.integer("n_resamples", n_resamples, 1)
     seed = _validate.integer("seed", seed, 0)
     df, config, candidates = _select_iv(df, baseline, candidates, mode, config)

@@ -41,6 +41,7 @@ from scipy import stats as _st
 
 from .. import _validate
 from . import bootstrap, intervals
+from .stats import DEFAULT_MARGIN, margin_iv
 
 METHODS = ("process-t", "welch", "bootstrap", "cluster-bootstrap", "hybrid")
 COLUMNS = ("scenario", "level", "method", "processes", "placements", "samples",
@@ -157,7 +158,7 @@ def _study_iv(scenarios, processes, methods, n_reps, effect, power_effect, margi
     _validate.positive_integer("n_reps", n_reps)
     _validate.finite("effect", effect)
     _validate.finite("power_effect", power_effect)
-    _validate.number_in("margin", margin)
+    margin_iv(margin)
     _validate.number_in("confidence", confidence)
     _validate.integer("n_resamples", n_resamples, 100)
     _validate.integer("seed", seed, 0)
@@ -165,7 +166,7 @@ def _study_iv(scenarios, processes, methods, n_reps, effect, power_effect, margi
 
 
 def interval_study(scenarios, processes=(2, 4, 8), methods=METHODS, n_reps: int = 1000,
-                   effect: float = 0.02, power_effect: float = 0.03, margin: float = 0.02,
+                   effect: float = 0.02, power_effect: float = 0.03, margin: float = DEFAULT_MARGIN,
                    confidence: float = 0.95, n_resamples: int = 1000,
                    seed: int = 20240622) -> pd.DataFrame:
     """Coverage, A/A false-positive rate and power of each method, by simulation.

@@ -19,8 +19,15 @@ from .. import _validate
 from . import bootstrap
 from .intervals import RatioCI, as_ratio_ci, log_ratio_t
 
-__all__ = ["INTERVAL_METHODS", "DEFAULT_INTERVAL", "PRINT_PRECISION", "MC_Z", "TOSTResult",
-           "Verdict", "Comparison", "tost_ratio", "decide", "compare"]
+__all__ = ["INTERVAL_METHODS", "DEFAULT_INTERVAL", "DEFAULT_MARGIN", "MARGIN_RANGE",
+           "PRINT_PRECISION", "MC_Z", "TOSTResult", "Verdict", "VERDICT_ORDER", "Comparison",
+           "margin_iv", "tost_ratio", "decide", "compare"]
+
+# The equivalence margin on a speedup: "no difference" means the interval lies inside
+# (1 - margin, 1 + margin). Every function that judges by it defaults to DEFAULT_MARGIN and
+# accepts a margin in the open interval MARGIN_RANGE (checked by :func:`margin_iv`).
+DEFAULT_MARGIN = 0.02
+MARGIN_RANGE = (0.0, 1.0)
 
 # The intervals ``compare`` can judge by: the t-interval over processes (the default, chosen
 # by ``simulation.interval_study``) and the hierarchical percentile bootstrap it replaced.
@@ -60,6 +67,16 @@ class Verdict(enum.Enum):
     SLOWER = "slower"
     INCONCLUSIVE = "inconclusive"
     UNDECIDED = "undecided at this precision"
+
+
+# The verdicts in reading order (the declaration order above): tables and sentences list
+# them so, from the clearest win to the open outcomes.
+VERDICT_ORDER = tuple(v.value for v in Verdict)
+
+
+def margin_iv(margin, name: str = "margin") -> float:
+    """Check an equivalence margin: a number in the open interval ``MARGIN_RANGE``."""
+    return _validate.number_in(name, margin, *MARGIN_RANGE)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,7 +145,7 @@ def tost_ratio(baseline, candidate, margin: float, alpha: float = 0.05,
     True
     """
     base, cand, n_resamples, rng = _validate.ratio_arms(baseline, candidate, n_resamples, seed)
-    margin = _validate.number_in("margin", margin, 0.0, 1.0)
+    margin = margin_iv(margin)
     alpha = _validate.number_in("alpha", alpha, 0.0, 0.5)
     ratio, reps = bootstrap.ratio_replicates(base, cand, n_resamples, rng)
     return _tost_from(ratio, reps, alpha, margin, base, cand)
@@ -160,7 +177,7 @@ def _reason(verdict: Verdict, span: str, lower: float, upper: float) -> str:
                                   f"not beyond it"}[verdict]
 
 
-def decide(ci: RatioCI, margin: float = 0.02, precision: float = PRINT_PRECISION,
+def decide(ci: RatioCI, margin: float = DEFAULT_MARGIN, precision: float = PRINT_PRECISION,
            tost: TOSTResult | None = None) -> Comparison:
     """The verdict rule of :func:`compare`, applied to an interval already computed.
 
@@ -170,7 +187,7 @@ def decide(ci: RatioCI, margin: float = 0.02, precision: float = PRINT_PRECISION
     interval each end's tolerance is at least ``MC_Z`` times its Monte Carlo standard
     error. See :func:`compare` for the rule.
     """
-    margin = _validate.number_in("margin", margin, 0.0, 1.0)
+    margin = margin_iv(margin)
     precision = _validate.finite("precision", precision)
     if not isinstance(ci, RatioCI):
         raise ValueError(f"`ci` must be an intervals.RatioCI; got {type(ci).__name__}.")
@@ -206,7 +223,7 @@ def decide(ci: RatioCI, margin: float = 0.02, precision: float = PRINT_PRECISION
     return Comparison(verdict, reason, ci, tost)
 
 
-def compare(baseline, candidate, margin: float = 0.02, confidence: float = 0.95,
+def compare(baseline, candidate, margin: float = DEFAULT_MARGIN, confidence: float = 0.95,
             alpha: float = 0.05, n_resamples: int = 10_000, seed: int | None = 42,
             n_comparisons: int = 1, method: str = DEFAULT_INTERVAL,
             precision: float = PRINT_PRECISION, paired: bool = True) -> Comparison:
@@ -283,7 +300,7 @@ def compare(baseline, candidate, margin: float = 0.02, confidence: float = 0.95,
     """
     base, cand, n_resamples, rng = _validate.ratio_arms(baseline, candidate, n_resamples, seed)
     confidence = _validate.confidence(confidence)
-    margin = _validate.number_in("margin", margin, 0.0, 1.0)
+    margin = margin_iv(margin)
     alpha = _validate.number_in("alpha", alpha, 0.0, 0.5)
     m = _validate.positive_integer("n_comparisons", n_comparisons)
     method = _validate.choice("method", method, INTERVAL_METHODS)

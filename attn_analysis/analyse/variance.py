@@ -27,6 +27,7 @@ import pandas as pd
 
 from .. import _validate
 from . import stats
+from .stats import DEFAULT_MARGIN
 from ..configs import BASELINE, MODES
 
 FACTORS = ("machine", "process", "placement", "replay")
@@ -318,7 +319,7 @@ def _nested_arm(rows: pd.DataFrame, level: str, processes) -> list:
 
 def speedup_by_level(placements: pd.DataFrame, samples: pd.DataFrame, config: str,
                      baseline: str = BASELINE, candidate: str = "eager_compiled",
-                     modes=None, margin: float = 0.02, n_resamples: int = 10_000,
+                     modes=None, margin: float = DEFAULT_MARGIN, n_resamples: int = 10_000,
                      seed: int | None = 42, n_comparisons=None) -> pd.DataFrame:
     """Speedup ``baseline / candidate`` on each machine, at call level in each mode and at
     kernel level, with :func:`stats.compare`'s interval and verdict.
