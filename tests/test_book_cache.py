@@ -193,8 +193,8 @@ def _toy_book(tmp_path) -> Path:
     (book / "_config.yml").write_text(_CONFIG.format(repo=REPO))
     (book / "_toc.yml").write_text("format: jb-book\nroot: nb\n")
     code = (f"import sys\nsys.path.insert(0, {str(REPO)!r})\n"
-            "from attn_analysis import records\n"
-            "run = records.load('data/runs/run-a')\nprint(len(run.samples), 'samples')")
+            "from attn_analysis import record\n"
+            "run = record.load('data/runs/run-a')\nprint(len(run.samples), 'samples')")
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Toy"),
                                          nbformat.v4.new_code_cell(code)])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
