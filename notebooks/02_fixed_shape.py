@@ -45,10 +45,9 @@ root, params, runs, catalog, lead, R = nbs.prelude(
     graph_check=nbs.check_file_iv("graph_variability", optional=True),
     replication=nbs.recorded_run_iv)
 
-import numpy as np
 import pandas as pd
 from attn_analysis.analyse import (findings, kernel_evidence, latency_tables, provenance, reference,
-                                   reports_statistics, sample_groups, stats)
+                                   sample_groups, stats)
 from attn_analysis import configs, plots, tables
 from attn_analysis.analyse import replay_cost as rc
 from attn_analysis.configs import TARGET
@@ -89,17 +88,13 @@ nbs.glue_text("fx_mode", main_mode)
 
 # %% tags=["remove-cell"]
 from attn_analysis.analyse import comparisons
+from attn_analysis.chapters import fixed_shape as fx
 from attn_analysis.measure.controls import CONTROL_NAMES as _CONTROLS
 
 spin_controls = [c for c in _CONTROLS if c != "sdpa_twin"]
 v2_runs = [r for r in (lead, replication) if r and runs[r].protocol == 2
            and config in set(runs[r].samples["config"]) and "graph" in set(runs[r].samples["mode"])]
-
-
-def _gpu(run):
-    uuids = sorted({fp.get("gpu_uuid") or "unknown" for fp in
-                    run.fingerprint.get("trials", {}).values()})
-    return "GPU " + ",".join(u.replace("GPU-", "")[:8] for u in uuids)
+_gpu = fx.gpu_label
 
 
 # One family per run: every candidate at the call level in each recorded timing mode and
@@ -114,40 +109,21 @@ for rid in v2_runs:
 
 
 def family_note(rid):
-    """The family a run's intervals belong to, for captions and prose."""
-    if rid not in family_m:
-        return "95 % interval (one comparison, no family)"
-    ms = list(dict.fromkeys(families[rid].loc[families[rid]["level"] == "call", "mode"]))
-    modes = ms[0] if len(ms) == 1 else ", ".join(ms[:-1]) + " and " + ms[-1]
-    return (f"family-wise 95 % t-interval over processes, Bonferroni over m = {family_m[rid]} "
-            f"(run {rid}: every candidate per call in {modes} mode and per kernel)")
+    return fx.family_note(families, rid)
 
 
 nbs.glue_text("fx_family_lead", family_note(lead))
 if two_level:
-    first = two_level[v2_runs[0]]
     nbs.glue_text("fx2_m", family_m[v2_runs[0]])
     nbs.glue_text("fx2_conf", 1 - 0.05 / family_m[v2_runs[0]])
     for i, rid in enumerate(v2_runs, start=1):
-        t = two_level[rid].set_index(["candidate", "level"])
         nbs.glue_text(f"fx2_run{i}", rid)
         nbs.glue_text(f"fx2_family{i}", family_note(rid))
         nbs.glue_text(f"fx2_gpu{i}", _gpu(runs[rid]))
-        nbs.glue_text(f"fx2_procs{i}", int(t["n_processes"].min()))
-        nbs.glue_text(f"fx2_places{i}", int(t["n_placements"].min() / t["n_processes"].min()))
-        nbs.glue_text(f"fx2_sdpa_us{i}", float(t["baseline_ms"].iloc[0]) * 1e3)
         nbs.glue_text(f"fx2_answer{i}", findings.kernel_answer(
             two_level[rid][~two_level[rid]["candidate"].isin(spin_controls + ["sdpa_twin"])],
             margin=float(margin)))
-        for cand in ("eager_compiled", "triton", "sdpa_twin", "sdpa_cudnn", "sdpa_flash"):
-            for level in ("call", "kernel"):
-                if (cand, level) in t.index:
-                    row = t.loc[(cand, level)]
-                    key = f"fx2_{cand}_{level}{i}"
-                    nbs.glue_text(key, row["speedup"])
-                    nbs.glue_text(key + "_lo", row["ci_low"])
-                    nbs.glue_text(key + "_hi", row["ci_high"])
-                    nbs.glue_text(key + "_v", row["verdict"])
+        nbs.glue_values("fx2_", fx.run_values(two_level[rid], str(i)))
     if len(v2_runs) == 2:
         a, b = (two_level[r]["baseline_ms"].iloc[0] for r in v2_runs)
         nbs.glue_text("fx2_machine_pct", (b / a - 1) * 100)
@@ -208,16 +184,7 @@ else:
 # %% tags=["remove-input"]
 if two_level:
     _t = two_level[v2_runs[0]]
-    _t = _t[~_t["candidate"].isin(spin_controls)]
-    _wide = _t.pivot(index="candidate", columns="level", values=["speedup", "ci_low", "ci_high",
-                                                                  "verdict"])
-    _short = pd.DataFrame({"candidate": _wide.index})
-    for level in ("call", "kernel"):
-        if ("speedup", level) in _wide.columns:
-            _short[f"{level} speedup (×)"] = tables.with_interval(
-                _wide[("speedup", level)], _wide[("ci_low", level)], _wide[("ci_high", level)])
-            _short[f"{level} verdict"] = _wide[("verdict", level)].to_numpy()
-    tables.show(_short, f"Speedup over sdpa at {config}, call level (graph replay) and kernel "
+    tables.show(fx.two_level_table(_t[~_t["candidate"].isin(spin_controls)]), f"Speedup over sdpa at {config}, call level (graph replay) and kernel "
                 f"level (profiler kernel time), intervals in parentheses: "
                 f"{family_note(v2_runs[0])} ({_gpu(runs[v2_runs[0]])}). Both runs' whole "
                 f"families, every column, are in the CSV.", name="tbl-fixed-two-levels",
@@ -245,30 +212,23 @@ kernels = kernel_evidence.kernel_table(R.kernels) if len(R.kernels) else pd.Data
 family = kernels.loc[kernels["config"] == config, "family"] if len(kernels) else []
 nbs.glue_text("fx_sdpa_family", family.iloc[0] if len(family) else "a kernel not profiled")
 
-nbs.glue_text("fx_sdpa_ms", base_lat["median_ms"])
-nbs.glue_text("fx_sdpa_lo", base_lat["ci_low_ms"])
-nbs.glue_text("fx_sdpa_hi", base_lat["ci_high_ms"])
-nbs.glue_text("fx_sdpa_us", base_lat["median_ms"] * 1e3)
-nbs.glue_text("fx_n_trials", base_lat["n_trials"])
+nbs.glue_values("fx_", {"sdpa_ms": base_lat["median_ms"], "sdpa_lo": base_lat["ci_low_ms"],
+                        "sdpa_hi": base_lat["ci_high_ms"], "sdpa_us": base_lat["median_ms"] * 1e3,
+                        "n_trials": base_lat["n_trials"]})
 nbs.glue_text("fx_n_candidates", len(others))
-for v in ("faster", "equivalent", "slower", "inconclusive"):
-    nbs.glue_text(f"fx_n_{v}", int(counts.get(v, 0)))
-nbs.glue_text("fx_best", best)
-nbs.glue_text("fx_best_speedup", others.loc[best, "speedup"])
-nbs.glue_text("fx_best_lo", others.loc[best, "ci_low"])
-nbs.glue_text("fx_best_hi", others.loc[best, "ci_high"])
-nbs.glue_text("fx_best_verdict", others.loc[best, "verdict"])
+for v in (stats.Verdict.FASTER, stats.Verdict.EQUIVALENT, stats.Verdict.SLOWER,
+          stats.Verdict.INCONCLUSIVE):
+    nbs.glue_text(f"fx_n_{v.value}", int(counts.get(v.value, 0)))
+nbs.glue_values("fx_best", {"": best, "_speedup": others.loc[best, "speedup"],
+                            "_lo": others.loc[best, "ci_low"], "_hi": others.loc[best, "ci_high"],
+                            "_verdict": others.loc[best, "verdict"]})
 nbs.glue_text("fx_self_lo", self_cmp["ci_low"])
 nbs.glue_text("fx_self_hi", self_cmp["ci_high"])
 nbs.glue_text("fx_self_resolvable", self_cmp["resolvable_margin"])
 nbs.glue_text("fx_self_verdict", self_cmp["verdict"])
 nbs.glue_text("fx_min_resolvable", others["resolvable_margin"].min())
 nbs.glue_text("fx_finding", findings.verdict_sentence(others.reset_index(), margin=float(margin)))
-twin = controls.loc["sdpa_twin"] if "sdpa_twin" in controls.index else None
-nbs.glue_text("fx_twin", "the run has no A/A twin" if twin is None else
-              f"the A/A twin (the default dispatch built and timed again as a separate "
-              f"candidate) is {twin['verdict']}, speedup {twin['speedup']:.3f} "
-              f"(family-wise interval {twin['ci_low']:.3f}–{twin['ci_high']:.3f})")
+nbs.glue_text("fx_twin", fx.twin_sentence(controls))
 twins_kernels = kernel_evidence.same_kernels(R.kernels, config) if len(R.kernels) else []
 twins_kernels = [c for c in twins_kernels if c not in CONTROL_NAMES]
 nbs.glue_text("fx_same_kernels", ", ".join(twins_kernels) if twins_kernels else "none")
@@ -345,27 +305,14 @@ tables.show(main.reset_index().sort_values("speedup", ascending=False)[
 # `sdpa`, next to our interval over processes and verdict.
 
 # %% tags=["remove-cell"]
-def pooled(candidate):
-    sel = R.samples[(R.samples["config"] == config) & (R.samples["candidate"] == candidate)
-                    & (R.samples["mode"] == main_mode)]
-    return sel["ms"].to_numpy(dtype=float)
-
-
-protocol = {"sdpa vs the same array (the reports' comparison)":
-            reports_statistics.reports_protocol(pooled("sdpa"), pooled("sdpa"))}
-protocol |= {f"sdpa vs {c}": reports_statistics.reports_protocol(pooled("sdpa"), pooled(c))
-             for c in others.index}
-theirs = reports_statistics.reports_protocol_table(protocol)
-ours = others[["ci_low", "ci_high", "verdict"]].rename(
-    columns={"ci_low": "our_ci_low", "ci_high": "our_ci_high", "verdict": "our_verdict"})
-ours.index = [f"sdpa vs {c}" for c in ours.index]
-side_by_side = theirs.set_index("comparison").join(ours)
-same = protocol["sdpa vs the same array (the reports' comparison)"]
+side_by_side, protocol = fx.reports_side_by_side(R.samples, config, main_mode, others)
+same = protocol[fx.REPORTS_SAME]
 nbs.glue_text("fx_rp_same_g", same.hedges_g)
 nbs.glue_text("fx_rp_same_p", same.p_value)
 narrow = side_by_side.dropna(subset=["our_verdict"])
 nbs.glue_text("fx_rp_n_significant", int((narrow["p_value"] < 0.05).sum()))
-nbs.glue_text("fx_rp_n_faster_ours", int((narrow["our_verdict"] == "faster").sum()))
+nbs.glue_text("fx_rp_n_faster_ours",
+              int((narrow["our_verdict"] == stats.Verdict.FASTER.value).sum()))
 # The reports' test against ours where ours finds no difference beyond the margin: each
 # "significant" p-value there is a difference the interval over processes places inside it.
 equivalent = narrow[narrow["our_verdict"] == stats.Verdict.EQUIVALENT.value]
@@ -411,18 +358,7 @@ import json
 gv_path = root / graph_check
 gv = json.loads(gv_path.read_text()) if graph_check and gv_path.exists() else None
 if gv is not None:
-    gv_label = (f"{gv['fingerprint'].get('gpu_name')}, torch "
-                f"{gv['fingerprint'].get('torch_version')}")
-    rows = []
-    for name, medians in gv["recaptures"].items():
-        us = np.array(medians) * 1e3
-        tl = gv["device_timeline"].get(name, {})
-        rows.append({"candidate": name, "captures": len(us), "min_us": us.min(),
-                     "median_us": np.median(us), "max_us": us.max(),
-                     "span_us": tl.get("span_us_per_call"),
-                     "busy_us": tl.get("busy_us_per_call"),
-                     "kernels_per_call": (tl.get("kernels_per_replay") or 0) / 4})
-    gv_table = pd.DataFrame(rows).set_index("candidate")
+    gv_table, gv_label = fx.graph_check_table(gv)
     nbs.glue_text("fx_gv_label", gv_label)
     nbs.glue_text("fx_gv_captures", int(gv_table["captures"].max()))
     nbs.glue_text("fx_gv_range", "; ".join(
@@ -490,21 +426,14 @@ if rep_ok:
     nbs.glue_text("fx_r2_sdpa_ms", base2["median_ms"])
     nbs.glue_text("fx_r2_sdpa_lo", base2["ci_low_ms"])
     nbs.glue_text("fx_r2_sdpa_hi", base2["ci_high_ms"])
-    nbs.glue_text("fx_r2_k", f"{int(k2['k_min'].min())}–{int(k2['k_max'].max())}")
-    k1_same = k1.loc[k1.index.intersection(k2.index)]  # the lead run's k, same candidates
-    nbs.glue_text("fx_r1_k", f"{int(k1_same['k_min'].min())}–{int(k1_same['k_max'].max())}")
+    nbs.glue_text("fx_r2_k", fx.k_range(k2))
+    # the lead run's k, same candidates
+    nbs.glue_text("fx_r1_k", fx.k_range(k1.loc[k1.index.intersection(k2.index)]))
     nbs.glue_text("fx_r2_finding", findings.verdict_sentence(others2.reset_index(),
                                                              margin=float(margin)))
     nbs.glue_text("fx_r2_claim", findings.negative_result_verdict(others2.reset_index(), same2))
-    tw2 = main2.loc["sdpa_twin"] if "sdpa_twin" in main2.index else None
-    nbs.glue_text("fx_r2_twin", "the run has no A/A twin" if tw2 is None else
-                  f"the A/A twin is {tw2['verdict']}, speedup {tw2['speedup']:.3f} "
-                  f"(family-wise interval {tw2['ci_low']:.3f}–{tw2['ci_high']:.3f})")
-    both = (main[["speedup", "ci_low", "ci_high", "verdict"]]
-            .join(main2[["speedup", "ci_low", "ci_high", "verdict"]], how="inner",
-                  lsuffix="_lead", rsuffix="_replication")
-            .join(k1.add_suffix("_lead")).join(k2.add_suffix("_replication"))
-            .drop(index="sdpa"))
+    nbs.glue_text("fx_r2_twin", fx.twin_sentence(main2, explain=False))
+    both = fx.replication_join(main, main2, k1, k2)
 else:
     why = (f"no replication at {config} in graph mode of a run other than {lead}"
            if replication else "no replication run asked for")
@@ -517,14 +446,7 @@ else:
 
 # %% tags=["remove-input"]
 if len(both):
-    short = pd.DataFrame({"candidate": both.index})
-    for r in ("lead", "replication"):
-        short[f"speedup_{r}"] = tables.with_interval(both[f"speedup_{r}"], both[f"ci_low_{r}"],
-                                                     both[f"ci_high_{r}"])
-        short[f"verdict_{r}"] = both[f"verdict_{r}"].to_numpy()
-        short[f"k_{r}"] = [f"{int(a)}–{int(b)}" if a != b else f"{int(a)}" for a, b in
-                           zip(both[f"k_min_{r}"], both[f"k_max_{r}"])]
-    tables.show(short, f"Graph-mode speedup over sdpa at {config} (interval in "
+    tables.show(fx.replication_table(both), f"Graph-mode speedup over sdpa at {config} (interval in "
                 f"parentheses, verdict at ±{margin:.0%}) in the lead run and the "
                 f"replication, each in its own run's family: {family_note(lead)}; "
                 f"{family_note(replication)}; with the calls per replay (k) each ran "

@@ -1,0 +1,169 @@
+"""The fixed-shape chapter (``notebooks/02_fixed_shape.py``): what it computes beyond the
+analysis' tables, so the notebook only calls, glues and shows.
+
+Each function takes frames of loaded runs (``record.Run``) or tables of
+:mod:`attn_analysis.analyse`, and returns a value, a sentence or a short table: the GPUs
+of a run (:func:`gpu_label`), the family its intervals belong to (:func:`family_note`),
+the two-level and replication tables (:func:`two_level_table`, :func:`replication_join`,
+:func:`replication_table`), the reports' statistics beside ours
+(:func:`reports_side_by_side`) and the graph-capture check (:func:`graph_check_table`).
+Torch-free.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .. import tables
+from ..analyse import reports_statistics
+
+__all__ = ["REPORTS_SAME", "QUOTED", "gpu_label", "family_note", "two_level_table",
+           "run_values", "twin_sentence", "k_range", "replication_join",
+           "replication_table", "reports_side_by_side", "graph_check_table"]
+
+# The reports' comparison of one array with itself, the first row of the side-by-side table.
+REPORTS_SAME = "sdpa vs the same array (the reports' comparison)"
+
+
+def gpu_label(run) -> str:
+    """The GPUs a run's processes ran on, by the first 8 characters of their UUIDs:
+    'GPU 1a2b3c4d' ('unknown' where a process recorded none)."""
+    uuids = sorted({fp.get("gpu_uuid") or "unknown" for fp in
+                    run.fingerprint.get("trials", {}).values()})
+    return "GPU " + ",".join(u.replace("GPU-", "")[:8] for u in uuids)
+
+
+def family_note(families: dict, rid: str) -> str:
+    """The family run ``rid``'s intervals belong to, for captions and prose (``families``:
+    run id -> ``comparisons.target_family``; a run outside it has one comparison)."""
+    if rid not in families:
+        return "95 % interval (one comparison, no family)"
+    family = families[rid]
+    m = int(family["n_comparisons"].iloc[0])
+    ms = list(dict.fromkeys(family.loc[family["level"] == "call", "mode"]))
+    modes = ms[0] if len(ms) == 1 else ", ".join(ms[:-1]) + " and " + ms[-1]
+    return (f"family-wise 95 % t-interval over processes, Bonferroni over m = {m} "
+            f"(run {rid}: every candidate per call in {modes} mode and per kernel)")
+
+
+def two_level_table(two_level: pd.DataFrame) -> pd.DataFrame:
+    """One row per candidate: its call-level and kernel-level speedup, each with its
+    interval in parentheses (``tables.with_interval``), and verdict."""
+    wide = two_level.pivot(index="candidate", columns="level",
+                           values=["speedup", "ci_low", "ci_high", "verdict"])
+    short = pd.DataFrame({"candidate": wide.index})
+    for level in ("call", "kernel"):
+        if ("speedup", level) in wide.columns:
+            short[f"{level} speedup (×)"] = tables.with_interval(
+                wide[("speedup", level)], wide[("ci_low", level)], wide[("ci_high", level)])
+            short[f"{level} verdict"] = wide[("verdict", level)].to_numpy()
+    return short
+
+
+def replication_join(lead: pd.DataFrame, replication: pd.DataFrame, k_lead: pd.DataFrame,
+                     k_replication: pd.DataFrame, baseline: str = "sdpa") -> pd.DataFrame:
+    """The candidates both runs compared, side by side: speedup, interval and verdict of
+    each run (``lead`` and ``replication`` indexed by candidate) with the calls per replay
+    each ran with (``k_min``, ``k_max``), the baseline left out."""
+    cols = ["speedup", "ci_low", "ci_high", "verdict"]
+    return (lead[cols].join(replication[cols], how="inner", lsuffix="_lead",
+                            rsuffix="_replication")
+            .join(k_lead.add_suffix("_lead")).join(k_replication.add_suffix("_replication"))
+            .drop(index=baseline))
+
+
+def replication_table(both: pd.DataFrame) -> pd.DataFrame:
+    """:func:`replication_join`'s rows, short: speedup (interval), verdict and k per run."""
+    short = pd.DataFrame({"candidate": both.index})
+    for r in ("lead", "replication"):
+        short[f"speedup_{r}"] = tables.with_interval(both[f"speedup_{r}"], both[f"ci_low_{r}"],
+                                                     both[f"ci_high_{r}"])
+        short[f"verdict_{r}"] = both[f"verdict_{r}"].to_numpy()
+        short[f"k_{r}"] = [f"{int(a)}–{int(b)}" if a != b else f"{int(a)}" for a, b in
+                           zip(both[f"k_min_{r}"], both[f"k_max_{r}"])]
+    return short
+
+
+def reports_side_by_side(samples: pd.DataFrame, config: str, mode: str,
+                         ours: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
+    """The reports' statistics (``reports_statistics.reports_protocol``) on pooled samples of
+    ``mode`` at ``config``, sdpa against itself and against each candidate of ``ours`` (our
+    verdict table, indexed by candidate), joined with our interval and verdict.
+
+    Returns the table, indexed by comparison, and the protocols by comparison."""
+    def pooled(candidate):
+        sel = samples[(samples["config"] == config) & (samples["candidate"] == candidate)
+                      & (samples["mode"] == mode)]
+        return sel["ms"].to_numpy(dtype=float)
+
+    protocol = {REPORTS_SAME: reports_statistics.reports_protocol(pooled("sdpa"),
+                                                                  pooled("sdpa"))}
+    protocol |= {f"sdpa vs {c}": reports_statistics.reports_protocol(pooled("sdpa"), pooled(c))
+                 for c in ours.index}
+    theirs = reports_statistics.reports_protocol_table(protocol)
+    mine = ours[["ci_low", "ci_high", "verdict"]].rename(
+        columns={"ci_low": "our_ci_low", "ci_high": "our_ci_high", "verdict": "our_verdict"})
+    mine.index = [f"sdpa vs {c}" for c in mine.index]
+    return theirs.set_index("comparison").join(mine), protocol
+
+
+def graph_check_table(check: dict) -> tuple[pd.DataFrame, str]:
+    """The graph-capture check of ``scripts/graph_variability.py`` as a table, one row per
+    candidate: time per call over fresh captures (min, median, max, µs) and, over one
+    replayed graph, the span and busy time per call and the kernels per call; with the
+    check's device and torch label."""
+    label = (f"{check['fingerprint'].get('gpu_name')}, torch "
+             f"{check['fingerprint'].get('torch_version')}")
+    rows = []
+    for name, medians in check["recaptures"].items():
+        us = np.array(medians) * 1e3
+        tl = check["device_timeline"].get(name, {})
+        rows.append({"candidate": name, "captures": len(us), "min_us": us.min(),
+                     "median_us": np.median(us), "max_us": us.max(),
+                     "span_us": tl.get("span_us_per_call"),
+                     "busy_us": tl.get("busy_us_per_call"),
+                     "kernels_per_call": (tl.get("kernels_per_replay") or 0) / 4})
+    return pd.DataFrame(rows).set_index("candidate"), label
+
+
+# The candidates whose call- and kernel-level results the chapter's prose quotes.
+QUOTED = ("eager_compiled", "triton", "sdpa_twin", "sdpa_cudnn", "sdpa_flash")
+
+
+def run_values(two_level: pd.DataFrame, suffix: str, candidates=QUOTED) -> dict:
+    """The numbers the prose quotes from one run's two-level rows (call level in graph
+    mode and kernel level of ``comparisons.target_family``), keyed for glue with
+    ``suffix`` (the run's number): processes, placements per process, the baseline's time
+    (µs) and, for each of ``candidates`` at each level, speedup, interval ends and verdict
+    (``<candidate>_<level><suffix>`` and ``_lo``, ``_hi``, ``_v``)."""
+    t = two_level.set_index(["candidate", "level"])
+    out = {f"procs{suffix}": int(t["n_processes"].min()),
+           f"places{suffix}": int(t["n_placements"].min() / t["n_processes"].min()),
+           f"sdpa_us{suffix}": float(t["baseline_ms"].iloc[0]) * 1e3}
+    for cand in candidates:
+        for level in ("call", "kernel"):
+            if (cand, level) in t.index:
+                row = t.loc[(cand, level)]
+                key = f"{cand}_{level}{suffix}"
+                out |= {key: row["speedup"], key + "_lo": row["ci_low"],
+                        key + "_hi": row["ci_high"], key + "_v": row["verdict"]}
+    return out
+
+
+def twin_sentence(speedups: pd.DataFrame, explain: bool = True) -> str:
+    """What the A/A twin's row of a verdict table (indexed by candidate) says, or that the
+    run has none; ``explain`` says what the twin is."""
+    if "sdpa_twin" not in speedups.index:
+        return "the run has no A/A twin"
+    twin = speedups.loc["sdpa_twin"]
+    what = (" (the default dispatch built and timed again as a separate candidate)"
+            if explain else "")
+    return (f"the A/A twin{what} is {twin['verdict']}, speedup {twin['speedup']:.3f} "
+            f"(family-wise interval {twin['ci_low']:.3f}–{twin['ci_high']:.3f})")
+
+
+def k_range(k: pd.DataFrame) -> str:
+    """The calls per replay of a run's graph units (``replay_cost.graph_calls``'s ``k_min``
+    and ``k_max``), as 'low–high'."""
+    return f"{int(k['k_min'].min())}–{int(k['k_max'].max())}"
