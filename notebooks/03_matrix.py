@@ -51,6 +51,7 @@ root, params, runs, catalog, lead, R = nbs.prelude(globals(), mode=nbs.mode_iv,
 import numpy as np
 import pandas as pd
 from attn_analysis import configs, plots, tables
+from attn_analysis.chapters import matrix as mx
 from attn_analysis.analyse import (catalog, comparisons, latency_tables, provenance, reference,
                                    stats, workload)
 
@@ -147,31 +148,9 @@ nbs.glue_figure("mx_heatmap", plots.speedup_heatmap(speedups, label, mode=mode))
 
 # %% tags=["remove-cell"]
 if len(two):
-    wide = two.pivot_table(index=["config", "candidate"], columns="level", values="verdict",
-                           aggfunc="first")
-    call_fast = wide[wide["call"] == "faster"] if "call" in wide else wide.iloc[:0]
-    both_fast = (call_fast[call_fast["kernel"] == "faster"] if "kernel" in call_fast
-                 else call_fast.iloc[:0])
-    only_call = call_fast.drop(index=both_fast.index)
-    nbs.glue_text("mx_k_m", int(two["n_comparisons"].iloc[0]) if len(two) else 0)
-    nbs.glue_text("mx_k_n_call_faster", len(call_fast))
-    nbs.glue_text("mx_k_n_kernel_faster", len(both_fast))
-    nbs.glue_text("mx_k_only_call", "; ".join(
-        f"{c} at {cfg} (kernel level: {wide.loc[(cfg, c)].get('kernel', 'not recorded')})"
-        for cfg, c in only_call.index) or "none")
-    nbs.glue_text("mx_k_both", "; ".join(f"{c} at {cfg}" for cfg, c in both_fast.index)
-                  or "none")
-    # A summed kernel time counts the baseline's memset too; the attention level compares
-    # the longest kernels alone (each side less its other kernels), with intervals.
-    kernel_fast = (wide[wide["kernel"] == "faster"] if "kernel" in wide else wide.iloc[:0])
-    nbs.glue_text("mx_k_n_kernel_fast_all", len(kernel_fast))
-    nbs.glue_text("mx_k_split", "; ".join(
-        f"{c} at {cfg} is {wide.loc[(cfg, c)].get('attention', 'not compared')}"
-        for cfg, c in kernel_fast.index) or "none")
-    att = two[two["level"] == "attention"]
-    nbs.glue_text("mx_k_n_attention", len(att))
-    nbs.glue_text("mx_k_n_attention_faster", int((att["verdict"] == "faster").sum()))
-    keep = two[two["verdict"] != "slower"].sort_values("speedup", ascending=False)
+    nbs.glue_values("mx_k_", mx.level_split(two))
+    keep = two[two["verdict"] != stats.Verdict.SLOWER.value].sort_values("speedup",
+                                                                         ascending=False)
 else:
     keep = pd.DataFrame()
     for key in ("mx_k_m", "mx_k_n_call_faster", "mx_k_n_kernel_faster",
@@ -317,46 +296,10 @@ else:
     tr_label, vs_lib, tuning = "no recorded run has the triton candidate", pd.DataFrame(), None
     tr_two, tr_family = pd.DataFrame(), "no run"
 nbs.glue_text("mx_tr_family", tr_family)
-tr_kernel = (tr_two[tr_two["level"] == "kernel"].set_index("config") if len(tr_two)
-             else pd.DataFrame(columns=["verdict"]))
-tr_kcounts = tr_kernel["verdict"].value_counts()
-nbs.glue_text("mx_tr_k_m", int(tr_two["n_comparisons"].iloc[0]) if len(tr_two) else 0)
-nbs.glue_text("mx_tr_k_n_faster", int(tr_kcounts.get("faster", 0)))
-nbs.glue_text("mx_tr_k_n_slower", int(tr_kcounts.get("slower", 0)))
-nbs.glue_text("mx_tr_k_n", len(tr_kernel))
-tr_att = (tr_two[tr_two["level"] == "attention"].set_index("config") if len(tr_two)
-          else pd.DataFrame(columns=["verdict"]))
-alone = sorted(tr_att.index[tr_att["verdict"] == "faster"])
-nbs.glue_text("mx_tr_n_beats_attention_kernel", len(alone))
-nbs.glue_text("mx_tr_k_n_attention", len(tr_att))
-# Over both runs: is any attention kernel faster than cuDNN's by more than the margin?
-found = ([f"{c} at {cfg} (run {lead})" for cfg, c in
-          two.loc[(two["level"] == "attention") & (two["verdict"] == "faster"),
-                  ["config", "candidate"]].itertuples(index=False)] if len(two) else [])
-found += [f"triton at {cfg} (run {tr_id})" for cfg in alone]
-nbs.glue_text("mx_attention_answer", (
-    "an attention kernel faster than the default dispatch's by more than the margin was "
-    "found: " + "; ".join(found)) if found else (
-    "no candidate's attention kernel was faster than the default dispatch's by more than "
-    "the margin, at any shape of either run"))
-nbs.glue_text("mx_tr_beats_attention_kernel", ", ".join(alone) or "none")
-tk_target = (tr_kernel.loc[configs.TARGET.key] if configs.TARGET.key in tr_kernel.index
-             else None)
-for key, col in (("mx_tr_k_target", "speedup"), ("mx_tr_k_target_lo", "ci_low"),
-                 ("mx_tr_k_target_hi", "ci_high")):
-    nbs.glue_text(key, float(tk_target[col]) if tk_target is not None else float("nan"))
-tr_counts = vs_lib["verdict"].value_counts() if len(vs_lib) else pd.Series(dtype=int)
-target = vs_lib[vs_lib["config"] == configs.TARGET.key] if len(vs_lib) else vs_lib
+nbs.glue_values("mx_tr_", mx.triton_values(tr_two, vs_lib, configs.TARGET.key))
+nbs.glue_text("mx_attention_answer", mx.attention_answer(two, lead, tr_two, tr_id))
 nbs.glue_text("mx_tr_run", tr_id or "none")
 nbs.glue_text("mx_tr_label", tr_label)
-nbs.glue_text("mx_tr_n_configs", len(vs_lib))
-for v in ("faster", "slower", "inconclusive", "equivalent"):
-    nbs.glue_text(f"mx_tr_n_{v}", int(tr_counts.get(v, 0)))
-pick = (lambda c: float(target[c].iloc[0]) if len(target) else float("nan"))
-nbs.glue_text("mx_tr_target_ratio", pick("ratio"))
-nbs.glue_text("mx_tr_target_lo", pick("ci_low"))
-nbs.glue_text("mx_tr_target_hi", pick("ci_high"))
-nbs.glue_text("mx_tr_target_lib", str(target["library"].iloc[0]) if len(target) else "none")
 if len(vs_lib):
     fig_tr = plots.kernel_vs_library(vs_lib, tr_label)
 else:  # keep the figure slot filled with a labelled empty panel
@@ -375,27 +318,10 @@ nbs.glue_figure("mx_tr_figure", fig_tr)
 
 # %% tags=["remove-input"]
 if len(vs_lib):
-    cols = ["library", "kernel_ms", "library_ms", "ratio", "speedup", "ci_low", "ci_high",
-            "verdict"]
-    table = vs_lib.set_index("config")[cols]
-    if tuning is not None and len(tuning):
-        keep = [c for c in ("BLOCK_M", "BLOCK_N", "num_warps", "num_stages", "TMA", "EXP_F16")
-                if c in tuning.columns]
-        table = table.join(tuning.set_index("config")[keep])
-    if len(tr_kernel):
-        table = table.join(tr_kernel[["speedup", "ci_low", "ci_high", "verdict"]].rename(
-            columns={"speedup": "kernel_speedup_vs_sdpa", "ci_low": "kernel_ci_low",
-                     "ci_high": "kernel_ci_high", "verdict": "kernel_verdict"}))
-    if len(tr_att):
-        table = table.join(tr_att[["speedup", "ci_low", "ci_high", "verdict"]].rename(
-            columns={"speedup": "attention_speedup_vs_sdpa", "ci_low": "attention_ci_low",
-                     "ci_high": "attention_ci_high", "verdict": "attention_verdict"}))
+    table, shown = mx.triton_table(vs_lib, tuning, tr_two)
     compact = table.reset_index()
     compact["speedup"] = tables.with_interval(compact["speedup"], compact["ci_low"],
                                               compact["ci_high"])
-    shown = ["config", "library", "speedup", "verdict"] + (
-        ["kernel_verdict"] if len(tr_kernel) else []) + (
-        ["attention_verdict"] if len(tr_att) else [])
     tables.show(compact[shown],
                 f"Our kernel against the fastest library backend per configuration (graph "
                 f"mode; {tr_family}), and the verdicts per kernel against sdpa (the default dispatch, "
@@ -429,26 +355,8 @@ if len(vs_lib):
 tune_runs = {rid: r.units for rid, r in runs.items()
              if "triton" in set(r.units["candidate"])}
 tune = provenance.tuning_by_run(tune_runs)
-nbs.glue_text("mx_tune_n_runs", tune["run"].nunique() if len(tune) else 0)
-nbs.glue_text("mx_tune_n_cells", len(tune))
-nbs.glue_text("mx_tune_n_reused", int((tune["n_reused"] == tune["n_processes"] - 1).sum())
-              if len(tune) else 0)
-nbs.glue_text("mx_tune_n_same", int(tune["same_everywhere"].sum()) if len(tune) else 0)
-pick_cols = ["BLOCK_M", "BLOCK_N", "num_warps", "num_stages"]
-differ = []
-for cfg, g in (tune.groupby("config", sort=False) if len(tune) else []):
-    picks = g.drop_duplicates(pick_cols)
-    if len(picks) > 1:
-        differ.append(f"{tables.short_config(cfg)} (" + "; ".join(
-            f"{r.run}: {r.num_warps} warps, {r.BLOCK_M}×{r.BLOCK_N}, {r.num_stages} stages"
-            for r in picks.itertuples()) + ")")
-nbs.glue_text("mx_tune_differ", "; ".join(differ) or "none")
-per_run = (tune.groupby("run", sort=True)
-           .agg(n_configs=("config", "size"), processes=("n_processes", "max"),
-                reused=("n_reused", "min"), same=("same_everywhere", "all"),
-                warps=("num_warps", lambda x: ", ".join(str(v) for v in sorted(set(x)))),
-                blocks=("BLOCK_N", lambda x: ", ".join(str(v) for v in sorted(set(x)))))
-           .reset_index() if len(tune) else pd.DataFrame())
+nbs.glue_values("mx_tune_", mx.tuning_values(tune))
+per_run = mx.tuning_per_run(tune)
 
 # %% tags=["remove-input"]
 if len(per_run):
@@ -488,52 +396,21 @@ lt_family = family_note(m_lt, "runs " + ", ".join(params["kernel_runs"]) + ": ou
                         "against sdpa per call, kernel and attention kernel")
 nbs.glue_text("mx_lt_family", lt_family)
 latest = pd.concat(latest_rows, ignore_index=True) if latest_rows else pd.DataFrame()
-if len(latest):
-    tgt = latest[latest["config"] == configs.TARGET.key].set_index("level")
-    for level in ("call", "kernel", "attention"):
-        ok = level in tgt.index
-        nbs.glue_text(f"mx_lt_{level}", float(tgt.loc[level, "speedup"]) if ok else np.nan)
-        nbs.glue_text(f"mx_lt_{level}_lo", float(tgt.loc[level, "ci_low"]) if ok else np.nan)
-        nbs.glue_text(f"mx_lt_{level}_hi", float(tgt.loc[level, "ci_high"]) if ok else np.nan)
-        nbs.glue_text(f"mx_lt_{level}_v", str(tgt.loc[level, "verdict"]) if ok else "not measured")
-    nbs.glue_text("mx_lt_n_faster", int((latest["verdict"] == "faster").sum()))
-    nbs.glue_text("mx_lt_n", len(latest))
-    nbs.glue_text("mx_lt_runs", ", ".join(params["kernel_runs"]))
-    nbs.glue_text("mx_lt_label", "; ".join(sorted(set(latest["device"]))))
-else:
-    for level in ("call", "kernel", "attention"):
-        for suffix in ("", "_lo", "_hi"):
-            nbs.glue_text(f"mx_lt_{level}{suffix}", np.nan)
-        nbs.glue_text(f"mx_lt_{level}_v", "not measured")
-    nbs.glue_text("mx_lt_n_faster", 0)
-    nbs.glue_text("mx_lt_n", 0)
-    nbs.glue_text("mx_lt_runs", "none")
-    nbs.glue_text("mx_lt_label", "no run")
+nbs.glue_values("mx_lt_", mx.latest_values(latest, configs.TARGET.key, params["kernel_runs"]))
 # The FlashAttention-3 paper's shapes: the rate each candidate reached per call, and our
 # kernel's verdicts against the default dispatch.
 if params["fa3_run"]:
     F = runs[params["fa3_run"]]
-    med = (F.samples[F.samples["mode"] == "graph"].groupby(["config", "candidate"])["ms"]
-           .median().unstack())
-    fl = pd.Series({c: workload.flops(configs.Config.from_key(c)) for c in med.index})
-    rate = workload.tflops_rate(fl.to_numpy()[:, None], med).add_suffix("_tflops")
-    fv = comparisons.speedup_table(F.samples, F.placements, candidates=["triton"],
-                                   kernels=F.kernels)
+    fa3, fv = mx.fa3_table(F)
     fa3_family = family_note(int(fv["n_comparisons"].iloc[0]) if len(fv) else 0,
                              f"run {params['fa3_run']}: our kernel against sdpa per call, "
                              f"kernel and attention kernel")
-    verdicts = fv.pivot_table(index="config", columns="level", values="verdict",
-                              aggfunc="first")
-    fa3 = rate.join(verdicts[[c for c in comparisons.LEVELS if c in verdicts]]
-                    .add_prefix("triton_"))
-    fa3 = fa3.loc[sorted(fa3.index, key=configs.Config.from_key)]
     kv = fv[fv["level"] == "kernel"]["verdict"]
     nbs.glue_text("mx_fa3_run", params["fa3_run"])
     nbs.glue_text("mx_fa3_label", provenance.run_label(F))
     nbs.glue_text("mx_fa3_n", len(fa3))
-    nbs.glue_text("mx_fa3_n_equivalent", int((kv == "equivalent").sum()))
-    nbs.glue_text("mx_fa3_n_slower", int((kv == "slower").sum()))
-    nbs.glue_text("mx_fa3_n_faster", int((kv == "faster").sum()))
+    for v in (stats.Verdict.EQUIVALENT, stats.Verdict.SLOWER, stats.Verdict.FASTER):
+        nbs.glue_text(f"mx_fa3_n_{v.value}", int((kv == v.value).sum()))
     nbs.glue_text("mx_fa3_m", int(fv["n_comparisons"].iloc[0]) if len(fv) else 0)
 else:
     fa3 = pd.DataFrame()
