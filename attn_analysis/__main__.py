@@ -144,7 +144,7 @@ def cmd_sweep(args) -> int:
     import signal
 
     from . import _validate, configs
-    from .measure import env, run_lock, sweep
+    from .measure import machine, run_lock, sweep
     run_lock.check_run_folder(args.out, "--out")
     _validate.distinct("--modes", args.modes, "a mode")
     if args.candidates is not None:
@@ -170,7 +170,7 @@ def cmd_sweep(args) -> int:
     else:
         matrix_name = args.matrix or "reports-v1"
         cfgs = configs.matrix(matrix_name)
-    sweep.check_fits(cfgs, env.device_memory_bytes(device), device,
+    sweep.check_fits(cfgs, machine.device_memory_bytes(device), device,
                      "--shape" if args.shape else "--matrix")
     # --budget is checked even when a fixed sample count makes it unused.
     sweep._timing_iv({"ci_target": args.ci_target, "budget_s": args.budget})

@@ -35,7 +35,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from attn_analysis.measure import candidates, env, timing
+from attn_analysis.measure import candidates, env, machine, timing
 from attn_analysis.record import checks
 from attn_analysis.configs import Config
 
@@ -117,7 +117,7 @@ def main(argv=None) -> int:
         raise SystemExit("audit_extras.py needs a CUDA device")
     started = time.time()
     result = {"script": "scripts/audit_extras.py", "trials": args.trials,
-              "fingerprint": env.fingerprint(), "gpu_state_start": env.gpu_state()}
+              "fingerprint": machine.fingerprint(), "gpu_state_start": machine.gpu_state()}
     graph = dict(mode="graph", device="cuda", ci_target=0.005, budget_s=0.5, warmup_ms=100)
 
     # TF32: alternate on/off processes so drift hits both settings alike.
@@ -163,7 +163,7 @@ def main(argv=None) -> int:
                                         warmup_ms=0)[0]
         warm.append(_sample(s))
     result["warmup"] = {"seq_len": 128, "n_samples": 1000, "warmup_ms": 0, "samples": warm}
-    result["gpu_state_end"] = env.gpu_state()
+    result["gpu_state_end"] = machine.gpu_state()
     result["elapsed_s"] = time.time() - started
 
     checks.write(args.out, result, "audit_extras")

@@ -19,7 +19,7 @@ not fatal. Usage, from the repository root::
 
 Writes a sealed check file (``attn_analysis.record.checks``, kind check_timer) to ``--out``
 (default ``$OUT/check_timer.json`` if OUT is set, else ./check_timer.json), with the
-machine's ``env.fingerprint()``, and prints a short table last. ``--smoke`` runs a tiny float32 case on
+machine's ``machine.fingerprint()``, and prints a short table last. ``--smoke`` runs a tiny float32 case on
 the CPU (wall clock, no profiler or triton) to check the script itself. Exit code 1 if the
 acceptance check fails.
 """
@@ -34,7 +34,7 @@ import os
 import sys
 
 from attn_analysis.record import checks
-from attn_analysis.measure import env, timing
+from attn_analysis.measure import env, machine, timing
 
 SHAPE = dict(batch=32, heads=8, head_dim=64, dtype="float16")
 SMOKE_SHAPE = dict(batch=2, heads=2, head_dim=64, dtype="float32")
@@ -95,8 +95,8 @@ def summary(r: timing.TimingSample, raw=True) -> dict:
 
 
 def sm_clock_mhz():
-    """Current SM clock through NVML (``env.gpu_state``, read-only), or None."""
-    return env.gpu_state()["sm_clock_mhz"]
+    """Current SM clock through NVML (``machine.gpu_state``, read-only), or None."""
+    return machine.gpu_state()["sm_clock_mhz"]
 
 
 def main(argv=None) -> int:
@@ -117,9 +117,9 @@ def main(argv=None) -> int:
     if args.smoke:
         seqs = [64, 128]
 
-    doc = dict(lock=lock_env(), fingerprint=env.fingerprint(), shape=shape, seqs=seqs,
+    doc = dict(lock=lock_env(), fingerprint=machine.fingerprint(), shape=shape, seqs=seqs,
                warmup_ms=args.warmup_ms, budget_s=args.budget_s, proc_budget_s=args.proc_budget_s,
-               gpu_state_before=env.gpu_state() if device == "cuda" else None, results={})
+               gpu_state_before=machine.gpu_state() if device == "cuda" else None, results={})
 
     def save():  # after every section, sealed and atomic, so a cut-short run keeps its part
         checks.write(out_path, doc, "check_timer")
@@ -178,7 +178,7 @@ def main(argv=None) -> int:
                 res[s]["processes"][mode] = {"error": f"{type(exc).__name__}: {exc}"}
                 log(f"S={s} {mode} processes FAILED: {exc}")
         save()
-    doc["gpu_state_after"] = env.gpu_state() if device == "cuda" else None
+    doc["gpu_state_after"] = machine.gpu_state() if device == "cuda" else None
 
     def med(s, mode):
         return res[s]["modes"].get(mode, {}).get("median_ms", math.nan)

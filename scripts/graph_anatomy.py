@@ -64,12 +64,12 @@ def main(argv=None) -> int:
     ap.add_argument("--replays", type=int, default=100, help="timed replays per k and round")
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args(argv)
-    from attn_analysis.measure import candidates as cands, env, timing
+    from attn_analysis.measure import candidates as cands, env, machine, timing
     from attn_analysis.record import checks
     from attn_analysis.configs import Config
     env.lock(seed=0, deterministic=False)  # as the sweep locks it: default dispatch kept
     out_path = os.path.join(os.environ.get("OUT", "."), "graph_anatomy.json")
-    doc = {"fingerprint": env.fingerprint(), "ks": args.ks, "replays": args.replays,
+    doc = {"fingerprint": machine.fingerprint(), "ks": args.ks, "replays": args.replays,
            "rounds": args.rounds, "graph_target_ms": timing.GRAPH_TARGET_MS, "results": {}}
     for s in args.seq:
         cfg = Config(32, 8, s)

@@ -59,14 +59,14 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=15)
     args = ap.parse_args(argv)
-    from attn_analysis.measure import candidates as cands, env, timing
+    from attn_analysis.measure import candidates as cands, env, machine, timing
     from attn_analysis.record import checks
     from attn_analysis.configs import TARGET
     env.lock(seed=0, deterministic=False)
     out_path = os.path.join(os.environ.get("OUT", "."), "graph_variability.json")
     q, k, v = cands.make_inputs(TARGET, "cuda", seed=1)
     built = {name: cands.build(name, TARGET, "cuda") for name in CANDIDATES}
-    doc = {"config": TARGET.key, "fingerprint": env.fingerprint(), "recaptures": {},
+    doc = {"config": TARGET.key, "fingerprint": machine.fingerprint(), "recaptures": {},
            "device_timeline": {}, "graph_nodes": {}}
     calls = {name: (lambda b=b: b.fn(q, k, v)) for name, b in built.items()}
     for name in CANDIDATES:

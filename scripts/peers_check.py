@@ -29,7 +29,7 @@ import time
 
 import torch
 
-from attn_analysis.measure import candidates as cands, env, peers, timing
+from attn_analysis.measure import candidates as cands, machine, peers, timing
 from attn_analysis.record import checks
 from attn_analysis.configs import TARGET, Config
 
@@ -96,7 +96,7 @@ def main() -> int:
     grid = QUICK if args.quick else GRID
     rows, seed = [], 1234
     out = os.path.join(os.environ.get("OUT", "."), "peers_check.json")
-    fingerprint = env.fingerprint()
+    fingerprint = machine.fingerprint()
     for config in grid:
         for name in NAMES:
             seed += 1

@@ -15,7 +15,7 @@
     timed again with the other exponential precision and through the pointer path.
 (c) Host cost of one call (CPU microseconds, no synchronisation) for ours and SDPA.
 
-The ``env`` section records ``env.fingerprint()`` and the device's measured ceilings
+The ``env`` section records ``machine.fingerprint()`` and the device's measured ceilings
 (``ceilings.measure_ceilings``: an 8192³ fp16 product and a 2 GiB copy).
 
 Usage: ``PYTHONPATH=. python3 scripts/triton_check.py [--sections env,grid,host,speed]
@@ -37,7 +37,7 @@ import torch.nn.functional as F
 import triton
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from attn_analysis.measure import ceilings, env
+from attn_analysis.measure import ceilings, env, machine
 from attn_analysis import configs
 from attn_analysis.record import checks
 from attn_analysis.measure import triton_attention as ta
@@ -69,8 +69,8 @@ def bench(fn, warmup=25, rep=100):
 
 
 def env_section():
-    """The machine (``env.fingerprint``) and its measured matmul and copy ceilings."""
-    info = {"fingerprint": env.fingerprint(), "ceilings": ceilings.measure_ceilings("cuda")}
+    """The machine (``machine.fingerprint``) and its measured matmul and copy ceilings."""
+    info = {"fingerprint": machine.fingerprint(), "ceilings": ceilings.measure_ceilings("cuda")}
     log("env", json.dumps({"gpu": info["fingerprint"]["gpu_name"],
                            "torch": info["fingerprint"]["torch_version"],
                            "triton": info["fingerprint"]["triton_version"],

@@ -14,7 +14,7 @@ import types
 import pytest
 import torch
 
-from attn_analysis.measure import env
+from attn_analysis.measure import env, machine
 from attn_analysis.measure.env import EnvironmentNotLocked
 
 B = torch.backends
@@ -217,17 +217,17 @@ def test_lock_default_seed_is_zero():
 
 def _fp(**changes) -> dict:
     """A fingerprint of this machine with some fields replaced and the hash recomputed."""
-    fp = copy.deepcopy(env.fingerprint())
+    fp = copy.deepcopy(machine.fingerprint())
     fp.update(changes)
-    fp["fingerprint_hash"] = env.fingerprint_hash(fp)
+    fp["fingerprint_hash"] = machine.fingerprint_hash(fp)
     return fp
 
 
 def test_fingerprint_has_every_declared_key_and_validates():
     env.lock()
-    fp = env.fingerprint()
-    assert list(fp) == [f.name for f in env.FINGERPRINT_FIELDS]
-    assert env.validate_fingerprint(fp) is fp
+    fp = machine.fingerprint()
+    assert list(fp) == [f.name for f in machine.FINGERPRINT_FIELDS]
+    assert machine.validate_fingerprint(fp) is fp
     assert fp["locked"] is True and fp["lock_state"] == env.lock_state()
     assert re.fullmatch(r"[0-9a-f]{12}", fp["fingerprint_hash"])
 
@@ -235,17 +235,17 @@ def test_fingerprint_has_every_declared_key_and_validates():
 def test_fingerprint_without_gpu():
     if torch.cuda.is_available():
         pytest.skip("a GPU is present")
-    fp = env.fingerprint()
+    fp = machine.fingerprint()
     assert fp["device_kind"] == "cpu"
     assert fp["note"] == "no CUDA device: CPU wall-clock run"
     for key in ("gpu_name", "sm_count", "l2_bytes", "memory_bytes", "compute_capability",
                 "sm_clock_mhz", "temperature_c", "power_draw_w"):
         assert fp[key] is None
-    assert set(env.gpu_state()) == {"sm_clock_mhz", "mem_clock_mhz", "temperature_c",
+    assert set(machine.gpu_state()) == {"sm_clock_mhz", "mem_clock_mhz", "temperature_c",
                                     "power_draw_w", "timestamp_utc"}
-    assert env.gpu_state()["sm_clock_mhz"] is None
+    assert machine.gpu_state()["sm_clock_mhz"] is None
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00",
-                        env.gpu_state()["timestamp_utc"])
+                        machine.gpu_state()["timestamp_utc"])
 
 
 class _FakeNVML:
@@ -272,13 +272,13 @@ class _FakeNVML:
 
 @pytest.mark.parametrize("fail", [False, True])
 def test_nvml_readings_convert_units_and_never_raise(monkeypatch, fail):
-    monkeypatch.setattr(env, "_nvml", lambda: _FakeNVML(fail))
+    monkeypatch.setattr(machine, "_nvml", lambda: _FakeNVML(fail))
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     monkeypatch.setattr(torch.cuda, "get_device_properties",
                         lambda i: types.SimpleNamespace(uuid="0000-1111"))
-    state = env.gpu_state()
-    readings = env._nvml_readings(with_static=True)
+    state = machine.gpu_state()
+    readings = machine._nvml_readings(with_static=True)
     if fail:
         assert state["sm_clock_mhz"] is None and state["power_draw_w"] is None
         assert set(readings.values()) == {None}
@@ -290,15 +290,15 @@ def test_nvml_readings_convert_units_and_never_raise(monkeypatch, fail):
 
 
 def test_nvml_missing_device_properties_gives_none(monkeypatch):
-    monkeypatch.setattr(env, "_nvml", lambda: _FakeNVML(False))
+    monkeypatch.setattr(machine, "_nvml", lambda: _FakeNVML(False))
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 1 / 0)
-    assert env.gpu_state()["temperature_c"] is None
+    assert machine.gpu_state()["temperature_c"] is None
 
 
 def test_hash_is_stable_and_ignores_volatile_readings():
     env.lock()
-    a, b = env.fingerprint(), env.fingerprint()
+    a, b = machine.fingerprint(), machine.fingerprint()
     assert a["fingerprint_hash"] == b["fingerprint_hash"]
     volatile = _fp(sm_clock_mhz=1500, mem_clock_mhz=6251, max_sm_clock_mhz=2040,
                    temperature_c=71, power_limit_w=72.0, power_draw_w=70.5,
@@ -326,7 +326,7 @@ def test_hash_changes_with_lock_state():
 
 
 def test_fingerprint_leaks_no_host_user_or_path():
-    fp = env.fingerprint()
+    fp = machine.fingerprint()
     secrets = {socket.gethostname(), getpass.getuser()}
     paths = {os.getcwd(), os.path.expanduser("~")}
 
@@ -349,40 +349,40 @@ def test_validate_fingerprint_names_missing_and_mistyped_keys():
     fp = _fp()
     del fp["sm_count"]
     with pytest.raises(ValueError, match="missing key `sm_count`"):
-        env.validate_fingerprint(fp)
+        machine.validate_fingerprint(fp)
     with pytest.raises(ValueError, match="`l2_bytes` must be int or None; got 'big'"):
-        env.validate_fingerprint(dict(_fp(), l2_bytes="big"))
+        machine.validate_fingerprint(dict(_fp(), l2_bytes="big"))
     with pytest.raises(ValueError, match="`sm_count` must be int or None; got True"):
-        env.validate_fingerprint(dict(_fp(), sm_count=True))
+        machine.validate_fingerprint(dict(_fp(), sm_count=True))
     with pytest.raises(ValueError, match="`torch_version` must be str; got None"):
-        env.validate_fingerprint(dict(_fp(), torch_version=None))
+        machine.validate_fingerprint(dict(_fp(), torch_version=None))
     with pytest.raises(ValueError, match="unknown key `hostname`"):
-        env.validate_fingerprint(dict(_fp(), hostname="x"))
+        machine.validate_fingerprint(dict(_fp(), hostname="x"))
     with pytest.raises(ValueError, match="`fingerprint_hash` does not match"):
-        env.validate_fingerprint(dict(_fp(), gpu_name="tampered"))
+        machine.validate_fingerprint(dict(_fp(), gpu_name="tampered"))
     bad_state = dict(_fp()["lock_state"], extra=1)
     with pytest.raises(ValueError, match=r"`lock_state` has .* \['extra'\]"):
-        env.validate_fingerprint(_fp(lock_state=bad_state))
+        machine.validate_fingerprint(_fp(lock_state=bad_state))
     with pytest.raises(ValueError, match="`fingerprint` must be a dict"):
-        env.validate_fingerprint([])
+        machine.validate_fingerprint([])
 
 
 def test_float_fields_accept_ints_but_not_text():
-    env.validate_fingerprint(_fp(power_draw_w=70))
+    machine.validate_fingerprint(_fp(power_draw_w=70))
     with pytest.raises(ValueError, match="`power_draw_w` must be float or int or None"):
-        env.validate_fingerprint(_fp(power_draw_w="70 W"))
+        machine.validate_fingerprint(_fp(power_draw_w="70 W"))
 
 
 def test_every_field_declares_type_unit_and_hashing():
-    names = [f.name for f in env.FINGERPRINT_FIELDS]
+    names = [f.name for f in machine.FINGERPRINT_FIELDS]
     assert len(names) == len(set(names))
     volatile = {"sm_clock_mhz", "mem_clock_mhz", "max_sm_clock_mhz", "temperature_c",
                 "power_limit_w", "power_draw_w", "fingerprint_hash"}
-    assert not volatile & set(env.HASHED_KEYS)
+    assert not volatile & set(machine.HASHED_KEYS)
     assert {"gpu_name", "sm_count", "l2_bytes", "memory_bytes", "compute_capability",
             "driver_version", "cuda_version", "cudnn_version", "torch_version",
-            "triton_version", "python_version", "lock_state"} <= set(env.HASHED_KEYS)
-    assert {f.unit for f in env.FINGERPRINT_FIELDS if f.name.endswith("_mhz")} == {"MHz"}
+            "triton_version", "python_version", "lock_state"} <= set(machine.HASHED_KEYS)
+    assert {f.unit for f in machine.FINGERPRINT_FIELDS if f.name.endswith("_mhz")} == {"MHz"}
 
 
 def test_default_dispatch_lock_keeps_everything_but_deterministic_algorithms():
@@ -393,7 +393,7 @@ def test_default_dispatch_lock_keeps_everything_but_deterministic_algorithms():
         assert torch.get_float32_matmul_precision() == "highest"
         with pytest.raises(env.EnvironmentNotLocked, match="deterministic_algorithms_enabled"):
             env.assert_locked(deterministic=True)
-        assert env.fingerprint()["locked"] is True
+        assert machine.fingerprint()["locked"] is True
         torch.set_float32_matmul_precision("high")  # the reports' bug is still caught
         with pytest.raises(env.EnvironmentNotLocked, match="TF32 allowed"):
             env.assert_locked(deterministic=False)
@@ -402,9 +402,9 @@ def test_default_dispatch_lock_keeps_everything_but_deterministic_algorithms():
 def test_lock_profile_changes_the_fingerprint_hash():
     with env.preserved_state():
         env.lock(seed=0, deterministic=True)
-        a = env.fingerprint()["fingerprint_hash"]
+        a = machine.fingerprint()["fingerprint_hash"]
         env.lock(seed=0, deterministic=False)
-        b = env.fingerprint()["fingerprint_hash"]
+        b = machine.fingerprint()["fingerprint_hash"]
     assert a != b
 
 
@@ -416,10 +416,10 @@ def test_lock_validates_deterministic():
 # ------------------------------------------------------------ the device's memory
 
 def test_device_memory_of_the_host_and_of_a_missing_gpu():
-    host = env.device_memory_bytes("cpu")
+    host = machine.device_memory_bytes("cpu")
     assert isinstance(host, int) and host > 2**28  # this machine has more than 256 MiB
     if not torch.cuda.is_available():
-        assert env.device_memory_bytes("cuda") is None
+        assert machine.device_memory_bytes("cuda") is None
 
 
 def test_reading_the_gpus_memory_leaves_cuda_uninitialised_here(monkeypatch):
@@ -433,9 +433,9 @@ def test_reading_the_gpus_memory_leaves_cuda_uninitialised_here(monkeypatch):
         return subprocess.CompletedProcess(cmd, 0, stdout="85899345920\n", stderr="")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(subprocess, "run", child)
-    assert env.device_memory_bytes("cuda") == 80 * 2**30
+    assert machine.device_memory_bytes("cuda") == 80 * 2**30
     assert calls and calls[0][0] == sys.executable and "total_memory" in calls[0][-1]
     assert not torch.cuda.is_initialized()
     monkeypatch.setattr(subprocess, "run", lambda cmd, **kw: subprocess.CompletedProcess(
         cmd, 1, stdout="", stderr="RuntimeError: no CUDA"))
-    assert env.device_memory_bytes("cuda") is None
+    assert machine.device_memory_bytes("cuda") is None

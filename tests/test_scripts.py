@@ -42,7 +42,7 @@ def test_gpu_scripts_write_sealed_check_files_through_the_package(name, kind):
     assert "json.dump(" not in text and "os.replace(" not in text  # no writer of their own
     assert "torch.cuda.CUDAGraph()" not in text  # graphs come from timing.capture_graph
     assert "def reference(" not in text and "torch.softmax" not in text  # candidates.reference
-    assert "pynvml" not in text and "nvidia-smi" not in text  # env.gpu_state, env.fingerprint
+    assert "pynvml" not in text and "nvidia-smi" not in text  # machine.gpu_state, machine.fingerprint
 
 
 def test_check_timer_smoke_run_writes_a_check_file_that_verifies(tmp_path, capsys):

@@ -236,11 +236,11 @@ def preflight(out_dir, plan: Plan, name: str = "out_dir") -> dict | None:
     (:func:`finished_summary`). Returns None when the sweep may go on, or the summary of
     an already finished run that this plan calls for no more than.
     """
-    from . import env
+    from . import machine
     from .candidates import _device_iv
     run_lock.check_run_folder(out_dir, name)
     _device_iv(plan.device)
-    check_fits(plan.configs, env.device_memory_bytes(plan.device), plan.device)
+    check_fits(plan.configs, machine.device_memory_bytes(plan.device), plan.device)
     return finished_summary(out_dir, plan, name)
 
 
@@ -475,12 +475,12 @@ class _Worker:
 
     def run(self) -> None:
         import torch
-        from . import env
+        from . import env, machine
         try:
             env.lock(seed=self.plan.seed + self.trial, deterministic=self.plan.deterministic)
         except env.EnvironmentNotLocked as exc:
             raise SweepError(f"trial {self.trial}: {exc}") from None
-        fp = env.fingerprint()
+        fp = machine.fingerprint()
         self._check_machine(fp)
         name = record.unit_name("trial", trial=self.trial)
         if name not in self.done:
@@ -582,7 +582,7 @@ class _Worker:
         order gets a fresh placement (inputs after a random pad, graph re-captured) and is
         timed in each mode, modes in a random order. Units are written after the last round."""
         import torch
-        from . import candidates as cands, env, placement
+        from . import candidates as cands, machine, placement
         device = self.plan.device
         pending = {}
         for cand, (built, names) in ready.items():
@@ -621,7 +621,7 @@ class _Worker:
                 def call(q=q, k=k, v=v, fn=built.fn):
                     return fn(q, k, v)
                 with built.context():  # e.g. SDPA's forced backend: set once, outside timers
-                    state = env.gpu_state()
+                    state = machine.gpu_state()
                     kernel_ms = self._placement_kernel_ms(call) if modes else None
                     for mode in modes:
                         entry = pending[(cand, mode)]
@@ -631,7 +631,7 @@ class _Worker:
                             continue
                         rec.update(pl.as_record(), round=p, position=position,
                                    kernel_ms=kernel_ms, gpu_state_start=state)
-                        rec["gpu_state_end"] = env.gpu_state()
+                        rec["gpu_state_end"] = machine.gpu_state()
                         entry["placements"].append(rec)
                     if want_kernels:
                         self._kernels(call, config, cand)

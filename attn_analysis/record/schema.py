@@ -102,7 +102,7 @@ UNIT_IDENTITY = {"timing": (_TRIAL, _CONFIG, _CANDIDATE, _MODE),
                  "trial": (_TRIAL,),
                  "ceilings": ()}
 UNIT_KINDS = tuple(UNIT_IDENTITY)
-_GPU_STATE = ("gpu_state_start", "gpu_state_end")  # env.gpu_state(), None where not read
+_GPU_STATE = ("gpu_state_start", "gpu_state_end")  # machine.gpu_state(), None where not read
 _PLACEMENT = (Field("placement", (int,), True), Field("times_ms", (list,), True, items=_NUMBER),
               Field("round", (int,)), Field("position", (int,)), Field("pad_bytes", (int,)),
               Field("kernel_ms", _NUMBER, nullable=True), Field("timing", (dict,)),
@@ -124,7 +124,7 @@ UNIT_SCHEMA: dict[str, tuple[Field, ...]] = {
     "kernels": (*UNIT_IDENTITY["kernels"], _STATUS, _REASON,
                 Field("evidence", (dict,)),  # timing.profile_device_time()
                 Field("kernels", (list,), items=_KERNEL)),
-    "trial": (*UNIT_IDENTITY["trial"], Field("fingerprint", (dict,), True),  # env.fingerprint()
+    "trial": (*UNIT_IDENTITY["trial"], Field("fingerprint", (dict,), True),  # machine.fingerprint()
               Field("pid", (int,))),
     "ceilings": (Field("ceilings", (dict,), True),),  # ceilings.measure_ceilings()
 }
