@@ -90,7 +90,7 @@ def _run_bad(notebook: str, tmp_path: Path, **parameters) -> str:
 
 @pytest.mark.parametrize("notebook, parameters, message", [
     ("02_fixed_shape.py", dict(measure=True, device="cpu", margin=2),
-     "`margin` must be a number in (0, 0.5); got 2."),
+     "`margin` must be a number in (0, 1); got 2."),
     ("02_fixed_shape.py", dict(measure=True, device="cpu", config="B1-H1-S16-D64-fp16"),
      "`config` must be '' or one of the configurations to measure"),
     ("03_matrix.py", dict(measure=True, device="cpu", mode="bogus"),
