@@ -35,7 +35,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from attn_analysis.measure import candidates, env, machine, timing
+from attn_analysis.measure import candidates, env, machine, profiler, timing
 from attn_analysis.record import checks
 from attn_analysis.configs import Config
 
@@ -95,7 +95,7 @@ def _sample(s: timing.TimingSample) -> dict:
 
 
 def _kernels(fn) -> list:
-    evidence = timing.profile_device_time(fn)
+    evidence = profiler.profile_device_time(fn)
     return [{"name": k["name"][:200], "ms_per_call": k["ms_per_call"]}
             for k in evidence["kernels"]]
 

@@ -34,7 +34,7 @@ import os
 import sys
 
 from attn_analysis.record import checks
-from attn_analysis.measure import env, machine, timing
+from attn_analysis.measure import env, machine, profiler, timing
 
 SHAPE = dict(batch=32, heads=8, head_dim=64, dtype="float16")
 SMOKE_SHAPE = dict(batch=2, heads=2, head_dim=64, dtype="float32")
@@ -159,7 +159,7 @@ def main(argv=None) -> int:
                 log(f"S={s} {name}: {res[s][name + '_median_ms']}")
         for s in seqs:  # the profiler last, so CUPTI never runs under the timers above
             try:
-                res[s]["profiler"] = timing.profile_device_time(fns[s], n_calls=20)
+                res[s]["profiler"] = profiler.profile_device_time(fns[s], n_calls=20)
             except Exception as exc:
                 res[s]["profiler"] = {"error": f"{type(exc).__name__}: {exc}"}
             log(f"S={s} profiler:", json.dumps(res[s]["profiler"])[:600])

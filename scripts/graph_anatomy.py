@@ -7,10 +7,10 @@ ran with different ``k`` carry different shares of it. This script measures that
 the rest of the difference between the graph figure and the profiler's kernel sum, in one
 process, for each candidate and configuration:
 
-- ``eager_profiler_ms``: ``timing.profile_device_time`` (the kernels of one eager call);
-- for each ``k`` in ``--ks``: a graph of ``k`` calls (``timing.capture_graph``, as graph
+- ``eager_profiler_ms``: ``profiler.profile_device_time`` (the kernels of one eager call);
+- for each ``k`` in ``--ks``: a graph of ``k`` calls (``profiler.capture_graph``, as graph
   mode captures it), ``--replays`` replays timed with event pairs (median per call), then
-  ten replays under ``torch.profiler`` (``timing.profile_graph``): per call, the kernels'
+  ten replays under ``torch.profiler`` (``profiler.profile_graph``): per call, the kernels'
   summed duration (``busy``) and the span from the first kernel's start to the last one's
   end (``span``);
 - ``fit``: least squares of replay time on ``k`` (ms per replay = overhead + k * per_call),
@@ -64,7 +64,7 @@ def main(argv=None) -> int:
     ap.add_argument("--replays", type=int, default=100, help="timed replays per k and round")
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args(argv)
-    from attn_analysis.measure import candidates as cands, env, machine, timing
+    from attn_analysis.measure import candidates as cands, env, machine, profiler, timing
     from attn_analysis.record import checks
     from attn_analysis.configs import Config
     env.lock(seed=0, deterministic=False)  # as the sweep locks it: default dispatch kept
@@ -82,18 +82,18 @@ def main(argv=None) -> int:
                 with b.context():
                     auto = timing.measure(call, "graph", device="cuda", n_samples=200,
                                           warmup_ms=200.0)
-                    row = {"eager_profiler_ms": timing.profile_device_time(call)
+                    row = {"eager_profiler_ms": profiler.profile_device_time(call)
                            ["device_ms_per_call"],
                            "auto": {"calls_per_sample": auto.calls_per_sample,
                                     "median_ms": auto.median_ms}, "by_k": {}}
-                    graphs = {kk: timing.capture_graph(call, kk) for kk in args.ks}
+                    graphs = {kk: profiler.capture_graph(call, kk) for kk in args.ks}
                     times = {kk: [] for kk in args.ks}
                     for _ in range(args.rounds):
                         for kk in args.ks:
                             times[kk] += replay_ms(graphs[kk], args.replays)
                     for kk in args.ks:
                         med = statistics.median(times[kk])
-                        row["by_k"][kk] = dict(timing.profile_graph(graphs[kk], kk),
+                        row["by_k"][kk] = dict(profiler.profile_graph(graphs[kk], kk),
                                                replay_median_ms=med, per_call_ms=med / kk)
                     del graphs
                 row["fit"] = fit(args.ks, [row["by_k"][kk]["replay_median_ms"] for kk in args.ks])

@@ -10,7 +10,7 @@ graph-mode medians of ``sdpa`` spread over several percent while those of
   (interleaved, so drift hits all alike) and timed with ``timing.measure(mode="graph")``;
   if the spread appears between captures of one process, it is not a per-process effect;
 - ``device_timeline``: one captured graph of 4 calls replayed under ``torch.profiler``
-  (``timing.capture_graph``, ``timing.profile_graph``): per call, the span from the first
+  (``profiler.capture_graph``, ``profiler.profile_graph``): per call, the span from the first
   kernel's start to the last kernel's end, and the sum of kernel durations (the difference
   is the idle gap inside the graph);
 - ``graph_nodes``: the captured graph's nodes (CUDA graph debug dump), counted by kind.
@@ -34,8 +34,8 @@ CANDIDATES = ("sdpa", "eager_compiled", "sdpa_cudnn")
 
 def device_timeline(call, n_calls=4, n_replays=10) -> dict:
     """Kernel spans and busy time per call (µs), from the profiler over graph replays."""
-    from attn_analysis.measure import timing
-    t = timing.profile_graph(timing.capture_graph(call, n_calls), n_calls, n_replays)
+    from attn_analysis.measure import profiler
+    t = profiler.profile_graph(profiler.capture_graph(call, n_calls), n_calls, n_replays)
     us = {k: t[f"{k}_ms_per_call"] and t[f"{k}_ms_per_call"] * 1e3 for k in ("span", "busy")}
     return {"kernels_per_replay": t["kernels_per_replay"], "kernel_names": t["kernel_names"],
             "span_us_per_call": us["span"], "busy_us_per_call": us["busy"]}
@@ -43,8 +43,8 @@ def device_timeline(call, n_calls=4, n_replays=10) -> dict:
 
 def graph_nodes(call) -> dict:
     """Node kinds of a captured graph of one call, from the CUDA graph debug dump."""
-    from attn_analysis.measure import timing
-    g = timing.capture_graph(call, 1, debug=True)
+    from attn_analysis.measure import profiler
+    g = profiler.capture_graph(call, 1, debug=True)
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "graph.dot")
         g.debug_dump(path)

@@ -29,7 +29,7 @@ import time
 
 import torch
 
-from attn_analysis.measure import candidates as cands, machine, peers, timing
+from attn_analysis.measure import candidates as cands, machine, peers, profiler
 from attn_analysis.record import checks
 from attn_analysis.configs import TARGET, Config
 
@@ -85,7 +85,7 @@ def check_one(name: str, config: Config, seed: int, profile: bool) -> dict:
         with built.context():
             call = lambda: built.fn(q, k, v)  # noqa: E731
             row["median_ms_exploratory"] = median_ms(call)
-            row["kernels"] = timing.profile_device_time(call, n_calls=10)["kernels"]
+            row["kernels"] = profiler.profile_device_time(call, n_calls=10)["kernels"]
     return row
 
 

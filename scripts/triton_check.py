@@ -37,7 +37,7 @@ import torch.nn.functional as F
 import triton
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from attn_analysis.measure import ceilings, env, machine
+from attn_analysis.measure import ceilings, machine
 from attn_analysis import configs
 from attn_analysis.record import checks
 from attn_analysis.measure import triton_attention as ta

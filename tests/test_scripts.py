@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from attn_analysis.record import checks
-from attn_analysis.measure import timing
+from attn_analysis.measure import profiler, timing
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = sorted((ROOT / "scripts").glob("*.py"))
@@ -40,7 +40,7 @@ def test_gpu_scripts_write_sealed_check_files_through_the_package(name, kind):
     text = (ROOT / "scripts" / name).read_text()
     assert f'"{kind}")' in text and "checks.write(" in text
     assert "json.dump(" not in text and "os.replace(" not in text  # no writer of their own
-    assert "torch.cuda.CUDAGraph()" not in text  # graphs come from timing.capture_graph
+    assert "torch.cuda.CUDAGraph()" not in text  # graphs come from profiler.capture_graph
     assert "def reference(" not in text and "torch.softmax" not in text  # candidates.reference
     assert "pynvml" not in text and "nvidia-smi" not in text  # machine.gpu_state, machine.fingerprint
 
@@ -59,8 +59,8 @@ def test_check_timer_smoke_run_writes_a_check_file_that_verifies(tmp_path, capsy
     assert "acceptance" in doc and "wrote" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("call", [lambda: timing.capture_graph(lambda: None, 2),
-                                  lambda: timing.profile_graph(object(), 2)])
+@pytest.mark.parametrize("call", [lambda: profiler.capture_graph(lambda: None, 2),
+                                  lambda: profiler.profile_graph(object(), 2)])
 def test_graph_primitives_need_cuda(call):
     if timing._cuda_available():
         pytest.skip("a CUDA device is present")
@@ -69,9 +69,9 @@ def test_graph_primitives_need_cuda(call):
 
 
 @pytest.mark.parametrize("call, message", [
-    (lambda: timing.capture_graph(None), "`fn` must be a zero-argument callable"),
-    (lambda: timing.capture_graph(lambda: None, 0), "`n_calls` must be an integer >= 1"),
-    (lambda: timing.profile_graph(object(), 1, n_replays=0), "`n_replays` must be an integer"),
+    (lambda: profiler.capture_graph(None), "`fn` must be a zero-argument callable"),
+    (lambda: profiler.capture_graph(lambda: None, 0), "`n_calls` must be an integer >= 1"),
+    (lambda: profiler.profile_graph(object(), 1, n_replays=0), "`n_replays` must be an integer"),
 ])
 def test_graph_primitives_check_their_arguments(call, message):
     with pytest.raises(ValueError, match=message):

@@ -13,7 +13,7 @@ import time
 import numpy as np
 import pytest
 
-from attn_analysis.measure import timing
+from attn_analysis.measure import profiler, timing
 from attn_analysis.analyse.intervals import median_ci
 
 
@@ -304,9 +304,9 @@ def test_cuda_requested_without_cuda(no_cuda):
 
 def test_profile_device_time_needs_cuda(no_cuda):
     with pytest.raises(ValueError, match="`n_calls` must be an integer >= 1"):
-        timing.profile_device_time(lambda: None, n_calls=0)
+        profiler.profile_device_time(lambda: None, n_calls=0)
     with pytest.raises(ValueError, match="needs CUDA"):
-        timing.profile_device_time(lambda: None)
+        profiler.profile_device_time(lambda: None)
 
 
 # ---------------------------------------------------------------- fresh processes

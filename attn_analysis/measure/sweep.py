@@ -662,9 +662,9 @@ class _Worker:
         """Sum of the profiler's kernel times per call at this placement (None if off)."""
         if not (self.plan.kernel_times and self.plan.device == "cuda"):
             return None
-        from . import timing
+        from . import profiler
         try:
-            return float(timing.profile_device_time(call, n_calls=10)["device_ms_per_call"])
+            return float(profiler.profile_device_time(call, n_calls=10)["device_ms_per_call"])
         except Exception:  # the profiler is evidence beside the timing, never a reason to stop
             return None
 
@@ -703,11 +703,11 @@ class _Worker:
         self._write(unit)
 
     def _kernels(self, call, config, cand) -> None:
-        from . import timing
+        from . import profiler
         unit = {"kind": "kernels", "config": config.key, "candidate": cand,
                 "started_utc": _now()}
         try:
-            evidence = timing.profile_device_time(call)
+            evidence = profiler.profile_device_time(call)
         except Exception as exc:
             unit.update(status="error", reason=_short(exc), kernels=[])
         else:

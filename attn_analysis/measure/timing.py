@@ -25,7 +25,7 @@ Modes (``MODES``):
 Without CUDA, or with ``device="cpu"``, the same protocols run on ``time.perf_counter_ns``
 and the sample's ``clock`` says ``"cpu_wall"``: never read those numbers as GPU time.
 ``measure_in_processes`` repeats ``measure`` in fresh processes (process-to-process spread);
-``profile_device_time`` sums the CUDA kernels of one call from ``torch.profiler``.
+:mod:`.profiler` reads what the kernels of a call or a graph replay do.
 """
 
 from __future__ import annotations
@@ -58,7 +58,6 @@ MAX_WARMUP_CALLS = 100_000
 N_ESTIMATE_CALLS = 5           # calls timed back to back for the first estimate
 CPU_FLUSH_BYTES = 64 * 2**20
 FALLBACK_L2_BYTES = 64 * 2**20
-_PROFILER_OVERHEAD = ("Activity Buffer Request",)
 
 _now_ns = time.perf_counter_ns  # the one host clock (samples on CPU, budget); tests fake it
 
@@ -475,111 +474,3 @@ def measure_in_processes(factory, n_trials, *, mode="graph", **measure_kwargs):
         with ctx.Pool(processes=1) as pool:
             out.append(pool.apply(_trial, (factory, mode, measure_kwargs)))
     return out
-
-
-def profile_device_time(fn, n_calls=20) -> dict:
-    """Device time of one call of ``fn``, summed over its CUDA kernels, from ``torch.profiler``.
-
-    Runs ``fn`` ``n_calls`` times under ``ProfilerActivity.CUDA`` (after one unrecorded call
-    and one unrecorded profiling pass that absorbs the profiler's start-up). Returns
-    ``{"device_ms_per_call", "n_calls", "kernels": [{"name", "ms_per_call",
-    "count_per_call"}, ...]}``, kernels sorted by time, memsets and copies included. This is
-    the kernel evidence the original reports never collected. CUDA only: without CUDA it
-    raises ValueError, since there is no device time to read.
-    """
-    if not callable(fn):
-        raise ValueError(f"`fn` must be a zero-argument callable; got {fn!r}.")
-    n_calls = _validate.integer("n_calls", n_calls)
-    if not _cuda_available():
-        raise ValueError("`profile_device_time` needs CUDA, which is not available here.")
-    torch = _torch()
-    from torch.autograd import DeviceType
-    from torch.profiler import ProfilerActivity, profile
-
-    fn()
-    torch.cuda.synchronize()
-    for _ in range(2):
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            for _ in range(n_calls):
-                fn()
-            torch.cuda.synchronize()
-    kernels = []
-    for evt in prof.key_averages():
-        if evt.device_type != DeviceType.CUDA or evt.key in _PROFILER_OVERHEAD:
-            continue
-        us = getattr(evt, "self_device_time_total", None)
-        if us is None:
-            us = getattr(evt, "self_cuda_time_total", 0.0)
-        kernels.append({"name": evt.key, "ms_per_call": us / 1e3 / n_calls,
-                        "count_per_call": evt.count / n_calls})
-    kernels.sort(key=lambda r: -r["ms_per_call"])
-    return {"device_ms_per_call": float(sum(r["ms_per_call"] for r in kernels)),
-            "n_calls": n_calls, "kernels": kernels}
-
-
-def capture_graph(fn, n_calls=1, *, debug=False):
-    """``n_calls`` calls of ``fn`` in one CUDA graph, captured as graph mode captures them.
-
-    One call warms ``fn`` up on a side stream (PyTorch's CUDA-graph notes), the calls are
-    captured, and one replay uploads the graph (the first replay of a graph is slow), so
-    the next replay is a representative one. ``debug`` turns on the graph's debug mode
-    before the capture, for ``graph.debug_dump``. Returns the ``torch.cuda.CUDAGraph``.
-    CUDA only: without it, ValueError.
-    """
-    if not callable(fn):
-        raise ValueError(f"`fn` must be a zero-argument callable; got {fn!r}.")
-    n_calls = _validate.integer("n_calls", n_calls)
-    if not _cuda_available():
-        raise ValueError("`capture_graph` needs CUDA, which is not available here.")
-    cuda = _torch().cuda
-    stream = cuda.Stream()
-    stream.wait_stream(cuda.current_stream())
-    with cuda.stream(stream):
-        fn()
-    cuda.current_stream().wait_stream(stream)
-    cuda.synchronize()
-    graph = cuda.CUDAGraph()
-    if debug:
-        graph.enable_debug_mode()
-    with cuda.graph(graph):
-        for _ in range(n_calls):
-            fn()
-    graph.replay()
-    cuda.synchronize()
-    return graph
-
-
-def profile_graph(graph, n_calls, n_replays=10) -> dict:
-    """What the GPU does inside replays of ``graph`` (``n_calls`` calls captured), from
-    ``n_replays`` replays under ``torch.profiler``.
-
-    Returns ``{"kernels_per_replay", "kernel_names", "busy_ms_per_call",
-    "span_ms_per_call"}``: the kernels (memsets included) of one replay, their names with
-    counts, and per call the median over replays of the kernels' summed duration and of the
-    span from the first kernel's start to the last one's end; the span minus the busy time
-    is the idle gap between dependent kernels. The times are None when no kernel was seen.
-    """
-    n_calls, n_replays = _validate.integer("n_calls", n_calls), _validate.integer("n_replays", n_replays)
-    if not _cuda_available():
-        raise ValueError("`profile_graph` needs CUDA, which is not available here.")
-    torch = _torch()
-    from collections import Counter
-
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(n_replays):
-            graph.replay()
-        torch.cuda.synchronize()
-    kernels = sorted((e for e in prof.events() if e.device_type.name == "CUDA"
-                      and e.name not in _PROFILER_OVERHEAD), key=lambda e: e.time_range.start)
-    per = len(kernels) // n_replays
-    busy, span = [], []
-    for r in range(n_replays):
-        ks = kernels[r * per:(r + 1) * per]
-        if ks:  # profiler times are in microseconds
-            busy.append(sum(k.time_range.end - k.time_range.start for k in ks) / n_calls / 1e3)
-            span.append((ks[-1].time_range.end - ks[0].time_range.start) / n_calls / 1e3)
-    return {"kernels_per_replay": per, "kernel_names": dict(Counter(k.name for k in kernels[:per])),
-            "busy_ms_per_call": float(np.median(busy)) if busy else None,
-            "span_ms_per_call": float(np.median(span)) if span else None}

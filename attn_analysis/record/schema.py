@@ -122,7 +122,7 @@ UNIT_SCHEMA: dict[str, tuple[Field, ...]] = {
                     Field("result", (dict,)),  # candidates.CorrectnessResult
                     Field("input_seed", (int,))),
     "kernels": (*UNIT_IDENTITY["kernels"], _STATUS, _REASON,
-                Field("evidence", (dict,)),  # timing.profile_device_time()
+                Field("evidence", (dict,)),  # profiler.profile_device_time()
                 Field("kernels", (list,), items=_KERNEL)),
     "trial": (*UNIT_IDENTITY["trial"], Field("fingerprint", (dict,), True),  # machine.fingerprint()
               Field("pid", (int,))),
