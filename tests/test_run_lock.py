@@ -109,7 +109,7 @@ def test_a_lock_held_by_another_process_is_refused(tmp_path):
     run = tmp_path / "run"
     run.mkdir()
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from attn_analysis import run_lock\n"
+        [sys.executable, "-c", "import sys, time; from attn_analysis.measure import run_lock\n"
          "with run_lock.hold(sys.argv[1]):\n    print('held', flush=True); time.sleep(60)",
          str(run)], stdout=subprocess.PIPE, text=True, cwd=REPO)
     try:
@@ -133,7 +133,7 @@ time.sleep(60)
 _CHILD = r"""
 import os, sys, time
 sys.platform = {platform!r}
-from attn_analysis import run_lock
+from attn_analysis.measure import run_lock
 print(run_lock.die_with_parent(os.getppid(), interval_s=0.1), file=sys.stderr, flush=True)
 time.sleep(60)
 """
@@ -159,7 +159,7 @@ def test_child_dies_when_its_parent_is_killed(platform, how):
 
 
 def test_a_child_whose_parent_is_already_gone_exits():
-    code = ("from attn_analysis import run_lock; import os\n"
+    code = ("from attn_analysis.measure import run_lock; import os\n"
             "run_lock.die_with_parent(os.getppid() + 1)\nprint('survived')")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             cwd=REPO, timeout=60)

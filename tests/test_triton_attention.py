@@ -87,7 +87,7 @@ CASES = [
 
 _CHILD = r"""
 import json, sys, torch
-from attn_analysis import triton_attention as ta
+from attn_analysis.measure import triton_attention as ta, triton_kernels as tk
 
 def reference(q, k, v, causal, scale):
     q, k, v = (t.double() for t in (q, k, v))
@@ -120,7 +120,7 @@ import triton, triton.language as tl
 @triton.jit
 def _poly(X, Y, N: tl.constexpr):
     x = tl.load(X + tl.arange(0, N))
-    y = ta._poly_exp2(x.reshape(N // 16, 16))
+    y = tk._poly_exp2(x.reshape(N // 16, 16))
     tl.store(Y + tl.arange(0, N), y.reshape(N))
 n = 4096
 x = torch.cat([-torch.rand(n // 2) * 130, -torch.rand(n // 2)]).float()

@@ -2,7 +2,7 @@
 ``data/checks/``), the calibration of the two comparison protocols on the A/A and spin
 controls, and the timing checks (fidelity of each mode, the cost of a graph replay, hot
 against cold cache, the GPU time a calibrated protocol costs). Part two, every claim of the
-original reports checked, is :mod:`attn_analysis.claims`.
+original reports checked, is :mod:`attn_analysis.chapters.claims`.
 
 ``notebooks/06_audit.py`` only calls these functions, glues the values they return (a
 :class:`Finding`'s ``values``: the glue key without the chapter's ``au_`` prefix, to a

@@ -1,9 +1,9 @@
 """The audit chapter's logic, part two: every claim of the original reports, checked
 against recorded runs, the check files of ``data/checks/``, the L4 datasheet or the reports'
 own arithmetic (part one, the inputs, the protocols' calibration and the timing checks, is
-:mod:`attn_analysis.audit`).
+:mod:`attn_analysis.chapters.audit`).
 
-Each ``*_claim`` function returns an :class:`~attn_analysis.audit.Finding`: the values its
+Each ``*_claim`` function returns an :class:`~attn_analysis.chapters.audit.Finding`: the values its
 subsection of ``notebooks/06_audit.py`` pastes and the
 :class:`~attn_analysis.calibration.Claim` of the claims table. L4 and A100 peaks come from
 ``workload.HARDWARE``; the reports' values, **as reported**, from :class:`Reported`
