@@ -27,6 +27,7 @@ alias.
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from pathlib import Path
 
@@ -225,3 +226,42 @@ def test_the_cycle_finder_finds_a_cycle(monkeypatch):
     monkeypatch.setattr(sys.modules[__name__], "package_imports", lambda m: fake[m],
                         raising=True)
     assert cycles() == [[f"{PACKAGE}.a", f"{PACKAGE}.b"]]
+
+
+_FROM_IMPORT = re.compile(r"from (attn_analysis(?:\.\w+)*) import \(?([^\n)#]*)")
+
+
+def _defines(path: Path, name: str) -> bool:
+    """Whether a module's source binds ``name`` at top level (def, class, assignment, import)."""
+    tree = ast.parse(path.read_text())
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name == name:
+            return True
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == name
+                                                for t in node.targets):
+            return True
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and any(
+                (a.asname or a.name.split(".")[0]) == name for a in node.names):
+            return True
+    return False
+
+
+def test_every_import_of_the_package_names_what_this_checkout_holds():
+    # In code and in the source strings of child processes alike: an installed copy of the
+    # package elsewhere (an editable install of another checkout) would otherwise answer an
+    # import of a module that moved, and the test would test that copy.
+    repo = ROOT.parent
+    files = [p for d in ("attn_analysis", "tests", "scripts", "notebooks")
+             for p in (repo / d).rglob("*.py")]
+    bad = []
+    for path in files:
+        for module, names in _FROM_IMPORT.findall(path.read_text()):
+            target = _module_file(module)
+            if target is None:
+                bad.append(f"{path.relative_to(repo)}: {module}")
+                continue
+            for name in (re.match(r"\w*", n.strip()).group(0) for n in names.split(",")):
+                if name and _module_file(f"{module}.{name}") is None \
+                        and not _defines(target, name):
+                    bad.append(f"{path.relative_to(repo)}: {module} has no {name}")
+    assert bad == []
