@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from attn_analysis import __main__ as cli
+from attn_analysis import __main__ as cli, configs
 from attn_analysis.measure import sweep
 from attn_analysis.__main__ import main
 from conftest import make_run
@@ -93,7 +93,7 @@ def test_default_candidates_resolved_when_the_sweep_runs(tmp_path, monkeypatch):
     assert main(["sweep", "--out", str(tmp_path / "r"), "--device", "cpu", "--shape",
                  "1,2,16", "--candidates", "sdpa", "--quiet"]) == 0
     assert [p.candidates for p in plans] == [tuple(DEFAULT_CANDIDATES), ("sdpa",)]
-    assert plans[0].modes == sweep.MODES
+    assert plans[0].modes == configs.MODES
 
 
 def test_sweep_defaults_are_the_calibrated_design(tmp_path, monkeypatch):

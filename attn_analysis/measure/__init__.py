@@ -8,11 +8,12 @@ registry of implementations and the correctness gate), :mod:`.peers` and :mod:`.
 (third-party kernels and the A/A twin and spin controls, as plugins),
 :mod:`.triton_attention` (our Triton kernel: launch, tuning, checks; its kernels in
 :mod:`.triton_kernels`), :mod:`.ceilings` (copy and matmul ceilings),
-:mod:`.run_lock` (one sweep per run folder) and :mod:`.sweep` (the plan, the randomized
-rounds, the resumable runner). It writes through :mod:`attn_analysis.record` and nothing
+:mod:`.run_lock` (one sweep per run folder), :mod:`.plan` (what a sweep measures),
+:mod:`.sweep` (the resumable runner) and :mod:`.trial` (one trial process: the randomized
+rounds). It writes through :mod:`attn_analysis.record` and nothing
 below it imports it (``tests/test_layers.py``). Import the modules themselves; torch is
 imported by the modules that need it, not here.
 """
 
 __all__ = ["env", "machine", "timing", "profiler", "placement", "candidates", "peers", "controls", "triton_attention", "triton_kernels",
-           "ceilings", "run_lock", "sweep"]
+           "ceilings", "run_lock", "plan", "sweep", "trial"]

@@ -1,0 +1,331 @@
+"""One trial process of a sweep (:func:`_worker_main`, started by :mod:`.sweep`): it locks
+the environment, builds each (configuration, candidate) once, checks it against float64,
+times it in each mode at every placement, in randomized rounds, and writes each finished
+unit to the run's journal at once; a unit that fails is recorded with its reason.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import os
+import random
+import time
+import uuid
+from pathlib import Path
+
+from .. import record
+from . import run_lock
+from ..configs import Config
+
+from .plan import (PROTOCOL, Plan, SweepError, _candidate_units, _input_seed,
+                   _now)
+
+# Exit code of a trial process that gives up (its reason in the run's ``.fatal`` marker).
+_FATAL = 3
+
+
+def _write_failure(out_dir, name, status, reason) -> None:
+    """Record the unit ``name`` (its identity read from the name) as not measured."""
+    unit = dict(record.parse_unit_name(name), status=status, reason=reason,
+                started_utc=_now(), measurement_id=uuid.uuid4().hex)
+    if unit["kind"] == "timing":
+        unit["times_ms"] = []
+    record.write_unit(out_dir, unit)
+
+
+def _worker_main(out_dir: str, plan_json: dict, trial: int, messages, parent_pid: int) -> None:
+    """Entry point of a trial process; it dies with its parent (``run_lock.die_with_parent``)."""
+    import sys
+    run_lock.die_with_parent(parent_pid)
+    try:
+        _Worker(Path(out_dir), Plan.from_json(plan_json), trial, messages).run()
+    except SweepError as exc:
+        record.write_fatal(out_dir, str(exc))
+        sys.exit(_FATAL)
+
+
+class _Worker:
+    """Runs one trial: every configuration and candidate of the plan, in a shuffled order."""
+
+    def __init__(self, out_dir: Path, plan: Plan, trial: int, messages):
+        self.out, self.plan, self.trial, self.messages = out_dir, plan, trial, messages
+        self.done, _ = record.finished_units(out_dir)
+
+    def _emit(self, path) -> None:
+        self.done.add(Path(path).name)
+        self.messages.put(("done", Path(path).name))
+
+    def _write(self, unit: dict) -> None:
+        unit.setdefault("measurement_id", uuid.uuid4().hex)
+        self._emit(record.write_unit(self.out, unit))
+
+    def run(self) -> None:
+        import torch
+        from . import env, machine
+        try:
+            env.lock(seed=self.plan.seed + self.trial, deterministic=self.plan.deterministic)
+        except env.EnvironmentNotLocked as exc:
+            raise SweepError(f"trial {self.trial}: {exc}") from None
+        fp = machine.fingerprint()
+        self._check_machine(fp)
+        name = record.unit_name("trial", trial=self.trial)
+        if name not in self.done:
+            self._write({"kind": "trial", "trial": self.trial, "fingerprint": fp,
+                         "started_utc": _now(), "pid": os.getpid()})
+        if self.trial == 0 and self.plan.ceilings and \
+                record.unit_name("ceilings") not in self.done:
+            from .ceilings import measure_ceilings
+            self._write({"kind": "ceilings", "ceilings": measure_ceilings(self.plan.device),
+                         "started_utc": _now()})
+        rng = random.Random(self.plan.seed * 1_000_003 + self.trial)
+        for ci, config in enumerate(self.plan.configs):
+            self._config(config, ci, rng)
+            gc.collect()
+            if self.plan.device == "cuda":
+                torch.cuda.empty_cache()
+
+    def _check_machine(self, fp: dict) -> None:
+        if self.plan.allow_mixed:
+            return
+        for path in record.journal_paths(self.out, "trial"):
+            other = record.read_unit(path)["fingerprint"].get("fingerprint_hash")
+            if other != fp.get("fingerprint_hash"):
+                raise SweepError(
+                    f"this machine's fingerprint {fp.get('fingerprint_hash')} differs from the "
+                    f"run's {other} ({path.name}); record into a new folder or pass --allow-mixed")
+
+    def _earlier_info(self, config: Config, cand: str) -> dict | None:
+        """What another trial's build of this candidate recorded (e.g. its tuning), if any."""
+        for path in record.journal_paths(self.out, "timing", config=config.key, candidate=cand):
+            unit = record.read_unit(path)
+            if unit["trial"] != self.trial and unit.get("status") == "ok" and unit.get("info"):
+                return unit["info"]
+        return None
+
+    def _fail_rest(self, names, status, reason) -> None:
+        for name in names:
+            if name not in self.done:
+                _write_failure(self.out, name, status, reason)
+                self._emit(name)
+
+    def _config(self, config: Config, ci: int, rng: random.Random) -> None:
+        """Build and check every candidate of one configuration, then time them interleaved."""
+        order = list(self.plan.candidates)
+        rng.shuffle(order)  # no candidate is always built (or checked) first
+        ready = {}
+        for cand in order:
+            names = _candidate_units(self.plan, config, cand, self.trial)
+            if all(n in self.done for n in names):
+                continue
+            self.messages.put(("status", f"t{self.trial} {config.key} {cand} (check)"))
+            # say which candidate this process is on, so a crash is recorded against it
+            record.write_current(self.out, self.trial, config.key, [cand])
+            built = self._prepare(config, ci, cand, names)
+            record.clear_current(self.out, self.trial)
+            if built is not None:
+                ready[cand] = (built, names)
+        if ready:
+            record.write_current(self.out, self.trial, config.key, list(ready))
+            self._rounds(config, ci, ready, rng)
+            record.clear_current(self.out, self.trial)
+
+    def _prepare(self, config: Config, ci: int, cand: str, names: list[str]):
+        """Build one candidate and pass it through the float64 gate; None when it cannot
+        be timed (the reason is recorded in each of its units)."""
+        import torch
+        from . import candidates as cands
+        try:
+            built = cands.build(cand, config, self.plan.device, hint=self._earlier_info(config, cand))
+        except cands.Unsupported as exc:
+            return self._fail_rest(names, "unsupported", str(exc))
+        except torch.OutOfMemoryError as exc:
+            return self._fail_rest(names, "oom", _short(exc))
+        except Exception as exc:  # compile failures and the like: record and go on
+            return self._fail_rest(names, "error", _short(exc))
+        seed = _input_seed(self.plan, self.trial, ci)
+        corr_name = names[0]
+        if corr_name in self.done:
+            passed = record.read_unit(record.unit_path(self.out, corr_name))["status"] == "ok"
+        else:
+            try:
+                result = cands.check(built, config, self.plan.device, seed=seed, name=cand)
+            except torch.OutOfMemoryError as exc:
+                return self._fail_rest(names, "oom", _short(exc))
+            except Exception as exc:
+                return self._fail_rest(names, "error", _short(exc))
+            passed = result.passed
+            self._write({"kind": "correctness", "config": config.key, "candidate": cand,
+                         "trial": self.trial, "status": "ok" if passed else "failed_correctness",
+                         "reason": result.reason, "result": dataclasses.asdict(result),
+                         "input_seed": seed, "started_utc": _now()})
+        if not passed:
+            return self._fail_rest(names, "failed_correctness",
+                                   "failed the float64 correctness gate; not timed")
+        return built
+
+    def _rounds(self, config: Config, ci: int, ready: dict, rng: random.Random) -> None:
+        """Protocol v2: ``plan.placements`` rounds; in each, every candidate in a random
+        order gets a fresh placement (inputs after a random pad, graph re-captured) and is
+        timed in each mode, modes in a random order. Units are written after the last round."""
+        import torch
+        from . import candidates as cands, machine, placement
+        device = self.plan.device
+        pending = {}
+        for cand, (built, names) in ready.items():
+            for mode in self.plan.modes:
+                name = record.unit_name("timing", config=config.key, candidate=cand,
+                                         mode=mode, trial=self.trial)
+                if name not in self.done:
+                    pending[(cand, mode)] = {"placements": [], "started_utc": _now(),
+                                             "failure": None}
+        seed = _input_seed(self.plan, self.trial, ci)
+        self._process_warmup(config, ready, seed)
+        for p in range(self.plan.placements):
+            order = list(ready)
+            rng.shuffle(order)
+            for position, cand in enumerate(order):
+                modes = [m for m in self.plan.modes
+                         if (cand, m) in pending and pending[(cand, m)]["failure"] is None]
+                kname = record.unit_name("kernels", config=config.key, candidate=cand)
+                want_kernels = (p == self.plan.placements - 1 and kname in ready[cand][1]
+                                and kname not in self.done)
+                if not modes and not want_kernels:
+                    continue
+                rng.shuffle(modes)
+                self.messages.put(("status", f"t{self.trial} {config.key} p{p} {cand}"))
+                built = ready[cand][0]
+                placement.release(device)
+                try:
+                    pl = placement.place(p, lambda: cands.make_inputs(
+                        config, device, seed=seed + 1 + p, layout=built.layout), device, rng)
+                except torch.OutOfMemoryError as exc:
+                    for m in modes:
+                        pending[(cand, m)]["failure"] = ("oom", _short(exc))
+                    continue
+                q, k, v = pl.inputs
+
+                def call(q=q, k=k, v=v, fn=built.fn):
+                    return fn(q, k, v)
+                with built.context():  # e.g. SDPA's forced backend: set once, outside timers
+                    state = machine.gpu_state()
+                    kernel_ms = self._placement_kernel_ms(call) if modes else None
+                    for mode in modes:
+                        entry = pending[(cand, mode)]
+                        rec = self._time_placement(call, mode)
+                        if "failure" in rec:
+                            entry["failure"] = rec.pop("failure")
+                            continue
+                        rec.update(pl.as_record(), round=p, position=position,
+                                   kernel_ms=kernel_ms, gpu_state_start=state)
+                        rec["gpu_state_end"] = machine.gpu_state()
+                        entry["placements"].append(rec)
+                    if want_kernels:
+                        self._kernels(call, config, cand)
+                del call, q, k, v, pl
+        placement.release(device)
+        for (cand, mode), entry in pending.items():
+            self._write_timing(config, cand, mode, ready[cand][0].info, entry)
+
+    def _process_warmup(self, config: Config, ready: dict, seed: int) -> None:
+        """Keep the GPU busy for ``plan.process_warmup_ms`` before the first round, so the
+        first placement of the first candidate does not meet idle clocks."""
+        from . import candidates as cands
+        if self.plan.process_warmup_ms <= 0:
+            return
+        built = next(iter(ready.values()))[0]
+        q, k, v = cands.make_inputs(config, self.plan.device, seed=seed, layout=built.layout)
+        with built.context():
+            deadline = time.monotonic() + self.plan.process_warmup_ms / 1e3
+            while time.monotonic() < deadline:
+                for _ in range(10):
+                    built.fn(q, k, v)
+                if self.plan.device == "cuda":
+                    import torch
+                    torch.cuda.synchronize()
+        del q, k, v
+
+    def _placement_kernel_ms(self, call):
+        """Sum of the profiler's kernel times per call at this placement (None if off)."""
+        if not (self.plan.kernel_times and self.plan.device == "cuda"):
+            return None
+        from . import profiler
+        try:
+            return float(profiler.profile_device_time(call, n_calls=10)["device_ms_per_call"])
+        except Exception:  # the profiler is evidence beside the timing, never a reason to stop
+            return None
+
+    def _time_placement(self, call, mode) -> dict:
+        """Time one placement in one mode; a dict with the samples and settings, or with
+        ``failure`` = (status, reason)."""
+        import torch
+        from . import timing
+        t0 = time.monotonic()
+        try:
+            sample = timing.measure(call, mode=mode, device=self.plan.device, **self.plan.timing)
+        except torch.OutOfMemoryError as exc:
+            return {"failure": ("oom", _short(exc))}
+        except Exception as exc:
+            return {"failure": ("error", _short(exc))}
+        settings = {k: v for k, v in dataclasses.asdict(sample).items() if k != "times_ms"}
+        return {"times_ms": [float(x) for x in sample.times_ms], "timing": _jsonable(settings),
+                "elapsed_s": time.monotonic() - t0}
+
+    def _write_timing(self, config, cand, mode, info, entry) -> None:
+        """One timing unit holding every placement of (configuration, candidate, mode)."""
+        placements = entry["placements"]
+        unit = {"kind": "timing", "config": config.key, "candidate": cand, "mode": mode,
+                "trial": self.trial, "info": _jsonable(info), "started_utc": entry["started_utc"],
+                "protocol": PROTOCOL}
+        if entry["failure"] is not None or not placements:
+            status, reason = entry["failure"] or ("error", "no placement was timed")
+            unit.update(status=status, reason=reason, times_ms=[], placements=[])
+        else:
+            unit.update(status="ok", reason="",
+                        times_ms=[t for rec in placements for t in rec["times_ms"]],
+                        timing=placements[0]["timing"], placements=_jsonable(placements))
+        unit["gpu_state_start"] = placements[0]["gpu_state_start"] if placements else None
+        unit["gpu_state_end"] = placements[-1]["gpu_state_end"] if placements else None
+        unit["elapsed_s"] = float(sum(rec["elapsed_s"] for rec in placements))
+        self._write(unit)
+
+    def _kernels(self, call, config, cand) -> None:
+        from . import profiler
+        unit = {"kind": "kernels", "config": config.key, "candidate": cand,
+                "started_utc": _now()}
+        try:
+            evidence = profiler.profile_device_time(call)
+        except Exception as exc:
+            unit.update(status="error", reason=_short(exc), kernels=[])
+        else:
+            unit.update(status="ok", reason="", evidence=_jsonable(evidence),
+                        kernels=_kernel_rows(evidence))
+        self._write(unit)
+
+
+def _kernel_rows(evidence: dict) -> list[dict]:
+    """Normalise the profiler's kernel list to name, calls per call, device ms per call."""
+    rows = []
+    for k in evidence.get("kernels", []):
+        rows.append({"name": str(k.get("name")),
+                     "calls_per_call": float(k.get("count_per_call", 1)),
+                     "device_ms_per_call": float(k.get("ms_per_call", 0.0))})
+    return rows
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:400] if text else ''}"
+
+
+def _jsonable(obj):
+    """Convert settings (numpy scalars, tuples, torch dtypes) to plain JSON values."""
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, (str, int, float, bool)) or obj is None:
+        return obj
+    if hasattr(obj, "item"):
+        return obj.item()
+    return str(obj)
