@@ -65,7 +65,7 @@ from IPython.display import Markdown
 from myst_nb import glue
 
 from attn_analysis.analyse import protocols
-from attn_analysis.chapters import claim_table, claims
+from attn_analysis.chapters import claim_table, claims, kernel_claims
 from attn_analysis import plots, tables
 
 claim_rows = []  # the claims table, in the order of the subsections below
@@ -566,7 +566,7 @@ every_sota = [t for ts in sota_tables.values() for t in ts]
 # {doc}`03_matrix`.
 
 # %% tags=["remove-cell"]
-found(claims.custom_kernels_claim(every_sota, rep))
+found(kernel_claims.custom_kernels_claim(every_sota, rep))
 
 # %% [markdown]
 # (audit-peers)=
@@ -587,7 +587,7 @@ target_tables = {sota.machine_label(run): t for run, t in
 not_run = {r["candidate"]: f"{r['status']}: {r['reason']}"
            for run in sota_by_campaign["target"].values()
            for _, r in sota.untimed(run).iterrows()}
-found(claims.peers_claim(target_tables, not_run, rep))
+found(kernel_claims.peers_claim(target_tables, not_run, rep))
 glue("au_claims_md", Markdown(claim_table.claims_markdown(claim_rows)), display=False)
 nbs.glue_values("au_", claims.claims_values(claim_rows))
 

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from attn_analysis.chapters import audit, claims
+from attn_analysis.chapters import audit, claims, kernel_claims
 from attn_analysis.analyse import protocols
 from attn_analysis.record import checks
 from attn_analysis import state_of_the_art as sota
@@ -138,7 +138,8 @@ def test_the_audit_runs_on_the_committed_runs_and_checks():
         claims.chunking_claim(extras, rep, n_resamples=200), claims.a100_claim(rep),
         claims.warmup_claim(extras, lead, fid.data, rep),
         claims.mann_whitney_claim(a_fp, rep, alpha=0.05),
-        claims.custom_kernels_claim(every, rep), claims.peers_claim(targets, not_run, rep))]
+        kernel_claims.custom_kernels_claim(every, rep),
+        kernel_claims.peers_claim(targets, not_run, rep))]
     v = claims.claims_values(rows)
     assert v["n_claims"] == 14 and v["n_fails"] + v["n_holds"] + v["n_cannot_be_tested_here"] == 14
     assert not any(isinstance(x, float) and math.isnan(x) for x in v.values())

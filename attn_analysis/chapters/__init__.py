@@ -1,11 +1,12 @@
 """Chapters: one module per chapter of the book that computes more than a table (the stage
 after analysis). A notebook calls its chapter's module, glues what it returns and shows one
 figure or short table. :mod:`.audit` (inputs, calibration, timing checks) and
-:mod:`.claims` (the reports' claims, checked; :mod:`.claim_table` lays them out) serve the
+:mod:`.claims` and :mod:`.kernel_claims` (the reports' claims, checked; :mod:`.claim_table`
+lays them out) serve the
 audit chapter; :mod:`.fixed_shape` and :mod:`.matrix` serve the fixed-shape and matrix
 chapters; :mod:`.inputs` checks the recorded runs and check files a chapter reads.
 Torch-free (``tests/test_layers.py``).
 """
 
 __all__ = ["audit", "claims", "claim_table", "fixed_shape", "inputs",
-           "matrix"]
+           "kernel_claims", "matrix"]

@@ -18,7 +18,6 @@ import pandas as pd
 from . import claim_table
 from ..analyse import (bootstrap, comparisons, kernel_evidence, latency_tables, reference,
                        reports_statistics, sample_groups, stats, workload)
-from .. import state_of_the_art as sota
 from .audit import S128, S256, S512, Calibration, CalibrationRuns, Finding
 from ..configs import TARGET, Config
 
@@ -383,99 +382,6 @@ def mann_whitney_claim(a_fp, rep: Reported, *, alpha: float) -> Finding:
         f"the false-positive rate is far above the nominal {alpha:.0%}: samples within one "
         "process are not independent draws of the kernel's time",
         "audit-calibration"))
-
-
-def _expected(rep: Reported, library: str, seq_len: int) -> float:
-    """Report 004's 'expected (literature)' latency of ``library`` at ``seq_len``."""
-    t = rep.table
-    d = t[(t["quantity"] == "expected_latency_ms") & (t["label"] == library)
-          & (t["seq_len"] == seq_len)]
-    if len(d) != 1:
-        raise ValueError(f"expected one expected latency of {library} at S={seq_len}; "
-                         f"found {len(d)}.")
-    return float(d["value"].iloc[0])
-
-
-def _row(table: pd.DataFrame, candidate: str, level: str = "call"):
-    """The target-shape row of ``candidate`` at ``level`` in a state-of-the-art table."""
-    d = table[(table["config"] == TARGET.key) & (table["candidate"] == candidate)
-              & (table["level"] == level)]
-    return d.iloc[0] if len(d) else None
-
-
-def peers_claim(target_tables: dict, not_run: dict, rep: Reported) -> Finding:
-    """Report 004's expectation that flash-attn and xFormers run at SDPA's speed at S=512,
-    against the peers measured at the target (``target_tables``: machine label ->
-    :func:`state_of_the_art.comparison_table` of a target run; ``not_run``: peer -> why
-    it never ran)."""
-    sdpa = rep("004", "median_latency_ms", "Configuration Matrix", 512)
-    flash, xf = _expected(rep, "flash-attn 2.3.3", 512), _expected(rep, "xFormers", 512)
-    measured, values = [], {}
-    for machine, t in target_tables.items():
-        slug = machine.split()[0].lower()
-        for cand, name in (("fa4", "FlashAttention-4"), ("sdpa_flash", "PyTorch's FA2 copy")):
-            r = _row(t, cand)
-            if r is not None:
-                measured.append(f"{machine}: {name} {r['speedup']:.3f} [{r['ci_low']:.3f}, "
-                                f"{r['ci_high']:.3f}] ({r['verdict']})")
-                values[f"pe_{slug}_{cand}"] = float(r["speedup"])
-    gone = "; ".join(f"{c}: {why[:120]}" for c, why in sorted(not_run.items()))
-    values.update({"pe_sdpa_l4": sdpa, "pe_flash_l4": flash, "pe_xformers_l4": xf,
-                   "pe_not_run": gone or "none"})
-    return Finding(values, claim_table.Claim(
-        f"flash-attn (~{flash:.3f} ms expected) and xFormers (~{xf:.3f} ms) run at SDPA's "
-        f"speed ({sdpa:.4f} ms) at S=512",
-        rep.source("004", "PyTorch SDPA vs. flash-attn (Expected)"),
-        "speedup over SDPA's default dispatch per call at the target: " + "; ".join(measured)
-        + (f"; not run: {gone}" if gone else ""),
-        "fails",
-        "the figures are expectations from the literature, never measured (flash-attn was not "
-        "installed); measured as shipped, flash-attn's kernels (FlashAttention-4, and the "
-        "FlashAttention-2 code behind SDPA's flash backend) run slower than SDPA's default "
-        "dispatch on every machine we had, because that dispatch chose cuDNN's kernel, which "
-        "the reports' software could not; xFormers has no build for our PyTorch; the L4 was "
-        "not measured",
-        "audit-peers"))
-
-
-def custom_kernels_claim(tables: list, rep: Reported, *, reach: float = 1.10,
-                         min_processes: int = 2) -> Finding:
-    """'Custom kernels reach 1.1-1.5x over SDPA': every custom kernel (ours and the peers,
-    :mod:`state_of_the_art`) against SDPA's default dispatch per call, at the target and at
-    every configuration of the state-of-the-art runs of at least ``min_processes``
-    processes; reached where the family-wise interval's lower end is at least ``reach``."""
-    df = pd.concat(tables, ignore_index=True)
-    custom = df[(df["level"] == "call") & sota.is_custom(df) & (df["n_processes"] >= min_processes)]
-    if custom.empty:
-        raise ValueError("`tables` hold no custom-kernel comparison of enough processes.")
-    at_target = custom[custom["config"] == TARGET.key]
-    best_t = at_target.loc[at_target["speedup"].idxmax()] if len(at_target) else None
-    reached = custom[custom["ci_low"] >= reach]
-    best = custom.loc[custom["speedup"].idxmax()]
-    where = sota.where_text(reached.assign(label=reached["label"] + " on the "
-                                           + reached["machine"].str.split().str[0]))
-    values = {"ck_n": len(custom), "ck_n_reached": len(reached), "ck_where": where or "nowhere",
-              "ck_best": float(best["speedup"]), "ck_best_lo": float(best["ci_low"]),
-              "ck_best_hi": float(best["ci_high"]), "ck_best_label": best["label"],
-              "ck_best_cfg": best["config"], "ck_best_machine": best["machine"],
-              "ck_target": float(best_t["speedup"]) if best_t is not None else np.nan,
-              "ck_target_label": best_t["label"] if best_t is not None else "none",
-              "ck_target_machine": best_t["machine"] if best_t is not None else "none"}
-    target_text = (f"at the reports' shape the best custom kernel is {best_t['label']} on the "
-                   f"{best_t['machine']} at {best_t['speedup']:.3f}" if best_t is not None
-                   else "no custom kernel was measured at the reports' shape")
-    return Finding(values, claim_table.Claim(
-        "Custom kernels can reach 1.1-1.5x over SDPA on same-generation hardware",
-        rep.source("001", "Custom Kernel Targets from Literature"),
-        f"{len(custom)} custom-kernel comparisons against SDPA's default dispatch (ours, "
-        f"FlashAttention-4, FlashInfer): {len(reached)} reach {reach:.1f}x with family-wise "
-        f"confidence; {target_text}",
-        "fails" if best_t is None or best_t["ci_low"] < reach else "holds",
-        f"{target_text}, below 1.1x, so for the workload the reports set the target for the "
-        f"claim fails on Hopper; it is a property of the shape, not of custom kernels: "
-        f"{reach:.1f}x is reached at {where or 'no configuration'}; the claim concerns Ada "
-        f"(L4), which we could not measure",
-        "audit-triton"))
 
 
 def claims_values(claims) -> dict:
