@@ -162,3 +162,19 @@ def wait_dead(pids, timeout_s: float = 15.0) -> list[int]:
     while time.monotonic() < deadline and any(alive(p) for p in pids):
         time.sleep(0.05)
     return [p for p in pids if alive(p)]
+
+
+@pytest.fixture
+def restore_torch_state():
+    """The test leaves the global torch state, env var and RNGs as it found them (the lock's
+    and the fingerprint's tests use it)."""
+    import os
+
+    from attn_analysis.measure import env
+    before = env.lock_state()
+    with env.preserved_state():
+        # Exported, as on a GPU run: other tests may already have initialised CUDA in this
+        # process, after which lock() refuses to set the variable itself.
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        yield
+    assert env.lock_state() == before
