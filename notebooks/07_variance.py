@@ -48,6 +48,7 @@ from attn_analysis.analyse import gpu_time
 from attn_analysis import plots, tables
 from attn_analysis.analyse import design, provenance, stats, variance
 from attn_analysis.configs import TARGET
+from attn_analysis.measure.plan import DEFAULT_TRIALS
 
 DP, DS = variance.stack(DR)
 TP, TS = variance.stack(TR)
@@ -160,9 +161,9 @@ per_unit = DP.groupby(["run", "config", "candidate", "mode", "trial"]).size()
 placement_s = float((ok["elapsed_s"] / float(per_unit.median())).median())
 overhead_s = float(np.median([gpu_time.process_overhead_s(r.units) for r in DR.values()]))
 target_se = margin / (2 * sps.norm.ppf(0.975))
-# the calibrated design: two processes per comparison, at the placements and samples the
-# decomposition runs recorded
-P_USED = 2
+# the calibrated design: the sweep's processes per comparison (measure.plan.DEFAULT_TRIALS),
+# at the placements and samples the decomposition runs recorded
+P_USED = DEFAULT_TRIALS
 M_USED = int(round(first["n_placements"] / first["n_processes"]))
 N_USED = int(round(first["n_values"] / first["n_placements"]))
 se_used = design.log_speedup_se(arm_b, arm_c, P_USED, M_USED, N_USED)
