@@ -145,6 +145,7 @@ def cmd_sweep(args) -> int:
 
     from . import _validate, configs
     from .measure import machine, run_lock, sweep
+    from .measure.plan import _timing_iv
     run_lock.check_run_folder(args.out, "--out")
     _validate.distinct("--modes", args.modes, "a mode")
     if args.candidates is not None:
@@ -173,7 +174,7 @@ def cmd_sweep(args) -> int:
     sweep.check_fits(cfgs, machine.device_memory_bytes(device), device,
                      "--shape" if args.shape else "--matrix")
     # --budget is checked even when a fixed sample count makes it unused.
-    sweep._timing_iv({"ci_target": args.ci_target, "budget_s": args.budget})
+    _timing_iv({"ci_target": args.ci_target, "budget_s": args.budget})
     timing = ({"ci_target": args.ci_target, "budget_s": args.budget}
               if args.ci_target is not None
               else {"n_samples": sweep.DEFAULT_TIMING["n_samples"] if args.samples is None

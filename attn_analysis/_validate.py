@@ -16,6 +16,10 @@ from collections.abc import Hashable
 
 import numpy as np
 
+__all__ = ["SAMPLE_KEYS", "frame", "samples", "integer", "positive_integer", "number_in",
+           "positive", "finite", "choice", "flag", "distinct", "drawn_from", "confidence",
+           "rng", "array_1d", "per_trial", "per_process", "ratio_arms"]
+
 SAMPLE_KEYS = ("config", "candidate", "mode", "trial", "ms")
 
 

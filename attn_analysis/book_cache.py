@@ -43,6 +43,10 @@ import re
 import shutil
 from pathlib import Path
 
+__all__ = ["STAMP", "VERIFIED", "INPUT_GLOBS", "group_digest", "input_digests",
+           "combined_digest", "read_stamp", "changed_groups", "refresh_cache",
+           "write_stamp", "first_error_line", "failed_notebooks", "setup"]
+
 STAMP = "attn_inputs_digest.json"
 # The memo of verified runs (verify_memo) the notebooks' kernels use: beside the cache.
 VERIFIED = ".attn_verified"

@@ -15,6 +15,9 @@ import re
 import textwrap
 from pathlib import Path
 
+__all__ = ["CFF_NAME", "REQUIRED_KEYS", "MONTHS", "load_cff", "tex_escape", "cite_key",
+           "bibtex", "plain_text", "setup"]
+
 CFF_NAME = "CITATION.cff"
 REQUIRED_KEYS = ("cff-version", "title", "authors", "version", "date-released", "license")
 MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")

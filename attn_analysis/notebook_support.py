@@ -23,11 +23,21 @@ from typing import NamedTuple
 
 import pandas as pd
 
-from . import _validate, configs, record
+from . import _validate, configs
 from .analyse import provenance, stats
-from .chapters.inputs import (check_file_iv, load_runs, protocol2_runs_iv,  # noqa: F401
+from .chapters.inputs import (check_file_iv, load_runs, protocol2_runs_iv,
                               recorded_run_iv, recorded_runs_iv, repo_file_iv, run_iv,
                               runs_iv)
+
+__all__ = ["DEFAULT_LEAD_RUN", "DEFAULT_TRITON_RUN", "DEVICE_CHOICES", "COMMON_PARAMETERS",
+           "MEASURE_DEFAULTS", "repo_root", "check_parameters", "given_parameters",
+           "unknown_parameters_iv", "check_given", "choice_iv", "fraction_iv", "config_iv",
+           "candidate_names_iv", "measure_new_run", "run_catalog", "lead_run", "as_number",
+           "glue_text", "glue_values", "glue_figure", "small_fraction_iv", "margin_iv",
+           "count_iv", "resamples_iv", "names_iv", "mode_iv", "candidate_name_iv",
+           "parameters", "Prelude", "prelude", "start", "check_file_iv", "load_runs",
+           "protocol2_runs_iv", "recorded_run_iv", "recorded_runs_iv", "repo_file_iv",
+           "run_iv", "runs_iv"]
 
 DEFAULT_LEAD_RUN = "h200-reports-p2-all"
 DEFAULT_TRITON_RUN = "h200-triton-p2"

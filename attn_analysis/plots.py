@@ -34,6 +34,13 @@ from .analyse import workload
 from .configs import Config
 from .analyse.stats import Verdict, margin_iv
 
+__all__ = ["VERDICT_COLORS", "AXIS_LABELS", "MODE_LABELS", "MODE_TITLES", "PAGE_WIDTH_IN",
+           "STYLE", "near_one_window", "speedup_forest", "latency_sweep", "speedup_heatmap",
+           "HEATMAP_SPAN", "roofline", "cross_device", "trial_spread", "kernel_vs_library",
+           "replay_curves", "calibration_rates", "control_effects", "warmup_traces",
+           "speedup_summary", "COMPONENT_COLORS", "COMPONENT_LABELS", "variance_components",
+           "speedup_by_seq_len"]
+
 VERDICT_COLORS = {Verdict.FASTER.value: "#1b9e77", Verdict.FASTER_WITHIN_MARGIN.value: "#66c2a5",
                   Verdict.EQUIVALENT.value: "#7570b3", Verdict.INCONCLUSIVE.value: "#999999",
                   Verdict.UNDECIDED.value: "#e6ab02",

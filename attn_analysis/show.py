@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+__all__ = ["MAX_CV", "MAX_OUTLIER_RATIO", "MIN_RESOLVABLE_MS", "warnings_for", "summary"]
+
 # Thresholds for warnings: spread, outliers, timer resolution.
 MAX_CV = 0.10               # coefficient of variation above this is "unstable"
 MAX_OUTLIER_RATIO = 2.0     # max / median above this flags extreme samples

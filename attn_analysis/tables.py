@@ -21,6 +21,10 @@ import re
 import numpy as np
 import pandas as pd
 
+__all__ = ["MAX_ROWS", "COLUMNS", "INTERVALS", "interval_decimals", "with_interval",
+           "short_config", "format_value", "header", "formatted", "csv_link",
+           "markdown_table", "show"]
+
 MAX_ROWS = 25
 
 # Column name -> (header shown in the book, format). A format is a str.format spec

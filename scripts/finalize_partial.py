@@ -18,6 +18,7 @@ from pathlib import Path
 
 from attn_analysis import __version__, record
 from attn_analysis.measure import sweep
+from attn_analysis.measure.plan import _now
 
 
 def main(src: str, dest: str) -> int:
@@ -48,7 +49,7 @@ def main(src: str, dest: str) -> int:
     plan = sweep.Plan.from_json(plan).to_json()  # validated, as the sweep writes it
     (dest / "plan.json").write_text(json.dumps(plan, indent=1))
     record.finalize(dest, {"plan": plan, "attn_analysis_version": __version__,
-                            "finished_utc": sweep._now(), "sweep_wall_s_last_invocation": 0.0})
+                            "finished_utc": _now(), "sweep_wall_s_last_invocation": 0.0})
     print(f"{dest.name}: {n} complete trials kept, {dropped} unit(s) of later trials dropped")
     return 0
 

@@ -240,6 +240,8 @@ def _defines(path: Path, name: str) -> bool:
         if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == name
                                                 for t in node.targets):
             return True
+        if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", None) == name:
+            return True
         if isinstance(node, (ast.Import, ast.ImportFrom)) and any(
                 (a.asname or a.name.split(".")[0]) == name for a in node.names):
             return True
@@ -265,3 +267,28 @@ def test_every_import_of_the_package_names_what_this_checkout_holds():
                         and not _defines(target, name):
                     bad.append(f"{path.relative_to(repo)}: {module} has no {name}")
     assert bad == []
+
+
+# Modules without __all__ yet: configs and state_of_the_art are being changed on another
+# branch and are left to it.
+WITHOUT_ALL = {f"{PACKAGE}.configs", f"{PACKAGE}.state_of_the_art"}
+
+
+def _all_of(path: Path) -> list[str] | None:
+    for node in ast.parse(path.read_text()).body:
+        targets = (node.targets if isinstance(node, ast.Assign)
+                   else [node.target] if isinstance(node, ast.AnnAssign) else [])
+        if any(getattr(t, "id", None) == "__all__" for t in targets):
+            return list(ast.literal_eval(node.value))
+    return None
+
+
+@pytest.mark.parametrize("name", [m for m in MODULES if alias_target(m) is None
+                                  and not m.endswith("__main__") and m not in WITHOUT_ALL])
+def test_every_module_names_its_public_api(name):
+    path = _module_file(name)
+    names = _all_of(path)
+    assert names is not None, f"{name} declares no __all__"
+    missing = [n for n in names if not _defines(path, n)
+               and _module_file(f"{name}.{n}") is None]
+    assert missing == [], f"{name}.__all__ names what it does not define: {missing}"

@@ -21,7 +21,7 @@ import pandas as pd
 from .. import _validate
 from ..configs import BASELINE
 from . import bootstrap, stats
-from .stats import DEFAULT_MARGIN, margin_iv
+from .stats import DEFAULT_MARGIN
 from .intervals import ConfidenceInterval, binomial_rate_ci, median_ci, ratio_t_ci
 from .kernel_evidence import KERNEL_KEYS
 from .protocols import (AA_CONTROLS, PROTOCOL_A, PROTOCOL_B, _by_process,

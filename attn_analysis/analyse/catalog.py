@@ -16,6 +16,9 @@ import re
 
 from .. import _validate
 
+__all__ = ["ORIGINS", "Meta", "SDPA_DEFAULT_FAMILY", "SDPA_BACKENDS", "CATALOG",
+           "OTHER_KERNELS", "meta_for", "kernel_families", "kernel_family", "by_origin"]
+
 # Where a candidate comes from. "library": what PyTorch ships (SDPA and its backends,
 # eager, torch.compile, FlexAttention); "ours": this project's kernels; "peer": another
 # project's shipped attention kernel (FlashAttention-4, FlashInfer, cuDNN called directly,

@@ -25,6 +25,10 @@ from .stats import DEFAULT_MARGIN, margin_iv
 from .kernel_evidence import kernel_split
 from .sample_groups import paired_groups, process_groups, with_config_fields
 
+__all__ = ["LEVELS", "COLUMNS", "JSON_SCHEMA", "FUSED_SHARE", "call_groups",
+           "kernel_groups", "plan_comparisons", "speedup_table", "target_family", "as_json",
+           "format_table", "verdict_counts", "kernel_vs_library"]
+
 LEVELS = ("call", "kernel", "attention")
 COLUMNS = ("config", "candidate", "level", "mode", "speedup", "ci_low", "ci_high",
            "verdict", "reason", "n_processes", "n_placements", "n_comparisons",

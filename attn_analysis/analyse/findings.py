@@ -13,6 +13,9 @@ import pandas as pd
 from ..configs import BASELINE
 from .stats import DEFAULT_MARGIN, VERDICT_ORDER, Verdict, margin_iv
 
+__all__ = ["OPEN", "describe", "verdict_sentence", "negative_result_verdict",
+           "kernel_answer"]
+
 # Verdicts that leave the claim open: the interval could not tell, or sat on a boundary.
 OPEN = (Verdict.INCONCLUSIVE.value, Verdict.UNDECIDED.value)
 _COLUMNS = ("candidate", "speedup", "ci_low", "ci_high", "verdict")

@@ -16,6 +16,9 @@ from .. import _validate
 from ..configs import BASELINE, DTYPES, Config
 from .sample_groups import with_config_fields
 
+__all__ = ["DEFAULT_PATH", "SEED_FILES", "COLUMNS", "SHAPE_COLUMNS", "BACKENDS", "STATUS",
+           "QUANTITY_UNITS", "load_reported", "reported_latency", "cross_device_table"]
+
 DEFAULT_PATH = Path(__file__).resolve().parents[2] / "data" / "reference" / "l4_reported.csv"
 
 # The five original reports, as listed in shared/seeds/README.md.

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+__all__ = ["ANATOMY_COLUMNS", "anatomy_table", "auto_table", "excess_range", "graph_calls"]
+
 ANATOMY_COLUMNS = ("config", "candidate", "k", "per_call_ms", "excess", "busy_ms", "span_ms",
                    "kernels_per_call", "eager_kernel_ms")
 

@@ -43,6 +43,9 @@ from .. import _validate
 from . import bootstrap, intervals
 from .stats import DEFAULT_MARGIN, margin_iv
 
+__all__ = ["METHODS", "COLUMNS", "Scenario", "simulate_pair", "interval", "interval_study",
+           "honest", "FIXED_PROCESS_SDS", "NEGATIVE_RHO", "scenarios_from"]
+
 METHODS = ("process-t", "welch", "bootstrap", "cluster-bootstrap", "hybrid")
 COLUMNS = ("scenario", "level", "method", "processes", "placements", "samples",
            "sd_process", "sd_placement", "sd_replay", "rho", "n_reps", "effect",

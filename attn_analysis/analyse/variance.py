@@ -30,6 +30,10 @@ from . import stats
 from .stats import DEFAULT_MARGIN
 from ..configs import BASELINE, MODES
 
+__all__ = ["FACTORS", "LEVELS", "PLACEMENT_KEYS", "SAMPLE_KEYS", "CELL", "RESULT_COLUMNS",
+           "machine_label", "stack", "nested_components", "decompose",
+           "single_placement_spread", "speedup_by_level"]
+
 FACTORS = ("machine", "process", "placement", "replay")
 LEVELS = ("call", "kernel")
 PLACEMENT_KEYS = ("machine", "run", "config", "candidate", "mode", "trial", "placement")

@@ -17,6 +17,10 @@ from pathlib import Path
 from .. import _validate
 from ..configs import ELEMENT_BYTES, Config
 
+__all__ = ["flops", "min_bytes", "intensity", "tflops_rate", "gbs_rate", "roof_tflops",
+           "RooflineBound", "roofline_bound", "DeviceSpec", "HARDWARE",
+           "device_spec_or_none"]
+
 
 # --------------------------------------------------------------------------- validation
 

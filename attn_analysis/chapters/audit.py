@@ -23,6 +23,11 @@ from ..configs import TARGET, Config
 from . import claim_table
 from .inputs import check_file_iv, runs_iv
 
+__all__ = ["EXTRAS_SECTIONS", "Finding", "ks_iv", "extras_iv", "CalibrationRuns",
+           "calibration_runs_iv", "check_label", "header_values", "Calibration",
+           "calibrate", "calibration_values", "outcome_table", "fidelity", "replay",
+           "cache", "cost"]
+
 EXTRAS_SECTIONS = ("tf32", "chunking", "warmup", "fingerprint")  # what the audit reads
 S128, S256, S512 = Config(32, 8, 128), Config(32, 8, 256), TARGET
 

@@ -21,6 +21,11 @@ from ..analyse import (bootstrap, comparisons, kernel_evidence, latency_tables, 
 from .audit import S128, S256, S512, Calibration, CalibrationRuns, Finding
 from ..configs import TARGET, Config
 
+__all__ = ["EVIDENCE_ORDER", "L4", "A100", "Reported", "tf32_claim", "backends_claim",
+           "self_claim", "ci_claim", "flops_claim", "bandwidth_claim", "roofline_claim",
+           "seqlen_claim", "chunking_claim", "a100_claim", "warmup_claim",
+           "mann_whitney_claim", "claims_values"]
+
 # The order of the claims table: the evidence label of each claim, as book/audit.md lists
 # its rows (cross-document glue pastes each cell on its own, by position).
 EVIDENCE_ORDER = ("audit-tf32", "audit-backends", "audit-self", "audit-ci", "audit-flops",

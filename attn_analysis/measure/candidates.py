@@ -20,6 +20,10 @@ import torch.nn.functional as F
 from ..analyse import catalog
 from ..configs import DEVICES, LAYOUTS, Config
 
+__all__ = ["REL_ERROR_THRESHOLD", "Unsupported", "Built", "Candidate", "CorrectnessResult",
+           "CANDIDATES", "register", "load_plugins", "get", "make_inputs", "reference",
+           "check", "DEFAULT_CANDIDATES", "build"]
+
 # Relative-error thresholds ||out - ref|| / ||ref|| against a float64 reference, for
 # N(0, 1) inputs. fp16 keeps 11 significant bits (unit roundoff 4.9e-4), bf16 keeps 8
 # (3.9e-3); a correct kernel with fp32 accumulation lands at a small multiple of the

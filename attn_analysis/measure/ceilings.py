@@ -12,6 +12,8 @@ import torch
 
 from ..analyse import workload
 
+__all__ = ["MATMUL_N", "COPY_BYTES", "MATMUL_DTYPE", "measure_ceilings"]
+
 # Sizes per device kind: large enough to fill a GPU, small enough for a CPU test.
 MATMUL_N = {"cuda": 8192, "cpu": 512}
 COPY_BYTES = {"cuda": 2 << 30, "cpu": 32 << 20}

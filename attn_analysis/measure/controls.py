@@ -28,6 +28,8 @@ import torch.nn.functional as F
 from . import candidates as cands
 from ..configs import Config
 
+__all__ = ["SPIN_CYCLES", "spin_name", "CONTROL_NAMES"]
+
 # Spin lengths in clock cycles. At the H100's ~1.98 GHz boost clock 1000 cycles are
 # about 0.5 us, 1% of the target shape's ~48 us: the four levels bracket the 2% margin
 # (the 0-cycle spin costs only the extra kernel launch).

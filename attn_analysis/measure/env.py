@@ -23,6 +23,10 @@ import types
 import numpy as np
 import torch
 
+__all__ = ["CUBLAS_WORKSPACE_CONFIGS", "EnvironmentNotLocked", "LockSetting",
+           "LOCK_SETTINGS", "lock_state", "assert_locked", "is_locked", "LockResult",
+           "lock", "preserved_state"]
+
 CUBLAS_WORKSPACE_CONFIGS = (":4096:8", ":16:8")  # the values cuBLAS documents as deterministic
 _FULL_FP32 = ("ieee", "none", "default")  # fp32_precision values that mean "no TF32/bf16"
 

@@ -24,6 +24,10 @@ import torch
 
 from .env import LOCK_SETTINGS, _faults, lock_state
 
+__all__ = ["FingerprintField", "FINGERPRINT_FIELDS", "OPTIONAL_KEYS", "HASHED_KEYS",
+           "device_memory_bytes", "gpu_state", "fingerprint", "fingerprint_hash",
+           "validate_fingerprint"]
+
 @dataclasses.dataclass(frozen=True)
 class FingerprintField:
     """One fingerprint key: accepted type(s), unit, whether it enters the hash, meaning."""

@@ -39,6 +39,8 @@ import torch.nn.functional as F
 from . import candidates as cands
 from ..configs import Config
 
+__all__ = ["PACKAGES", "FLASHINFER_WORKSPACE_BYTES", "package", "PEER_NAMES"]
+
 # candidate -> (module to import, distribution whose version is recorded, how to install)
 PACKAGES = {
     "fa4": ("flash_attn.cute", "flash-attn-4", "pip install flash-attn-4"),

@@ -16,6 +16,9 @@ from __future__ import annotations
 import dataclasses
 import random
 
+__all__ = ["MAX_PAD_BYTES", "PAD_ALIGN_BYTES", "Placement", "pad_bytes_for", "release",
+           "place"]
+
 # Pads are drawn uniformly in [0, MAX_PAD_BYTES) and rounded down to the allocator's 512-byte
 # granularity. 256 MiB spans many of the allocator's 2 MiB segments and the driver's pages.
 MAX_PAD_BYTES = 256 * 2**20

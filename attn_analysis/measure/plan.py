@@ -13,6 +13,9 @@ import math
 from .. import _validate, record
 from ..configs import MODES, Config
 
+__all__ = ["SETTINGS_THAT_MUST_MATCH", "PROTOCOL", "DEFAULT_TRIALS", "DEFAULT_PLACEMENTS",
+           "DEFAULT_TIMING", "SweepError", "Plan", "plan_units"]
+
 SETTINGS_THAT_MUST_MATCH = ("device", "timing", "seed", "deterministic", "placements",
                             "kernel_times")
 # Measurement protocol written into every timing unit. 1 (runs before 2026-11-24): one

@@ -33,6 +33,9 @@ import threading
 import time
 from pathlib import Path
 
+__all__ = ["REPO_MARKERS", "PR_SET_PDEATHSIG", "ORPHAN_EXIT", "FolderBusy",
+           "check_run_folder", "make_run_folder", "lock_path", "hold", "die_with_parent"]
+
 REPO_MARKERS = (".git", "pyproject.toml", "attn_analysis")
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 ORPHAN_EXIT = 75

@@ -25,10 +25,15 @@ from .. import _validate, record
 from . import run_lock
 from ..configs import DEVICES, MATRICES, Config, parse_shapes
 
-from .plan import (DEFAULT_PLACEMENTS, DEFAULT_TIMING, DEFAULT_TRIALS,  # noqa: F401
-                   PROTOCOL, SETTINGS_THAT_MUST_MATCH, Plan, SweepError, _candidate_units,
-                   _now, _timing_iv, plan_units)
+from .plan import (DEFAULT_PLACEMENTS, DEFAULT_TIMING, DEFAULT_TRIALS,
+                   SETTINGS_THAT_MUST_MATCH, Plan, SweepError, _candidate_units, _now,
+                   plan_units)
 from .trial import _FATAL, _worker_main, _write_failure
+
+__all__ = ["Plan", "SweepError", "DEFAULT_TRIALS", "DEFAULT_PLACEMENTS", "DEFAULT_TIMING",
+           "plan_units",
+           "ERRORED", "check_fits", "preflight", "finished_summary", "run", "CPU_SHAPES",
+           "CPU_CANDIDATES", "measurement_plan", "campaign_plan"]
 
 # ---------------------------------------------------------------------------- parent
 

@@ -44,6 +44,10 @@ from .. import _validate
 from ..configs import DEVICES, MODES
 from ..analyse.intervals import median_ci
 
+__all__ = ["CLOCKS", "STOP_REASONS", "SETTINGS", "GRAPH_TARGET_MS", "MAX_CALLS_PER_SAMPLE",
+           "MAX_WARMUP_CALLS", "N_ESTIMATE_CALLS", "CPU_FLUSH_BYTES", "FALLBACK_L2_BYTES",
+           "TimingSample", "measure", "measure_in_processes"]
+
 CLOCKS = ("cuda_event", "cpu_wall")
 STOP_REASONS = ("n_samples", "ci_target", "budget", "max_samples")
 # Stopping-rule settings of ``measure`` that each TimingSample keeps under the same names.

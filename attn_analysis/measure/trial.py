@@ -21,6 +21,9 @@ from ..configs import Config
 from .plan import (PROTOCOL, Plan, SweepError, _candidate_units, _input_seed,
                    _now)
 
+# Nothing public: sweep.run starts each trial process at _worker_main.
+__all__: list[str] = []
+
 # Exit code of a trial process that gives up (its reason in the run's ``.fatal`` marker).
 _FATAL = 3
 

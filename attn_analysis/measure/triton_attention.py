@@ -33,6 +33,9 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 
 from .triton_kernels import _attn_fwd, _attn_fwd_persist
 
+__all__ = ["INTERPRETED", "LOG2E", "HEAD_DIMS", "DTYPES", "CONFIG_KEYS", "TUNING_KEYS",
+           "DEFAULT_CONFIGS", "INTERPRETER_CONFIG", "attention", "tune", "build"]
+
 INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") == "1"
 LOG2E = 1.4426950408889634
 HEAD_DIMS = (64, 128)

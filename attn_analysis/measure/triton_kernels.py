@@ -7,6 +7,9 @@ interpreter, ``TRITON_INTERPRET=1`` before import) replaces what the interpreter
 import triton
 import triton.language as tl
 
+# Nothing public: triton_attention launches _attn_fwd and _attn_fwd_persist.
+__all__: list[str] = []
+
 
 @triton.jit
 def _poly_exp2(x):
