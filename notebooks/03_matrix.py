@@ -50,7 +50,7 @@ root, params, runs, catalog, lead, R = nbs.prelude(globals(), mode=nbs.mode_iv,
 
 import numpy as np
 import pandas as pd
-from attn_analysis import configs, plots, tables
+from attn_analysis import configs, figure_style, plots, tables
 from attn_analysis.chapters import matrix as mx
 from attn_analysis.analyse import (catalog, comparisons, latency_tables, provenance, reference,
                                    stats, workload)
@@ -303,7 +303,7 @@ nbs.glue_text("mx_tr_label", tr_label)
 if len(vs_lib):
     fig_tr = plots.kernel_vs_library(vs_lib, tr_label)
 else:  # keep the figure slot filled with a labelled empty panel
-    fig_tr = plots._figure(6.4, 2.0)
+    fig_tr = figure_style._figure(6.4, 2.0)
     fig_tr.subplots().set_title("no recorded run has the triton candidate")
 nbs.glue_figure("mx_tr_figure", fig_tr)
 

@@ -40,7 +40,7 @@ roofline_names = params["roofline_candidates"]
 
 import numpy as np
 import pandas as pd
-from attn_analysis import configs, plots, tables
+from attn_analysis import configs, figure_style, latency_plots, tables
 from attn_analysis.analyse import latency_tables, provenance, reference, workload
 
 if not set(roofline_names) & set(R.samples.loc[R.samples["mode"] == mode, "candidate"]):
@@ -57,9 +57,9 @@ for axis in latency_tables.SWEEP_AXES:
     nbs.glue_text(f"sw_{axis}_n", rows[axis].nunique())
     nbs.glue_text(f"sw_{axis}_range", f"{rows[axis].min()} to {rows[axis].max()}")
     if rows[axis].nunique() > 1:
-        fig = plots.latency_sweep(rows, axis, label, mode=mode)
+        fig = latency_plots.latency_sweep(rows, axis, label, mode=mode)
     else:  # a run without this sweep: a labelled empty panel keeps the figure slot
-        fig = plots._figure(6.4, 2.0)
+        fig = figure_style._figure(6.4, 2.0)
         fig.subplots().set_title(f"run {lead} has no sweep along {axis}\n{label}", fontsize=9)
     nbs.glue_figure(f"sw_{axis}_figure", fig)
 
@@ -100,7 +100,7 @@ datasheet = (spec.peak_tflops(dtype), spec.mem_bandwidth_gbs) if spec else None
 mm = (R.ceilings.get("matmul") or {}).get("tflops")
 cp = (R.ceilings.get("copy") or {}).get("gbs")
 measured_roof = (mm, cp) if mm and cp else None
-nbs.glue_figure("sw_roofline", plots.roofline(through, label, datasheet=datasheet,
+nbs.glue_figure("sw_roofline", latency_plots.roofline(through, label, datasheet=datasheet,
                                               measured=measured_roof, candidates=names))
 sel = through[through["candidate"].isin(names)]
 nbs.glue_text("sw_datasheet", "the datasheet roof (dashed) and " if spec else "")

@@ -38,7 +38,7 @@ root, params, runs, catalog, lead, R = nbs.prelude(globals(), candidate=nbs.cand
 
 import numpy as np
 import pandas as pd
-from attn_analysis import configs, plots, tables
+from attn_analysis import configs, latency_plots, tables
 from attn_analysis.analyse import latency_tables, provenance, reference, workload
 
 # Runs that hold the target shape alone (the calibration and target-shape runs, also in
@@ -94,7 +94,7 @@ nbs.glue_text("xd_ratio_max", shared["l4_over_ours"].max() if len(shared) else n
 # The figure keeps the configurations the reports give L4 values for and those of the lead
 # run (a new run's own shapes then show); the table and the CSV keep every configuration.
 drawn = set(l4["config"]) | set(runs[lead].samples["config"])
-nbs.glue_figure("xd_figure", plots.cross_device(
+nbs.glue_figure("xd_figure", latency_plots.cross_device(
     table[table["mode"].isin(["graph", "per_call"]) & table["config"].isin(drawn)], l4,
     title_note=f"candidate {candidate}; L4 values as reported, not measured by us"))
 

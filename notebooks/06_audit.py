@@ -66,7 +66,7 @@ from myst_nb import glue
 
 from attn_analysis.analyse import protocols
 from attn_analysis.chapters import claim_table, claims, kernel_claims
-from attn_analysis import plots, tables
+from attn_analysis import audit_plots, tables
 
 claim_rows = []  # the claims table, in the order of the subsections below
 
@@ -104,7 +104,7 @@ A_AA = cb.a_fp(CR.aa)
 nbs.glue_values("au_", audit.calibration_values(cb, CR, K, margin=margin))
 rows = [(protocols.PROTOCOL_A, 1, "(a) Mann-Whitney, 1 process")] + \
        [(protocols.PROTOCOL_B, k, f"(b) compare, k={k}") for k in K]
-nbs.glue_figure("au_fig_rates", plots.calibration_rates(
+nbs.glue_figure("au_fig_rates", audit_plots.calibration_rates(
     cb.head, CR.aa, CR.spins, rows, float(alpha), CR.label, CR.config, CR.n_trials))
 
 # %% [markdown]
@@ -192,7 +192,7 @@ for proto, name, what in (
 # {glue:text}`au_first_above:s`.
 
 # %% tags=["remove-cell"]
-nbs.glue_figure("au_fig_effects", plots.control_effects(
+nbs.glue_figure("au_fig_effects", audit_plots.control_effects(
     cb.effects, cb.effects_pc, CR.spins + CR.aa, float(margin), CR.label, CR.config))
 
 # %% [markdown]
@@ -242,7 +242,7 @@ tables.show(fid[["config", "per_call", "graph", "device_ms", "per_call_over_devi
 
 # %% tags=["remove-cell"]
 AT = found(audit.replay(A, L))
-nbs.glue_figure("au_fig_replay", plots.replay_curves(AT, audit.check_label(A)))
+nbs.glue_figure("au_fig_replay", audit_plots.replay_curves(AT, audit.check_label(A)))
 
 # %% [markdown]
 # ```{glue:figure} au_fig_replay
@@ -520,7 +520,7 @@ found(claims.a100_claim(rep))
 
 # %% tags=["remove-cell"]
 wu, n_warmup = found(claims.warmup_claim(X, L, fid, rep))
-nbs.glue_figure("au_fig_warmup", plots.warmup_traces(wu, n_warmup, H["label_x"],
+nbs.glue_figure("au_fig_warmup", audit_plots.warmup_traces(wu, n_warmup, H["label_x"],
                                                      audit.S128.key))
 
 # %% [markdown]

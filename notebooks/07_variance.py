@@ -45,7 +45,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from attn_analysis.analyse import gpu_time
-from attn_analysis import plots, tables
+from attn_analysis import audit_plots, tables
 from attn_analysis.analyse import design, provenance, stats, variance
 from attn_analysis.configs import TARGET
 from attn_analysis.measure.plan import DEFAULT_TRIALS
@@ -188,7 +188,7 @@ by_proc = design.cheapest_design(arm_b, arm_c, se_used, overhead_s, placement_s,
                                  max_placements=1)  # the design's error from processes alone
 g("var_by_proc", f"{by_proc.processes} processes" if by_proc else "more than 64 processes")
 g("var_by_proc_cost", by_proc.cost_s if by_proc else np.nan)
-nbs.glue_figure("var_figure", plots.variance_components(comp, label, runs=d_names,
+nbs.glue_figure("var_figure", audit_plots.variance_components(comp, label, runs=d_names,
                                                         mode=d_mode))
 
 # %% [markdown]

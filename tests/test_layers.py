@@ -39,7 +39,8 @@ ROOT = Path(__file__).resolve().parents[1] / PACKAGE
 STAGES = ("core", "record", "analyse", "measure", "present", "chapters", "entry")
 # Top-level modules by stage; a subpackage's modules take its name as their stage.
 TOP_LEVEL = {"__init__": "core", "_validate": "core", "configs": "core",
-             "plots": "present", "tables": "present", "show": "present",
+             "plots": "present", "latency_plots": "present", "audit_plots": "present",
+             "figure_style": "present", "tables": "present", "show": "present",
              "book_cache": "present", "citation": "present",
              "state_of_the_art": "chapters",
              "notebook_support": "entry", "__main__": "entry"}

@@ -7,6 +7,7 @@ import pytest
 from matplotlib.figure import Figure
 
 from attn_analysis import plots as P
+from attn_analysis import audit_plots, figure_style, latency_plots
 from attn_analysis.analyse import sample_groups
 
 LABEL = "NVIDIA H100 80GB HBM3, torch 2.11.0+cu130"
@@ -56,29 +57,29 @@ def test_speedup_forest_linear_near_one_band_and_label():
 
 
 def test_near_one_window():
-    assert P.near_one_window([0.99], [1.01], 0.02) == pytest.approx((0.9352, 1.0648))
-    lo, hi = P.near_one_window([0.92, 0.03], [0.95, 0.04], 0.02)  # 0.03 is off the axis
+    assert figure_style.near_one_window([0.99], [1.01], 0.02) == pytest.approx((0.9352, 1.0648))
+    lo, hi = figure_style.near_one_window([0.92, 0.03], [0.95, 0.04], 0.02)  # 0.03 is off the axis
     assert lo == pytest.approx(1 - 0.08 * 1.08) and hi == pytest.approx(1 + 0.08 * 1.08)
-    assert P.near_one_window([0.5], [2.0], 0.02, cap=0.12) == pytest.approx((0.9352, 1.0648))
+    assert figure_style.near_one_window([0.5], [2.0], 0.02, cap=0.12) == pytest.approx((0.9352, 1.0648))
 
 
 def test_figures_fit_the_page_and_keep_legends_off_the_data():
     figs = [P.speedup_forest(speedups(modes=("graph", "per_call")), LABEL),
-            P.latency_sweep(latency(), "seq_len", LABEL),
+            latency_plots.latency_sweep(latency(), "seq_len", LABEL),
             P.speedup_heatmap(speedups(configs=(TARGET, "B8-H8-S512-D64-fp16")), LABEL)]
     for fig in figs:
-        assert fig.get_size_inches()[0] <= P.PAGE_WIDTH_IN + 1e-9
+        assert fig.get_size_inches()[0] <= figure_style.PAGE_WIDTH_IN + 1e-9
         assert all(ax.get_legend() is None for ax in fig.axes)  # legends are figure-level
 
 
 def test_latency_sweep_log_log_units():
-    fig = P.latency_sweep(latency(), "seq_len", LABEL)
+    fig = latency_plots.latency_sweep(latency(), "seq_len", LABEL)
     ax = fig.axes[0]
     assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
     assert "(ms" in ax.get_ylabel() and "tokens" in ax.get_xlabel()
     assert LABEL in ax.get_title()
     with pytest.raises(ValueError, match="`axis` must be one of"):
-        P.latency_sweep(latency(), "head_dim", LABEL)
+        latency_plots.latency_sweep(latency(), "head_dim", LABEL)
 
 
 def test_heatmap_and_kernel_vs_library():
@@ -96,13 +97,13 @@ def test_heatmap_and_kernel_vs_library():
 def test_roofline_draws_both_roofs():
     pts = pd.DataFrame({"config": [TARGET], "candidate": ["sdpa"], "intensity": [128.0],
                         "tflops": [300.0], "tflops_low": [290.0], "tflops_high": [310.0]})
-    fig = P.roofline(pts, LABEL, datasheet=(989.0, 3350.0), measured=(759.0, 3012.0))
+    fig = latency_plots.roofline(pts, LABEL, datasheet=(989.0, 3350.0), measured=(759.0, 3012.0))
     ax = fig.axes[0]
     labels = [line.get_label() for line in ax.lines]
     assert any(lbl.startswith("datasheet roof") for lbl in labels)
     assert any(lbl.startswith("measured roof") for lbl in labels)
     assert ax.get_xscale() == "log" and "FLOP/s" in ax.get_ylabel()
-    fig = P.roofline(pts, LABEL, datasheet=None, measured=(759.0, 3012.0))
+    fig = latency_plots.roofline(pts, LABEL, datasheet=None, measured=(759.0, 3012.0))
     assert not any(lbl.startswith("datasheet") for lbl in
                    [line.get_label() for line in fig.axes[0].lines])
 
@@ -113,7 +114,7 @@ def test_cross_device_marks_l4_as_reported_without_lines_between_configurations(
                           "config": [TARGET, other], "mode": ["graph", "graph"],
                           "median_ms": [0.05, 0.09]})
     rep = pd.DataFrame({"config": [TARGET, TARGET], "value_ms": [0.32, 0.33]})
-    fig = P.cross_device(table, rep)
+    fig = latency_plots.cross_device(table, rep)
     legend = [t.get_text() for t in fig.legends[0].get_texts()]
     assert any("as reported" in t for t in legend)
     ax = fig.axes[0]
@@ -122,7 +123,7 @@ def test_cross_device_marks_l4_as_reported_without_lines_between_configurations(
     assert "D128" in [t.get_text() for t in ax.get_xticklabels()][1]
     assert "D=64" not in ax.get_xlabel()
     with pytest.raises(ValueError, match="`reported` must be a DataFrame"):
-        P.cross_device(table, pd.DataFrame({"x": [1]}))
+        latency_plots.cross_device(table, pd.DataFrame({"x": [1]}))
 
 
 def test_trial_spread():
@@ -140,10 +141,10 @@ def test_validation_messages():
     with pytest.raises(ValueError, match=r"`speedups` must have columns .*missing"):
         P.speedup_forest(speedups().drop(columns="verdict"), LABEL)
     with pytest.raises(ValueError, match="`points` must hold at least one row"):
-        P.roofline(pd.DataFrame(columns=["config", "candidate", "intensity", "tflops",
+        latency_plots.roofline(pd.DataFrame(columns=["config", "candidate", "intensity", "tflops",
                                          "tflops_low", "tflops_high"]), LABEL)
     with pytest.raises(ValueError, match=r"`latency \(in `mode`\)` must hold at least one row"):
-        P.latency_sweep(latency(), "seq_len", LABEL, mode="per_call")
+        latency_plots.latency_sweep(latency(), "seq_len", LABEL, mode="per_call")
 
 
 def test_audit_figures():
@@ -151,7 +152,7 @@ def test_audit_figures():
                          "candidate": ["twin", "spin1", "twin", "spin1"],
                          "rate": [0.8, 0.7, 0.2, 0.3], "ci_low": [0.7, 0.6, 0.1, 0.2],
                          "ci_high": [0.9, 0.8, 0.3, 0.4]})
-    fig = P.calibration_rates(head, ["twin"], ["spin1"], [("a", 1, "(a)"), ("b", 3, "(b)")],
+    fig = audit_plots.calibration_rates(head, ["twin"], ["spin1"], [("a", 1, "(a)"), ("b", 3, "(b)")],
                               0.05, LABEL, TARGET, 10)
     left, right = fig.axes[:2]
     # each panel names its own controls (the A/A panel does not carry the spins' labels)
@@ -161,16 +162,16 @@ def test_audit_figures():
     eff = pd.DataFrame({"candidate": ["twin", "spin1"], "slowdown": [1.0, 1.05],
                         "slowdown_low": [0.99, 1.04], "slowdown_high": [1.01, 1.06],
                         "slowdown_pct": [0.0, 0.05], "extra_share": [0.0, 0.05]})
-    fig = P.control_effects(eff, None, ["spin1", "twin"], 0.02, LABEL, TARGET)
+    fig = audit_plots.control_effects(eff, None, ["spin1", "twin"], 0.02, LABEL, TARGET)
     assert "(%)" in fig.axes[0].get_xlabel() and LABEL in titles(fig)
-    fig = P.warmup_traces([[0.2, 0.1, 0.1], [0.3, 0.1, 0.1]], 1, LABEL, TARGET)
+    fig = audit_plots.warmup_traces([[0.2, 0.1, 0.1], [0.3, 0.1, 0.1]], 1, LABEL, TARGET)
     assert "µs" in fig.axes[0].get_ylabel() and LABEL in titles(fig)
     with pytest.raises(ValueError, match="`traces` must hold"):
-        P.warmup_traces([], 1, LABEL, TARGET)
+        audit_plots.warmup_traces([], 1, LABEL, TARGET)
 
 
 def test_every_verdict_has_one_colour():
     # the colours are keyed by stats.Verdict's words: a new verdict needs a colour here
     from attn_analysis.analyse.stats import VERDICT_ORDER
-    assert sorted(P.VERDICT_COLORS) == sorted(VERDICT_ORDER)
-    assert len(set(P.VERDICT_COLORS.values())) == len(VERDICT_ORDER)
+    assert sorted(figure_style.VERDICT_COLORS) == sorted(VERDICT_ORDER)
+    assert len(set(figure_style.VERDICT_COLORS.values())) == len(VERDICT_ORDER)

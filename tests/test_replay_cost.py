@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
-from attn_analysis import plots
+from attn_analysis import audit_plots
 from attn_analysis.analyse import replay_cost as rc
 
 KEY = "B32-H8-S128-D64-fp16"
@@ -66,11 +66,11 @@ def test_graph_calls_reads_only_successful_graph_units():
 
 
 def test_replay_curves_figure_names_device_and_units():
-    fig = plots.replay_curves(rc.anatomy_table(_doc()), "H100 test label")
+    fig = audit_plots.replay_curves(rc.anatomy_table(_doc()), "H100 test label")
     assert isinstance(fig, Figure)
     assert "H100 test label" in fig._suptitle.get_text()
     ax = fig.axes[0]
     assert "µs" in ax.get_ylabel() and "k" in ax.get_xlabel()
     assert not math.isnan(ax.get_ylim()[0])
     with pytest.raises(ValueError, match="device_label"):
-        plots.replay_curves(rc.anatomy_table(_doc()), "")
+        audit_plots.replay_curves(rc.anatomy_table(_doc()), "")

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from attn_analysis import plots as P
+from attn_analysis import audit_plots
 
 LABEL = "NVIDIA H200, torch 2.11.0+cu130"
 
@@ -25,7 +25,7 @@ def components():
 
 
 def test_variance_components_figure():
-    fig = P.variance_components(components(), LABEL, runs="r1, r2")
+    fig = audit_plots.variance_components(components(), LABEL, runs="r1, r2")
     title = fig._suptitle.get_text()
     assert LABEL in title and "r1, r2" in title
     call, kernel = fig.axes[:2]
@@ -44,17 +44,17 @@ def test_variance_components_figure():
 
 def test_variance_components_refuses_bad_input():
     with pytest.raises(ValueError, match="`device_label` must be a non-empty string"):
-        P.variance_components(components(), "")
+        audit_plots.variance_components(components(), "")
     with pytest.raises(ValueError, match="`components` must hold call-level rows in `mode`"):
-        P.variance_components(components()[lambda d: d["level"] == "call"], LABEL,
+        audit_plots.variance_components(components()[lambda d: d["level"] == "call"], LABEL,
                               mode="per_call")
     with pytest.raises(ValueError, match="`components` must have columns"):
-        P.variance_components(components().drop(columns="sd_replay"), LABEL)
+        audit_plots.variance_components(components().drop(columns="sd_replay"), LABEL)
 
 
 def test_a_far_off_component_is_cut_and_labelled():
     c = components()
     c.loc[0, "sd_machine"] = 0.05  # 5 %, ten times the rest
-    call = P.variance_components(c, LABEL).axes[0]
+    call = audit_plots.variance_components(c, LABEL).axes[0]
     assert call.get_xlim()[1] < 5.0
     assert any(t.get_text().startswith("5.0 % (cut)") for t in call.texts)

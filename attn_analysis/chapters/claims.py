@@ -340,7 +340,7 @@ def _cv(x) -> float:
 def warmup_claim(extras: dict, lead, fid: pd.DataFrame, rep: Reported) -> Finding:
     """Per-call samples at S = 128 with no warm-up in fresh processes: the spread early,
     after the reports' warm-up and late in a process (``data``: the arrays and the
-    reports' warm-up call count, for ``plots.warmup_traces``)."""
+    reports' warm-up call count, for ``audit_plots.warmup_traces``)."""
     wu = _arrays(extras["warmup"]["samples"])
     n = int(extras["warmup"]["n_samples"])
     first = int(rep("000", "warmup_iterations", "Step 2", 512))  # the reports' warm-up calls
