@@ -35,7 +35,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from attn_analysis.measure import candidates, env, machine, profiler, timing
+from attn_analysis.measure import candidates, env, machine, profiler, processes, timing
 from attn_analysis.record import checks
 from attn_analysis.configs import Config
 
@@ -124,7 +124,7 @@ def main(argv=None) -> int:
     tf32 = {"on": [], "off": []}
     for t in range(args.trials):
         for setting in (("on", "off") if t % 2 == 0 else ("off", "on")):
-            s = timing.measure_in_processes(
+            s = processes.measure_in_processes(
                 functools.partial(tf32_factory, setting == "on", 512, t), 1, **graph)[0]
             tf32[setting].append(_sample(s))
             _log(f"tf32 {setting} trial {t}: {sorted(s.times_ms)[len(s.times_ms) // 2]:.5f} ms")
@@ -149,7 +149,7 @@ def main(argv=None) -> int:
                           "samples": []}
     for t in range(args.trials):
         for name in VARIANTS:
-            s = timing.measure_in_processes(functools.partial(variant_factory, name, t), 1,
+            s = processes.measure_in_processes(functools.partial(variant_factory, name, t), 1,
                                             **graph)[0]
             chunking[name]["samples"].append(_sample(s))
         _log(f"chunking trial {t} done")
@@ -158,7 +158,7 @@ def main(argv=None) -> int:
     # Warm-up: the reports' per-call protocol with no warm-up, from the first call on.
     warm = []
     for t in range(args.trials):
-        s = timing.measure_in_processes(functools.partial(tf32_factory, False, 128, t), 1,
+        s = processes.measure_in_processes(functools.partial(tf32_factory, False, 128, t), 1,
                                         mode="per_call", device="cuda", n_samples=1000,
                                         warmup_ms=0)[0]
         warm.append(_sample(s))

@@ -34,7 +34,7 @@ import os
 import sys
 
 from attn_analysis.record import checks
-from attn_analysis.measure import env, machine, profiler, timing
+from attn_analysis.measure import env, machine, profiler, processes, timing
 
 SHAPE = dict(batch=32, heads=8, head_dim=64, dtype="float16")
 SMOKE_SHAPE = dict(batch=2, heads=2, head_dim=64, dtype="float32")
@@ -169,7 +169,7 @@ def main(argv=None) -> int:
         res[s]["processes"] = {}
         for mode in timing.MODES:
             try:
-                rs = timing.measure_in_processes(factory, args.trials, mode=mode, device=device,
+                rs = processes.measure_in_processes(factory, args.trials, mode=mode, device=device,
                                                  budget_s=args.proc_budget_s,
                                                  warmup_ms=args.warmup_ms)
                 res[s]["processes"][mode] = [summary(r, raw=False) for r in rs]

@@ -13,7 +13,7 @@ import time
 import numpy as np
 import pytest
 
-from attn_analysis.measure import profiler, timing
+from attn_analysis.measure import profiler, processes, timing
 from attn_analysis.analyse.intervals import median_ci
 
 
@@ -317,7 +317,7 @@ def pid_factory():
 
 
 def test_measure_in_processes_uses_distinct_fresh_processes():
-    out = timing.measure_in_processes(pid_factory, 2, mode="per_call", device="cpu",
+    out = processes.measure_in_processes(pid_factory, 2, mode="per_call", device="cpu",
                                       n_samples=5, warmup_ms=0)
     assert len(out) == 2 and all(isinstance(s, timing.TimingSample) for s in out)
     pids = {s.pid for s in out}
@@ -335,4 +335,4 @@ def test_measure_in_processes_uses_distinct_fresh_processes():
 ])
 def test_measure_in_processes_validates_before_spawning(args, kwargs, match):
     with pytest.raises(ValueError, match=match):
-        timing.measure_in_processes(*args, device="cpu", **kwargs)
+        processes.measure_in_processes(*args, device="cpu", **kwargs)

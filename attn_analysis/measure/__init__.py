@@ -2,7 +2,8 @@
 
 One concept a module: :mod:`.env` (the environment lock), :mod:`.machine` (the
 fingerprint, the GPU's identity and state), :mod:`.timing` (the three timers: per call, cold L2, graph
-replay), :mod:`.profiler` (the kernels of a call or a graph replay),
+replay), :mod:`.processes` (the timers repeated in fresh processes), :mod:`.profiler`
+(the kernels of a call or a graph replay),
 :mod:`.placement` (fresh inputs behind a random pad, protocol 2), :mod:`.candidates` (the
 registry of implementations and the correctness gate), :mod:`.peers` and :mod:`.controls`
 (third-party kernels and the A/A twin and spin controls, as plugins),
@@ -15,5 +16,5 @@ below it imports it (``tests/test_layers.py``). Import the modules themselves; t
 imported by the modules that need it, not here.
 """
 
-__all__ = ["env", "machine", "timing", "profiler", "placement", "candidates", "peers", "controls", "triton_attention", "triton_kernels",
+__all__ = ["env", "machine", "timing", "processes", "profiler", "placement", "candidates", "peers", "controls", "triton_attention", "triton_kernels",
            "ceilings", "run_lock", "plan", "sweep", "trial"]

@@ -24,18 +24,15 @@ Modes (``MODES``):
 
 Without CUDA, or with ``device="cpu"``, the same protocols run on ``time.perf_counter_ns``
 and the sample's ``clock`` says ``"cpu_wall"``: never read those numbers as GPU time.
-``measure_in_processes`` repeats ``measure`` in fresh processes (process-to-process spread);
+:mod:`.processes` repeats ``measure`` in fresh processes (process-to-process spread);
 :mod:`.profiler` reads what the kernels of a call or a graph replay do.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import math
-import multiprocessing
 import os
-import pickle
 import time
 
 import numpy as np
@@ -46,7 +43,7 @@ from ..analyse.intervals import median_ci
 
 __all__ = ["CLOCKS", "STOP_REASONS", "SETTINGS", "GRAPH_TARGET_MS", "MAX_CALLS_PER_SAMPLE",
            "MAX_WARMUP_CALLS", "N_ESTIMATE_CALLS", "CPU_FLUSH_BYTES", "FALLBACK_L2_BYTES",
-           "TimingSample", "measure", "measure_in_processes"]
+           "TimingSample", "measure"]
 
 CLOCKS = ("cuda_event", "cpu_wall")
 STOP_REASONS = ("n_samples", "ci_target", "budget", "max_samples")
@@ -438,43 +435,3 @@ def measure(fn, mode="graph", *, device=None, n_samples=None, ci_target=0.005, b
         ci_rel_halfwidth=_ci_rel(times, p["confidence"]),
         elapsed_s=(_now_ns() - t_start) / 1e9, confidence=p["confidence"], pid=os.getpid(),
         **{name: p[name] for name in SETTINGS if name != "confidence"})
-
-
-_MEASURE_KWARGS = ("device", "n_samples", "ci_target", "budget_s", "min_samples", "max_samples",
-                   "warmup_ms", "calls_per_sample", "flush_bytes", "confidence")
-
-
-def _trial(factory, mode, kwargs) -> TimingSample:
-    """Body of one fresh process: build the inputs, then time them."""
-    return measure(factory(), mode, **kwargs)
-
-
-def measure_in_processes(factory, n_trials, *, mode="graph", **measure_kwargs):
-    """Run ``measure(factory(), mode, **measure_kwargs)`` in ``n_trials`` fresh processes.
-
-    One spawned process per trial, one after another (trials never share the GPU), so the
-    spread between trials shows process-to-process variance (allocation addresses, clocks,
-    autotuning choices) instead of assuming it away. ``factory`` must be a picklable,
-    module-level callable returning the zero-argument ``fn``. Returns a list of
-    ``TimingSample``; each one's ``pid`` names its process.
-    """
-    if not callable(factory):
-        raise ValueError(f"`factory` must be a picklable module-level callable; got {factory!r}.")
-    try:
-        pickle.dumps(factory)
-    except Exception as exc:  # lambdas, closures, bound local functions
-        raise ValueError(f"`factory` must be picklable (a module-level callable); {exc}") from None
-    n_trials = _validate.integer("n_trials", n_trials)
-    unknown = sorted(set(measure_kwargs) - set(_MEASURE_KWARGS))
-    if unknown:
-        raise ValueError(f"`measure_kwargs` may hold only {_MEASURE_KWARGS}; got {unknown}.")
-    full = {k: v.default for k, v in inspect.signature(measure).parameters.items()
-            if k in _MEASURE_KWARGS}
-    full.update(measure_kwargs)
-    _measure_iv(factory, mode, **full)  # fail here, before any process starts
-    ctx = multiprocessing.get_context("spawn")
-    out = []
-    for _ in range(n_trials):
-        with ctx.Pool(processes=1) as pool:
-            out.append(pool.apply(_trial, (factory, mode, measure_kwargs)))
-    return out
