@@ -146,7 +146,7 @@ def test_campaign_runs_select_by_matrix_and_peer():
     assert list(sota.campaign_runs(runs, "target")) == ["a"]
     assert list(sota.campaign_runs(runs, "reports")) == ["b"]
     assert sota.campaigns_of(runs, ["b"]) == {"target": {}, "reports": {"b": runs["b"]},
-                                             "long": {}}
+                                             "long": {}, "confirm": {}}
     with pytest.raises(ValueError, match="must name recorded runs"):
         sota.campaigns_of(runs, ["zz"])
     with pytest.raises(ValueError, match="must name runs of a state-of-the-art campaign"):
@@ -174,9 +174,17 @@ def test_campaign_plans_and_their_sweep_arguments():
         assert tuple(args.candidates) == plan["candidates"] and args.matrix == plan["matrix"]
         assert args.trials == plan["trials"] and tuple(args.modes) == tuple(plan["modes"])
         assert args.plugin == list(configs.PLUGINS)
-        assert set(plan["candidates"]) >= {"sdpa", "fa4", "flashinfer", "cudnn_frontend"}
+        assert set(plan["candidates"]) >= {"sdpa", "fa4", "flashinfer"}
     assert configs.CAMPAIGNS == {"target": "fixed-v1", "reports": "reports-v1",
-                                 "long": "long-grid-v1"}
+                                 "long": "long-grid-v1", "confirm": "confirm-v1"}
+
+
+def test_the_confirmatory_shapes_come_from_the_exploratory_matrices():
+    explored = {c.key for name in ("reports-v1", "long-grid-v1") for c in configs.matrix(name)}
+    confirm = [c.key for c in configs.matrix("confirm-v1")]
+    assert confirm[0] == configs.TARGET.key and len(set(confirm)) == len(confirm)
+    assert set(confirm) <= explored | {configs.TARGET.key}
+    assert "sdpa_twin" in configs.CAMPAIGN_PLANS["confirm"]["candidates"]
 
 
 def test_the_sequence_figure_has_a_row_per_machine(table):
