@@ -115,7 +115,7 @@ def _long_grid_v1() -> tuple[Config, ...]:
     """S = 128, 512, 2048, 8192 at D = 64 and 128, causal and not, fp16, at
     FlashAttention-3's evaluation geometry: 16k tokens per batch (B = 16384 / S) and hidden
     size 2048 (H = 2048 / D). Its S >= 512 rows are among that paper's hidden-2048 shapes."""
-    return tuple(Config(16384 // s, 2048 // d, s, d, "float16", causal)
+    return tuple(Config(16384 // s, 2048 // d, s, d, "float16", causal)  # see fa3_geometry
                  for d in HEAD_DIMS for causal in (False, True) for s in (128, 512, 2048, 8192))
 
 

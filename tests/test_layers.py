@@ -19,7 +19,8 @@ ROOT = Path(__file__).resolve().parents[1] / PACKAGE
 
 # Pure analysis: DataFrames and numbers in, DataFrames, numbers and text out.
 ANALYSIS = ("_validate", "configs", "catalog", "stats", "intervals", "simulation", "workload",
-            "summaries", "findings", "calibration", "comparisons", "variance", "replay_cost")
+            "summaries", "findings", "calibration", "comparisons", "variance", "replay_cost",
+            "machine_level")
 # Reading and showing recorded runs: no measuring code either.
 RECORDS = ("records", "verify_memo", "book_cache", "show", "tables", "plots")
 FORBIDDEN = ("torch", "triton", f"{PACKAGE}.sweep", f"{PACKAGE}.candidates")
