@@ -273,14 +273,15 @@ def speedup_by_seq_len(table: pd.DataFrame, margin: float, level: str = "call",
 
     ``table`` is one or more :func:`state_of_the_art.comparison_table` outputs stacked
     (columns ``machine``, ``label``, ``level``, ``seq_len``, ``head_dim``, ``causal``,
-    ``speedup``, ``ci_low``, ``ci_high``, ``n_processes``). A machine measured with one
-    process gets hollow markers and says so in its row title.
+    ``speedup``, ``ci_low``, ``ci_high``, ``n_processes``); its rows follow the order in
+    which the table first lists each machine. A machine measured with one process gets
+    hollow markers and says so in its row title.
     """
     df = _frame_iv("table", table, ("machine", "label", "level", "seq_len", "head_dim",
                                     "causal", "speedup", "ci_low", "ci_high", "n_processes"))
     margin_iv(margin)
     df = _frame_iv(f"table (level {level!r})", df[df["level"] == level], ("level",))
-    machines = sorted(df["machine"].unique())
+    machines = list(dict.fromkeys(df["machine"]))  # in the order the table lists them
     panels = sorted({(int(d), bool(c)) for d, c in zip(df["head_dim"], df["causal"])})
     labels = sorted(df["label"].unique())
     palette = dict(zip(labels, sns.color_palette("tab10", len(labels))))

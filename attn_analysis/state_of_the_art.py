@@ -244,7 +244,8 @@ def level_cells(table: pd.DataFrame) -> pd.DataFrame:
 def wins_table(tables: list, level: str = "call") -> pd.DataFrame:
     """Every row where a custom kernel is faster than SDPA beyond the margin at ``level``,
     runs of one process included (``finding``: "yes", or "one process"), with the
-    attention-kernel speedup of the same candidate and configuration beside it."""
+    attention-kernel speedup of the same candidate and configuration beside it
+    (``attention``) and its verdict (``attention_verdict``)."""
     if not tables:
         raise ValueError("`tables` must hold at least one comparison table.")
     df = pd.concat(tables, ignore_index=True)
@@ -255,9 +256,11 @@ def wins_table(tables: list, level: str = "call") -> pd.DataFrame:
         a = att.loc[key] if key in att.index else None
         cells.append(f"{a['speedup']:.3f} ({a['ci_low']:.3f}–{a['ci_high']:.3f})"
                      if a is not None else "–")
+    att_verdict = [att.loc[key]["verdict"] if key in att.index else "not measured"
+                   for key in zip(fast["run"], fast["config"], fast["candidate"])]
     out = fast.assign(interval=[f"{s:.3f} ({lo:.3f}–{hi:.3f})" for s, lo, hi in
                                 zip(fast["speedup"], fast["ci_low"], fast["ci_high"])],
-                      attention=cells,
+                      attention=cells, attention_verdict=att_verdict,
                       finding=np.where(fast["n_processes"] >= MIN_PROCESSES, "yes",
                                        "one process"))
     return out.sort_values(["machine", "seq_len", "config", "speedup"]).reset_index(drop=True)
@@ -299,6 +302,64 @@ def wins_summary(tables: list, level: str = "call", min_processes: int = MIN_PRO
                      "best_candidate": top["label"] if top is not None else "",
                      "best_config": top["config"] if top is not None else ""})
     return pd.DataFrame(rows)
+
+
+FA3_TOKENS, FA3_HIDDEN = 16384, 2048  # FlashAttention-3's evaluation geometry: B*S, H*D
+
+
+def fa3_geometry(table: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``table`` at FlashAttention-3's evaluation geometry (``batch * seq_len``
+    of 16k tokens, ``heads * head_dim`` of 2048), so that one line per candidate against
+    sequence length compares like with like."""
+    df = _validate.frame("table", table, ("batch", "heads", "seq_len", "head_dim"))
+    keep = ((df["batch"] * df["seq_len"] == FA3_TOKENS)
+            & (df["heads"] * df["head_dim"] == FA3_HIDDEN))
+    return df[keep].reset_index(drop=True)
+
+
+def call_anatomy(table: pd.DataFrame, config: str, candidate: str) -> dict:
+    """Where one call's time goes, in microseconds, for SDPA's default dispatch and for
+    ``candidate`` at ``config`` (the baseline and candidate medians of the call, kernel and
+    attention-kernel rows of a :func:`comparison_table`): ``*_call_us``, ``*_kernels_us``
+    (every kernel's time), ``*_attention_us`` (the longest kernel), with ``base_other_us``
+    (SDPA's kernels besides its attention kernel) and ``base_gaps_us`` (the call's time
+    outside any kernel)."""
+    df = _validate.frame("table", table, ("config", "candidate", "level", "baseline_ms",
+                                          "candidate_ms"))
+    d = df[(df["config"] == config) & (df["candidate"] == candidate)].set_index("level")
+    missing = [lv for lv in comparisons.LEVELS if lv not in d.index]
+    if missing:
+        raise ValueError(f"`table` has no {missing} row(s) for {candidate!r} at {config!r}.")
+    us = {f"{side}_{name}_us": float(d.at[level, f"{col}_ms"]) * 1000
+          for side, col in (("base", "baseline"), ("cand", "candidate"))
+          for name, level in (("call", "call"), ("kernels", "kernel"),
+                              ("attention", "attention"))}
+    us["base_other_us"] = us["base_kernels_us"] - us["base_attention_us"]
+    us["base_gaps_us"] = us["base_call_us"] - us["base_kernels_us"]
+    return us
+
+
+def kernel_sentence(wins: pd.DataFrame) -> str:
+    """Whether the call-level leads of ``wins`` (:func:`wins_table` rows, findings only)
+    hold at the attention-kernel level: the kernels whose own attention kernel is faster
+    than SDPA's beyond the margin where they lead per call, and those whose lead is per call
+    only (their attention kernel is not faster there, so the lead comes from what SDPA's
+    call runs besides its attention kernel)."""
+    df = _validate.frame("wins", wins, ("label", "seq_len", "attention_verdict", "finding"))
+    df = df[df["finding"] == "yes"]
+    if df.empty:
+        return "No call-level lead is a finding, so none is traced to the kernel."
+    held = df[df["attention_verdict"] == Verdict.FASTER.value]
+    call_only = df[df["attention_verdict"] != Verdict.FASTER.value]
+    parts = []
+    if len(held):
+        parts.append(f"the attention kernel itself is faster than SDPA's beyond the margin "
+                     f"for {where_text(held)}")
+    if len(call_only):
+        parts.append(f"the lead is per call only for {where_text(call_only)}: there the "
+                     f"attention kernel is not faster than SDPA's, so the lead comes from "
+                     f"what SDPA's call runs besides its attention kernel")
+    return ("Of the " + f"{len(df)} call-level leads, " + "; ".join(parts) + ".")
 
 
 def machine_slug(machine: str) -> str:

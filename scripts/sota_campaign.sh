@@ -5,12 +5,12 @@
 #
 # Usage, on the GPU machine from the repository root, after the peers were staged:
 #   source scripts/peers_install.sh && bash scripts/sota_campaign.sh CAMPAIGN PREFIX
-# CAMPAIGN is one of target, reports, long (their plans: configs.CAMPAIGN_PLANS);
+# CAMPAIGN is one of target, reports, long, confirm (their plans: configs.CAMPAIGN_PLANS);
 # PREFIX names the device (h100, h200), so the run lands in data/runs/PREFIX-sota-CAMPAIGN
 # and comes back as $OUT/PREFIX-sota-CAMPAIGN.tar.gz.
 set -uo pipefail
-CAMPAIGN=${1:?usage: sota_campaign.sh target|reports|long PREFIX}
-PREFIX=${2:?usage: sota_campaign.sh target|reports|long PREFIX}
+CAMPAIGN=${1:?usage: sota_campaign.sh target|reports|long|confirm PREFIX}
+PREFIX=${2:?usage: sota_campaign.sh target|reports|long|confirm PREFIX}
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 ARGS=$(python3 -c 'import sys; from attn_analysis.configs import sweep_arguments
 print(" ".join(sweep_arguments(sys.argv[1])))' "$CAMPAIGN") || exit 2

@@ -146,7 +146,7 @@ def test_campaign_runs_select_by_matrix_and_peer():
     assert list(sota.campaign_runs(runs, "target")) == ["a"]
     assert list(sota.campaign_runs(runs, "reports")) == ["b"]
     assert sota.campaigns_of(runs, ["b"]) == {"target": {}, "reports": {"b": runs["b"]},
-                                             "long": {}}
+                                             "long": {}, "confirm": {}}
     with pytest.raises(ValueError, match="must name recorded runs"):
         sota.campaigns_of(runs, ["zz"])
     with pytest.raises(ValueError, match="must name runs of a state-of-the-art campaign"):
@@ -174,9 +174,17 @@ def test_campaign_plans_and_their_sweep_arguments():
         assert tuple(args.candidates) == plan["candidates"] and args.matrix == plan["matrix"]
         assert args.trials == plan["trials"] and tuple(args.modes) == tuple(plan["modes"])
         assert args.plugin == list(configs.PLUGINS)
-        assert set(plan["candidates"]) >= {"sdpa", "fa4", "flashinfer", "cudnn_frontend"}
+        assert set(plan["candidates"]) >= {"sdpa", "fa4", "flashinfer"}
     assert configs.CAMPAIGNS == {"target": "fixed-v1", "reports": "reports-v1",
-                                 "long": "long-grid-v1"}
+                                 "long": "long-grid-v1", "confirm": "confirm-v1"}
+
+
+def test_the_confirmatory_shapes_come_from_the_exploratory_matrices():
+    explored = {c.key for name in ("reports-v1", "long-grid-v1") for c in configs.matrix(name)}
+    confirm = [c.key for c in configs.matrix("confirm-v1")]
+    assert confirm[0] == configs.TARGET.key and len(set(confirm)) == len(confirm)
+    assert set(confirm) <= explored | {configs.TARGET.key}
+    assert "sdpa_twin" in configs.CAMPAIGN_PLANS["confirm"]["candidates"]
 
 
 def test_the_sequence_figure_has_a_row_per_machine(table):
@@ -211,3 +219,66 @@ def test_wins_summary_counts_leads_the_interval_cannot_decide():
     assert (row["n_faster"], row["n_undecided"]) == (1, 1)
     assert row["undecided"] == "FA4 at S = 2048"
     assert "1 more lead by their point estimate" in sota.wins_sentence(row)
+
+
+def test_wins_table_carries_the_attention_verdict(table):
+    wins = sota.wins_table([table])
+    assert list(wins["candidate"]) == ["fa4"] and wins["finding"].tolist() == ["yes"]
+    assert wins["attention_verdict"].iloc[0] in {v.value for v in sota.Verdict}
+
+
+def test_kernel_sentence_separates_kernel_leads_from_call_only_leads():
+    wins = pd.DataFrame({"label": ["FA4", "FA4", "ours", "ours"], "seq_len": [2048, 8192, 128, 512],
+                         "attention_verdict": ["faster", "faster", "slower within margin",
+                                               "faster"],
+                         "finding": ["yes", "yes", "yes", "one process"]})
+    text = sota.kernel_sentence(wins)
+    assert text.startswith("Of the 3 call-level leads")
+    held, call_only = text.split("per call only")
+    assert "FA4 at S = 2048, 8192" in held and "ours at S = 128" in call_only
+    assert "512" not in text  # a one-process row is no finding
+    assert "No call-level lead" in sota.kernel_sentence(wins[wins["finding"] != "yes"])
+    with pytest.raises(ValueError, match="wins"):
+        sota.kernel_sentence(wins.drop(columns="attention_verdict"))
+
+
+def test_machine_spread_compares_gpus_of_one_model_only():
+    from attn_analysis import machine_level
+    a = sota.comparison_table(make_run("h200-a", uuid="GPU-73c875d3", configs_=(TARGET,)),
+                              n_resamples=300)
+    b = sota.comparison_table(make_run("h200-b", uuid="GPU-075bdbbd", configs_=(TARGET,),
+                                       seed=1), n_resamples=300)
+    c = sota.comparison_table(make_run("h100-a", gpu="NVIDIA H100 80GB HBM3", uuid="GPU-7dc5",
+                                       configs_=(TARGET,)), n_resamples=300)
+    spread = machine_level.machine_spread([a, b, c])
+    assert set(spread["model"]) == {"H200"}  # one H100 only: no spread to report
+    assert "sdpa" not in set(spread["candidate"]) and (spread["n_gpus"] == 2).all()
+    fa4 = spread.set_index("candidate").loc[catalog.CATALOG["fa4"].label]
+    assert "73c875d3" in fa4["per_gpu"] and "075bdbbd" in fa4["per_gpu"]
+    assert 1.0 <= fa4["between_gpus"] < 1.01 and fa4["within_run"] > 1.0
+    text = machine_level.spread_sentence(spread)
+    assert text.startswith("Between GPUs of one model: on the two H200s") and "agree" in text
+    bad = spread.assign(same_verdict=[False] + [True] * (len(spread) - 1))
+    assert "1 verdict(s) differ" in machine_level.spread_sentence(bad)
+    assert "No candidate" in machine_level.spread_sentence(spread.iloc[:0])
+    with pytest.raises(ValueError, match="level"):
+        machine_level.machine_spread([a, b], level="nonsense")
+
+
+def test_fa3_geometry_keeps_16k_tokens_and_hidden_2048(table):
+    kept = sota.fa3_geometry(table)
+    assert set(kept["config"]) == {LONG.key}  # B2 H32 S8192 D64; the target is B32 H8
+    assert {c.key for c in configs.matrix("long-grid-v1")} == set(
+        sota.fa3_geometry(pd.DataFrame([c.as_dict() for c in configs.matrix("long-grid-v1")])
+                          .assign(config=[c.key for c in configs.matrix("long-grid-v1")]))["config"])
+
+
+def test_call_anatomy_splits_the_call_into_kernels_and_gaps():
+    rows = [{"config": "c", "candidate": "x", "level": lv, "baseline_ms": b, "candidate_ms": x}
+            for lv, b, x in (("call", 0.0085, 0.0064), ("kernel", 0.0072, 0.0064),
+                             ("attention", 0.0065, 0.0064))]
+    us = sota.call_anatomy(pd.DataFrame(rows), "c", "x")
+    assert us["base_call_us"] == pytest.approx(8.5) and us["cand_attention_us"] == pytest.approx(6.4)
+    assert us["base_other_us"] == pytest.approx(0.7) and us["base_gaps_us"] == pytest.approx(1.3)
+    with pytest.raises(ValueError, match="attention"):
+        sota.call_anatomy(pd.DataFrame(rows[:2]), "c", "x")

@@ -8,7 +8,7 @@ over processes), :mod:`.bootstrap`, :mod:`.simulation` (which interval, by simul
 :mod:`.comparisons` (call, kernel and attention speedups: the one speedup table),
 :mod:`.latency_tables`, :mod:`.kernel_evidence`, :mod:`.timing_fidelity`,
 :mod:`.replay_cost`, :mod:`.findings` (sentences computed from verdict tables). The
-design: :mod:`.variance`, :mod:`.design`, :mod:`.protocols`, :mod:`.calibration`,
+design: :mod:`.variance`, :mod:`.machine_level` (the spread between GPUs of one model), :mod:`.design`, :mod:`.protocols`, :mod:`.calibration`,
 :mod:`.gpu_time`. The vocabulary: :mod:`.catalog` (who each candidate is), :mod:`.workload`
 (FLOPs, bytes, roofline), :mod:`.reference` (the reports' transcribed figures),
 :mod:`.provenance` (where a run was measured), :mod:`.sample_groups`.
@@ -16,6 +16,7 @@ Import the modules themselves; ``tests/test_layers.py`` keeps this stage torch-f
 """
 
 __all__ = ["bootstrap", "calibration", "catalog", "comparisons", "design", "findings",
-           "gpu_time", "intervals", "kernel_evidence", "latency_tables", "protocols",
+           "gpu_time", "intervals", "kernel_evidence", "latency_tables", "machine_level",
+           "protocols",
            "provenance", "reference", "replay_cost", "reports_statistics", "sample_groups",
            "simulation", "stats", "timing_fidelity", "variance", "workload"]
