@@ -293,3 +293,25 @@ def test_every_module_names_its_public_api(name):
     missing = [n for n in names if not _defines(path, n)
                and _module_file(f"{name}.{n}") is None]
     assert missing == [], f"{name}.__all__ names what it does not define: {missing}"
+
+
+# Sizes: a module past about 450 lines holds two concepts (STYLE.md); a notebook is a page
+# that calls its chapter's module and glues, so about 250 lines of code at most.
+MAX_MODULE_LINES = 450
+MAX_NOTEBOOK_CODE_LINES = 250
+# state_of_the_art is being changed on another branch and is left to it (452 lines).
+OVERSIZE_ELSEWHERE = {f"{PACKAGE}.state_of_the_art": 460}
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_no_module_holds_two_concepts_by_size(name):
+    n = len(_module_file(name).read_text().splitlines())
+    assert n <= OVERSIZE_ELSEWHERE.get(name, MAX_MODULE_LINES), f"{name}: {n} lines"
+
+
+@pytest.mark.parametrize("notebook", sorted(p.name for p in (ROOT.parent / "notebooks").glob(
+    "*.py")))
+def test_notebooks_are_thin(notebook):
+    text = (ROOT.parent / "notebooks" / notebook).read_text()
+    code = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    assert len(code) <= MAX_NOTEBOOK_CODE_LINES, f"{notebook}: {len(code)} lines of code"
