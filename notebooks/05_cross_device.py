@@ -39,20 +39,14 @@ root, params, runs, catalog, lead, R = nbs.prelude(globals(), candidate=nbs.cand
 import numpy as np
 import pandas as pd
 from attn_analysis import configs, latency_plots, tables
+from attn_analysis.chapters import cross_device as xd
 from attn_analysis.analyse import latency_tables, provenance, reference, workload
 
 # Runs that hold the target shape alone (the calibration and target-shape runs, also in
 # bf16 or causal) add nothing to compare across configurations; any other run, a new one
 # included, is shown.
-def _target_sizes(key):
-    """Whether a configuration has the target's sizes (any dtype, causal or not)."""
-    c, t = configs.Config.from_key(key), configs.TARGET
-    return (c.batch, c.heads, c.seq_len, c.head_dim) == (t.batch, t.heads, t.seq_len,
-                                                        t.head_dim)
-
-
 with_candidate = [r for r, R in runs.items() if candidate in set(R.samples["candidate"])
-                  and not all(_target_sizes(c) for c in set(R.samples["config"]))]
+                  and not all(xd.target_sizes(c) for c in set(R.samples["config"]))]
 if not isinstance(candidate, str) or not with_candidate:
     raise ValueError(f"`candidate` must be recorded in at least one run; got {candidate!r}.")
 frames = []
@@ -134,13 +128,7 @@ main = main[~main["run"].isin(target_only)]
 # gets a column; the other runs (and every mode) are in the CSV and the figure.
 n_configs = main.groupby("run")["config"].nunique()
 device_of = {r: runs[r].device for r in n_configs.index}
-order = sorted(n_configs.index, key=lambda r: (r != lead, -n_configs[r], r))
-shown = []
-for r in order:
-    if device_of[r] not in {device_of[x] for x in shown}:
-        shown.append(r)
-shown = shown[:4]
-left_out = [r for r in sorted(n_configs.index) if r not in shown]
+shown, left_out = xd.shown_runs(n_configs.to_dict(), device_of, lead)
 main = main[main["run"].isin(shown)]
 wide = main.pivot_table(index="config", columns="run", values="median_ms")
 l4_range = table.groupby("config")[["l4_min_ms", "l4_max_ms"]].first()

@@ -3,10 +3,10 @@ after analysis). A notebook calls its chapter's module, glues what it returns an
 figure or short table. :mod:`.audit` (inputs, calibration, timing checks) and
 :mod:`.claims` and :mod:`.kernel_claims` (the reports' claims, checked; :mod:`.claim_table`
 lays them out) serve the
-audit chapter; :mod:`.fixed_shape` and :mod:`.matrix` serve the fixed-shape and matrix
-chapters; :mod:`.inputs` checks the recorded runs and check files a chapter reads.
+audit chapter; :mod:`.fixed_shape`, :mod:`.matrix` and :mod:`.cross_device` serve the
+fixed-shape, matrix and cross-device chapters; :mod:`.inputs` checks the recorded runs and check files a chapter reads.
 Torch-free (``tests/test_layers.py``).
 """
 
-__all__ = ["audit", "claims", "claim_table", "fixed_shape", "inputs",
+__all__ = ["audit", "claims", "claim_table", "cross_device", "fixed_shape", "inputs",
            "kernel_claims", "matrix"]
