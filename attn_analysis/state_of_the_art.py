@@ -25,9 +25,17 @@ import json
 import numpy as np
 import pandas as pd
 
-from . import _validate, catalog, comparisons
+from . import _validate
+from .analyse import catalog, comparisons
+from .analyse.stats import DEFAULT_MARGIN, Verdict
 from .configs import BASELINE, CAMPAIGNS, CONFIG_FIELDS, TARGET, Config
-from .stats import Verdict
+
+__all__ = ["CUSTOM_ORIGINS", "FA3_HIDDEN", "FA3_TOKENS", "MIN_PROCESSES", "campaign_runs",
+           "campaigns_of", "claim_sentences", "comparison_table", "controls_sentence",
+           "custom_faster", "fa3_geometry", "fastest", "is_custom", "kernel_sentence",
+           "level_cells", "machine_label", "machine_slug", "peer_versions", "recorded_meta",
+           "select_runs", "target_sentence", "untimed", "where_text", "wins_sentence",
+           "wins_summary", "wins_table"]
 
 CUSTOM_ORIGINS = ("ours", "peer")
 MIN_PROCESSES = 2  # a verdict from fewer independent processes is not a finding
@@ -107,7 +115,7 @@ def machine_label(run) -> str:
     return f"{name} {uuid}".strip()
 
 
-def comparison_table(run, *, margin: float = 0.02, n_resamples: int = 20_000, seed: int = 42,
+def comparison_table(run, *, margin: float = DEFAULT_MARGIN, n_resamples: int = 20_000, seed: int = 42,
                      mode: str = "graph") -> pd.DataFrame:
     """Every candidate of ``run`` against SDPA's default dispatch, at the call, kernel and
     attention levels (:func:`comparisons.speedup_table`, one family for the run), with the
@@ -267,7 +275,7 @@ def wins_table(tables: list, level: str = "call") -> pd.DataFrame:
 
 
 def wins_summary(tables: list, level: str = "call", min_processes: int = MIN_PROCESSES,
-                 margin: float = 0.02) -> pd.DataFrame:
+                 margin: float = DEFAULT_MARGIN) -> pd.DataFrame:
     """Per machine: how many custom-kernel comparisons at ``level`` are faster than SDPA
     beyond the margin (:func:`custom_faster`), of how many; where (``where``: each winning
     candidate's label with the sequence lengths of its leads); the leads the interval
@@ -304,7 +312,9 @@ def wins_summary(tables: list, level: str = "call", min_processes: int = MIN_PRO
     return pd.DataFrame(rows)
 
 
-FA3_TOKENS, FA3_HIDDEN = 16384, 2048  # FlashAttention-3's evaluation geometry: B*S, H*D
+# FlashAttention-3's evaluation geometry: tokens per batch (B*S) and hidden size (H*D)
+FA3_TOKENS = 16384
+FA3_HIDDEN = 2048
 
 
 def fa3_geometry(table: pd.DataFrame) -> pd.DataFrame:
@@ -315,28 +325,6 @@ def fa3_geometry(table: pd.DataFrame) -> pd.DataFrame:
     keep = ((df["batch"] * df["seq_len"] == FA3_TOKENS)
             & (df["heads"] * df["head_dim"] == FA3_HIDDEN))
     return df[keep].reset_index(drop=True)
-
-
-def call_anatomy(table: pd.DataFrame, config: str, candidate: str) -> dict:
-    """Where one call's time goes, in microseconds, for SDPA's default dispatch and for
-    ``candidate`` at ``config`` (the baseline and candidate medians of the call, kernel and
-    attention-kernel rows of a :func:`comparison_table`): ``*_call_us``, ``*_kernels_us``
-    (every kernel's time), ``*_attention_us`` (the longest kernel), with ``base_other_us``
-    (SDPA's kernels besides its attention kernel) and ``base_gaps_us`` (the call's time
-    outside any kernel)."""
-    df = _validate.frame("table", table, ("config", "candidate", "level", "baseline_ms",
-                                          "candidate_ms"))
-    d = df[(df["config"] == config) & (df["candidate"] == candidate)].set_index("level")
-    missing = [lv for lv in comparisons.LEVELS if lv not in d.index]
-    if missing:
-        raise ValueError(f"`table` has no {missing} row(s) for {candidate!r} at {config!r}.")
-    us = {f"{side}_{name}_us": float(d.at[level, f"{col}_ms"]) * 1000
-          for side, col in (("base", "baseline"), ("cand", "candidate"))
-          for name, level in (("call", "call"), ("kernels", "kernel"),
-                              ("attention", "attention"))}
-    us["base_other_us"] = us["base_kernels_us"] - us["base_attention_us"]
-    us["base_gaps_us"] = us["base_call_us"] - us["base_kernels_us"]
-    return us
 
 
 def kernel_sentence(wins: pd.DataFrame) -> str:

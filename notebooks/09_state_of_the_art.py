@@ -38,7 +38,7 @@ campaigns = "target,reports,long,confirm"  # which campaigns to measure with mea
 run_prefix = ""           # with measure True the runs are runs_dir/PREFIX-sota-CAMPAIGN;
                           # empty names them after the device
 device = "cuda"           # cuda or cpu, for measure True
-margin = 0.02             # equivalence margin on the speedup ratio, in (0, 0.5)
+margin = 0.02             # equivalence margin on the speedup ratio, in (0, 1)
 n_resamples = 5000        # bootstrap resamples per interval
 
 # %% tags=["remove-cell"]
@@ -54,11 +54,12 @@ root, params = nbs.parameters(
     campaigns=lambda n, v, p: nbs.names_iv(n, v, p, choices=configs.CAMPAIGN_PLANS),
     run_prefix=lambda n, v, p: nbs.names_iv(n, v, p)[:1],
     device=lambda n, v, p: nbs.choice_iv(n, v, ("cuda", "cpu")),
-    margin=nbs.small_fraction_iv, n_resamples=nbs.resamples_iv)
+    margin=nbs.margin_iv, n_resamples=nbs.resamples_iv)
 
 import numpy as np
 import pandas as pd
-from attn_analysis import catalog, machine_level, plots, tables
+from attn_analysis import plots, tables
+from attn_analysis.analyse import comparisons, machine_level
 from attn_analysis import state_of_the_art as sota
 
 if params["measure"]:  # every parameter is checked above, before anything is measured
@@ -264,7 +265,7 @@ answer = sota.claim_sentences(target_best, wins)
 for t in confirm:  # where our kernel's short-sequence lead comes from, in microseconds
     slug, short_cfg = sota.machine_slug(t["machine"].iloc[0]), configs.Config(32, 8, 128).key
     if ((t["config"] == short_cfg) & (t["candidate"] == "triton")).any():
-        for key, value in sota.call_anatomy(t, short_cfg, "triton").items():
+        for key, value in comparisons.call_anatomy(t, short_cfg, "triton").items():
             nbs.glue_text(f"sa_{slug}_s128_{key}", nbs.as_number(value))
 nbs.glue_text("sa_claim_target", answer["target"])
 nbs.glue_text("sa_claim_general", answer["general"])

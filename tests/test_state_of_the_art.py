@@ -10,7 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from attn_analysis import catalog, configs, plots
+from attn_analysis import configs, plots
+from attn_analysis.analyse import catalog, comparisons
 from attn_analysis import state_of_the_art as sota
 from attn_analysis.configs import TARGET, Config
 
@@ -243,7 +244,7 @@ def test_kernel_sentence_separates_kernel_leads_from_call_only_leads():
 
 
 def test_machine_spread_compares_gpus_of_one_model_only():
-    from attn_analysis import machine_level
+    from attn_analysis.analyse import machine_level
     a = sota.comparison_table(make_run("h200-a", uuid="GPU-73c875d3", configs_=(TARGET,)),
                               n_resamples=300)
     b = sota.comparison_table(make_run("h200-b", uuid="GPU-075bdbbd", configs_=(TARGET,),
@@ -277,8 +278,8 @@ def test_call_anatomy_splits_the_call_into_kernels_and_gaps():
     rows = [{"config": "c", "candidate": "x", "level": lv, "baseline_ms": b, "candidate_ms": x}
             for lv, b, x in (("call", 0.0085, 0.0064), ("kernel", 0.0072, 0.0064),
                              ("attention", 0.0065, 0.0064))]
-    us = sota.call_anatomy(pd.DataFrame(rows), "c", "x")
+    us = comparisons.call_anatomy(pd.DataFrame(rows), "c", "x")
     assert us["base_call_us"] == pytest.approx(8.5) and us["cand_attention_us"] == pytest.approx(6.4)
     assert us["base_other_us"] == pytest.approx(0.7) and us["base_gaps_us"] == pytest.approx(1.3)
     with pytest.raises(ValueError, match="attention"):
-        sota.call_anatomy(pd.DataFrame(rows[:2]), "c", "x")
+        comparisons.call_anatomy(pd.DataFrame(rows[:2]), "c", "x")

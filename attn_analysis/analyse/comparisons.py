@@ -27,7 +27,7 @@ from .sample_groups import paired_groups, process_groups, with_config_fields
 
 __all__ = ["LEVELS", "COLUMNS", "JSON_SCHEMA", "FUSED_SHARE", "call_groups",
            "kernel_groups", "plan_comparisons", "speedup_table", "target_family", "as_json",
-           "format_table", "verdict_counts", "kernel_vs_library"]
+           "format_table", "verdict_counts", "kernel_vs_library", "call_anatomy"]
 
 LEVELS = ("call", "kernel", "attention")
 COLUMNS = ("config", "candidate", "level", "mode", "speedup", "ci_low", "ci_high",
@@ -404,3 +404,25 @@ def kernel_vs_library(samples: pd.DataFrame, kernel: str = "triton",
     cols = ["config", "mode", "kernel", "library", "kernel_ms", "library_ms", "speedup",
             "ci_low", "ci_high", "ratio", "verdict", "n_comparisons"]
     return with_config_fields(pd.DataFrame(rows, columns=cols))
+
+
+def call_anatomy(table: pd.DataFrame, config: str, candidate: str) -> dict:
+    """Where one call's time goes, in microseconds, for SDPA's default dispatch and for
+    ``candidate`` at ``config`` (the baseline and candidate medians of the call, kernel and
+    attention-kernel rows of a :func:`comparison_table`): ``*_call_us``, ``*_kernels_us``
+    (every kernel's time), ``*_attention_us`` (the longest kernel), with ``base_other_us``
+    (SDPA's kernels besides its attention kernel) and ``base_gaps_us`` (the call's time
+    outside any kernel)."""
+    df = _validate.frame("table", table, ("config", "candidate", "level", "baseline_ms",
+                                          "candidate_ms"))
+    d = df[(df["config"] == config) & (df["candidate"] == candidate)].set_index("level")
+    missing = [lv for lv in LEVELS if lv not in d.index]
+    if missing:
+        raise ValueError(f"`table` has no {missing} row(s) for {candidate!r} at {config!r}.")
+    us = {f"{side}_{name}_us": float(d.at[level, f"{col}_ms"]) * 1000
+          for side, col in (("base", "baseline"), ("cand", "candidate"))
+          for name, level in (("call", "call"), ("kernels", "kernel"),
+                              ("attention", "attention"))}
+    us["base_other_us"] = us["base_kernels_us"] - us["base_attention_us"]
+    us["base_gaps_us"] = us["base_call_us"] - us["base_kernels_us"]
+    return us
