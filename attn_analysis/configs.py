@@ -178,7 +178,7 @@ def parse_shapes(shapes, head_dim: int = 64) -> tuple[Config, ...]:
 
 
 # The state-of-the-art campaigns (scripts/sota_campaign.sh runs them on a GPU, and so does
-# notebooks/09_state_of_the_art.py with measure=True): the named matrix, the candidates,
+# notebooks/06_state_of_the_art.py with measure=True): the named matrix, the candidates,
 # the timing modes and the processes of each. The recorded runs were measured with exactly
 # these plans (the H100's reports and long runs kept their first process only).
 _PEERS = ("fa4", "flashinfer", "cudnn_frontend", "xformers")

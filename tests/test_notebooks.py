@@ -114,7 +114,7 @@ def test_a_bad_parameter_stops_the_notebook_before_it_measures(tmp_path, noteboo
     ("03_matrix.py", dict(trails=3),
      "`trails` is not a parameter of this notebook; its parameters are ['runs_dir'"),
     ("03_matrix.py", dict(trails=3), "(did you mean `trials`?)"),
-    ("06_audit.py", dict(lead_rn="x"), "`lead_rn` is not a parameter of this notebook"),
+    ("09_audit.py", dict(lead_rn="x"), "`lead_rn` is not a parameter of this notebook"),
     ("03_matrix.py", dict(triton_run="no-such-run"),
      "`triton_run` must be '' or a finalized run under"),
     ("04_sweeps.py", dict(roofline_candidates="bogus"),

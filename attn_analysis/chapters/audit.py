@@ -4,7 +4,7 @@ controls, and the timing checks (fidelity of each mode, the cost of a graph repl
 against cold cache, the GPU time a calibrated protocol costs). Part two, every claim of the
 original reports checked, is :mod:`attn_analysis.chapters.claims`.
 
-``notebooks/06_audit.py`` only calls these functions, glues the values they return (a
+``notebooks/09_audit.py`` only calls these functions, glues the values they return (a
 :class:`Finding`'s ``values``: the glue key without the chapter's ``au_`` prefix, to a
 number or a text) and shows the figures and tables.
 """

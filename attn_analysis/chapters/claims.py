@@ -4,7 +4,7 @@ own arithmetic (part one, the inputs, the protocols' calibration and the timing 
 :mod:`attn_analysis.chapters.audit`).
 
 Each ``*_claim`` function returns an :class:`~attn_analysis.chapters.audit.Finding`: the values its
-subsection of ``notebooks/06_audit.py`` pastes and the
+subsection of ``notebooks/09_audit.py`` pastes and the
 :class:`~attn_analysis.calibration.Claim` of the claims table. L4 and A100 peaks come from
 ``workload.HARDWARE``; the reports' values, **as reported**, from :class:`Reported`
 (:func:`attn_analysis.reference.load_reported`).

@@ -37,7 +37,7 @@ calibration_run = "h100-calibration-v1,h100-calibration-v2"  # runs with sdpa, s
 lead_run = "h200-reports-p2-all"                 # the reports matrix in three timing modes
 triton_run = "h200-triton-p2"                    # our Triton kernel against the SDPA backends
 sota_runs = ""                                   # state-of-the-art runs (peers); empty takes
-                                                 # every recorded one (09_state_of_the_art)
+                                                 # every recorded one (06_state_of_the_art)
 extras = "data/checks/audit_extras_h100.json"    # scripts/audit_extras.py output
 anatomy = "data/checks/graph_anatomy_h100.json"  # scripts/graph_anatomy.py output
 ks = "3,4,5"                                     # processes per replication of protocol (b)
@@ -553,7 +553,7 @@ every_sota = [t for ts in sota_tables.values() for t in ts]
 # (audit-triton)=
 # ### Custom kernels against SDPA
 #
-# Every custom kernel (ours, FlashAttention-4, FlashInfer; {doc}`09_state_of_the_art`)
+# Every custom kernel (ours, FlashAttention-4, FlashInfer; {doc}`06_state_of_the_art`)
 # against SDPA's default dispatch per call, in the state-of-the-art runs of at least two
 # processes: {glue:text}`au_ck_n_reached:d` of {glue:text}`au_ck_n:d` comparisons reach
 # 1.1× with family-wise confidence ({glue:text}`au_ck_where:s`). The largest speedup is
