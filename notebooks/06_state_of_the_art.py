@@ -209,7 +209,7 @@ for machine, t in target_tables.items():
 # Away from the reports' shape the picture differs, and we looked for that in two steps.
 # The exploratory runs covered the reports' ten configurations and a long-sequence grid at
 # FlashAttention-3's evaluation geometry (16k tokens per batch, hidden size 2048, S from 128
-# to 8192 at D = 64 and 128, causal and not), with one or two processes per unit: enough
+# to 8192 at D = 64 and 128, causal and not), with {glue:text}`sa_h100_explore_min_processes:d` (H100) and {glue:text}`sa_h200_explore_min_processes:d` (H200) processes per unit: enough
 # to see where a custom kernel might lead, not to decide it. Every shape where an
 # exploratory run put a custom kernel ahead of SDPA by more than the margin, per call or
 # per attention kernel, went into a confirmatory matrix, fixed before its data were taken
@@ -278,7 +278,7 @@ for _, row in wins_att.iterrows():
 #
 # Speedup over SDPA's default dispatch against sequence length at FlashAttention-3's
 # geometry, one line per custom kernel, one row per machine and run kind (exploratory:
-# the long grid, one or two processes; confirmatory: six processes, the shapes where the
+# the long grid, {glue:text}`sa_h100_explore_min_processes:d` process(es) on the H100 and {glue:text}`sa_h200_explore_min_processes:d` on the H200; confirmatory: {glue:text}`sa_confirm_n_proc:d` processes, the shapes where the
 # exploration saw a lead) and one panel per head dimension and masking, with family-wise
 # intervals (each run one family) and the ±{glue:text}`sa_margin:.0%` margin band. An
 # interval over two processes has one degree of freedom and mostly spans the axis (it is
