@@ -111,11 +111,16 @@ def _reports_v1() -> tuple[Config, ...]:
     return tuple(seq + batch + heads)
 
 
+# FlashAttention-3's evaluation geometry: tokens per batch (B*S) and hidden size (H*D)
+FA3_TOKENS = 16384
+FA3_HIDDEN = 2048
+
+
 def _long_grid_v1() -> tuple[Config, ...]:
     """S = 128, 512, 2048, 8192 at D = 64 and 128, causal and not, fp16, at
     FlashAttention-3's evaluation geometry: 16k tokens per batch (B = 16384 / S) and hidden
     size 2048 (H = 2048 / D). Its S >= 512 rows are among that paper's hidden-2048 shapes."""
-    return tuple(Config(16384 // s, 2048 // d, s, d, "float16", causal)  # see fa3_geometry
+    return tuple(Config(FA3_TOKENS // s, FA3_HIDDEN // d, s, d, "float16", causal)
                  for d in HEAD_DIMS for causal in (False, True) for s in (128, 512, 2048, 8192))
 
 

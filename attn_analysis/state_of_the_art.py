@@ -28,9 +28,10 @@ import pandas as pd
 from . import _validate
 from .analyse import catalog, comparisons
 from .analyse.stats import DEFAULT_MARGIN, Verdict
-from .configs import BASELINE, CAMPAIGNS, CONFIG_FIELDS, TARGET, Config
+from .configs import (BASELINE, CAMPAIGNS, CONFIG_FIELDS, FA3_HIDDEN, FA3_TOKENS, TARGET,
+                      Config)
 
-__all__ = ["CUSTOM_ORIGINS", "FA3_HIDDEN", "FA3_TOKENS", "MIN_PROCESSES", "campaign_runs",
+__all__ = ["CUSTOM_ORIGINS", "MIN_PROCESSES", "campaign_runs",
            "campaigns_of", "claim_sentences", "comparison_table", "controls_sentence",
            "custom_faster", "fa3_geometry", "fastest", "is_custom", "kernel_sentence",
            "level_cells", "machine_label", "machine_slug", "peer_versions", "recorded_meta",
@@ -310,11 +311,6 @@ def wins_summary(tables: list, level: str = "call", min_processes: int = MIN_PRO
                      "best_candidate": top["label"] if top is not None else "",
                      "best_config": top["config"] if top is not None else ""})
     return pd.DataFrame(rows)
-
-
-# FlashAttention-3's evaluation geometry: tokens per batch (B*S) and hidden size (H*D)
-FA3_TOKENS = 16384
-FA3_HIDDEN = 2048
 
 
 def fa3_geometry(table: pd.DataFrame) -> pd.DataFrame:

@@ -231,8 +231,8 @@ seq_rows = sorted((t.assign(machine=t["machine"] + f"\n{kind}") for kind, ts in
 seq_all = sota.fa3_geometry(pd.concat(seq_rows, ignore_index=True)) if seq_rows else every
 seq_all = seq_all[~seq_all["same_kernel_as_baseline"] | (seq_all["origin"] == "peer")]
 nbs.glue_figure("sa_seq_figure", plots.speedup_by_seq_len(
-    seq_all, params["margin"], title="FlashAttention-3's geometry (B·S = 16384, H·D = 2048, "
-    "fp16), CUDA-graph replay per call"))
+    seq_all, params["margin"], title=f"FlashAttention-3's geometry (B·S = {configs.FA3_TOKENS}, "
+    f"H·D = {configs.FA3_HIDDEN}, fp16), CUDA-graph replay per call"))
 away = confirm or explore or list(tabs["target"].values())
 nbs.glue_text("sa_confirm_runs", ", ".join(tabs["confirm"]) or "none")
 nbs.glue_text("sa_confirm_n_proc", int(min(t["n_processes"].min() for t in away)))
