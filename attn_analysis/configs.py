@@ -208,11 +208,24 @@ CAMPAIGN_PLANS = {
 PLUGINS = ("attn_analysis.peers", "attn_analysis.controls")
 # campaign -> the named matrix its runs measure
 CAMPAIGNS = {name: plan["matrix"] for name, plan in CAMPAIGN_PLANS.items()}
+# The calibration of the comparison design at the target (scripts/calibration_campaign.sh):
+# the baseline, its A/A twin and positive controls that add work inside SDPA's own kernel
+# (measure.controls: 3, 5 and 8 extra heads, about 0.5, 1 and 1.5 margins), one
+# placement-randomized process per trial with its own seed; 144 processes are 72
+# independent replications of the paper's 2-process design.
+CALIBRATION_PLANS = {
+    "calibration-v3": {"matrix": "fixed-v1", "trials": 144, "modes": ("graph",),
+                       "candidates": ("sdpa", "sdpa_twin", "sdpa_plus3h", "sdpa_plus5h",
+                                      "sdpa_plus8h"),
+                       "plugins": ("attn_analysis.controls",)},
+}
 
 
 def sweep_arguments(campaign: str) -> list[str]:
-    """The ``python -m attn_analysis sweep`` arguments of ``campaign`` (without ``--out``)."""
-    plan = CAMPAIGN_PLANS[_validate.choice("campaign", campaign, sorted(CAMPAIGN_PLANS))]
-    args = [arg for plugin in PLUGINS for arg in ("--plugin", plugin)]
+    """The ``python -m attn_analysis sweep`` arguments of ``campaign`` (a key of
+    ``CAMPAIGN_PLANS`` or ``CALIBRATION_PLANS``), without ``--out``."""
+    plans = {**CAMPAIGN_PLANS, **CALIBRATION_PLANS}
+    plan = plans[_validate.choice("campaign", campaign, sorted(plans))]
+    args = [arg for plugin in plan.get("plugins", PLUGINS) for arg in ("--plugin", plugin)]
     return args + ["--matrix", plan["matrix"], "--trials", str(plan["trials"]),
                    "--modes", *plan["modes"], "--candidates", *plan["candidates"]]

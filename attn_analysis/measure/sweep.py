@@ -232,7 +232,8 @@ def _run_worker(ctx, out_dir: Path, plan: Plan, trial: int, bar) -> int:
     """Start one trial's process and move the progress bar as its units land."""
     messages = ctx.Queue()
     proc = ctx.Process(target=_worker_main, args=(str(out_dir), plan.to_json(), trial, messages,
-                                                  os.getpid()), name=f"attn-trial-{trial}")
+                                                  os.getpid(), time.time()),
+                       name=f"attn-trial-{trial}")
     proc.start()
     try:
         while proc.is_alive() or not messages.empty():

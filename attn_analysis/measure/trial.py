@@ -16,6 +16,7 @@ from pathlib import Path
 
 from .. import record
 from . import run_lock
+from .budget import PhaseClock
 from ..configs import Config
 
 from .plan import (PROTOCOL, Plan, SweepError, _candidate_units, _input_seed,
@@ -37,12 +38,15 @@ def _write_failure(out_dir, name, status, reason) -> None:
     record.write_unit(out_dir, unit)
 
 
-def _worker_main(out_dir: str, plan_json: dict, trial: int, messages, parent_pid: int) -> None:
-    """Entry point of a trial process; it dies with its parent (``run_lock.die_with_parent``)."""
+def _worker_main(out_dir: str, plan_json: dict, trial: int, messages, parent_pid: int,
+                 spawned_at: float | None = None) -> None:
+    """Entry point of a trial process; it dies with its parent (``run_lock.die_with_parent``).
+    ``spawned_at`` is the parent's clock at the spawn, the start of this process's budget."""
     import sys
+    clock = PhaseClock(spawned_at)
     run_lock.die_with_parent(parent_pid)
     try:
-        _Worker(Path(out_dir), Plan.from_json(plan_json), trial, messages).run()
+        _Worker(Path(out_dir), Plan.from_json(plan_json), trial, messages, clock).run()
     except SweepError as exc:
         record.write_fatal(out_dir, str(exc))
         sys.exit(_FATAL)
@@ -51,8 +55,10 @@ def _worker_main(out_dir: str, plan_json: dict, trial: int, messages, parent_pid
 class _Worker:
     """Runs one trial: every configuration and candidate of the plan, in a shuffled order."""
 
-    def __init__(self, out_dir: Path, plan: Plan, trial: int, messages):
+    def __init__(self, out_dir: Path, plan: Plan, trial: int, messages,
+                 clock: PhaseClock | None = None):
         self.out, self.plan, self.trial, self.messages = out_dir, plan, trial, messages
+        self.clock = clock or PhaseClock()
         self.done, _ = record.finished_units(out_dir)
 
     def _emit(self, path) -> None:
@@ -61,32 +67,41 @@ class _Worker:
 
     def _write(self, unit: dict) -> None:
         unit.setdefault("measurement_id", uuid.uuid4().hex)
-        self._emit(record.write_unit(self.out, unit))
+        with self.clock.phase("write"):
+            path = record.write_unit(self.out, unit)
+        self._emit(path)
 
     def run(self) -> None:
-        import torch
-        from . import env, machine
-        try:
-            env.lock(seed=self.plan.seed + self.trial, deterministic=self.plan.deterministic)
-        except env.EnvironmentNotLocked as exc:
-            raise SweepError(f"trial {self.trial}: {exc}") from None
-        fp = machine.fingerprint()
-        self._check_machine(fp)
+        with self.clock.phase("lock"):
+            import torch
+            from . import env, machine
+            try:
+                env.lock(seed=self.plan.seed + self.trial, deterministic=self.plan.deterministic)
+            except env.EnvironmentNotLocked as exc:
+                raise SweepError(f"trial {self.trial}: {exc}") from None
+        with self.clock.phase("fingerprint"):
+            fp = machine.fingerprint()
+            self._check_machine(fp)
         name = record.unit_name("trial", trial=self.trial)
+        trial_unit = None
         if name not in self.done:
-            self._write({"kind": "trial", "trial": self.trial, "fingerprint": fp,
-                         "started_utc": _now(), "pid": os.getpid()})
+            trial_unit = {"kind": "trial", "trial": self.trial, "fingerprint": fp,
+                          "started_utc": _now(), "pid": os.getpid()}
+            self._write(trial_unit)  # sets its measurement_id, kept when it is rewritten
         if self.trial == 0 and self.plan.ceilings and \
                 record.unit_name("ceilings") not in self.done:
             from .ceilings import measure_ceilings
-            self._write({"kind": "ceilings", "ceilings": measure_ceilings(self.plan.device),
-                         "started_utc": _now()})
+            with self.clock.phase("ceilings"):
+                ceilings = measure_ceilings(self.plan.device)
+            self._write({"kind": "ceilings", "ceilings": ceilings, "started_utc": _now()})
         rng = random.Random(self.plan.seed * 1_000_003 + self.trial)
         for ci, config in enumerate(self.plan.configs):
             self._config(config, ci, rng)
             gc.collect()
             if self.plan.device == "cuda":
                 torch.cuda.empty_cache()
+        if trial_unit is not None:  # the same unit again, now with where its time went
+            self._write(dict(trial_unit, budget=self.clock.as_record()))
 
     def _check_machine(self, fp: dict) -> None:
         if self.plan.allow_mixed:
@@ -139,7 +154,9 @@ class _Worker:
         import torch
         from . import candidates as cands
         try:
-            built = cands.build(cand, config, self.plan.device, hint=self._earlier_info(config, cand))
+            with self.clock.phase("build"):
+                built = cands.build(cand, config, self.plan.device,
+                                    hint=self._earlier_info(config, cand))
         except cands.Unsupported as exc:
             return self._fail_rest(names, "unsupported", str(exc))
         except torch.OutOfMemoryError as exc:
@@ -152,7 +169,8 @@ class _Worker:
             passed = record.read_unit(record.unit_path(self.out, corr_name))["status"] == "ok"
         else:
             try:
-                result = cands.check(built, config, self.plan.device, seed=seed, name=cand)
+                with self.clock.phase("check"):
+                    result = cands.check(built, config, self.plan.device, seed=seed, name=cand)
             except torch.OutOfMemoryError as exc:
                 return self._fail_rest(names, "oom", _short(exc))
             except Exception as exc:
@@ -183,7 +201,8 @@ class _Worker:
                     pending[(cand, mode)] = {"placements": [], "started_utc": _now(),
                                              "failure": None}
         seed = _input_seed(self.plan, self.trial, ci)
-        self._process_warmup(config, ready, seed)
+        with self.clock.phase("warmup"):
+            self._process_warmup(config, ready, seed)
         for p in range(self.plan.placements):
             order = list(ready)
             rng.shuffle(order)
@@ -198,10 +217,11 @@ class _Worker:
                 rng.shuffle(modes)
                 self.messages.put(("status", f"t{self.trial} {config.key} p{p} {cand}"))
                 built = ready[cand][0]
-                placement.release(device)
                 try:
-                    pl = placement.place(p, lambda: cands.make_inputs(
-                        config, device, seed=seed + 1 + p, layout=built.layout), device, rng)
+                    with self.clock.phase("placement"):
+                        placement.release(device)
+                        pl = placement.place(p, lambda: cands.inputs_for(
+                            built, config, device, seed=seed + 1 + p), device, rng)
                 except torch.OutOfMemoryError as exc:
                     for m in modes:
                         pending[(cand, m)]["failure"] = ("oom", _short(exc))
@@ -212,10 +232,12 @@ class _Worker:
                     return fn(q, k, v)
                 with built.context():  # e.g. SDPA's forced backend: set once, outside timers
                     state = machine.gpu_state()
-                    kernel_ms = self._placement_kernel_ms(call) if modes else None
+                    with self.clock.phase("profile"):
+                        kernel_ms = self._placement_kernel_ms(call) if modes else None
                     for mode in modes:
                         entry = pending[(cand, mode)]
-                        rec = self._time_placement(call, mode)
+                        with self.clock.phase("timing"):
+                            rec = self._time_placement(call, mode)
                         if "failure" in rec:
                             entry["failure"] = rec.pop("failure")
                             continue
@@ -237,7 +259,7 @@ class _Worker:
         if self.plan.process_warmup_ms <= 0:
             return
         built = next(iter(ready.values()))[0]
-        q, k, v = cands.make_inputs(config, self.plan.device, seed=seed, layout=built.layout)
+        q, k, v = cands.inputs_for(built, config, self.plan.device, seed=seed)
         with built.context():
             deadline = time.monotonic() + self.plan.process_warmup_ms / 1e3
             while time.monotonic() < deadline:
@@ -297,7 +319,8 @@ class _Worker:
         unit = {"kind": "kernels", "config": config.key, "candidate": cand,
                 "started_utc": _now()}
         try:
-            evidence = profiler.profile_device_time(call)
+            with self.clock.phase("kernels"):
+                evidence = profiler.profile_device_time(call)
         except Exception as exc:
             unit.update(status="error", reason=_short(exc), kernels=[])
         else:

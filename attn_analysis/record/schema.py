@@ -125,7 +125,8 @@ UNIT_SCHEMA: dict[str, tuple[Field, ...]] = {
                 Field("evidence", (dict,)),  # profiler.profile_device_time()
                 Field("kernels", (list,), items=_KERNEL)),
     "trial": (*UNIT_IDENTITY["trial"], Field("fingerprint", (dict,), True),  # machine.fingerprint()
-              Field("pid", (int,))),
+              Field("pid", (int,)),
+              Field("budget", (dict,))),  # measure.budget.PhaseClock.as_record(), at its end
     "ceilings": (Field("ceilings", (dict,), True),),  # ceilings.measure_ceilings()
 }
 UNIT_SCHEMA = {kind: (_KIND, *fields, *_COMMON) for kind, fields in UNIT_SCHEMA.items()}
