@@ -115,7 +115,6 @@ CATALOG: dict[str, Meta] = {
     "sdpa_bshd": Meta("SDPA on (B, S, H, D) memory", "control", SDPA_DEFAULT_FAMILY, ""),
 }
 _SPIN = re.compile(r"sdpa_spin(\d+)")
-_EXTRA_HEADS = re.compile(r"sdpa_plus(\d+)h")
 
 # Kernels that are not attention kernels, for naming the rest of a call's kernel list.
 OTHER_KERNELS = (
@@ -129,8 +128,7 @@ def meta_for(name: str, recorded=None) -> Meta:
     """The metadata of candidate ``name``: what a run recorded for it, if anything (a dict,
     as the sweep writes it, or a :class:`Meta`), else the catalog's entry.
 
-    Spin controls (``sdpa_spin<N>``) and extra-heads controls (``sdpa_plus<N>h``) are
-    recognised by name. A name neither recorded nor
+    Spin controls (``sdpa_spin<N>``) are recognised by name. A name neither recorded nor
     in the catalog is labelled by itself with origin "ours" (a plugin candidate that ran
     before metadata was recorded is a user's own kernel).
     """
@@ -145,9 +143,6 @@ def meta_for(name: str, recorded=None) -> Meta:
     spin = _SPIN.fullmatch(name)
     if spin:
         return Meta(f"SDPA + {spin.group(1)}-cycle spin", "control", SDPA_DEFAULT_FAMILY, "")
-    extra = _EXTRA_HEADS.fullmatch(name)
-    if extra:
-        return Meta(f"SDPA + {extra.group(1)} extra heads", "control", SDPA_DEFAULT_FAMILY, "")
     return Meta(name, "ours", name, "")
 
 
