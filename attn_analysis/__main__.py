@@ -44,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "candidates.DEFAULT_CANDIDATES, resolved when the sweep starts)")
     sw.add_argument("--modes", nargs="+", default=list(MODES),
                     help=f"timing protocols (default: {' '.join(MODES)})")
-    # The defaults are protocol 2's calibrated design (book, "Protocol 2"): 2 processes x
+    # The defaults are protocol 2's calibrated design (book, "Protocol 2"): 4 processes x
     # 8 placements x 20 samples, 10 ms of warm-up per placement.
     sw.add_argument("--trials", type=int, default=sweep.DEFAULT_TRIALS,
                     help=f"independent processes (default {sweep.DEFAULT_TRIALS})")

@@ -16,8 +16,8 @@ from .figure_style import (_err, _figure, _finish, _frame_iv, _label_iv, _legend
                            MODE_TITLES, PAGE_WIDTH_IN, _plain_log_axis, _short, _styled,
                            _title)
 
-__all__ = ["replay_curves", "calibration_rates", "control_effects", "warmup_traces",
-           "COMPONENT_COLORS", "COMPONENT_LABELS", "variance_components"]
+__all__ = ["replay_curves", "calibration_rates", "power_by_processes", "control_effects",
+           "warmup_traces", "COMPONENT_COLORS", "COMPONENT_LABELS", "variance_components"]
 
 
 @_styled
@@ -83,6 +83,56 @@ def calibration_rates(head: pd.DataFrame, aa, spins, rows, alpha: float,
     _legend_below(fig, axes, ncol=3)
     fig.suptitle(_title(f"Protocol calibration at {_short(config)}, {n_processes} processes"
                         f"\n{label}"))
+    return fig
+
+
+@_styled
+def power_by_processes(rates: pd.DataFrame, power_goal: float, title: str) -> Figure:
+    """Power (verdict "slower", beyond the margin) of each positive control and the A/A
+    control's rate of claimed differences against the processes per replication, one
+    panel per (level, device), with Clopper-Pearson intervals; ``rates`` is
+    ``design_calibration.rates_by_processes`` output, its ``device`` column the labels."""
+    df = _frame_iv("rates", rates, ("device", "level", "k", "candidate", "role",
+                                    "size_margins", "outcome", "rate", "ci_low", "ci_high"))
+    title = _label_iv(title)
+    levels = [lv for lv in ("call", "kernel") if lv in set(df["level"])]
+    devices = sorted(df["device"].unique())
+    fig = _figure(PAGE_WIDTH_IN, 2.6 * len(levels) + 1.4)
+    axes = fig.subplots(len(levels), len(devices), sharex=True, sharey=True, squeeze=False)
+    shown = (df["outcome"] == "slower") | (df["outcome"] == "claimed difference")
+    names = sorted(df.loc[shown, "candidate"].unique(),
+                   key=lambda c: df.loc[shown & (df["candidate"] == c), "size_margins"].mean())
+    colors = dict(zip(names, sns.color_palette("tab10", len(names))))
+    for (i, level), (j, device) in ((a, b) for a in enumerate(levels)
+                                    for b in enumerate(devices)):
+        ax = axes[i, j]
+        sub = df[shown & (df["level"] == level) & (df["device"] == device)]
+        for cand in names:
+            d = sub[sub["candidate"] == cand].sort_values("k")
+            if d.empty:
+                continue
+            aa = d["outcome"].iloc[0] == "claimed difference"
+            name = f"{cand}: A/A, claimed difference" if aa else f"{cand}: slower"
+            ax.errorbar(d["k"], d["rate"], yerr=_err(d["rate"], d["ci_low"], d["ci_high"]),
+                        fmt="s--" if aa else "o-", ms=4, capsize=2.5, lw=1.2,
+                        color="k" if aa else colors[cand], label=name)
+            if not aa:  # the control's measured size, at the end of its line
+                ax.annotate(f"{d['size_margins'].iloc[0]:.1f} m", (d["k"].iloc[-1],
+                            d["rate"].iloc[-1]), xytext=(4, 0), textcoords="offset points",
+                            va="center", fontsize=7, color=colors[cand])
+        ax.axhline(power_goal, color="0.4", ls=":", lw=1, label=f"power goal {power_goal:.0%}")
+        ax.set_ylim(-0.03, 1.03)
+        ax.set_xlim(min(df["k"]) - 0.3, max(df["k"]) + 0.9)
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.0%}"))
+        ax.set_xticks(sorted(df["k"].unique()))
+        ax.grid(alpha=0.3)
+        ax.set_title(f"{device}\n{level} level")
+        if i == len(levels) - 1:
+            ax.set_xlabel("processes per replication, k")
+        if j == 0:
+            ax.set_ylabel("rate (% of replications)")
+    _legend_below(fig, axes.ravel(), ncol=2)
+    fig.suptitle(_title(title))
     return fig
 
 

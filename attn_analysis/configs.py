@@ -209,14 +209,15 @@ PLUGINS = ("attn_analysis.peers", "attn_analysis.controls")
 # campaign -> the named matrix its runs measure
 CAMPAIGNS = {name: plan["matrix"] for name, plan in CAMPAIGN_PLANS.items()}
 # The calibration of the comparison design at the target (scripts/calibration_campaign.sh):
-# the baseline, its A/A twin and positive controls that add work inside SDPA's own kernel
-# (measure.controls: 3, 5 and 8 extra heads, about 0.5, 1 and 1.5 margins), one
-# placement-randomized process per trial with its own seed; 144 processes are 72
-# independent replications of the paper's 2-process design.
+# the baseline, its A/A twin and spin controls sized at about 0.5, 1 and 1.5 margins
+# (measure.controls: a 1000-cycle spin every 3rd call, 2000 cycles every 2nd, 1000 every
+# call; their true sizes are measured from the run), one placement-randomized process per
+# trial with its own seed; 144 processes are 72 independent replications of the paper's
+# 2-process design.
 CALIBRATION_PLANS = {
     "calibration-v3": {"matrix": "fixed-v1", "trials": 144, "modes": ("graph",),
-                       "candidates": ("sdpa", "sdpa_twin", "sdpa_plus3h", "sdpa_plus5h",
-                                      "sdpa_plus8h"),
+                       "candidates": ("sdpa", "sdpa_twin", "sdpa_spin1000e3",
+                                      "sdpa_spin2000e2", "sdpa_spin1000"),
                        "plugins": ("attn_analysis.controls",)},
 }
 

@@ -49,7 +49,7 @@ COMMON_PARAMETERS = ("runs_dir", "run", "measure", "device", "shapes", "candidat
 # The parameters that only a measurement uses. 03_matrix declares them in its parameters
 # cell with these defaults (a test pins that the two agree); the other measuring notebooks
 # declare only ``measure`` and take these defaults unless papermill passes a value.
-MEASURE_DEFAULTS = {"device": "auto", "shapes": "", "candidates": "", "trials": 2,
+MEASURE_DEFAULTS = {"device": "auto", "shapes": "", "candidates": "", "trials": 4,
                     "samples": 0, "run_id": ""}
 
 

@@ -108,7 +108,7 @@ def test_sweep_defaults_are_the_calibrated_design(tmp_path, monkeypatch):
     assert main(base + ["--out", str(tmp_path / "b"), "--ci-target", "0.01"]) == 0
     assert main(base + ["--out", str(tmp_path / "c"), "--samples", "7"]) == 0
     default, adaptive, fixed = plans
-    assert (default.trials, default.placements) == (2, 8)
+    assert (default.trials, default.placements) == (sweep.DEFAULT_TRIALS, 8) == (4, 8)
     assert default.timing == {"n_samples": 20, "warmup_ms": 10.0} == sweep.Plan(
         configs=default.configs, candidates=("sdpa",)).timing
     assert adaptive.timing == {"ci_target": 0.01, "budget_s": 0.5, "warmup_ms": 10.0}

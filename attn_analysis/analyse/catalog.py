@@ -17,7 +17,8 @@ import re
 from .. import _validate
 
 __all__ = ["ORIGINS", "Meta", "SDPA_DEFAULT_FAMILY", "SDPA_BACKENDS", "CATALOG",
-           "OTHER_KERNELS", "meta_for", "kernel_families", "kernel_family", "by_origin"]
+           "OTHER_KERNELS", "spin_spec", "spin_order", "meta_for", "kernel_families",
+           "kernel_family", "by_origin"]
 
 # Where a candidate comes from. "library": what PyTorch ships (SDPA and its backends,
 # eager, torch.compile, FlexAttention); "ours": this project's kernels; "peer": another
@@ -114,7 +115,7 @@ CATALOG: dict[str, Meta] = {
     "sdpa_twin": Meta("SDPA again (A/A twin)", "control", SDPA_DEFAULT_FAMILY, ""),
     "sdpa_bshd": Meta("SDPA on (B, S, H, D) memory", "control", SDPA_DEFAULT_FAMILY, ""),
 }
-_SPIN = re.compile(r"sdpa_spin(\d+)")
+_SPIN = re.compile(r"sdpa_spin(\d+)(?:e([1-9]\d*))?")
 
 # Kernels that are not attention kernels, for naming the rest of a call's kernel list.
 OTHER_KERNELS = (
@@ -124,11 +125,25 @@ OTHER_KERNELS = (
 )
 
 
+def spin_spec(name: str) -> tuple[int, int] | None:
+    """(cycles, every M-th call) of a spin control's name, None for any other name."""
+    spin = _SPIN.fullmatch(name) if isinstance(name, str) else None
+    return (int(spin.group(1)), int(spin.group(2) or 1)) if spin else None
+
+
+def spin_order(name: str) -> tuple[float, int]:
+    """Sort key of spin controls, cheapest first: spin cycles per call (cycles / M), then
+    the sparser spin first (its extra launch is shared between more calls)."""
+    cycles, every = spin_spec(name)
+    return cycles / every, -every
+
+
 def meta_for(name: str, recorded=None) -> Meta:
     """The metadata of candidate ``name``: what a run recorded for it, if anything (a dict,
     as the sweep writes it, or a :class:`Meta`), else the catalog's entry.
 
-    Spin controls (``sdpa_spin<N>``) are recognised by name. A name neither recorded nor
+    Spin controls (``sdpa_spin<N>``, and ``sdpa_spin<N>e<M>`` with the spin after every
+    M-th call) are recognised by name. A name neither recorded nor
     in the catalog is labelled by itself with origin "ours" (a plugin candidate that ran
     before metadata was recorded is a user's own kernel).
     """
@@ -140,9 +155,10 @@ def meta_for(name: str, recorded=None) -> Meta:
         return Meta.from_dict(recorded)
     if name in CATALOG:
         return CATALOG[name]
-    spin = _SPIN.fullmatch(name)
+    spin = spin_spec(name)
     if spin:
-        return Meta(f"SDPA + {spin.group(1)}-cycle spin", "control", SDPA_DEFAULT_FAMILY, "")
+        every = f" every {spin[1]} calls" if spin[1] > 1 else ""
+        return Meta(f"SDPA + {spin[0]}-cycle spin{every}", "control", SDPA_DEFAULT_FAMILY, "")
     return Meta(name, "ours", name, "")
 
 

@@ -45,5 +45,5 @@ def budget_table(budgets) -> pd.DataFrame:
                      if name in phases else len(budgets),
                      "median_s": float(np.median(v)), "mean_s": float(v.mean()),
                      "max_s": float(v.max()),
-                     "share": float(v.sum() / wall.sum()) if wall.sum() > 0 else float("nan")})
+                     "share": float(v.sum() / wall.sum())})  # every wall_s > 0
     return pd.DataFrame(rows, columns=list(BUDGET_COLUMNS))

@@ -12,12 +12,11 @@ number or a text) and shows the figures and tables.
 from __future__ import annotations
 
 import dataclasses
-import re
 from typing import Any
 
 import pandas as pd
 
-from ..analyse import (calibration, gpu_time, intervals, protocols, provenance,
+from ..analyse import (calibration, catalog, gpu_time, intervals, protocols, provenance,
                        replay_cost as rc, sample_groups, timing_fidelity)
 from ..configs import TARGET, Config
 from . import claim_table
@@ -99,8 +98,7 @@ def calibration_runs_iv(name: str, value, params: dict) -> CalibrationRuns:
     samples, kernels = protocols.pool_runs({r.run_id: (r.samples, r.kernels) for r in runs})
     controls = sorted(set(samples["candidate"]) - {"sdpa"})
     aa = [c for c in controls if c in protocols.AA_CONTROLS]
-    spins = sorted([c for c in controls if re.fullmatch(r"sdpa_spin\d+", c)],
-                   key=lambda c: int(c.replace("sdpa_spin", "")))
+    spins = sorted([c for c in controls if catalog.spin_spec(c)], key=catalog.spin_order)
     if not aa or not spins:
         raise ValueError(f"`{name}` must hold an A/A control {protocols.AA_CONTROLS} and spin "
                          f"controls; it holds {controls}.")

@@ -17,8 +17,8 @@ __all__ = ["PHASES", "PhaseClock"]
 
 # The phases a trial process records, in the order they first happen; anything else the
 # process did is the remainder ``other`` of :meth:`PhaseClock.as_record`.
-PHASES = ("start", "lock", "fingerprint", "ceilings", "build", "check", "warmup",
-          "placement", "profile", "timing", "kernels", "write")
+PHASES = ("start", "journal", "import", "lock", "fingerprint", "ceilings", "build", "check",
+          "warmup", "placement", "profile", "timing", "state", "kernels", "write")
 
 
 class PhaseClock:
@@ -32,8 +32,8 @@ class PhaseClock:
     def __init__(self, spawned_at: float | None = None):
         now = time.time()
         self.spawned_at = now if spawned_at is None else float(spawned_at)
-        self._t0 = time.perf_counter() - (now - self.spawned_at)
-        self.seconds = {"start": max(0.0, now - self.spawned_at)}
+        self.seconds = {"start": max(0.0, now - self.spawned_at)}  # clocks can step back
+        self._t0 = time.perf_counter() - self.seconds["start"]
 
     @contextlib.contextmanager
     def phase(self, name: str):

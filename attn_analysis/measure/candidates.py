@@ -17,7 +17,6 @@ from typing import Callable, ContextManager
 import torch
 import torch.nn.functional as F
 
-from .. import _validate
 from ..analyse import catalog
 from ..configs import DEVICES, LAYOUTS, Config
 
@@ -55,9 +54,6 @@ class Built:
     # (B, H, S, D) tensors. "BSHD" is for kernels whose API takes (tokens, heads, dim)
     # without a copy (FlashInfer's ragged prefill).
     layout: str = "BHSD"
-    # Heads of fresh inputs allocated after the logical ones, in the same memory (BHSD
-    # only): a control that runs one kernel over a little more work reads them.
-    spare_heads: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,45 +137,24 @@ def _device_iv(device: str) -> str:
     return device
 
 
-def make_inputs(config: Config, device: str, seed: int, layout: str = "BHSD",
-                spare_heads: int = 0) -> tuple[torch.Tensor, ...]:
+def make_inputs(config: Config, device: str, seed: int, layout: str = "BHSD"
+                ) -> tuple[torch.Tensor, ...]:
     """Fresh N(0, 1) query, key and value tensors (never zeros), reproducible by seed.
 
     Each is a logical (B, H, S, D) tensor; ``layout`` is its memory order: "BHSD"
     contiguous, or "BSHD" (a (B, S, H, D) allocation seen through a transpose, as a model's
-    projections hand attention its inputs). ``spare_heads`` (BHSD only) allocates that
-    many more (S, D) heads of fresh N(0, 1) values after each tensor's B*H heads, in the
-    same allocation; the logical tensors hold the same values as without them.
+    projections hand attention its inputs).
     """
     if layout not in LAYOUTS:
         raise ValueError(f"`layout` must be one of {LAYOUTS}; got {layout!r}.")
-    spare_heads = _validate.integer("spare_heads", spare_heads, 0)
-    if spare_heads and layout != "BHSD":
-        raise ValueError(f"`spare_heads` needs layout 'BHSD'; got layout {layout!r}.")
     gen = torch.Generator(device=device).manual_seed(int(seed))
     b, h, s, d = config.batch, config.heads, config.seq_len, config.head_dim
     dtype = getattr(torch, config.dtype)
     if layout == "BSHD":
         return tuple(torch.randn((b, s, h, d), generator=gen, device=device, dtype=dtype)
                      .transpose(1, 2) for _ in range(3))
-    logical = tuple(torch.randn((b, h, s, d), generator=gen, device=device, dtype=dtype)
-                    for _ in range(3))
-    if not spare_heads:
-        return logical
-    out = []
-    for t in logical:  # the spares are drawn after all three, so q, k, v keep their values
-        buf = torch.empty((b * h + spare_heads, s, d), device=device, dtype=dtype)
-        buf[b * h:].normal_(generator=gen)
-        view = buf[:b * h].view(b, h, s, d)
-        view.copy_(t)
-        out.append(view)
-    return tuple(out)
-
-
-def inputs_for(built: Built, config: Config, device: str, seed: int) -> tuple[torch.Tensor, ...]:
-    """:func:`make_inputs` in the memory ``built`` asks for (its layout and spare heads)."""
-    return make_inputs(config, device, seed, layout=built.layout,
-                       spare_heads=built.spare_heads)
+    return tuple(torch.randn((b, h, s, d), generator=gen, device=device, dtype=dtype)
+                 for _ in range(3))
 
 
 def reference(q, k, v, causal: bool, max_chunk_bytes: int = 1 << 30) -> torch.Tensor:
@@ -232,7 +207,7 @@ def check(built: Built, config: Config, device: str, seed: int, name: str = "") 
     one, otherwise the allocator's free blocks), so unwritten elements are caught; any
     non-finite element fails the check, and so does a relative error over the threshold.
     """
-    q, k, v = inputs_for(built, config, device, seed)
+    q, k, v = make_inputs(config, device, seed, layout=built.layout)
     with built.context():
         if built.accepts_out:
             out = torch.full_like(q, float("nan"))
@@ -275,9 +250,9 @@ def _sdpa_fn(config: Config):
 
 
 def _try_once(fn, config: Config, device: str, context=contextlib.nullcontext,
-              layout: str = "BHSD", spare_heads: int = 0):
+              layout: str = "BHSD"):
     """Call fn once on random inputs; a 'no kernel' refusal becomes Unsupported."""
-    q, k, v = make_inputs(config, device, seed=0, layout=layout, spare_heads=spare_heads)
+    q, k, v = make_inputs(config, device, seed=0, layout=layout)
     try:
         with context():
             fn(q, k, v)

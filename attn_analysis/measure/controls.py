@@ -12,15 +12,16 @@ registers:
   spin kernel's own cost, which the run's kernel evidence (``torch.profiler``) measures
   separately. These are positive controls of known small size, around the equivalence
   margin.
-
-- ``sdpa_plus<N>h`` for N in :data:`EXTRA_HEADS`: SDPA's default dispatch over the
-  B*H heads of the inputs and N more heads of fresh inputs allocated after them
-  (``Built.spare_heads``), in ONE call, of which the caller gets the B*H heads it asked
-  for. The extra work runs inside the same attention kernel, so the control adds no kernel
-  and no launch: its slowdown can be smaller than the spin controls' (at the target an
-  extra kernel alone costs more than the 2 % margin per call), and it is the same at the
-  call and the kernel level. Its true size is measured, not assumed (the profiler's
-  kernel time and the pooled medians): wave quantisation makes it uneven in N.
+- ``sdpa_spin<N>e<M>`` for (N, M) in :data:`SPARSE_SPINS`: the same, but the spin kernel
+  follows only every M-th call (a counter in the callable; a CUDA graph of several calls
+  captures the spins where the counter puts them). Per call the control costs 1/M of a
+  spin: at the target an extra kernel costs more than the 2 % margin per call (its
+  launch gap included), so controls below the margin at the call level need the spin to
+  be shared between calls. The true size of each control is measured, not assumed
+  (pooled medians at the call level, the profiler's extra kernel time at the kernel
+  level); which calls of a graph carry a spin depends on the counter at its capture, an
+  extra spread of at most one spin per graph that the calibration measures with the
+  rest.
 
 On a CPU the spin is a busy wait of N nanoseconds, so the plugin also runs in the CPU
 tests; those times are wall-clock and say nothing about a GPU.
@@ -29,6 +30,7 @@ tests; those times are wall-clock and say nothing about a GPU.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import time
 
 import torch
@@ -37,15 +39,16 @@ import torch.nn.functional as F
 from . import candidates as cands
 from ..configs import Config
 
-__all__ = ["SPIN_CYCLES", "EXTRA_HEADS", "spin_name", "extra_heads_name", "CONTROL_NAMES"]
+__all__ = ["SPIN_CYCLES", "SPARSE_SPINS", "spin_name", "CONTROL_NAMES"]
 
 # Spin lengths in clock cycles. At the H100's ~1.98 GHz boost clock 1000 cycles are
 # about 0.5 us, 1% of the target shape's ~48 us: the four levels bracket the 2% margin
 # (the 0-cycle spin costs only the extra kernel launch).
 SPIN_CYCLES = (0, 1000, 2500, 6000)
-# Extra heads of the extra-heads controls. At the target (B*H = 256 heads) one head is
-# about 0.4 % more work: 3, 5 and 8 heads aim at about 0.5, 1 and 1.5 times the 2 % margin.
-EXTRA_HEADS = (3, 5, 8)
+# (cycles, every M-th call) of the sparse spin controls. On the H100 at the target a
+# 1000-cycle spin after every call costs about 3.7 % per call and 2.7 % of kernel time:
+# every 3rd call it aims at about 0.5 margins, a 2000-cycle spin every 2nd at about 1.
+SPARSE_SPINS = ((1000, 3), (2000, 2))
 
 
 def _spin_cpu(n_ns: int) -> None:
@@ -60,60 +63,40 @@ def _build_twin(config: Config, device: str) -> cands.Built:
     return dataclasses.replace(built, info={"control": "A/A twin of sdpa", **built.info})
 
 
-def _build_spin(cycles: int):
+def _build_spin(cycles: int, every: int = 1):
     def build(config: Config, device: str) -> cands.Built:
         causal = config.causal
+        spin = torch.cuda._sleep if device == "cuda" else _spin_cpu
 
-        if device == "cuda":
+        if every == 1:
             def fn(q, k, v):
                 out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-                torch.cuda._sleep(cycles)
+                spin(cycles)
                 return out
         else:
+            calls = itertools.count()
+
             def fn(q, k, v):
                 out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-                _spin_cpu(cycles)
+                if next(calls) % every == 0:
+                    spin(cycles)
                 return out
         cands._try_once(fn, config, device)
         return cands.Built(fn, {"control": "sdpa plus a spin kernel",
-                                "spin_cycles": cycles,
+                                "spin_cycles": cycles, "spin_every_calls": every,
                                 "spin_kernel": "torch.cuda._sleep" if device == "cuda"
                                 else "host busy wait (ns)"})
     return build
 
 
-def _build_extra_heads(extra: int):
-    def build(config: Config, device: str) -> cands.Built:
-        causal = config.causal
-        heads = config.batch * config.heads
-        shape = (1, heads + extra, config.seq_len, config.head_dim)
-        strides = ((heads + extra) * config.seq_len * config.head_dim,
-                   config.seq_len * config.head_dim, config.head_dim, 1)
-
-        def fn(q, k, v):
-            # the logical inputs and the spare heads after them, as one (1, B*H+N, S, D)
-            # tensor over the same memory (as_strided refuses inputs without the spares)
-            qf, kf, vf = (t.as_strided(shape, strides, t.storage_offset()) for t in (q, k, v))
-            out = F.scaled_dot_product_attention(qf, kf, vf, is_causal=causal)
-            return out[0, :heads].view(q.shape)
-        cands._try_once(fn, config, device, spare_heads=extra)
-        return cands.Built(fn, {"control": "sdpa over extra heads in the same call",
-                                "extra_heads": extra, "heads": heads}, spare_heads=extra)
-    return build
-
-
-def extra_heads_name(extra: int) -> str:
-    """The registered name of the positive control with ``extra`` extra heads."""
-    return f"sdpa_plus{int(extra)}h"
-
-
-def spin_name(cycles: int) -> str:
-    """The registered name of the positive control with ``cycles`` spin cycles."""
-    return f"sdpa_spin{int(cycles)}"
+def spin_name(cycles: int, every: int = 1) -> str:
+    """The registered name of the positive control with ``cycles`` spin cycles after
+    every ``every``-th call (``sdpa_spin<N>``, or ``sdpa_spin<N>e<M>`` for M > 1)."""
+    return f"sdpa_spin{int(cycles)}" + (f"e{int(every)}" if every != 1 else "")
 
 
 CONTROL_NAMES = (("sdpa_twin",) + tuple(spin_name(c) for c in SPIN_CYCLES)
-                 + tuple(extra_heads_name(n) for n in EXTRA_HEADS))
+                 + tuple(spin_name(c, m) for c, m in SPARSE_SPINS))
 
 if "sdpa_twin" not in cands.CANDIDATES:
     cands.register(cands.Candidate("sdpa_twin", "A/A control: the default SDPA dispatch again",
@@ -124,9 +107,9 @@ for _cycles in SPIN_CYCLES:
             spin_name(_cycles),
             f"positive control: SDPA plus a {_cycles}-cycle spin kernel",
             _build_spin(_cycles)))
-for _extra in EXTRA_HEADS:
-    if extra_heads_name(_extra) not in cands.CANDIDATES:
+for _cycles, _every in SPARSE_SPINS:
+    if spin_name(_cycles, _every) not in cands.CANDIDATES:
         cands.register(cands.Candidate(
-            extra_heads_name(_extra),
-            f"positive control: SDPA over {_extra} extra heads in the same call",
-            _build_extra_heads(_extra)))
+            spin_name(_cycles, _every),
+            f"positive control: SDPA plus a {_cycles}-cycle spin kernel after every "
+            f"{_every}th call", _build_spin(_cycles, _every)))

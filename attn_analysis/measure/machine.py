@@ -99,6 +99,11 @@ def _try(fn, *args):
         return None
 
 
+# NVML handles found so far, by (NVML module, CUDA device index): a sweep reads the GPU's
+# state twice per placement, and finding a handle by UUID walks NVML's device list.
+_handles: dict = {}
+
+
 def _nvml_handle():
     """(pynvml, handle of the current CUDA device) found by UUID, immune to renumbering;
     None where there is no GPU, no NVML or no match."""
@@ -107,12 +112,16 @@ def _nvml_handle():
         return None, None
     try:
         index = torch.cuda.current_device()
+        if (id(nv), index) in _handles:
+            return nv, _handles[(id(nv), index)]
         uuid = getattr(torch.cuda.get_device_properties(index), "uuid", None)
     except Exception:
         return nv, None
     handle = _try(nv.nvmlDeviceGetHandleByUUID, f"GPU-{uuid}") if uuid else None
     if handle is None and "CUDA_VISIBLE_DEVICES" not in os.environ:
         handle = _try(nv.nvmlDeviceGetHandleByIndex, index)
+    if handle is not None:
+        _handles[(id(nv), index)] = handle
     return nv, handle
 
 

@@ -46,7 +46,9 @@ def _worker_main(out_dir: str, plan_json: dict, trial: int, messages, parent_pid
     clock = PhaseClock(spawned_at)
     run_lock.die_with_parent(parent_pid)
     try:
-        _Worker(Path(out_dir), Plan.from_json(plan_json), trial, messages, clock).run()
+        with clock.phase("import"):  # the plan imports the candidates (torch) and plugins
+            plan = Plan.from_json(plan_json)
+        _Worker(Path(out_dir), plan, trial, messages, clock).run()
     except SweepError as exc:
         record.write_fatal(out_dir, str(exc))
         sys.exit(_FATAL)
@@ -59,7 +61,8 @@ class _Worker:
                  clock: PhaseClock | None = None):
         self.out, self.plan, self.trial, self.messages = out_dir, plan, trial, messages
         self.clock = clock or PhaseClock()
-        self.done, _ = record.finished_units(out_dir)
+        with self.clock.phase("journal"):
+            self.done, _ = record.finished_units(out_dir)
 
     def _emit(self, path) -> None:
         self.done.add(Path(path).name)
@@ -72,9 +75,10 @@ class _Worker:
         self._emit(path)
 
     def run(self) -> None:
-        with self.clock.phase("lock"):
+        with self.clock.phase("import"):
             import torch
             from . import env, machine
+        with self.clock.phase("lock"):
             try:
                 env.lock(seed=self.plan.seed + self.trial, deterministic=self.plan.deterministic)
             except env.EnvironmentNotLocked as exc:
@@ -189,9 +193,6 @@ class _Worker:
         """Protocol v2: ``plan.placements`` rounds; in each, every candidate in a random
         order gets a fresh placement (inputs after a random pad, graph re-captured) and is
         timed in each mode, modes in a random order. Units are written after the last round."""
-        import torch
-        from . import candidates as cands, machine, placement
-        device = self.plan.device
         pending = {}
         for cand, (built, names) in ready.items():
             for mode in self.plan.modes:
@@ -203,6 +204,24 @@ class _Worker:
         seed = _input_seed(self.plan, self.trial, ci)
         with self.clock.phase("warmup"):
             self._process_warmup(config, ready, seed)
+        # What is alive now (modules, the built candidates) outlives the rounds: frozen, it
+        # is left out of the garbage collection before each placement (placement.release),
+        # which otherwise walks the whole heap of a torch process (~0.15 s, per placement).
+        gc.collect()
+        gc.freeze()
+        try:
+            self._placements(config, ready, pending, seed, rng)
+        finally:
+            gc.unfreeze()  # the next configuration's collection sees all of it again
+        for (cand, mode), entry in pending.items():
+            self._write_timing(config, cand, mode, ready[cand][0].info, entry)
+
+    def _placements(self, config: Config, ready: dict, pending: dict, seed: int,
+                    rng: random.Random) -> None:
+        """The rounds themselves: each candidate at each placement, in a shuffled order."""
+        import torch
+        from . import candidates as cands, machine, placement
+        device = self.plan.device
         for p in range(self.plan.placements):
             order = list(ready)
             rng.shuffle(order)
@@ -220,8 +239,9 @@ class _Worker:
                 try:
                     with self.clock.phase("placement"):
                         placement.release(device)
-                        pl = placement.place(p, lambda: cands.inputs_for(
-                            built, config, device, seed=seed + 1 + p), device, rng)
+                        pl = placement.place(p, lambda: cands.make_inputs(
+                            config, device, seed=seed + 1 + p, layout=built.layout),
+                            device, rng)
                 except torch.OutOfMemoryError as exc:
                     for m in modes:
                         pending[(cand, m)]["failure"] = ("oom", _short(exc))
@@ -231,7 +251,8 @@ class _Worker:
                 def call(q=q, k=k, v=v, fn=built.fn):
                     return fn(q, k, v)
                 with built.context():  # e.g. SDPA's forced backend: set once, outside timers
-                    state = machine.gpu_state()
+                    with self.clock.phase("state"):
+                        state = machine.gpu_state()
                     with self.clock.phase("profile"):
                         kernel_ms = self._placement_kernel_ms(call) if modes else None
                     for mode in modes:
@@ -243,14 +264,14 @@ class _Worker:
                             continue
                         rec.update(pl.as_record(), round=p, position=position,
                                    kernel_ms=kernel_ms, gpu_state_start=state)
-                        rec["gpu_state_end"] = machine.gpu_state()
+                        with self.clock.phase("state"):
+                            rec["gpu_state_end"] = machine.gpu_state()
                         entry["placements"].append(rec)
                     if want_kernels:
                         self._kernels(call, config, cand)
                 del call, q, k, v, pl
-        placement.release(device)
-        for (cand, mode), entry in pending.items():
-            self._write_timing(config, cand, mode, ready[cand][0].info, entry)
+        with self.clock.phase("placement"):
+            placement.release(device)
 
     def _process_warmup(self, config: Config, ready: dict, seed: int) -> None:
         """Keep the GPU busy for ``plan.process_warmup_ms`` before the first round, so the
@@ -259,7 +280,7 @@ class _Worker:
         if self.plan.process_warmup_ms <= 0:
             return
         built = next(iter(ready.values()))[0]
-        q, k, v = cands.inputs_for(built, config, self.plan.device, seed=seed)
+        q, k, v = cands.make_inputs(config, self.plan.device, seed=seed, layout=built.layout)
         with built.context():
             deadline = time.monotonic() + self.plan.process_warmup_ms / 1e3
             while time.monotonic() < deadline:
