@@ -1,0 +1,165 @@
+"""What a configuration of our Gluon attention kernel may be, and what it launches: the
+configuration keys and their allowed values, the default per head dim, the ablation's
+variants (:data:`VARIANTS`), the shared memory a configuration needs, and the launch plan
+(grid and tile counts).
+
+Why a module of its own: all of it is pure Python, checked by the CPU tests and read by
+``scripts/gluon_check.py``, while the kernel (:mod:`.gluon_kernels`) needs Gluon and its
+launcher (:mod:`.gluon_attention`) a GPU. The keys are the kernel's constexpr switches:
+
+* ``PERSIST``: 0 = one program per tile; n > 0 = n programs per multiprocessor looping over
+  tiles; the next tile's Q and first K/V loads are issued before this tile's epilogue and
+  the O store is waited for only when its buffer is needed again.
+* ``WARP_SPEC``: a producer partition of one warp (``gl.warp_specialize``) issues every
+  TMA load; the consumer warps do only wgmma, softmax and the epilogue.
+* ``PINGPONG`` (needs WARP_SPEC): two consumer warpgroups (4 warps each, ``BLOCK_M`` rows
+  each) share each K/V slot; a pair of mbarriers orders their matrix products so that one
+  warpgroup's softmax runs while the other's products use the tensor cores (FA3's
+  inter-warpgroup overlap).
+* ``OVERLAP``: inside a warpgroup, the scores of key tile j are issued (async wgmma) with
+  the PV product of tile j-1, so the exponentials of tile j overlap PV of tile j-1 (FA3's
+  intra-warpgroup overlap; P of one tile is kept in registers across an iteration).
+
+All four are off in the default, "plain", variant; ``BLOCK_M``, ``BLOCK_N``, ``STAGES``
+(slots of the K/V ring), ``num_warps`` and ``MAXNREG`` (0: the compiler's register count)
+complete a configuration.
+"""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = ["HEAD_DIMS", "DTYPES", "CONFIG_KEYS", "SMEM_BYTES", "DEFAULT_CONFIGS", "VARIANTS",
+           "config_for", "shared_bytes", "full_config", "cdiv", "plan"]
+
+HEAD_DIMS = (64, 128)
+DTYPES = (torch.float16, torch.bfloat16)
+CONFIG_KEYS = ("BLOCK_M", "BLOCK_N", "STAGES", "num_warps", "PERSIST", "WARP_SPEC",
+               "PINGPONG", "OVERLAP", "MAXNREG")
+_FLAGS = ("WARP_SPEC", "PINGPONG", "OVERLAP")
+_ALLOWED = {"BLOCK_M": (64, 128), "BLOCK_N": (64, 128), "STAGES": (1, 2, 3, 4),
+            "num_warps": (4, 8), "PERSIST": (0, 1, 2), "WARP_SPEC": (False, True),
+            "PINGPONG": (False, True), "OVERLAP": (False, True),
+            "MAXNREG": (0, 128, 152, 168, 200, 232, 240)}
+SMEM_BYTES = 227 * 1024  # usable shared memory per block on sm90 (H100, H200)
+
+# Default configuration per head dim: the plain variant, the one to test first.
+# One program per tile, 8 warps (two warpgroups, 64 rows each) over 128 query rows.
+DEFAULT_CONFIGS = {
+    64: {"BLOCK_M": 128, "BLOCK_N": 64, "STAGES": 3, "num_warps": 8, "PERSIST": 0,
+         "WARP_SPEC": False, "PINGPONG": False, "OVERLAP": False, "MAXNREG": 0},
+    128: {"BLOCK_M": 128, "BLOCK_N": 64, "STAGES": 2, "num_warps": 8, "PERSIST": 0,
+          "WARP_SPEC": False, "PINGPONG": False, "OVERLAP": False, "MAXNREG": 0},
+}
+# The ablation, in the order of the issue's schedule steps; each names the keys it changes
+# from the default of its head dim. "overlap_only" isolates the intra-warpgroup overlap on
+# the plain kernel. PINGPONG's BLOCK_M is per consumer warpgroup (a tile is 2 x 64 rows).
+VARIANTS = {
+    "plain": {},
+    "persist": {"PERSIST": 1},
+    "warp_spec": {"PERSIST": 1, "WARP_SPEC": True, "MAXNREG": 168},
+    "pingpong": {"PERSIST": 1, "WARP_SPEC": True, "PINGPONG": True, "BLOCK_M": 64,
+                 "num_warps": 4, "MAXNREG": 168},
+    "fa3": {"PERSIST": 1, "WARP_SPEC": True, "PINGPONG": True, "OVERLAP": True,
+            "BLOCK_M": 64, "num_warps": 4, "MAXNREG": 168},
+    "overlap_only": {"OVERLAP": True, "STAGES": 3},
+}
+
+
+# --------------------------------------------------------------------------- configuration
+
+
+def config_for(head_dim: int, variant: str = "plain", dtype=torch.float16,
+               causal: bool = False) -> dict:
+    """The full configuration of ``variant`` (:data:`VARIANTS`) at ``head_dim``.
+
+    dtype and causal do not change the choice today (both dtypes are 2 bytes; a causal
+    tile walks fewer keys, not other ones); they are arguments so that a measured
+    per-(D, dtype, causal) choice can land here without changing callers."""
+    if head_dim not in HEAD_DIMS:
+        raise ValueError(f"`head_dim` must be one of {HEAD_DIMS}; got {head_dim!r}.")
+    if variant not in VARIANTS:
+        raise ValueError(f"`variant` must be one of {tuple(VARIANTS)}; got {variant!r}.")
+    if dtype not in DTYPES:
+        raise ValueError(f"`dtype` must be torch.float16 or torch.bfloat16; got {dtype}.")
+    if not isinstance(causal, bool):
+        raise ValueError(f"`causal` must be True or False; got {causal!r}.")
+    return full_config(VARIANTS[variant], head_dim)
+
+
+def shared_bytes(cfg: dict, head_dim: int) -> int:
+    """Shared memory the kernel allocates for ``cfg`` (2-byte elements; barriers aside):
+    Q and O buffers per consumer warpgroup, and the K/V ring."""
+    consumers = 2 if cfg["PINGPONG"] else 1
+    q_and_o = consumers * 2 * cfg["BLOCK_M"] * head_dim * 2
+    ring = cfg["STAGES"] * 2 * cfg["BLOCK_N"] * head_dim * 2
+    return q_and_o + ring
+
+
+def full_config(config, head_dim: int) -> dict:
+    """A full configuration dict from ``config`` (None: the default for ``head_dim``),
+    checked: every key allowed, the switches consistent, the shared memory within
+    :data:`SMEM_BYTES`; raises ValueError naming the key otherwise."""
+    if config is None:
+        return dict(DEFAULT_CONFIGS[head_dim])
+    if not isinstance(config, dict):
+        raise ValueError(f"`config` must be a dict with keys among {CONFIG_KEYS} or None; "
+                         f"got {type(config).__name__}.")
+    unknown = sorted(set(config) - set(CONFIG_KEYS) - {"variant", "interpreted"})
+    if unknown:
+        raise ValueError(f"`config` keys must be among {CONFIG_KEYS}; got {unknown}.")
+    full = {**DEFAULT_CONFIGS[head_dim], **{k: config[k] for k in CONFIG_KEYS if k in config}}
+    for key, allowed in _ALLOWED.items():
+        is_flag = key in _FLAGS  # (1 == True: a bool is refused for a number and back)
+        if isinstance(full[key], bool) != is_flag or full[key] not in allowed:
+            raise ValueError(f"`config['{key}']` must be one of {allowed}; got {full[key]!r}.")
+    if full["PINGPONG"] and not full["WARP_SPEC"]:
+        raise ValueError("`config['PINGPONG']` needs WARP_SPEC (the second consumer "
+                         "warpgroup is a warp_specialize partition).")
+    if full["PINGPONG"] and (full["num_warps"] != 4 or full["BLOCK_M"] != 64):
+        raise ValueError("`config['PINGPONG']` needs num_warps 4 and BLOCK_M 64 (one "
+                         "warpgroup of 64 rows per consumer).")
+    if full["BLOCK_M"] != 16 * full["num_warps"] * (full["BLOCK_M"] // (16 * full["num_warps"])) \
+            or full["BLOCK_M"] < 16 * full["num_warps"]:
+        raise ValueError(f"`config['BLOCK_M']` must be a multiple of 16 * num_warps "
+                         f"({16 * full['num_warps']}); got {full['BLOCK_M']}.")
+    if full["STAGES"] < 2 and full["WARP_SPEC"]:
+        raise ValueError("`config['STAGES']` must be >= 2 with WARP_SPEC.")
+    if full["STAGES"] < 3 and full["OVERLAP"] and not full["WARP_SPEC"]:
+        raise ValueError("`config['STAGES']` must be >= 3 with OVERLAP and no WARP_SPEC "
+                         "(two key tiles are in use while a third loads).")
+    need = shared_bytes(full, head_dim)
+    if need > SMEM_BYTES:
+        raise ValueError(f"`config` needs {need} bytes of shared memory at D={head_dim}, "
+                         f"more than the {SMEM_BYTES} an sm90 block has; lower STAGES, "
+                         f"BLOCK_N or BLOCK_M.")
+    return full
+
+
+# --------------------------------------------------------------------------- launch plan
+
+
+def cdiv(a: int, b: int) -> int:
+    """Ceiling of a / b for positive integers."""
+    return -(-a // b)
+
+
+def plan(shape, causal: bool, cfg: dict, num_sms: int) -> dict:
+    """Grid and tile counts of a launch, pure Python (no GPU): ``rows_per_tile`` query rows
+    of one head per tile, ``n_m`` tiles per head, ``n_tiles`` in all, ``grid`` (a
+    persistent grid holds at most PERSIST programs per multiprocessor), ``kv_tiles_first``
+    and ``kv_tiles_last``: the key tiles the first and the last query tile of a head walk
+    (causal: only up to its diagonal), and ``warps`` (consumers and producer together)."""
+    B, H, S, D = shape
+    rows = cfg["BLOCK_M"] * (2 if cfg["PINGPONG"] else 1)
+    n_m = cdiv(S, rows)
+    n_tiles = n_m * B * H
+    grid = (min(n_tiles, cfg["PERSIST"] * num_sms),) if cfg["PERSIST"] else (n_m, B * H)
+    last_end = min(n_m * rows, S) if causal else S
+    return {"rows_per_tile": rows, "n_m": n_m, "n_tiles": n_tiles, "grid": grid,
+            "kv_tiles_last": cdiv(last_end, cfg["BLOCK_N"]),
+            "kv_tiles_first": cdiv(min(rows, S), cfg["BLOCK_N"]) if causal
+            else cdiv(S, cfg["BLOCK_N"]),
+            "warps": cfg["num_warps"] * (2 if cfg["PINGPONG"] else 1)
+            + (1 if cfg["WARP_SPEC"] else 0)}
+

@@ -1,0 +1,260 @@
+"""The Gluon kernel's Python side on a CPU (``attn_analysis.measure.gluon_*``): validation,
+configuration, launch plan, why it cannot run here, the schedule mirrored in torch; where
+Triton 3.6 is importable, that every variant compiles to sm_90a (Triton's compiler and
+bundled ptxas, no GPU). Elsewhere (this venv's Triton 3.9) the compile test skips, saying
+why.
+
+Nothing here runs the kernel: that needs an sm90 GPU (``scripts/gluon_check.py``).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from attn_analysis.measure import candidates as cands
+from attn_analysis.measure import gluon_attention as ga
+from attn_analysis.measure import gluon_config as gc
+from attn_analysis.measure import gluon_kernels as gk
+from attn_analysis.measure import gluon_tile
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def qkv(shape=(1, 2, 17, 64), dtype=torch.float16):
+    return tuple(torch.randn(shape, dtype=dtype) for _ in range(3))
+
+
+# ----------------------------------------------------------------------- import guard
+
+def test_module_imports_without_triton(tmp_path):
+    hidden = tmp_path / "hide"
+    (hidden / "triton").mkdir(parents=True)
+    (hidden / "triton" / "__init__.py").write_text(
+        'raise ModuleNotFoundError("No module named \'triton\'", name="triton")\n')
+    code = ("from attn_analysis.measure import gluon_attention as ga, gluon_kernels as gk, "
+            "gluon_tile as gt; "
+            "print(gt.GLUON_IMPORT_ERROR); "
+            "print(hasattr(gk, '_gluon_attn_fwd') or hasattr(gt, '_consume_tile')); "
+            "print(ga.unavailable_reason())")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(hidden), str(ROOT)])}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, check=True).stdout.splitlines()
+    assert out[0].startswith("ModuleNotFoundError")
+    assert out[1] == "False"
+    assert "Gluon's Hopper API is not importable" in out[2]
+
+
+# ------------------------------------------------------------------- argument checks
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: (torch.randn(1, 2, 17, 64), *qkv()[1:]), "`q` dtype must be torch.float16"),
+    (lambda: (torch.randn(2, 17, 64).half(), *qkv()[1:]), "`q` must be 4-D"),
+    (lambda: qkv((1, 2, 17, 96)), r"`q` head dim \(last axis\) must be one of \(64, 128\)"),
+    (lambda: qkv((1, 0, 17, 64)), "`q` must have B, H, S >= 1"),
+    (lambda: (qkv()[0], qkv()[1].bfloat16(), qkv()[2]), "`k` dtype must equal `q` dtype"),
+    (lambda: (qkv()[0], qkv()[1], torch.randn(1, 2, 18, 64).half()),
+     "`v` shape must equal `q` shape"),
+    (lambda: (qkv()[0].transpose(1, 2).contiguous().transpose(1, 2), *qkv()[1:]),
+     "`q` must be contiguous"),
+    (lambda: ([1, 2], *qkv()[1:]), "`q` must be a torch.Tensor"),
+])
+def test_attention_names_the_bad_argument(make, message):
+    q, k, v = make()
+    with pytest.raises(ValueError, match=message):
+        ga.attention(q, k, v)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"causal": 1}, "`causal` must be True or False"),
+    ({"config": "plain"}, "`config` must be a dict"),
+    ({"config": {"BLOCK_K": 64}}, r"`config` keys must be among"),
+    ({"config": {"BLOCK_M": 96}}, r"`config\['BLOCK_M'\]` must be one of \(64, 128\)"),
+    ({"config": {"WARP_SPEC": 1}}, r"`config\['WARP_SPEC'\]` must be one of"),
+    ({"config": {"PERSIST": True}}, r"`config\['PERSIST'\]` must be one of"),
+    ({"config": {"PINGPONG": True}}, r"`config\['PINGPONG'\]` needs WARP_SPEC"),
+    ({"config": {"PINGPONG": True, "WARP_SPEC": True}}, "needs num_warps 4 and BLOCK_M 64"),
+    ({"config": {"BLOCK_M": 64, "num_warps": 8}}, "must be a multiple of 16 \\* num_warps"),
+    ({"config": {"OVERLAP": True, "STAGES": 2}}, "must be >= 3 with OVERLAP and no WARP_SPEC"),
+    ({"config": {"WARP_SPEC": True, "STAGES": 1}}, "must be >= 2 with WARP_SPEC"),
+])
+def test_attention_checks_causal_and_config(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        ga.attention(*qkv(), **kwargs)
+
+
+def test_a_config_over_the_shared_memory_is_refused():
+    with pytest.raises(ValueError, match="bytes of shared memory at D=128"):
+        ga.attention(*qkv((1, 1, 8, 128)), config={"STAGES": 4, "BLOCK_N": 128})
+    # the same at D=64 fits: 2 * 128*64*2 (Q, O) + 4 * 2 * 128*64*2 (ring) = 160 KiB
+    assert gc.full_config({"STAGES": 4, "BLOCK_N": 128}, 64)["STAGES"] == 4
+
+
+def test_valid_arguments_on_a_cpu_raise_gluon_unavailable():
+    with pytest.raises(ga.GluonUnavailable):
+        ga.attention(*qkv(), causal=True)
+    with pytest.raises(ga.GluonUnavailable):
+        ga.build(*qkv((1, 1, 5, 128), torch.bfloat16))
+
+
+# --------------------------------------------------------------------- configuration
+
+@pytest.mark.parametrize("head_dim", gc.HEAD_DIMS)
+@pytest.mark.parametrize("dtype", gc.DTYPES)
+@pytest.mark.parametrize("causal", [False, True])
+def test_each_variant_changes_only_its_keys_and_fits(head_dim, dtype, causal):
+    base = gc.config_for(head_dim, "plain", dtype, causal)
+    assert base == gc.DEFAULT_CONFIGS[head_dim]
+    assert not (base["PERSIST"] or base["WARP_SPEC"] or base["PINGPONG"] or base["OVERLAP"])
+    for name, changes in gc.VARIANTS.items():
+        cfg = gc.config_for(head_dim, name, dtype, causal)
+        assert {k for k in cfg if cfg[k] != base[k]} == {k for k, v in changes.items()
+                                                          if base[k] != v}, name
+        assert gc.shared_bytes(cfg, head_dim) <= gc.SMEM_BYTES
+
+
+def test_the_ablation_adds_one_schedule_step_at_a_time():
+    steps = ["plain", "persist", "warp_spec", "pingpong", "fa3"]
+    assert list(gc.VARIANTS)[:5] == steps
+    flags = [(bool(c["PERSIST"]), c["WARP_SPEC"], c["PINGPONG"], c["OVERLAP"])
+             for c in (gc.config_for(64, s) for s in steps)]
+    assert flags == [(False, False, False, False), (True, False, False, False),
+                     (True, True, False, False), (True, True, True, False),
+                     (True, True, True, True)]
+
+
+def test_shared_bytes_counts_q_o_and_the_ring():
+    cfg = gc.config_for(64, "plain")  # Q + O: 2 * 128*64*2; ring: 3 * 2 * 64*64*2
+    assert gc.shared_bytes(cfg, 64) == 32768 + 49152
+    pp = gc.config_for(128, "pingpong")  # two consumers: 2 * 2 * 64*128*2; ring 2 stages
+    assert gc.shared_bytes(pp, 128) == 65536 + 65536
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: gc.config_for(96), "`head_dim` must be one of"),
+    (lambda: gc.config_for(64, "fastest"), "`variant` must be one of"),
+    (lambda: gc.config_for(64, "plain", torch.float32), "`dtype` must be"),
+    (lambda: gc.config_for(64, "plain", torch.float16, "yes"), "`causal` must be"),
+])
+def test_config_for_checks_its_arguments(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+# ------------------------------------------------------------------------ launch plan
+
+def test_plan_at_the_target_shape():
+    shape = (32, 8, 512, 64)
+    plain = gc.plan(shape, False, gc.config_for(64, "plain"), num_sms=132)
+    assert (plain["n_m"], plain["n_tiles"], plain["grid"]) == (4, 1024, (4, 256))
+    assert plain["kv_tiles_first"] == plain["kv_tiles_last"] == 8
+    assert plain["warps"] == 8
+    persist = gc.plan(shape, False, gc.config_for(64, "persist"), num_sms=132)
+    assert persist["grid"] == (132,) and persist["n_tiles"] == 1024
+    pp = gc.plan(shape, False, gc.config_for(64, "pingpong"), num_sms=132)
+    assert (pp["rows_per_tile"], pp["n_m"], pp["n_tiles"], pp["grid"]) == (128, 4, 1024,
+                                                                           (132,))
+    assert pp["warps"] == 9  # two consumer warpgroups and the producer warp
+    assert gc.plan(shape, False, gc.config_for(64, "warp_spec"), 132)["warps"] == 9
+
+
+@pytest.mark.parametrize("S, causal, n_m, first, last", [
+    (1, False, 1, 1, 1), (1, True, 1, 1, 1),
+    (17, True, 1, 1, 1), (127, False, 1, 2, 2),
+    (509, False, 4, 8, 8), (509, True, 4, 2, 8),  # last tile's keys end at S, not 512
+    (1000, False, 8, 16, 16), (1000, True, 8, 2, 16),
+    (129, True, 2, 2, 3),
+])
+def test_plan_tile_counts_at_odd_sequence_lengths(S, causal, n_m, first, last):
+    p = gc.plan((2, 3, S, 64), causal, gc.config_for(64, "plain"), num_sms=132)
+    assert (p["n_m"], p["kv_tiles_first"], p["kv_tiles_last"]) == (n_m, first, last)
+    assert p["n_tiles"] == n_m * 6 and p["grid"] == (n_m, 6)
+
+
+def test_small_persistent_grids_hold_no_idle_programs():
+    p = gc.plan((1, 1, 17, 128), False, gc.config_for(128, "persist"), num_sms=132)
+    assert p["grid"] == (1,)
+
+
+# ------------------------------------------------------------ why not here
+
+def test_unavailable_reasons(monkeypatch):
+    monkeypatch.setattr(ga, "GLUON_IMPORT_ERROR", "ImportError: no gluon")
+    assert "not importable" in ga.unavailable_reason()
+    monkeypatch.setattr(ga, "GLUON_IMPORT_ERROR", None)
+    monkeypatch.setattr(ga, "TRITON_VERSION", "3.9.0")
+    assert "written against Triton 3.6" in ga.unavailable_reason()
+    monkeypatch.setattr(ga, "TRITON_VERSION", "3.6.0")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert ga.unavailable_reason().startswith("no CUDA device")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert "CUDA tensors only" in ga.unavailable_reason("cpu")
+    for cap, ok in (((8, 0), False), ((9, 0), True), ((10, 0), False)):
+        monkeypatch.setattr(torch.cuda, "get_device_capability", lambda d=None, c=cap: c)
+        reason = ga.unavailable_reason("cuda")
+        assert (reason is None) == ok, cap
+        if not ok:
+            assert f"{cap[0]}.{cap[1]}" in reason
+
+
+# ------------------------------------------------------- compile to sm_90a, no GPU
+
+def _why_not_compile() -> str | None:
+    """Why the compile test cannot run here (it needs Triton 3.6 with Gluon), or None."""
+    if gluon_tile.GLUON_IMPORT_ERROR is not None:
+        return f"needs Triton 3.6 with Gluon's Hopper API: {gluon_tile.GLUON_IMPORT_ERROR}"
+    if not gluon_tile.TRITON_VERSION.startswith(ga.SUPPORTED_TRITON):
+        return (f"needs Triton 3.6 (the device's version; the kernel uses its Gluon API), "
+                f"found {gluon_tile.TRITON_VERSION}")
+    return None
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_why_not_compile() is not None, reason=str(_why_not_compile()))
+@pytest.mark.parametrize("variant", list(gc.VARIANTS))
+@pytest.mark.parametrize("head_dim", gc.HEAD_DIMS)
+def test_every_variant_compiles_to_sm90a(variant, head_dim):
+    assert gk._gluon_attn_fwd.fn.__name__ == gk.KERNEL_NAME
+    for dtype, causal in ((torch.float16, False), (torch.bfloat16, True)):
+        cfg = gc.config_for(head_dim, variant, dtype, causal)
+        ck = ga.compile_only(head_dim, dtype, causal, cfg)
+        ptx = ck.asm["ptx"]
+        assert ".target sm_90a" in ptx and ck.asm["cubin"]
+        assert ptx.count("wgmma.mma_async") > 0 and ptx.count("cp.async.bulk.tensor") > 0
+        assert "mma.sync" not in ptx
+        # what shared_bytes counts, plus the mbarriers, and within the block's limit
+        assert gc.shared_bytes(cfg, head_dim) <= ck.metadata.shared <= gc.SMEM_BYTES
+        assert (ptx.count("setmaxnreg") > 0) == cfg["WARP_SPEC"]
+
+
+# --------------------------------------------- the schedule in torch (no Gluon code)
+
+@pytest.mark.parametrize("variant", ["plain", "pingpong"])
+@pytest.mark.parametrize("S, D, causal, dtype", [
+    (1, 64, False, torch.float16), (1, 128, True, torch.bfloat16),
+    (17, 64, True, torch.float16), (127, 128, False, torch.float16),
+    (129, 64, True, torch.bfloat16), (509, 64, True, torch.float16),
+    (200, 128, True, torch.float16),
+])
+def test_the_schedule_agrees_with_float64_attention(variant, S, D, causal, dtype):
+    torch.manual_seed(S * D + causal)
+    q, k, v = qkv((2, 2, S, D), dtype)
+    cfg = gc.config_for(D, variant, dtype, causal)
+    out = ga.emulate(q, k, v, causal=causal, config=cfg)
+    ref = cands.reference(q, k, v, causal)
+    err = float((out.double() - ref).norm() / ref.norm())
+    assert err < cands.REL_ERROR_THRESHOLD[str(dtype).split(".")[1]] / 4
+    # ... and a wrong mask would not pass: the other mask is far off (S > 1)
+    if S > 1:
+        other = cands.reference(q, k, v, not causal)
+        assert float((out.double() - other).norm() / other.norm()) > 0.05
+
+
+def test_the_schedule_is_checked_like_the_kernel():
+    with pytest.raises(ValueError, match="`causal` must be True or False"):
+        ga.emulate(*qkv(), causal="no")
