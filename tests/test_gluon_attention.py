@@ -1,8 +1,8 @@
 """The Gluon kernel's Python side on a CPU (``attn_analysis.measure.gluon_*``): validation,
-configuration, launch plan, why it cannot run here, the schedule mirrored in torch; where
-Triton 3.6 is importable, that every variant compiles to sm_90a (Triton's compiler and
-bundled ptxas, no GPU). Elsewhere (this venv's Triton 3.9) the compile test skips, saying
-why.
+configuration, launch plan, the candidate's Unsupported reasons and its catalog entry, the
+schedule mirrored in torch; where Triton 3.6 is importable, that every variant compiles to
+sm_90a (Triton's compiler and bundled ptxas, no GPU). Elsewhere (this venv's Triton 3.9)
+the compile test skips, saying why, and the candidate is Unsupported with the reason.
 
 Nothing here runs the kernel: that needs an sm90 GPU (``scripts/gluon_check.py``).
 """
@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from attn_analysis.analyse import catalog
+from attn_analysis.configs import Config
 from attn_analysis.measure import candidates as cands
 from attn_analysis.measure import gluon_attention as ga
 from attn_analysis.measure import gluon_config as gc
@@ -24,6 +26,7 @@ from attn_analysis.measure import gluon_kernels as gk
 from attn_analysis.measure import gluon_tile
 
 ROOT = Path(__file__).resolve().parents[1]
+TINY = Config(2, 2, 33, 64)
 
 
 def qkv(shape=(1, 2, 17, 64), dtype=torch.float16):
@@ -181,7 +184,22 @@ def test_small_persistent_grids_hold_no_idle_programs():
     assert p["grid"] == (1,)
 
 
-# ------------------------------------------------------------ why not here
+# --------------------------------------------------------- candidate and Unsupported
+
+def test_gluon_is_registered_as_ours_but_not_a_default():
+    cand = cands.get("gluon")
+    assert cand.devices == ("cuda",) and cand.min_capability == (9, 0)
+    assert cand.meta == catalog.CATALOG["gluon"] and cand.meta.origin == "ours"
+    assert "gluon" not in cands.DEFAULT_CANDIDATES
+
+
+def test_gluon_on_a_cpu_is_unsupported_with_a_reason():
+    with pytest.raises(cands.Unsupported, match="gluon runs on cuda only, not cpu"):
+        cands.build("gluon", TINY, "cpu")
+    # the builder itself (as a GPU sweep would reach it) says what is missing here
+    with pytest.raises(cands.Unsupported, match="Gluon|CUDA|Triton 3.6"):
+        cands._build_gluon(TINY, "cpu")
+
 
 def test_unavailable_reasons(monkeypatch):
     monkeypatch.setattr(ga, "GLUON_IMPORT_ERROR", "ImportError: no gluon")
@@ -200,6 +218,21 @@ def test_unavailable_reasons(monkeypatch):
         assert (reason is None) == ok, cap
         if not ok:
             assert f"{cap[0]}.{cap[1]}" in reason
+
+
+def test_builder_turns_unavailability_into_unsupported(monkeypatch):
+    monkeypatch.setattr(ga, "unavailable_reason", lambda device=None: "no sm90 here")
+    with pytest.raises(cands.Unsupported, match="no sm90 here"):
+        cands._build_gluon(TINY, "cpu")
+
+
+# ------------------------------------------------------------------------- catalog
+
+def test_catalog_tells_the_gluon_kernel_from_the_triton_one():
+    assert catalog.kernel_family(gk.KERNEL_NAME) == "attn_analysis Gluon kernel"
+    assert catalog.kernel_family("_attn_fwd") == "attn_analysis Triton kernel"
+    assert catalog.kernel_family("_attn_fwd_persist") == "attn_analysis Triton kernel"
+    assert catalog.by_origin(["sdpa", "gluon", "triton", "fa4"], "ours") == ["gluon", "triton"]
 
 
 # ------------------------------------------------------- compile to sm_90a, no GPU

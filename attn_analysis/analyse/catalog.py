@@ -82,6 +82,7 @@ _FLASH2 = r"pytorch_flash|flash_fwd_kernel|flash_fwd_splitkv"
 _MEM_EFF = r"fmha_cutlass|MemEffAttention|mem_eff"
 _FLEX = r"flex_attention"
 _OURS_TRITON = r"^_attn_fwd"
+_OURS_GLUON = r"^_gluon_attn_fwd"  # measure.gluon_kernels.KERNEL_NAME
 _FA4 = r"flash_attncute|FlashAttentionForwardSm90|flash_fwd_sm90"
 _FLASHINFER = r"flashinfer|PrefillWithKVCacheKernel|BatchPrefillWithRaggedKVCache"
 _XFORMERS = r"xformers|flash3::"
@@ -104,8 +105,10 @@ CATALOG: dict[str, Meta] = {
                   ""),
     "eager_compiled": Meta("torch.compile(eager)", "library", "torch.compile (Inductor)", ""),
     "flex": Meta("FlexAttention", "library", "FlexAttention (Triton)", _FLEX),
-    # This project's kernel.
+    # This project's kernels.
     "triton": Meta("our Triton kernel", "ours", "attn_analysis Triton kernel", _OURS_TRITON),
+    "gluon": Meta("our Gluon kernel (FA3-style)", "ours", "attn_analysis Gluon kernel",
+                  _OURS_GLUON),
     # Other projects' shipped kernels (attn_analysis.peers).
     "fa4": Meta("FlashAttention-4 (CuTe DSL)", "peer", "FlashAttention-4 (CuTe DSL)", _FA4),
     "flashinfer": Meta("FlashInfer (batch prefill)", "peer", "FlashInfer prefill", _FLASHINFER),

@@ -383,6 +383,27 @@ register(Candidate("triton", "our FlashAttention-style Triton kernel (autotuned 
 DEFAULT_CANDIDATES = tuple(CANDIDATES)
 
 
+def _build_gluon(config: Config, device: str) -> Built:
+    """Our FA3-style Gluon kernel at its default (plain) configuration; no tuning. Where
+    Gluon (Triton 3.6) or an sm90 GPU is missing it is Unsupported with the reason."""
+    from . import gluon_attention
+    reason = gluon_attention.unavailable_reason(device)
+    if reason:
+        raise Unsupported(reason)
+    q, k, v = make_inputs(config, device, seed=0)
+    try:
+        fn, info = gluon_attention.build(q, k, v, causal=config.causal)
+    except gluon_attention.GluonUnavailable as exc:
+        raise Unsupported(str(exc)) from None
+    return Built(fn, {"implementation": "attn_analysis.measure.gluon_attention", "config": info})
+
+
+# Registered after DEFAULT_CANDIDATES: until it has passed the float64 grid on the device
+# (scripts/gluon_check.py) a sweep runs it only when asked (``--candidates gluon``).
+register(Candidate("gluon", "our FA3-style Gluon kernel for Hopper (sm90 only)",
+                   _build_gluon, devices=("cuda",), min_capability=(9, 0)))
+
+
 def build(name: str, config: Config, device: str, hint: dict | None = None) -> Built:
     """Build candidate ``name`` for ``config`` on ``device``; raise Unsupported with a reason.
 
