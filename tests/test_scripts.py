@@ -17,7 +17,10 @@ SCRIPTS = sorted((ROOT / "scripts").glob("*.py"))
 # What each GPU script writes, and the package primitive that replaced its own copy.
 WRITERS = {"audit_extras.py": "audit_extras", "check_timer.py": "check_timer",
            "graph_anatomy.py": "graph_anatomy", "graph_variability.py": "graph_variability",
-           "peers_check.py": "peers_check", "triton_check.py": "triton_check"}
+           "peers_check.py": "peers_check", "triton_check.py": "triton_check",
+           "gluon_check.py": "gluon_check"}
+# Kinds whose script exists but has not yet run on the device (no file in data/checks).
+NOT_YET_RECORDED = {"gluon_check"}
 
 
 def load(path: Path):
@@ -80,4 +83,6 @@ def test_graph_primitives_check_their_arguments(call, message):
 
 def test_committed_check_files_name_the_script_that_writes_them():
     kinds = {json.loads(p.read_text())["check"] for p in (ROOT / "data" / "checks").glob("*.json")}
-    assert kinds == set(WRITERS.values()) == set(checks.KINDS)
+    assert kinds == set(WRITERS.values()) - NOT_YET_RECORDED
+    assert set(WRITERS.values()) == set(checks.KINDS)
+    assert not kinds & NOT_YET_RECORDED  # recorded now: take it out of NOT_YET_RECORDED

@@ -1,0 +1,279 @@
+"""Check and time the Gluon attention kernel's ablation variants on an sm90 GPU (a script,
+not a test).
+
+The kernel (``attn_analysis/measure/gluon_attention.py`` and the modules it names) was
+written without a GPU; this is its first contact with one. Every variant of
+``gluon_config.VARIANTS`` runs in a child process of its own with a time limit, so a
+variant that fails to compile, deadlocks on an mbarrier (the likeliest failure of a
+hand-written schedule) or corrupts the CUDA context is recorded with its error and the next
+variant still runs.
+
+(a) ``compile``: per variant and head dim, what the compiler made (wgmma, TMA, ex2 and
+    setmaxnreg counts in the PTX, shared memory, registers and spills where the loaded
+    kernel reports them).
+(b) ``grid``: the float64 correctness grid per variant: fp16 and bf16, causal and not,
+    D 64 and 128, S in (1, 17, 127, 509, 1000, 2048) at B=2, H=3; fresh normal inputs,
+    output poisoned with NaN, relative error ``||out - ref|| / ||ref||`` against
+    ``candidates.reference`` (float64 on the GPU), passed if no element is non-finite and
+    the error is under the package's gate (``candidates.REL_ERROR_THRESHOLD``). The plain
+    variant also goes through the candidate path itself (``candidates.build("gluon")`` and
+    ``candidates.check``) at the target shape.
+(c) ``speed``: at the target (B32 H8 S512 D64 fp16, not causal), each variant whose grid
+    passed, beside SDPA's default dispatch on the same inputs: the median of 100 calls
+    timed one by one (``timing.measure``, mode per_call; exploration) and the profiler's
+    kernel time per call (``profiler.profile_device_time``: the longest kernel, the
+    attention kernel, alone and all kernels of a call). The sweep's protocol, not this,
+    makes the numbers the book reports.
+
+Usage: ``PYTHONPATH=. python3 scripts/gluon_check.py [--variants plain,persist,...]
+[--sections compile,grid,speed] [--quick] [--timeout-s 240]``. Writes the sealed check file
+(``attn_analysis.record.checks``, kind ``gluon_check``) ``$OUT/gluon_check.json`` (or
+./gluon_check.json), rewritten after every variant so a call cut short keeps what was
+checked, and prints a short table last. Exit code 1 if any variant fails a check.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+
+import torch
+
+from attn_analysis.configs import TARGET
+from attn_analysis.measure import candidates as cands, machine, profiler, timing
+from attn_analysis.measure import gluon_attention as ga, gluon_config as gc
+from attn_analysis.record import checks
+
+SEQS = (1, 17, 127, 509, 1000, 2048)
+QUICK_SEQS = (17, 509)
+DT = {"float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+def log(*a):
+    print(*a, flush=True, file=sys.stderr)
+
+
+def emit(row: dict) -> None:
+    """A child's result line on stdout (the parent reads lines starting with ``ROW ``)."""
+    print("ROW " + json.dumps(row, default=str), flush=True)
+
+
+def _error(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {str(exc).strip()[:400]}"
+
+
+def rel_err(out, ref) -> float:
+    return float((out.double() - ref).norm() / ref.norm())
+
+
+# ----------------------------------------------------------------- child sections
+
+
+def compile_section(variant: str) -> None:
+    for D in gc.HEAD_DIMS:
+        row = {"section": "compile", "variant": variant, "D": D}
+        try:
+            cfg = gc.config_for(D, variant)
+            row["config"] = cfg
+            ck = ga.compile_only(D, torch.float16, False, cfg)
+            ptx = ck.asm["ptx"]
+            row.update(wgmma=ptx.count("wgmma.mma_async"), tma=ptx.count("cp.async.bulk.tensor"),
+                       ex2=ptx.count("ex2.approx"), setmaxnreg=ptx.count("setmaxnreg"),
+                       shared=ck.metadata.shared, status="ok")
+            try:  # registers and spills are known once the module is loaded on the device
+                ck._init_handles()
+                row.update(n_regs=ck.n_regs, n_spills=ck.n_spills)
+            except Exception as exc:  # noqa: BLE001
+                row["load_error"] = _error(exc)
+        except Exception as exc:  # noqa: BLE001  (a compile error is a result)
+            row.update(status="error", error=_error(exc))
+        emit(row)
+
+
+def grid_section(variant: str, quick: bool) -> None:
+    gen = torch.Generator(device="cuda").manual_seed(1234)
+    for dtype_name, dtype in DT.items():
+        for D in gc.HEAD_DIMS:
+            cfg = gc.config_for(D, variant, dtype)
+            for causal in (False, True):
+                for S in (QUICK_SEQS if quick else SEQS):
+                    row = {"section": "grid", "variant": variant, "dtype": dtype_name, "D": D,
+                           "causal": causal, "B": 2, "H": 3, "S": S}
+                    q, k, v = (torch.randn(2, 3, S, D, device="cuda", dtype=dtype,
+                                           generator=gen) for _ in range(3))
+                    out = torch.full_like(q, float("nan"))
+                    t0 = time.monotonic()
+                    try:
+                        ga.attention(q, k, v, causal=causal, config=cfg, out=out)
+                        torch.cuda.synchronize()
+                    except Exception as exc:  # noqa: BLE001
+                        row.update(ok=False, error=_error(exc))
+                        emit(row)
+                        if "CUDA" in str(exc):  # the context is gone: stop this child
+                            return
+                        continue
+                    ref = cands.reference(q, k, v, causal)
+                    nonfinite = int((~torch.isfinite(out)).sum())
+                    err = rel_err(torch.nan_to_num(out, nan=0.0), ref)
+                    tol = cands.REL_ERROR_THRESHOLD[dtype_name]
+                    row.update(err=err, nonfinite=nonfinite, threshold=tol,
+                               ok=nonfinite == 0 and err < tol,
+                               first_call_s=time.monotonic() - t0)
+                    emit(row)
+
+
+def gate_section() -> None:
+    """The plain variant through the candidate registry and the package's gate."""
+    row = {"section": "gate", "variant": "plain", "config": TARGET.key}
+    try:
+        built = cands.build("gluon", TARGET, "cuda")
+        result = cands.check(built, TARGET, "cuda", seed=7, name="gluon")
+        row.update(ok=result.passed, rel_error=result.rel_error, reason=result.reason,
+                   info=built.info)
+    except Exception as exc:  # noqa: BLE001
+        row.update(ok=False, error=_error(exc))
+    emit(row)
+
+
+def speed_section(variant: str) -> None:
+    c = TARGET
+    q, k, v = cands.make_inputs(c, "cuda", seed=11)
+    row = {"section": "speed", "variant": variant, "config": c.key}
+    try:
+        if variant == "sdpa":
+            def call():
+                return torch.nn.functional.scaled_dot_product_attention(q, k, v)
+        else:
+            cfg = gc.config_for(c.head_dim, variant)
+            fn, info = ga.build(q, k, v, causal=c.causal, config=cfg)
+            row["info"] = info
+
+            def call():
+                return fn(q, k, v)
+        row["err"] = rel_err(call()[:1], cands.reference(q[:1], k[:1], v[:1], c.causal))
+        row["median_ms_exploratory"] = timing.measure(call, "per_call", device="cuda",
+                                                      n_samples=100).median_ms
+        prof = profiler.profile_device_time(call, n_calls=20)
+        row["device_ms_per_call"] = prof["device_ms_per_call"]
+        row["kernels"] = prof["kernels"]
+        row["attention_kernel_ms"] = prof["kernels"][0]["ms_per_call"] if prof["kernels"] \
+            else None
+        row["ok"] = True
+    except Exception as exc:  # noqa: BLE001
+        row.update(ok=False, error=_error(exc))
+    emit(row)
+
+
+def child(args) -> int:
+    if args.section == "compile":
+        compile_section(args.child)
+    elif args.section == "grid":
+        grid_section(args.child, args.quick)
+    elif args.section == "gate":
+        gate_section()
+    elif args.section == "speed":
+        speed_section(args.child)
+    return 0
+
+
+# ------------------------------------------------------------------------ parent
+
+
+def run_child(variant: str, section: str, quick: bool, timeout_s: float) -> tuple[list, dict]:
+    """Run one section of one variant in a fresh process; its rows, and how it ended."""
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", variant, "--section", section]
+    if quick:
+        cmd.append("--quick")
+    t0 = time.monotonic()
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+        stdout, stderr, rc = proc.stdout, proc.stderr, proc.returncode
+        status = "ok" if rc == 0 else f"exit {rc}"
+    except subprocess.TimeoutExpired as exc:
+        stdout = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+        stderr = exc.stderr.decode() if isinstance(exc.stderr, bytes) else (exc.stderr or "")
+        status = f"timeout after {timeout_s:.0f} s (a hang: likely an mbarrier wait never met)"
+    rows = [json.loads(line[4:]) for line in stdout.splitlines() if line.startswith("ROW ")]
+    end = {"variant": variant, "section": section, "status": status,
+           "seconds": round(time.monotonic() - t0, 1), "stderr_tail": stderr[-1500:]}
+    return rows, end
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--variants", default=",".join(gc.VARIANTS))
+    ap.add_argument("--sections", default="compile,grid,speed")
+    ap.add_argument("--quick", action="store_true", help="S in (17, 509) only in the grid")
+    ap.add_argument("--timeout-s", type=float, default=240.0,
+                    help="time limit of one variant's section (its child process)")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--section", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        return child(args)
+    variants = args.variants.split(",")
+    unknown = sorted(set(variants) - set(gc.VARIANTS))
+    if unknown:
+        ap.error(f"--variants must be among {tuple(gc.VARIANTS)}; got {unknown}")
+    sections = args.sections.split(",")
+    reason = ga.unavailable_reason()
+    out = os.path.join(os.environ.get("OUT", "."), "gluon_check.json")
+    doc = {"fingerprint": machine.fingerprint(), "unavailable": reason, "variants": variants,
+           "sections": sections, "rows": [], "children": [], "complete": False}
+    if reason:
+        log("not run:", reason)
+        checks.write(out, doc, "gluon_check")
+        return 1
+    import triton
+    doc["triton"] = triton.__version__
+    plan = [(v, s) for s in ("compile", "grid") if s in sections for v in variants]
+    if "grid" in sections:
+        plan.append(("plain", "gate"))
+    for v, s in plan:
+        rows, end = run_child(v, s, args.quick, args.timeout_s)
+        doc["rows"] += rows
+        doc["children"].append(end)
+        bad = sum(not r.get("ok", r.get("status") == "ok") for r in rows)
+        log(f"{s:8s} {v:13s} {end['status']:10s} {len(rows)} rows, {bad} bad, "
+            f"{end['seconds']} s")
+        checks.write(out, doc, "gluon_check")
+    if "speed" in sections:
+        passed = {v for v in variants
+                  if any(r["section"] == "grid" and r["variant"] == v for r in doc["rows"])
+                  and all(r["ok"] for r in doc["rows"]
+                          if r["section"] == "grid" and r["variant"] == v)}
+        if "grid" not in sections:
+            passed = set(variants)  # asked for speed alone: time what is asked
+        for v in ["sdpa"] + [v for v in variants if v in passed]:
+            rows, end = run_child(v, "speed", False, args.timeout_s)
+            doc["rows"] += rows
+            doc["children"].append(end)
+            checks.write(out, doc, "gluon_check")
+        speed = {r["variant"]: r for r in doc["rows"] if r["section"] == "speed" and r["ok"]}
+        sdpa = speed.get("sdpa", {})
+        log(f"\n{'variant':13s} {'kernel ms':>9s} {'call ms':>9s} {'median ms':>9s} "
+            f"{'SDPA/this (kernel)':>18s}")
+        for v, r in speed.items():
+            ratio = (sdpa.get("device_ms_per_call", math.nan) / r["device_ms_per_call"]
+                     if r.get("device_ms_per_call") else math.nan)
+            r["sdpa_over_this_device_ms"] = ratio
+            r["sdpa_over_this_attention_kernel"] = (
+                sdpa.get("attention_kernel_ms", math.nan) / r["attention_kernel_ms"]
+                if r.get("attention_kernel_ms") else math.nan)
+            log(f"{v:13s} {r['attention_kernel_ms']:9.4f} {r['device_ms_per_call']:9.4f} "
+                f"{r['median_ms_exploratory']:9.4f} {ratio:18.3f}")
+    doc["complete"] = True
+    checks.write(out, doc, "gluon_check")
+    failed = [r for r in doc["rows"] if not r.get("ok", r.get("status") == "ok")]
+    failed += [c for c in doc["children"] if c["status"] != "ok"]
+    log(f"wrote {out}; {len(failed)} failed rows or children")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
