@@ -10,7 +10,8 @@ registry of implementations and the correctness gate), :mod:`.peers` and :mod:`.
 :mod:`.triton_attention` (our Triton kernel: launch, tuning, checks; its kernels in
 :mod:`.triton_kernels`), :mod:`.gluon_attention` (our FA3-style Gluon kernel for Hopper,
 not yet run on a GPU: launch, checks, the schedule in torch; its configurations in
-:mod:`.gluon_config`, its kernel in :mod:`.gluon_kernels` and :mod:`.gluon_tile`),
+:mod:`.gluon_config`, its kernel in :mod:`.gluon_kernels` and :mod:`.gluon_tile`; both
+kernels check their tensors with :mod:`.attention_args`),
 :mod:`.ceilings` (copy and matmul ceilings),
 :mod:`.run_lock` (one sweep per run folder), :mod:`.plan` (what a sweep measures),
 :mod:`.sweep` (the resumable runner) and :mod:`.trial` (one trial process: the randomized
@@ -20,5 +21,5 @@ imported by the modules that need it, not here.
 """
 
 __all__ = ["env", "machine", "timing", "processes", "profiler", "placement", "candidates", "peers", "controls", "triton_attention", "triton_kernels",
-           "gluon_attention", "gluon_config", "gluon_kernels", "gluon_tile",
+           "gluon_attention", "gluon_config", "gluon_kernels", "gluon_tile", "attention_args",
            "ceilings", "run_lock", "plan", "sweep", "trial"]

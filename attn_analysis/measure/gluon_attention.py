@@ -40,6 +40,7 @@ import math
 import torch
 
 from . import gluon_kernels, gluon_tile
+from .attention_args import tensor_iv
 from .gluon_config import DTYPES, HEAD_DIMS, VARIANTS, cdiv, full_config, plan
 from .gluon_tile import GLUON_IMPORT_ERROR, TRITON_VERSION
 
@@ -61,30 +62,8 @@ class GluonUnavailable(RuntimeError):
 
 
 def _tensor_iv(name: str, t, ref=None) -> None:
-    """One of q, k, v: a contiguous 4-D fp16/bf16 (B, H, S, D) tensor, D in (64, 128)."""
-    if not isinstance(t, torch.Tensor):
-        raise ValueError(f"`{name}` must be a torch.Tensor; got {type(t).__name__}.")
-    if ref is None:
-        if t.dtype not in DTYPES:
-            raise ValueError(f"`{name}` dtype must be torch.float16 or torch.bfloat16; "
-                             f"got {t.dtype}.")
-        if t.dim() != 4:
-            raise ValueError(f"`{name}` must be 4-D (B, H, S, D); got shape {tuple(t.shape)}.")
-        if t.shape[3] not in HEAD_DIMS:
-            raise ValueError(f"`{name}` head dim (last axis) must be one of {HEAD_DIMS}; "
-                             f"got {t.shape[3]}.")
-        if min(t.shape) < 1:
-            raise ValueError(f"`{name}` must have B, H, S >= 1; got shape {tuple(t.shape)}.")
-    else:
-        if t.dtype != ref.dtype:
-            raise ValueError(f"`{name}` dtype must equal `q` dtype {ref.dtype}; got {t.dtype}.")
-        if t.shape != ref.shape:
-            raise ValueError(f"`{name}` shape must equal `q` shape {tuple(ref.shape)}; "
-                             f"got {tuple(t.shape)}.")
-        if t.device != ref.device:
-            raise ValueError(f"`{name}` must be on `q`'s device {ref.device}; got {t.device}.")
-    if not t.is_contiguous():
-        raise ValueError(f"`{name}` must be contiguous; call .contiguous() first.")
+    """One of q, k, v, out (:func:`attention_args.tensor_iv`), 16-byte aligned on CUDA (TMA)."""
+    tensor_iv(name, t, ref, dtypes=DTYPES, head_dims=HEAD_DIMS)
     if t.device.type == "cuda" and t.data_ptr() % 16:
         raise ValueError(f"`{name}` must start on a 16-byte boundary (TMA); got an offset "
                          f"of {t.data_ptr() % 16} bytes.")

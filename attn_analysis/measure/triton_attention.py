@@ -31,6 +31,7 @@ import torch
 import triton
 from triton.tools.tensor_descriptor import TensorDescriptor
 
+from .attention_args import tensor_iv
 from .triton_kernels import _attn_fwd, _attn_fwd_persist
 
 __all__ = ["INTERPRETED", "LOG2E", "HEAD_DIMS", "DTYPES", "CONFIG_KEYS", "TUNING_KEYS",
@@ -110,33 +111,12 @@ def _candidates(head_dim: int) -> list[dict]:
 
 
 def _tensor_iv(name: str, t, ref=None) -> None:
-    """Check one of q, k, v, out: a 4-D contiguous fp16/bf16 tensor on an allowed device."""
-    if not isinstance(t, torch.Tensor):
-        raise ValueError(f"`{name}` must be a torch.Tensor; got {type(t).__name__}.")
-    if ref is None:
-        if t.dtype not in DTYPES:
-            raise ValueError(f"`{name}` dtype must be torch.float16 or torch.bfloat16; "
-                             f"got {t.dtype}.")
-        if t.dim() != 4:
-            raise ValueError(f"`{name}` must be 4-D (B, H, S, D); got shape {tuple(t.shape)}.")
-        if t.shape[3] not in HEAD_DIMS:
-            raise ValueError(f"`{name}` head dim (last axis) must be one of {HEAD_DIMS}; "
-                             f"got {t.shape[3]}.")
-        if min(t.shape) < 1:
-            raise ValueError(f"`{name}` must have B, H, S >= 1; got shape {tuple(t.shape)}.")
-        if t.device.type != "cuda" and not (INTERPRETED and t.device.type == "cpu"):
-            raise ValueError(f"`{name}` must be a CUDA tensor (CPU only under "
-                             f"TRITON_INTERPRET=1); got device {t.device}.")
-    else:
-        if t.dtype != ref.dtype:
-            raise ValueError(f"`{name}` dtype must equal `q` dtype {ref.dtype}; got {t.dtype}.")
-        if t.shape != ref.shape:
-            raise ValueError(f"`{name}` shape must equal `q` shape {tuple(ref.shape)}; "
-                             f"got {tuple(t.shape)}.")
-        if t.device != ref.device:
-            raise ValueError(f"`{name}` must be on `q`'s device {ref.device}; got {t.device}.")
-    if not t.is_contiguous():
-        raise ValueError(f"`{name}` must be contiguous; call .contiguous() first.")
+    """Check one of q, k, v, out (:func:`attention_args.tensor_iv`) and that q is on an
+    allowed device."""
+    tensor_iv(name, t, ref, dtypes=DTYPES, head_dims=HEAD_DIMS)
+    if ref is None and t.device.type != "cuda" and not (INTERPRETED and t.device.type == "cpu"):
+        raise ValueError(f"`{name}` must be a CUDA tensor (CPU only under "
+                         f"TRITON_INTERPRET=1); got device {t.device}.")
 
 
 def _config_iv(config, head_dim: int) -> dict:
