@@ -142,8 +142,9 @@ nbs.glue_text("cal2_fp_bound", (
 # {glue:text}`cal2_gpus:s`): {glue:text}`cal2_n_processes:d` fresh processes, each timing
 # the default dispatch, its A/A twin and spin controls at
 # {glue:text}`cal2_placements:d` memory placements in graph mode. One replication of the
-# design is {glue:text}`cal2_processes:d` processes; disjoint groups give
-# {glue:text}`cal2_reps:d` replications.
+# design is {glue:text}`cal2_processes:d` processes (the design of these runs' time; the
+# calibration at the margin, {ref}`calibration-design`, moved the default to
+# {glue:text}`cal3_choice:s`); disjoint groups give {glue:text}`cal2_reps:d` replications.
 #
 # **The calibration goal is {glue:text}`cal2_goal:s`.** The A/A twin was called different
 # {glue:text}`cal2_fp_events:d` times in {glue:text}`cal2_reps:d` replications;
