@@ -83,6 +83,9 @@ class _Worker:
                 env.lock(seed=self.plan.seed + self.trial, deterministic=self.plan.deterministic)
             except env.EnvironmentNotLocked as exc:
                 raise SweepError(f"trial {self.trial}: {exc}") from None
+        if self.plan.device == "cuda":
+            with self.clock.phase("cuda"):  # CUDA's start-up, on its own line of the budget
+                torch.cuda.init()
         with self.clock.phase("fingerprint"):
             fp = machine.fingerprint()
             self._check_machine(fp)
