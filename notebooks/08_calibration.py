@@ -379,7 +379,6 @@ rates = pd.concat([dc.rates_by_processes(
                                                r.kernels)})},
     machine_label(r), ks=ks, margin=margin) for r in DR], ignore_index=True)
 choice = dc.choose_processes(rates, "call")
-shown_k = sorted({min(ks), choice} - {None})
 nbs.glue_text("cal3_runs", ", ".join(r.run_id for r in DR))
 nbs.glue_text("cal3_processes", " and ".join(
     f"{r.samples['trial'].nunique()} processes on the {machine_label(r)}" for r in DR))
@@ -429,9 +428,12 @@ nbs.glue_figure("fig-design-power", fig)
 # ```
 
 # %% tags=["remove-input"]
-tables.show(dc.design_table(rates, shown_k),
+tables.show(dc.design_table(rates, choice or min(ks)),
             f"Calibration of the design at the target, graph mode, margin {margin:.0%}, at "
-            f"{' and '.join(str(k) for k in shown_k)} processes per replication; runs "
-            f"{', '.join(r.run_id for r in DR)}. Each cell: rate [Clopper-Pearson 95 %] "
-            f"(events/replications); one comparison per replication (a family of one).",
-            name="tbl-design-rates", csv="design_calibration.csv", full=rates)
+            f"{choice or min(ks)} processes per replication (the other designs: "
+            f"the figure above and the CSV); runs {', '.join(r.run_id for r in DR)}. Rate: for "
+            f"the A/A twin its claimed differences, for a positive control its verdicts "
+            f"'slower', over the replications, with the Clopper-Pearson 95 % interval; one "
+            f"comparison per replication (a family of one).",
+            name="tbl-design-rates", csv="design_calibration.csv", full=rates,
+            formats={"size (margins)": ".1f", "rate": ".0%"})

@@ -63,11 +63,15 @@ def test_power_grows_with_processes_and_the_rule_picks_the_fewest_that_reach_the
 
 
 def test_design_table_is_short_and_says_events_and_sizes(rates):
-    t = dc.design_table(rates, (2, 4))
-    assert list(t["processes"]) == [2, 4] and list(t["replications"]) == [12, 6]
-    assert t.filter(like="control").shape[1] == 2
-    cell = t.loc[1, "control 2: slower"]
-    assert cell.startswith("sdpa_spin4 at 2.0 margins: ") and cell.endswith("/6)")
+    t = dc.design_table(rates, 4)
+    assert list(t["control"]) == ["sdpa_twin", "sdpa_spin1", "sdpa_spin4"]  # smallest first
+    assert all(x.endswith("/6") for x in t["events / replications"])
+    events = [int(x.split("/")[0]) for x in t["events / replications"]]
+    assert list(t["rate"]) == pytest.approx([e / 6 for e in events])
+    assert all("%–" in x for x in t["95 % interval"])
+    assert t["size (margins)"].iloc[2] == pytest.approx(2.0, abs=0.2)
+    with pytest.raises(ValueError, match="`k` must be one of"):
+        dc.design_table(rates, 5)
 
 
 @pytest.mark.parametrize("call, message", [

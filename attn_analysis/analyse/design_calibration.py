@@ -85,28 +85,25 @@ def choose_processes(rates: pd.DataFrame, level: str = "call",
     return int(min(passing)) if passing else None
 
 
-def _rate_text(row) -> str:
-    return (f"{row['rate']:.0%} [{row['ci_low']:.0%}, {row['ci_high']:.0%}] "
-            f"({int(row['events'])}/{int(row['n'])})")
-
-
-def design_table(rates: pd.DataFrame, ks) -> pd.DataFrame:
-    """The short table of :func:`rates_by_processes` at the processes ``ks``: one row per
-    (device, level, k) with the replications, the A/A control's rate of claimed
-    differences and each positive control's power (verdict "slower") with its measured
-    size in margins, rates as "rate [Clopper-Pearson 95 %] (events/replications)"."""
+def design_table(rates: pd.DataFrame, k: int) -> pd.DataFrame:
+    """The short table of :func:`rates_by_processes` at ``k`` processes: per device and
+    level, the A/A control's claimed differences and each positive control's power (verdict
+    "slower"), smallest control first (the A/A control's size is about 0), with its
+    measured size in margins, the events over the replications, the rate and its
+    Clopper-Pearson 95 % interval."""
     df = _validate.frame("rates", rates, RATE_COLUMNS)
-    ks = {_validate.integer("ks", k, 1) for k in ks}
-    df = df[df["k"].isin(ks)]
-    rows = []
-    for (device, level, k), d in df.groupby(["device", "level", "k"], sort=True):
-        aa = d[(d["role"] == ROLES["aa"]) & (d["outcome"] == "claimed difference")]
-        pos = d[(d["role"] == ROLES["positive"]) & (d["outcome"] == "slower")]
-        row = {"device": device, "level": level, "processes": int(k),
-               "replications": int(d["n"].max()),
-               "A/A: claimed difference": "; ".join(_rate_text(r) for _, r in aa.iterrows())}
-        for i, (_, r) in enumerate(pos.sort_values("size_margins").iterrows()):
-            row[f"control {i + 1}: slower"] = (f"{r['candidate']} at "
-                                               f"{r['size_margins']:.1f} margins: {_rate_text(r)}")
-        rows.append(row)
-    return pd.DataFrame(rows)
+    k = _validate.integer("k", k, 1)
+    df = df[(df["k"] == k) & (((df["role"] == ROLES["aa"])
+                               & (df["outcome"] == "claimed difference"))
+                              | ((df["role"] == ROLES["positive"]) & (df["outcome"] == "slower")))]
+    if df.empty:
+        raise ValueError(f"`k` must be one of the processes in `rates` "
+                         f"({sorted(set(rates['k']))}); got {k}.")
+    df = df.sort_values(["device", "level", "size_margins"])
+    return pd.DataFrame({
+        "device": df["device"], "level": df["level"], "control": df["candidate"],
+        "size (margins)": df["size_margins"],
+        "events / replications": [f"{int(e)}/{int(n)}" for e, n in zip(df["events"], df["n"])],
+        "rate": df["rate"],
+        "95 % interval": [f"{lo:.0%}–{hi:.0%}" for lo, hi in zip(df["ci_low"], df["ci_high"])],
+    }).reset_index(drop=True)
