@@ -293,8 +293,7 @@ def cmd_calibrate(args) -> int:
     _choice("--level", args.level, calibration.LEVELS)
     _choice("--interval", args.interval, stats.INTERVAL_METHODS)
     runs = record.distinct_runs([record.load(r) for r in args.runs], "runs")
-    frames = {r.run_id: (protocols.kernel_samples(r.placements) if args.level == "kernel"
-                         else r.samples, r.kernels) for r in runs}
+    frames = {r.run_id: (protocols.level_samples(r, args.level), r.kernels) for r in runs}
     empty = [rid for rid, (s, _) in frames.items() if s.empty]
     if empty:
         raise ValueError(f"`--level` kernel needs the profiler's kernel time at each "

@@ -374,10 +374,9 @@ from attn_analysis.state_of_the_art import machine_label
 DR = list(params["design_runs"].values())
 ks = tuple(sorted(int(k) for k in params["design_processes"]))
 rates = pd.concat([dc.rates_by_processes(
-    {"call": protocols.pool_runs({r.run_id: (r.samples, r.kernels)}),
-     "kernel": protocols.pool_runs({r.run_id: (protocols.kernel_samples(r.placements),
-                                               r.kernels)})},
-    machine_label(r), ks=ks, margin=margin) for r in DR], ignore_index=True)
+    {lv: protocols.pool_runs({r.run_id: (protocols.level_samples(r, lv), r.kernels)})
+     for lv in protocols.LEVELS}, machine_label(r), ks=ks, margin=margin) for r in DR],
+    ignore_index=True)
 choice = dc.choose_processes(rates, "call")
 nbs.glue_text("cal3_runs", ", ".join(r.run_id for r in DR))
 nbs.glue_text("cal3_processes", " and ".join(

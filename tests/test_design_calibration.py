@@ -105,3 +105,18 @@ def test_the_sweep_default_is_what_the_recorded_calibration_chose():
         {"call": protocols.pool_runs({r.run_id: (r.samples, r.kernels)})}, r.run_id,
         ks=(2, 3, 4), n_resamples=100) for r in runs])
     assert dc.choose_processes(rates) == DEFAULT_TRIALS == 4
+
+
+def test_level_samples_gives_a_runs_timed_samples_or_its_kernel_times():
+    import types
+    samples = pd.DataFrame({"config": [CFG], "candidate": ["sdpa"], "mode": ["graph"],
+                            "trial": [0], "sample": [0], "ms": [0.05]})
+    placements = pd.DataFrame({"config": [CFG] * 2, "candidate": ["sdpa"] * 2,
+                               "mode": ["graph"] * 2, "trial": [0, 0], "placement": [0, 1],
+                               "kernel_ms": [0.047, None]})
+    run = types.SimpleNamespace(samples=samples, placements=placements)
+    assert protocols.level_samples(run, "call") is samples
+    kernel = protocols.level_samples(run, "kernel")
+    assert list(kernel["ms"]) == [0.047] and list(kernel["placement"]) == [0]
+    with pytest.raises(ValueError, match="`level` must be one of"):
+        protocols.level_samples(run, "wall")

@@ -24,7 +24,7 @@ from . import bootstrap, stats
 from .stats import DEFAULT_MARGIN
 from .intervals import ConfidenceInterval, binomial_rate_ci, median_ci, ratio_t_ci
 from .kernel_evidence import KERNEL_KEYS
-from .protocols import (AA_CONTROLS, PROTOCOL_A, PROTOCOL_B, _by_process,
+from .protocols import (AA_CONTROLS, LEVELS, PROTOCOL_A, PROTOCOL_B, _by_process,
                         _select_iv, missing_controls, protocol_a_decisions,
                         protocol_b_decisions)
 
@@ -45,7 +45,6 @@ DERIVED_OUTCOMES = {
     "beyond margin": (_V.FASTER.value, _V.SLOWER.value),
     "any slowdown": (_V.SLOWER.value, _V.SLOWER_WITHIN_MARGIN.value),
 }
-LEVELS = ("call", "kernel")
 
 
 # --------------------------------------------------------------------------- rates

@@ -26,12 +26,13 @@ from .stats import DEFAULT_MARGIN, margin_iv
 from .kernel_evidence import KERNEL_KEYS
 from .sample_groups import process_groups
 
-__all__ = ["AA_CONTROLS", "POSITIVE_PREFIX", "PROTOCOL_A", "PROTOCOL_B", "RUN_TRIAL_STRIDE",
+__all__ = ["AA_CONTROLS", "LEVELS", "POSITIVE_PREFIX", "PROTOCOL_A", "PROTOCOL_B", "RUN_TRIAL_STRIDE",
            "pool_runs", "max_processes", "missing_controls",
-           "kernel_samples", "replication_groups", "protocol_a_decisions",
+           "level_samples", "kernel_samples", "replication_groups", "protocol_a_decisions",
            "protocol_b_decisions"]
 
 AA_CONTROLS = ("sdpa_twin",)
+LEVELS = ("call", "kernel")  # what a comparison times: the call, or the profiler's kernels
 POSITIVE_PREFIX = "sdpa_spin"  # positive controls: sdpa_spin<N> (controls.spin_name)
 PROTOCOL_A = "reports: Mann-Whitney U, one process"
 PROTOCOL_B = "ours: compare() over k processes"
@@ -156,6 +157,14 @@ def missing_controls(samples: pd.DataFrame, baseline: str = BASELINE) -> list[st
     if not any(str(c).startswith(POSITIVE_PREFIX) for c in present):
         out.append(f"a positive control ({POSITIVE_PREFIX}<N>)")
     return out
+
+
+def level_samples(run, level: str) -> pd.DataFrame:
+    """``run``'s samples at ``level`` (:data:`LEVELS`): its timed samples ("call") or the
+    profiler's kernel time per placement (:func:`kernel_samples`, "kernel"); ``run`` is
+    a loaded run (``record.load``: ``samples`` and ``placements``)."""
+    level = _validate.choice("level", level, LEVELS)
+    return kernel_samples(run.placements) if level == "kernel" else run.samples
 
 
 def kernel_samples(placements: pd.DataFrame) -> pd.DataFrame:
