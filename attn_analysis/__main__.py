@@ -68,6 +68,11 @@ def build_parser() -> argparse.ArgumentParser:
                     help="skip the profiler's kernel time at each placement")
     sw.add_argument("--process-warmup-ms", type=float, default=500.0,
                     help="GPU warm-up before a configuration's first round (default 500)")
+    sw.add_argument("--start-method", default=sweep.START_METHODS[0],
+                    choices=sweep.START_METHODS,
+                    help="how each trial process starts: forkserver (default; forked from a "
+                         "server that imported torch once, CUDA started in each trial) or "
+                         "spawn (a fresh interpreter, as runs before 2026-11-25)")
     sw.add_argument("--seed", type=int, default=0)
     sw.add_argument("--plugin", action="append", default=[],
                     help="module that registers extra candidates")
@@ -186,7 +191,8 @@ def cmd_sweep(args) -> int:
                       profile=not args.no_profile, ceilings=not args.no_ceilings,
                       allow_mixed=args.allow_mixed, deterministic=args.deterministic,
                       placements=args.placements, kernel_times=not args.no_kernel_times,
-                      process_warmup_ms=args.process_warmup_ms)
+                      process_warmup_ms=args.process_warmup_ms,
+                      start_method=args.start_method)
     finished = sweep.preflight(args.out, plan, "--out")  # writes nothing
     if finished is not None:
         print(f"{args.out} is a finished run (finalized {finished['finished_utc']}): nothing "

@@ -219,6 +219,13 @@ CALIBRATION_PLANS = {
                        "candidates": ("sdpa", "sdpa_twin", "sdpa_spin1000e3",
                                       "sdpa_spin2000e2", "sdpa_spin1000"),
                        "plugins": ("attn_analysis.controls",)},
+    # v3 plus a 2500-cycle spin after every call: the kernel level's control of at least
+    # 1.5 margins (v3's largest measured 1.1-1.3 margins of kernel time); 288 processes
+    # are 72 replications of the 4-process design, accumulated over runs of one GPU model.
+    "calibration-v4": {"matrix": "fixed-v1", "trials": 288, "modes": ("graph",),
+                       "candidates": ("sdpa", "sdpa_twin", "sdpa_spin1000e3",
+                                      "sdpa_spin2000e2", "sdpa_spin1000", "sdpa_spin2500"),
+                       "plugins": ("attn_analysis.controls",)},
 }
 
 

@@ -164,3 +164,44 @@ def test_a_child_whose_parent_is_already_gone_exits():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             cwd=REPO, timeout=60)
     assert result.returncode == run_lock.ORPHAN_EXIT and "survived" not in result.stdout
+
+
+_FOLLOWER = r"""
+import os, sys, time
+from attn_analysis.measure import run_lock
+if {no_pidfd}:
+    del os.pidfd_open
+print(run_lock.die_with_process(int(sys.argv[1]), interval_s=0.1), file=sys.stderr, flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc (Linux)")
+@pytest.mark.parametrize("no_pidfd, how", [(False, "pidfd"), (True, "watchdog")])
+def test_a_process_that_follows_another_dies_with_it(no_pidfd, how):
+    """A trial forked by the fork server follows the sweep, not its parent."""
+    followed = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    follower = subprocess.Popen([sys.executable, "-c", _FOLLOWER.format(no_pidfd=no_pidfd),
+                                 str(followed.pid)], stderr=subprocess.PIPE, text=True,
+                                cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)))
+    try:
+        assert follower.stderr.readline().strip() == how
+        assert follower.poll() is None  # alive while the followed process is
+        followed.kill()
+        followed.wait()
+        assert follower.wait(timeout=10) == run_lock.ORPHAN_EXIT
+    finally:
+        for proc in (followed, follower):
+            if proc.poll() is None:
+                proc.kill()
+
+
+def test_a_process_that_follows_one_already_gone_exits():
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    code = ("import sys; from attn_analysis.measure import run_lock\n"
+            "run_lock.die_with_process(int(sys.argv[1]))\nprint('survived')")
+    result = subprocess.run([sys.executable, "-c", code, gone.stdout.strip()],
+                            capture_output=True, text=True, cwd=REPO, timeout=60,
+                            env=dict(os.environ, PYTHONPATH=str(REPO)))
+    assert result.returncode == run_lock.ORPHAN_EXIT and "survived" not in result.stdout

@@ -14,10 +14,10 @@ from .. import _validate, record
 from ..configs import MODES, Config
 
 __all__ = ["SETTINGS_THAT_MUST_MATCH", "PROTOCOL", "DEFAULT_TRIALS", "DEFAULT_PLACEMENTS",
-           "DEFAULT_TIMING", "SweepError", "Plan", "plan_units"]
+           "DEFAULT_TIMING", "START_METHODS", "SweepError", "Plan", "plan_units"]
 
 SETTINGS_THAT_MUST_MATCH = ("device", "timing", "seed", "deterministic", "placements",
-                            "kernel_times")
+                            "kernel_times", "start_method")
 # Measurement protocol written into every timing unit. 1 (runs before 2026-11-24): one
 # allocation of the inputs per candidate per process, candidates one after another.
 # 2: ``placements`` fresh allocations per unit behind a random pad, candidates interleaved
@@ -32,6 +32,14 @@ PROTOCOL = 2
 DEFAULT_TRIALS = 4
 DEFAULT_PLACEMENTS = 8
 DEFAULT_TIMING = {"n_samples": 20, "warmup_ms": 10.0}
+
+# How a trial process starts. "forkserver": forked from a server that imported torch and
+# the measuring modules once (no CUDA: each trial still starts its own CUDA context,
+# allocator and generators), which saves every trial the imports; "spawn": a fresh
+# interpreter that imports everything itself, as every run recorded before 2026-11-25 did
+# (a recorded plan without the key was spawned).
+START_METHODS = ("forkserver", "spawn")
+RECORDED_START_METHOD = "spawn"
 
 
 class SweepError(RuntimeError):
@@ -62,6 +70,7 @@ class Plan:
     placements: int = DEFAULT_PLACEMENTS
     kernel_times: bool = True
     process_warmup_ms: float = 500.0
+    start_method: str = START_METHODS[0]
 
     def __post_init__(self):
         from . import candidates as cands
@@ -104,6 +113,7 @@ class Plan:
                              f"got {self.seed!r}.")
         for key in ("profile", "ceilings", "allow_mixed", "deterministic"):
             _validate.flag(key, getattr(self, key))
+        _validate.choice("start_method", self.start_method, START_METHODS)
         _timing_iv(self.timing)
 
     def to_json(self) -> dict:
@@ -115,11 +125,19 @@ class Plan:
 
     @classmethod
     def from_json(cls, d: dict) -> "Plan":
-        d = dict(d)
+        d = with_recorded_defaults(d)
         d["configs"] = tuple(Config.from_key(k) for k in d["configs"])
         for key in ("candidates", "modes", "plugins"):
             d[key] = tuple(d[key])
         return cls(**d)
+
+
+def with_recorded_defaults(plan_json: dict) -> dict:
+    """A copy of a recorded plan with the keys that older runs lack set to what those runs
+    did (``start_method``: spawned)."""
+    d = dict(plan_json)
+    d.setdefault("start_method", RECORDED_START_METHOD)
+    return d
 
 
 def _timing_iv(timing: dict) -> None:

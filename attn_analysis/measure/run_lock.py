@@ -15,6 +15,9 @@ that its workers never outlive the sweep.
     Called first in a worker process: on Linux the kernel sends it SIGKILL when its parent
     dies (``prctl(PR_SET_PDEATHSIG)``); elsewhere a watchdog thread checks the parent
     every half second. A worker started just as its parent died exits at once.
+``die_with_process``
+    The same for a process other than the parent: a trial forked by the fork server
+    follows the sweep itself.
 
 POSIX only (``fcntl``), like the sweep itself.
 """
@@ -34,7 +37,8 @@ import time
 from pathlib import Path
 
 __all__ = ["REPO_MARKERS", "PR_SET_PDEATHSIG", "ORPHAN_EXIT", "FolderBusy",
-           "check_run_folder", "make_run_folder", "lock_path", "hold", "die_with_parent"]
+           "check_run_folder", "make_run_folder", "lock_path", "hold", "die_with_parent",
+           "die_with_process", "is_alive"]
 
 REPO_MARKERS = (".git", "pyproject.toml", "attn_analysis")
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
@@ -199,3 +203,45 @@ def die_with_parent(parent_pid: int, interval_s: float = 0.5) -> str:
         threading.Thread(target=_watch_parent, args=(parent_pid, interval_s), daemon=True,
                          name="attn-parent-watchdog").start()
     return how
+
+
+
+def die_with_process(pid: int, interval_s: float = 0.5) -> str:
+    """Make this process exit (``ORPHAN_EXIT``) as soon as process ``pid``, not its parent,
+    ends: a trial forked by the fork server, whose parent outlives the sweep while any
+    trial still holds the server's pipe. Returns how: "pidfd" (Linux: a thread waits on
+    the process's descriptor, immune to pid reuse) or "watchdog" (a thread polling)."""
+    import select
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        os._exit(ORPHAN_EXIT)
+    except (AttributeError, OSError):
+        if not is_alive(pid):
+            os._exit(ORPHAN_EXIT)
+        threading.Thread(target=_watch_process, args=(pid, interval_s), daemon=True,
+                         name="attn-sweep-watchdog").start()
+        return "watchdog"
+
+    def wait():
+        select.select([fd], [], [])
+        os._exit(ORPHAN_EXIT)
+    threading.Thread(target=wait, daemon=True, name="attn-sweep-pidfd").start()
+    return "pidfd"
+
+
+def _watch_process(pid: int, interval_s: float) -> None:
+    while is_alive(pid):
+        time.sleep(interval_s)
+    os._exit(ORPHAN_EXIT)
+
+
+def is_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (a signal-0 probe; one we may not signal counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -4,7 +4,8 @@ What it measures is a :class:`.plan.Plan` (importable from here too); each trial
 is :mod:`.trial`'s.
 
 Each trial runs in a fresh process (so process-to-process variance is measured, not
-assumed away). Inside it every (configuration, candidate) is built once, checked against
+assumed away), forked from a server that imported the measuring code once or spawned
+(``Plan.start_method``). Inside it every (configuration, candidate) is built once, checked against
 float64, then timed in each mode; each finished unit is written atomically to the run's
 journal at once. Rerunning the same sweep on the same folder measures only what is
 missing. An unsupported candidate, an out-of-memory error, a failed correctness check or a
@@ -26,12 +27,12 @@ from . import run_lock
 from ..configs import DEVICES, MATRICES, Config, parse_shapes
 
 from .plan import (DEFAULT_PLACEMENTS, DEFAULT_TIMING, DEFAULT_TRIALS,
-                   SETTINGS_THAT_MUST_MATCH, Plan, SweepError, _candidate_units, _now,
-                   plan_units)
+                   SETTINGS_THAT_MUST_MATCH, START_METHODS, Plan, SweepError, _candidate_units, _now,
+                   plan_units, with_recorded_defaults)
 from .trial import _FATAL, _worker_main, _write_failure
 
 __all__ = ["Plan", "SweepError", "DEFAULT_TRIALS", "DEFAULT_PLACEMENTS", "DEFAULT_TIMING",
-           "plan_units",
+           "START_METHODS", "FORKSERVER_PRELOAD", "trial_context", "plan_units",
            "ERRORED", "check_fits", "preflight", "finished_summary", "run", "CPU_SHAPES",
            "CPU_CANDIDATES", "measurement_plan", "campaign_plan"]
 
@@ -154,7 +155,7 @@ def _run_locked(out_dir: Path, plan: Plan, *, progress: bool, max_restarts: int)
     from tqdm import tqdm
     bar = tqdm(total=total, initial=len(done & set(sum(expected.values(), []))),
                desc="sweep", unit="unit", disable=not progress)
-    ctx = mp.get_context("spawn")
+    ctx = trial_context(plan.start_method)
     try:
         for trial, names in expected.items():
             restarts = 0
@@ -185,6 +186,24 @@ def _run_locked(out_dir: Path, plan: Plan, *, progress: bool, max_restarts: int)
     return _summary(out_dir, expected, outcome, wall_s=time.monotonic() - started)
 
 
+# What the fork server imports once, before any trial: torch and the modules a trial
+# process runs. None of them starts CUDA on import (a forked child could not start it
+# again); plugins are left to each trial, since a plugin may touch the GPU when imported.
+FORKSERVER_PRELOAD = ("torch", "numpy", "attn_analysis.measure.trial",
+                      "attn_analysis.measure.candidates", "attn_analysis.measure.timing",
+                      "attn_analysis.measure.profiler", "attn_analysis.measure.machine",
+                      "attn_analysis.measure.env")
+
+
+def trial_context(start_method: str):
+    """The multiprocessing context that starts trial processes (``Plan.start_method``)."""
+    _validate.choice("start_method", start_method, START_METHODS)
+    ctx = mp.get_context(start_method)
+    if start_method == "forkserver":
+        ctx.set_forkserver_preload(list(FORKSERVER_PRELOAD))
+    return ctx
+
+
 def _timing_outcome(out_dir: Path, expected: dict) -> dict:
     """Status counts of the plan's timing units, how many are ``ok``, and the reasons of
     the first failure and of the first errored unit (``ERRORED``)."""
@@ -211,7 +230,7 @@ def _counts_text(outcome: dict) -> str:
 
 def _settings_diff(old: dict, plan: Plan) -> list[str]:
     """The ``SETTINGS_THAT_MUST_MATCH`` in which a recorded plan (JSON) differs from ``plan``."""
-    new = plan.to_json()
+    old, new = with_recorded_defaults(old), plan.to_json()
     return [k for k in SETTINGS_THAT_MUST_MATCH if old.get(k) != new.get(k)]
 
 
@@ -219,7 +238,7 @@ def _check_resume(out_dir: Path, plan: Plan) -> None:
     """Refuse to resume a folder recorded with settings that change what a unit means."""
     old = record.read_plan(out_dir)
     if old is not None:
-        new = plan.to_json()
+        new, old = plan.to_json(), with_recorded_defaults(old)
         diff = _settings_diff(old, plan)
         if diff:
             raise SweepError(f"{out_dir} was recorded with other settings ({', '.join(diff)}): "
@@ -274,7 +293,7 @@ CPU_SHAPES = "2,2,64;2,2,128"
 CPU_CANDIDATES = ("sdpa", "sdpa_math", "eager")
 
 
-def measurement_plan(device: str, shapes="", candidates="", trials: int = 2,
+def measurement_plan(device: str, shapes="", candidates="", trials: int = DEFAULT_TRIALS,
                      samples: int = 0) -> Plan:
     """The sweep a notebook runs with ``measure=True`` on ``device`` ("cuda" or "cpu").
 

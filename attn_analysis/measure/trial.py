@@ -40,11 +40,14 @@ def _write_failure(out_dir, name, status, reason) -> None:
 
 def _worker_main(out_dir: str, plan_json: dict, trial: int, messages, parent_pid: int,
                  spawned_at: float | None = None) -> None:
-    """Entry point of a trial process; it dies with its parent (``run_lock.die_with_parent``).
-    ``spawned_at`` is the parent's clock at the spawn, the start of this process's budget."""
+    """Entry point of a trial process; it dies with the sweep ``parent_pid``: its parent when
+    spawned (``run_lock.die_with_parent``), else through ``run_lock.die_with_process``.
+    ``spawned_at`` is the parent's clock at the start, the start of this process's budget."""
     import sys
     clock = PhaseClock(spawned_at)
-    run_lock.die_with_parent(parent_pid)
+    run_lock.die_with_parent(os.getppid())
+    if os.getppid() != parent_pid:  # forked by the fork server, which a trial keeps alive
+        run_lock.die_with_process(parent_pid)
     try:
         with clock.phase("import"):  # the plan imports the candidates (torch) and plugins
             plan = Plan.from_json(plan_json)

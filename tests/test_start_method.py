@@ -1,0 +1,67 @@
+"""How trial processes start (Plan.start_method): forked from a server that imported the
+measuring code once, or spawned; recorded in the plan, one method per run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from attn_analysis import record
+from attn_analysis.measure import plan as plan_module, sweep
+from conftest import copy_run, tiny_plan as make_plan
+
+
+def test_the_default_is_the_fork_server_and_others_are_refused_by_name():
+    assert make_plan().start_method == "forkserver" == sweep.START_METHODS[0]
+    assert make_plan(start_method="spawn").start_method == "spawn"
+    with pytest.raises(ValueError, match=r"`start_method` must be one of \('forkserver', "
+                                         r"'spawn'\); got 'fork'"):
+        make_plan(start_method="fork")
+
+
+def test_a_recorded_plan_without_the_key_was_spawned():
+    recorded = make_plan(start_method="spawn").to_json()
+    assert recorded["start_method"] == "spawn"
+    del recorded["start_method"]  # as every run before 2026-11-25 recorded it
+    assert sweep.Plan.from_json(recorded).start_method == plan_module.RECORDED_START_METHOD \
+        == "spawn"
+    assert sweep.Plan.from_json(make_plan().to_json()) == make_plan()
+
+
+def test_trial_context_preloads_only_modules_that_leave_cuda_alone():
+    assert sweep.trial_context("spawn").get_start_method() == "spawn"
+    assert sweep.trial_context("forkserver").get_start_method() == "forkserver"
+    with pytest.raises(ValueError, match="`start_method` must be one of"):
+        sweep.trial_context("fork")
+    # importing the preloaded modules must not start CUDA (a forked child could not)
+    code = ("import importlib, sys, torch\n"
+            "from attn_analysis.measure.sweep import FORKSERVER_PRELOAD\n"
+            "[importlib.import_module(m) for m in FORKSERVER_PRELOAD]\n"
+            "print(torch.cuda.is_initialized())")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, timeout=300)
+    assert done.stdout.strip() == "False"
+
+
+def test_the_run_records_its_start_method_and_a_resume_must_share_it(swept_run, tmp_path):
+    recorded, plan, _ = swept_run
+    assert record.read_plan(recorded)["start_method"] == plan.start_method == "forkserver"
+    out = copy_run(recorded, tmp_path)
+    (out / record.MANIFEST).unlink()  # as if stopped before finalizing: a run to resume
+    old = json.loads((out / "plan.json").read_text())
+    del old["start_method"]  # an older run: spawned
+    record.write_plan(out, old)
+    with pytest.raises(sweep.SweepError, match=r"other settings \(start_method\): recorded "
+                                               r"\['spawn'\], asked \['forkserver'\]"):
+        sweep.run(out, plan, progress=False)
+
+
+def test_the_command_line_offers_both_methods_and_refuses_others(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "attn_analysis", "sweep", "--out",
+                           str(tmp_path / "r"), "--device", "cpu", "--start-method", "fork"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "--start-method" in done.stderr and "'fork'" in done.stderr
+    assert not (tmp_path / "r").exists()
