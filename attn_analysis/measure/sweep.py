@@ -189,7 +189,10 @@ def _run_locked(out_dir: Path, plan: Plan, *, progress: bool, max_restarts: int)
 # What the fork server imports once, before any trial: torch and the modules a trial
 # process runs. None of them starts CUDA on import (a forked child could not start it
 # again); plugins are left to each trial, since a plugin may touch the GPU when imported.
-FORKSERVER_PRELOAD = ("torch", "numpy", "attn_analysis.measure.trial",
+# torch._inductor.config is what torch.use_deterministic_algorithms (env.lock) imports on
+# its first call, about 870 modules: 5-6 s of every spawned trial on the GPU machines,
+# whose torch has no bytecode cache (scripts/startup_probe.py).
+FORKSERVER_PRELOAD = ("torch", "torch._inductor.config", "numpy", "attn_analysis.measure.trial",
                       "attn_analysis.measure.candidates", "attn_analysis.measure.timing",
                       "attn_analysis.measure.profiler", "attn_analysis.measure.machine",
                       "attn_analysis.measure.env")
