@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -103,6 +104,20 @@ def test_finished_units_skips_bad_files_and_reports_them(tmp_path):
     names, complaints = record.finished_units(tmp_path)
     assert names == {good.name}
     assert len(complaints) == 1 and bad.name in complaints[0]
+
+
+def test_finished_units_of_named_units_reads_only_those(tmp_path, monkeypatch):
+    good = record.write_unit(tmp_path, make_timing_unit())
+    bad = record.write_unit(tmp_path, make_timing_unit(mode="per_call"))
+    other = record.write_unit(tmp_path, make_timing_unit(mode="cold_l2"))
+    bad.write_text("{not json")
+    read = []
+    real = journal.read_unit
+    monkeypatch.setattr(journal, "read_unit", lambda path: read.append(Path(path).name)
+                        or real(path))
+    names, complaints = record.finished_units(tmp_path, [good.name, bad.name, "absent.json"])
+    assert names == {good.name} and len(complaints) == 1 and bad.name in complaints[0]
+    assert other.name not in read and sorted(read) == sorted([good.name, bad.name])
 
 
 def test_unit_name_validates_kind():

@@ -160,7 +160,7 @@ def _run_locked(out_dir: Path, plan: Plan, *, progress: bool, max_restarts: int)
         for trial, names in expected.items():
             restarts = 0
             while True:
-                done, _ = record.finished_units(out_dir)
+                done |= record.finished_units(out_dir, names)[0]  # this trial's units only
                 missing = [n for n in names if n not in done]
                 if not missing:
                     break

@@ -20,7 +20,7 @@ from .budget import PhaseClock
 from ..configs import Config
 
 from .plan import (PROTOCOL, Plan, SweepError, _candidate_units, _input_seed,
-                   _now)
+                   _now, plan_units)
 
 # Nothing public: sweep.run starts each trial process at _worker_main.
 __all__: list[str] = []
@@ -64,8 +64,9 @@ class _Worker:
                  clock: PhaseClock | None = None):
         self.out, self.plan, self.trial, self.messages = out_dir, plan, trial, messages
         self.clock = clock or PhaseClock()
-        with self.clock.phase("journal"):
-            self.done, _ = record.finished_units(out_dir)
+        with self.clock.phase("journal"):  # this trial's units (and the run's ceilings)
+            names = plan_units(plan)[trial] + [record.unit_name("ceilings")]
+            self.done, _ = record.finished_units(out_dir, names)
 
     def _emit(self, path) -> None:
         self.done.add(Path(path).name)

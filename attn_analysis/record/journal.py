@@ -232,10 +232,25 @@ def read_unit(path) -> dict:
     return unit
 
 
-def finished_units(run_dir) -> tuple[set[str], list[str]]:
-    """Names of journal units that verify, and one-line complaints about those that do not."""
-    units, bad = read_journal(run_dir)
-    return set(units), bad
+def finished_units(run_dir, names=None) -> tuple[set[str], list[str]]:
+    """Names of journal units that verify, and one-line complaints about those that do not:
+    of the whole journal, or of ``names`` only (a unit not written yet is neither). A sweep
+    checks one trial's units after its process ends, not the journal of every trial, so
+    its bookkeeping does not grow with the run."""
+    if names is None:
+        units, bad = read_journal(run_dir)
+        return set(units), bad
+    good, bad = set(), []
+    for name in names:
+        path = unit_path(run_dir, name)
+        if not path.exists():
+            continue
+        try:
+            read_unit(path)
+            good.add(name)
+        except RecordError as exc:
+            bad.append(str(exc))
+    return good, bad
 
 
 def read_journal(run_dir) -> tuple[dict[str, dict], list[str]]:
