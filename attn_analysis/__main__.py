@@ -118,9 +118,10 @@ def build_parser() -> argparse.ArgumentParser:
     ca = sub.add_parser("calibrate", help="false-positive rate and power from A/A and spin controls")
     ca.add_argument("runs", nargs="+", help="run folder(s) with sdpa, sdpa_twin and sdpa_spin<N>; "
                                             "several are pooled (replications never span runs)")
-    ca.add_argument("--processes", type=int, default=2,
-                    help="processes per replication of the design (default 2; at most the "
-                         "processes of one run)")
+    ca.add_argument("--processes", type=int, default=sweep.DEFAULT_TRIALS,
+                    help=f"processes per replication of the design (default "
+                         f"{sweep.DEFAULT_TRIALS}, the sweep's; at most the processes of one "
+                         f"run)")
     ca.add_argument("--level", default="call",
                     help="call (the timed samples, default) or kernel (the profiler's kernel "
                          "time at each placement)")

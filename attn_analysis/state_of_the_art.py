@@ -27,6 +27,7 @@ import pandas as pd
 
 from . import _validate
 from .analyse import catalog, comparisons
+from .analyse.provenance import machine_label  # re-exported: the chapters' GPU label
 from .analyse.stats import DEFAULT_MARGIN, Verdict
 from .configs import (BASELINE, CAMPAIGNS, CONFIG_FIELDS, FA3_HIDDEN, FA3_TOKENS, TARGET,
                       Config)
@@ -104,16 +105,6 @@ def campaigns_of(runs: dict, named=()) -> dict:
         raise ValueError(f"`sota_runs` must name runs of a state-of-the-art campaign "
                          f"(matrices {sorted(CAMPAIGNS.values())}, with a peer); got {stray}.")
     return out
-
-
-def machine_label(run) -> str:
-    """'H200 73c875d3': the GPU model without the vendor and the first block of its UUID,
-    which tells two GPUs of one model apart."""
-    trials = (run.fingerprint or {}).get("trials") or {}
-    fp = next(iter(trials.values()), {})
-    uuid = str(fp.get("gpu_uuid") or "").removeprefix("GPU-")[:8]
-    name = str(run.device).replace("NVIDIA ", "").replace(" 80GB HBM3", "")
-    return f"{name} {uuid}".strip()
 
 
 def comparison_table(run, *, margin: float = DEFAULT_MARGIN, n_resamples: int = 20_000, seed: int = 42,

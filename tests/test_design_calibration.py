@@ -62,6 +62,22 @@ def test_power_grows_with_processes_and_the_rule_picks_the_fewest_that_reach_the
     assert dc.choose_processes(rates, level="kernel") is None  # no kernel-level rows
 
 
+def test_the_design_meets_the_goal_at_every_level_that_can_be_held_to_it(rates):
+    # only the call level has rows: the design is its choice
+    assert dc.choose_design(rates) == (4, {"call": 4, "kernel": None})
+    # a kernel level whose controls are small cannot be held to the goal: it does not vote
+    small = rates.assign(level="kernel", size_margins=rates["size_margins"] / 10)
+    assert dc.choose_design(pd.concat([rates, small])) == (4, {"call": 4, "kernel": None})
+    # a kernel level that needs more processes decides the design
+    slow = rates.assign(level="kernel", rate=np.where(rates["k"] == 6, 1.0, 0.0))
+    assert dc.choose_design(pd.concat([rates, slow])) == (6, {"call": 4, "kernel": 6})
+    # a level that has large controls but reaches the goal at no k: no design
+    never = rates.assign(level="kernel", rate=0.0)
+    assert dc.choose_design(pd.concat([rates, never])) == (None, {"call": 4, "kernel": None})
+    # no control of 3 margins anywhere: nothing to hold the design to
+    assert dc.choose_design(rates, min_size=3.0) == (None, {"call": None, "kernel": None})
+
+
 def test_design_table_is_short_and_says_events_and_sizes(rates):
     t = dc.design_table(rates, 4)
     assert list(t["control"]) == ["sdpa_twin", "sdpa_spin1", "sdpa_spin4"]  # smallest first
@@ -95,16 +111,98 @@ def test_the_processes_figure_has_a_panel_per_level_and_device(rates):
 
 @pytest.mark.slow
 def test_the_sweep_default_is_what_the_recorded_calibration_chose():
-    """The default processes (measure.plan.DEFAULT_TRIALS) follow the rule applied to the
-    recorded calibration runs of both GPU models."""
+    """The default processes (measure.plan.DEFAULT_TRIALS) follow the rule applied at both
+    levels to the recorded calibration runs, pooled per GPU model (the calibration chapter's
+    runs, through the chapter's own code)."""
     from attn_analysis import record
+    from attn_analysis.chapters import design_calibration as chapter
     from attn_analysis.measure.plan import DEFAULT_TRIALS
-    runs = [record.load(Path(__file__).parents[1] / "data" / "runs" / f"{gpu}-calibration-v3")
-            for gpu in ("h100", "h200")]
-    rates = pd.concat([dc.rates_by_processes(
-        {"call": protocols.pool_runs({r.run_id: (r.samples, r.kernels)})}, r.run_id,
-        ks=(2, 3, 4), n_resamples=100) for r in runs])
-    assert dc.choose_processes(rates) == DEFAULT_TRIALS == 4
+    runs = [record.load(Path(__file__).parents[1] / "data" / "runs" / f"{gpu}-calibration-{v}")
+            for gpu in ("h100", "h200") for v in ("v3", "v4")]
+    cal = chapter.calibrate_design(runs, (2, 3, 4), margin=0.02)
+    assert [len(g) for g in cal.groups.values()] == [2, 2]
+    assert (cal.choice, cal.by_level) == (DEFAULT_TRIALS, {"call": 3, "kernel": 4})
+    assert DEFAULT_TRIALS == 4
+    texts = chapter.design_texts(cal)
+    assert texts["cal3_choice"] == "4" and texts["cal3_choice_kernel"] == "4"
+    assert "H100 (GPUs 478ee7f4, 371611dc)" in texts["cal3_processes"]
+
+
+def _fake_run(run_id, uuid, seed, start="spawn"):
+    import types
+    samples = _run(n_trials=12, seed=seed)[0].drop(columns="run")
+    places = (samples.groupby(["config", "candidate", "mode", "trial", "placement"],
+                              as_index=False)["ms"].median()
+              .rename(columns={"ms": "kernel_ms"}).assign(kernel_ms=lambda d: d["kernel_ms"] * 0.9))
+    return types.SimpleNamespace(
+        run_id=run_id, device="NVIDIA H100 80GB HBM3", start_method=start, samples=samples,
+        placements=places, kernels=None,
+        fingerprint={"trials": {"0": {"gpu_uuid": f"GPU-{uuid}-0"}}})
+
+
+def test_the_chapter_pools_a_models_runs_and_puts_the_rates_in_words():
+    from attn_analysis.chapters import design_calibration as chapter
+    runs = [_fake_run("a", "aaaaaaaa", 1), _fake_run("b", "bbbbbbbb", 2, "forkserver")]
+    cal = chapter.calibrate_design(runs, (2, 4), margin=0.02)
+    assert set(cal.rates["device"]) == {"H100 (GPUs aaaaaaaa, bbbbbbbb)"}
+    aa = cal.pick("call", 4, "aa", "claimed difference")
+    assert aa["n"].tolist() == [6]  # 12 // 4 replications in each of the two runs
+    texts = chapter.design_texts(cal)
+    assert texts["cal3_runs"] == "a, b"
+    assert texts["cal3_processes"] == ("12 (a) + 12 (b) processes on the H100 "
+                                       "(GPUs aaaaaaaa, bbbbbbbb)")
+    assert texts["cal3_choice_call"] == str(cal.by_level["call"] or chapter.NO_CHOICE)
+    assert "at the call level (95 % upper bound" in texts["cal3_aa"]
+    table, sentence = chapter.spread_table(cal)
+    assert table["processes start"].tolist() == ["spawn", "forkserver"]
+    assert sentence.startswith("on the H100 (GPUs aaaaaaaa, bbbbbbbb), ")
+    assert "(spawn, a) against" in sentence and "(forkserver, b)" in sentence
+
+
+def test_process_spread_reads_the_baseline_and_the_twin_of_each_process():
+    import types
+    rng = np.random.default_rng(3)
+    rows = []
+    for t in range(6):
+        shift = rng.normal(0, 0.01)
+        for cand, extra in (("sdpa", 0.0), ("sdpa_twin", 0.002 * (-1) ** t)):
+            rows += [{"config": CFG, "candidate": cand, "mode": "graph", "trial": t,
+                      "placement": 0, "sample": i, "ms": 0.05 * np.exp(shift + extra)}
+                     for i in range(3)]
+    run = types.SimpleNamespace(run_id="r", device="GPU A", start_method="forkserver",
+                                samples=pd.DataFrame(rows))
+    out = dc.process_spread(run)
+    assert set(out) == set(dc.SPREAD_COLUMNS) and out["processes"] == 6
+    assert out["start_method"] == "forkserver" and out["device"] == "GPU A"
+    per = np.log(pd.DataFrame(rows).query("candidate == 'sdpa'").groupby("trial")["ms"].first())
+    assert out["sd_process_pct"] == pytest.approx(100 * per.std(ddof=1))
+    assert out["sd_twin_ratio_pct"] == pytest.approx(100 * np.std([0.002, -0.002] * 3, ddof=1))
+    assert out["twin_ratio_pct"] == pytest.approx(0.0, abs=1e-9)
+    run.samples = run.samples[run.samples["candidate"] == "sdpa"]
+    with pytest.raises(ValueError, match="must hold 'sdpa' and 'sdpa_twin'"):
+        dc.process_spread(run)
+
+
+def test_runs_are_grouped_by_model_and_pooled_per_level():
+    import types
+    base = pd.DataFrame({"config": [CFG] * 2, "candidate": ["sdpa", "sdpa_twin"],
+                         "mode": ["graph"] * 2, "trial": [0, 0], "sample": [0, 0],
+                         "ms": [0.05, 0.05]})
+    places = base.drop(columns="sample").assign(placement=0, kernel_ms=0.04)
+    mk = lambda rid, dev: types.SimpleNamespace(run_id=rid, device=dev, samples=base,
+                                                placements=places, kernels=None)
+    runs = [mk("a", "H100"), mk("b", "H200"), mk("c", "H100")]
+    groups = dc.runs_by_model(runs)
+    assert {m: [r.run_id for r in rs] for m, rs in groups.items()} == {"H100": ["a", "c"],
+                                                                        "H200": ["b"]}
+    frames = dc.pooled_levels(groups["H100"])
+    assert set(frames) == set(calibration.LEVELS)
+    assert sorted(frames["call"][0]["run"].unique()) == ["a", "c"]
+    assert frames["kernel"][0]["ms"].tolist() == [0.04] * 4
+    with pytest.raises(ValueError, match="one GPU model"):
+        dc.pooled_levels(runs)
+    with pytest.raises(ValueError, match="at least one loaded run"):
+        dc.runs_by_model([])
 
 
 def test_level_samples_gives_a_runs_timed_samples_or_its_kernel_times():

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from attn_analysis import record
-from attn_analysis.measure import plan as plan_module, sweep
+from attn_analysis.measure import sweep
 from conftest import copy_run, tiny_plan as make_plan
 
 
@@ -26,7 +26,7 @@ def test_a_recorded_plan_without_the_key_was_spawned():
     recorded = make_plan(start_method="spawn").to_json()
     assert recorded["start_method"] == "spawn"
     del recorded["start_method"]  # as every run before 2026-11-25 recorded it
-    assert sweep.Plan.from_json(recorded).start_method == plan_module.RECORDED_START_METHOD \
+    assert sweep.Plan.from_json(recorded).start_method == record.RECORDED_START_METHOD \
         == "spawn"
     assert sweep.Plan.from_json(make_plan().to_json()) == make_plan()
 
@@ -65,3 +65,11 @@ def test_the_command_line_offers_both_methods_and_refuses_others(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "--start-method" in done.stderr and "'fork'" in done.stderr
     assert not (tmp_path / "r").exists()
+
+
+def test_a_loaded_run_says_how_its_trials_started(swept_run):
+    recorded, _, _ = swept_run
+    run = record.load(recorded)
+    assert run.start_method == "forkserver"
+    run.info["plan"].pop("start_method")
+    assert run.start_method == "spawn"

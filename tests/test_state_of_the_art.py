@@ -168,6 +168,19 @@ def test_recorded_meta_untimed_and_versions():
     assert sota.machine_slug("H100 7dc5c08d") == "h100"
 
 
+def test_model_label_names_the_model_and_each_gpu_once():
+    import types
+    fp = lambda u: {"trials": {"0": {"gpu_uuid": f"GPU-{u}-0000"}}}
+    mk = lambda dev, u: types.SimpleNamespace(device=dev, fingerprint=fp(u))
+    h100 = "NVIDIA H100 80GB HBM3"
+    from attn_analysis.analyse.provenance import model_label
+    assert model_label([mk(h100, "aaaaaaaa"), mk(h100, "bbbbbbbb"),
+                        mk(h100, "aaaaaaaa")]) == "H100 (GPUs aaaaaaaa, bbbbbbbb)"
+    assert model_label([mk("NVIDIA H200", "cccccccc")]) == "H200 (GPU cccccccc)"
+    with pytest.raises(ValueError, match="one GPU model"):
+        model_label([mk(h100, "aaaaaaaa"), mk("NVIDIA H200", "cccccccc")])
+
+
 def test_campaign_plans_and_their_sweep_arguments():
     from attn_analysis.__main__ import build_parser
     for name, plan in configs.CAMPAIGN_PLANS.items():

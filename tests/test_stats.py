@@ -165,7 +165,7 @@ def test_hierarchical_ci_coverage_not_below_nominal_where_flat_fails():
     "known limitation: the percentile two-stage bootstrap undercovers with few trials, "
     "since resampling n trials underestimates their spread by (n - 1) / n and its "
     "distribution is coarse. Measured coverage of the nominal 95 % interval, 100 samples "
-    "per trial: 0.807 with 3 trials (the sweep's default), 0.895 with 5, 0.943 with 20; "
+    "per trial: 0.807 with 3 trials, 0.895 with 5, 0.943 with 20; "
     "0.953 with 30 trials of 20 samples (1000-2000 runs each). Here: 164/200."))
 def test_hierarchical_ci_coverage_with_three_trials():
     n_reps = 200

@@ -14,20 +14,73 @@ every device measured.
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from .. import _validate
+from ..configs import BASELINE
 from .calibration import LEVELS, ROLES, design_calibration
-from .protocols import PROTOCOL_B
+from .protocols import PROTOCOL_B, level_samples, pool_runs
 from .stats import DEFAULT_MARGIN
 
-__all__ = ["POWER_GOAL", "MIN_CONTROL_MARGINS", "RATE_COLUMNS", "rates_by_processes",
-           "choose_processes", "design_table"]
+__all__ = ["POWER_GOAL", "MIN_CONTROL_MARGINS", "RATE_COLUMNS", "SPREAD_COLUMNS",
+           "runs_by_model", "pooled_levels", "rates_by_processes", "choose_processes",
+           "choose_design", "design_table", "process_spread"]
 
 POWER_GOAL = 0.8          # the power the issue asks of the design at 1.5 margins
 MIN_CONTROL_MARGINS = 1.5  # the smallest control size (in margins) the power goal is held to
 RATE_COLUMNS = ("device", "level", "k", "candidate", "role", "slowdown", "size_margins",
                 "outcome", "events", "n", "rate", "ci_low", "ci_high")
+
+
+SPREAD_COLUMNS = ("run", "device", "start_method", "processes", "baseline_ms",
+                  "sd_process_pct", "sd_twin_ratio_pct", "twin_ratio_pct")
+
+
+def runs_by_model(runs) -> dict[str, list]:
+    """Loaded runs (``record.load``) grouped by GPU model (``run.device``), in the order
+    the models first appear: a calibration pools the runs of one model and never two models
+    (:func:`protocols.pool_runs` refuses)."""
+    groups: dict[str, list] = {}
+    for run in runs:
+        groups.setdefault(str(run.device), []).append(run)
+    if not groups:
+        raise ValueError("`runs` must hold at least one loaded run; got none.")
+    return groups
+
+
+def pooled_levels(runs) -> dict:
+    """For runs of one GPU model, each level of :data:`calibration.LEVELS` mapped to the
+    runs pooled at that level (:func:`protocols.pool_runs` of
+    :func:`protocols.level_samples`): the ``frames`` :func:`rates_by_processes` takes.
+    Replications never span runs; runs of two models raise ValueError."""
+    runs = list(runs)
+    devices = {r.run_id: r.device for r in runs}
+    return {level: pool_runs({r.run_id: (level_samples(r, level), r.kernels) for r in runs},
+                             devices=devices) for level in LEVELS}
+
+
+def process_spread(run, twin: str = "sdpa_twin", baseline: str = BASELINE) -> dict:
+    """How much the processes of one calibration run differ, at the call level: the SD
+    over processes of the baseline's per-process mean log time (``sd_process_pct``) and of
+    the per-process log ratio twin/baseline (``sd_twin_ratio_pct``, what the process-t
+    interval is built from), in percent, with the mean ratio, the processes, the
+    baseline's geometric mean (ms) and how the run's trials started
+    (``run.start_method``). Keys: :data:`SPREAD_COLUMNS`. A fork server that made trials
+    less independent than spawned ones would show here as a smaller spread."""
+    samples = run.samples
+    have = set(samples["candidate"])
+    if not {twin, baseline} <= have:
+        raise ValueError(f"`run` {run.run_id!r} must hold {baseline!r} and {twin!r}; it holds "
+                         f"{sorted(have)}.")
+    logs = {c: np.log(samples[samples["candidate"] == c].set_index("trial")["ms"])
+            .groupby(level=0).mean() for c in (baseline, twin)}
+    base, ratio = logs[baseline], (logs[twin] - logs[baseline]).dropna()
+    return {"run": run.run_id, "device": str(run.device), "start_method": run.start_method,
+            "processes": int(len(ratio)), "baseline_ms": float(np.exp(base.mean())),
+            "sd_process_pct": 100 * float(base.std(ddof=1)),
+            "sd_twin_ratio_pct": 100 * float(ratio.std(ddof=1)),
+            "twin_ratio_pct": 100 * float(np.expm1(ratio.mean()))}
 
 
 def rates_by_processes(frames: dict, device: str, ks=(2, 3, 4, 6),
@@ -83,6 +136,31 @@ def choose_processes(rates: pd.DataFrame, level: str = "call",
         ks = set(ok[ok].index)
         passing = ks if passing is None else passing & ks
     return int(min(passing)) if passing else None
+
+
+def choose_design(rates: pd.DataFrame, min_size: float = MIN_CONTROL_MARGINS,
+                  power_goal: float = POWER_GOAL) -> tuple[int | None, dict]:
+    """The processes of the design over both levels: :func:`choose_processes` at each level
+    of ``rates`` that holds a positive control of at least ``min_size`` margins on every
+    device, and the largest of those choices (the paper gives verdicts at both levels, so
+    the design must meet the goal at each level it can be held to). Returns ``(k, by
+    level)``; ``k`` is None when a level that has such controls reaches the goal at no k,
+    or when no level has them. ``by level`` maps every level to its choice, None where it
+    has no such control or no k reaches the goal."""
+    df = _validate.frame("rates", rates, RATE_COLUMNS)
+    positive = df[(df["role"] == ROLES["positive"]) & (df["outcome"] == "slower")]
+    by_level, held = {}, []
+    for level in LEVELS:
+        sub = positive[positive["level"] == level]
+        sizes = sub.groupby("device")["size_margins"].max()
+        testable = (not sub.empty and len(sizes) == df["device"].nunique()
+                    and bool((sizes >= min_size).all()))
+        by_level[level] = choose_processes(df, level, min_size, power_goal) if testable else None
+        if testable:
+            held.append(by_level[level])
+    if not held or any(k is None for k in held):
+        return None, by_level
+    return max(held), by_level
 
 
 def design_table(rates: pd.DataFrame, k: int) -> pd.DataFrame:

@@ -24,7 +24,6 @@ from ..configs import BASELINE
 from . import reports_statistics, stats
 from .stats import DEFAULT_MARGIN, margin_iv
 from .kernel_evidence import KERNEL_KEYS
-from .sample_groups import process_groups
 
 __all__ = ["AA_CONTROLS", "LEVELS", "POSITIVE_PREFIX", "PROTOCOL_A", "PROTOCOL_B", "RUN_TRIAL_STRIDE",
            "pool_runs", "max_processes", "missing_controls",
@@ -42,7 +41,7 @@ PROTOCOL_B = "ours: compare() over k processes"
 
 def _select_iv(df: pd.DataFrame, baseline, candidates, mode, config):
     """Resolve the configuration, check the mode, baseline and candidates are present."""
-    configs = sorted(set(df["config"]))
+    configs = sorted(map(str, df["config"].unique()))  # unique(): no per-row iteration
     if config is None:
         if len(configs) != 1:
             raise ValueError(f"`config` must be given when `samples` holds several "
@@ -51,11 +50,11 @@ def _select_iv(df: pd.DataFrame, baseline, candidates, mode, config):
     elif config not in configs:
         raise ValueError(f"`config` must be one of {configs}; got {config!r}.")
     df = df[df["config"] == config]
-    modes = sorted(set(df["mode"]))
+    modes = sorted(map(str, df["mode"].unique()))
     if mode not in modes:
         raise ValueError(f"`mode` must be one of {modes} for {config}; got {mode!r}.")
     df = df[df["mode"] == mode]
-    present = sorted(set(df["candidate"]))
+    present = sorted(map(str, df["candidate"].unique()))
     if not isinstance(baseline, str) or baseline not in present:
         raise ValueError(f"`baseline` must be one of {present}; got {baseline!r}.")
     if candidates is None:
@@ -78,10 +77,23 @@ def _by_trial(df: pd.DataFrame, candidate: str) -> dict[int, np.ndarray]:
 
 
 def _by_process(df: pd.DataFrame, candidate: str) -> dict[int, list[np.ndarray]]:
-    """Samples of one candidate keyed by trial (process), split by memory placement
-    (:func:`summaries.process_groups`; before protocol 2 each process is one placement)."""
+    """Samples of one candidate keyed by trial (process), split by memory placement, in
+    placement and sample order (as :func:`sample_groups.process_groups`; before protocol 2
+    each process is one placement). One sort and one split for all processes: a pooled
+    calibration holds hundreds of them."""
     sel = df[df["candidate"] == candidate]
-    return {int(t): process_groups(g)[0] for t, g in sel.groupby("trial", sort=True)}
+    order = [c for c in ("trial", "placement", "sample") if c in sel.columns]
+    sel = sel.sort_values(order, kind="stable")
+    ms = sel["ms"].to_numpy(dtype=float)
+    trial = sel["trial"].to_numpy(dtype=np.int64)
+    place = (sel["placement"].to_numpy(dtype=np.int64) if "placement" in sel.columns
+             else np.zeros(len(sel), dtype=np.int64))
+    breaks = np.flatnonzero((trial[1:] != trial[:-1]) | (place[1:] != place[:-1])) + 1
+    out: dict[int, list[np.ndarray]] = {}
+    for start, chunk in zip(np.r_[0, breaks], np.split(ms, breaks)):
+        if len(chunk):
+            out.setdefault(int(trial[start]), []).append(chunk)
+    return out
 
 
 # --------------------------------------------------------------------------- protocols

@@ -1,4 +1,4 @@
-"""Where and with what a run was measured: its device label, every process's
+"""Where and with what a run was measured: its device and GPU labels, every process's
 fingerprint, the tuning an autotuned candidate used, and which run a chapter leads with.
 Pure: it reads loaded runs (``record.Run``) and their tables, never files.
 """
@@ -12,7 +12,7 @@ import pandas as pd
 from .. import _validate
 from .sample_groups import with_config_fields
 
-__all__ = ["run_label", "fingerprint_table", "choose_lead", "tuning_table",
+__all__ = ["run_label", "machine_label", "model_label", "fingerprint_table", "choose_lead", "tuning_table",
            "TUNING_BOOKKEEPING", "tuning_by_run"]
 
 
@@ -27,6 +27,34 @@ def run_label(run) -> str:
     if fp.get("device_kind") == "cpu":
         return f"CPU ({fp.get('cpu_name') or 'unknown'}, wall-clock), torch {torch_version}"
     return f"{fp.get('gpu_name') or run.device}, torch {torch_version}"
+
+
+def machine_label(run) -> str:
+    """'H200 73c875d3': the GPU model without the vendor and the first block of its UUID,
+    which tells two GPUs of one model apart."""
+    return " ".join(p for p in (_model_name(run), _uuid8(run)) if p)
+
+
+def model_label(runs) -> str:
+    """'H200 (GPUs 6264489c, 13b7bd1e)': the model of runs pooled over GPUs of one model,
+    with each GPU's first UUID block, in the order first seen."""
+    runs = list(runs)
+    models = {_model_name(r) for r in runs}
+    if len(models) != 1:
+        raise ValueError(f"`runs` must come from one GPU model; got {sorted(models)}.")
+    uuids = list(dict.fromkeys(u for u in map(_uuid8, runs) if u))
+    word = "GPU" if len(uuids) == 1 else "GPUs"
+    return f"{models.pop()} ({word} {', '.join(uuids)})" if uuids else models.pop()
+
+
+def _model_name(run) -> str:
+    return str(run.device).replace("NVIDIA ", "").replace(" 80GB HBM3", "")
+
+
+def _uuid8(run) -> str:
+    trials = (run.fingerprint or {}).get("trials") or {}
+    fp = next(iter(trials.values()), {})
+    return str(fp.get("gpu_uuid") or "").removeprefix("GPU-")[:8]
 
 
 def fingerprint_table(runs) -> pd.DataFrame:

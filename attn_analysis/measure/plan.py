@@ -37,9 +37,8 @@ DEFAULT_TIMING = {"n_samples": 20, "warmup_ms": 10.0}
 # the measuring modules once (no CUDA: each trial still starts its own CUDA context,
 # allocator and generators), which saves every trial the imports; "spawn": a fresh
 # interpreter that imports everything itself, as every run recorded before 2026-11-25 did
-# (a recorded plan without the key was spawned).
+# (a recorded plan without the key was spawned: record.RECORDED_START_METHOD).
 START_METHODS = ("forkserver", "spawn")
-RECORDED_START_METHOD = "spawn"
 
 
 class SweepError(RuntimeError):
@@ -136,7 +135,7 @@ def with_recorded_defaults(plan_json: dict) -> dict:
     """A copy of a recorded plan with the keys that older runs lack set to what those runs
     did (``start_method``: spawned)."""
     d = dict(plan_json)
-    d.setdefault("start_method", RECORDED_START_METHOD)
+    d.setdefault("start_method", record.RECORDED_START_METHOD)
     return d
 
 

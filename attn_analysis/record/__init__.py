@@ -59,7 +59,8 @@ from .journal import (atomic_write_bytes, candidate_unit_names, clean_temporarie
                       write_current, write_fatal, write_plan, write_unit)
 from .run import Run, distinct_runs, find_runs, load
 from .schema import (CURRENT_PREFIX, FATAL, IDENTITY_FORMAT, JOURNAL, JSON_VIEWS,
-                     KNOWN_FORMAT_VERSIONS, MANIFEST, PLAN, RECORD_FORMAT_VERSION, RUN_INFO,
+                     KNOWN_FORMAT_VERSIONS, MANIFEST, PLAN, RECORD_FORMAT_VERSION,
+                     RECORDED_START_METHOD, RUN_INFO,
                      STATUSES, TEMPORARY_PREFIX, UNIT_IDENTITY, UNIT_KINDS, UNIT_SCHEMA, Field,
                      RecordError, unit_problems)
 from .verification import is_legacy_identity, read_info, verify
@@ -68,7 +69,8 @@ __all__ = [
     # schema
     "RECORD_FORMAT_VERSION", "KNOWN_FORMAT_VERSIONS", "IDENTITY_FORMAT", "STATUSES", "JOURNAL",
     "PLAN", "RUN_INFO", "MANIFEST", "FATAL", "CURRENT_PREFIX", "TEMPORARY_PREFIX", "JSON_VIEWS",
-    "RecordError", "Field", "UNIT_IDENTITY", "UNIT_KINDS", "UNIT_SCHEMA", "unit_problems",
+    "RECORDED_START_METHOD", "RecordError", "Field", "UNIT_IDENTITY", "UNIT_KINDS",
+    "UNIT_SCHEMA", "unit_problems",
     # journal
     "unit_name", "parse_unit_name", "candidate_unit_names", "plan_unit_names", "unit_path",
     "journal_paths", "read_plan", "write_plan", "write_fatal", "read_fatal", "write_current",

@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from . import consolidate
-from .schema import MANIFEST, RUN_INFO, RecordError
+from .schema import MANIFEST, RECORDED_START_METHOD, RUN_INFO, RecordError
 from .verification import verify
 
 __all__ = ["Run", "load", "distinct_runs", "find_runs"]
@@ -41,6 +41,12 @@ class Run:
     def protocol(self) -> int:
         """The measurement protocol of the run's timing units (1 before placements)."""
         return 2 if int(self.info.get("format_version", 1)) >= 2 else 1
+
+    @property
+    def start_method(self) -> str:
+        """How the run's trial processes started ("forkserver" or "spawn"; a plan that
+        names none was spawned)."""
+        return (self.info.get("plan") or {}).get("start_method", RECORDED_START_METHOD)
 
     @property
     def device(self) -> str:

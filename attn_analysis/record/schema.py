@@ -14,8 +14,8 @@ from ..configs import MODES, Config
 
 __all__ = ["RECORD_FORMAT_VERSION", "KNOWN_FORMAT_VERSIONS", "IDENTITY_FORMAT", "STATUSES",
            "JOURNAL", "PLAN", "RUN_INFO", "MANIFEST", "FATAL", "CURRENT_PREFIX",
-           "TEMPORARY_PREFIX", "JSON_VIEWS", "RecordError", "Field", "UNIT_IDENTITY",
-           "UNIT_KINDS", "UNIT_SCHEMA", "unit_problems"]
+           "TEMPORARY_PREFIX", "JSON_VIEWS", "RECORDED_START_METHOD", "RecordError", "Field",
+           "UNIT_IDENTITY", "UNIT_KINDS", "UNIT_SCHEMA", "unit_problems"]
 
 # Version of the recorded-data format written here. Every change is listed here; the
 # loader refuses any version it does not know.
@@ -47,6 +47,9 @@ FATAL = ".fatal"
 CURRENT_PREFIX = ".current-t"
 TEMPORARY_PREFIX = ".tmp-"
 JSON_VIEWS = ("ceilings.json", "fingerprint.json", RUN_INFO)
+# How the trial processes of a run whose plan names no ``start_method`` were started: every
+# run recorded before 2026-11-25 spawned a fresh interpreter per trial.
+RECORDED_START_METHOD = "spawn"
 
 
 class RecordError(ValueError):

@@ -1,0 +1,111 @@
+"""The calibration chapter's "design at the margin": the calibration runs pooled per GPU
+model, the rates at each number of processes, the design chosen from them, and the
+sentences and tables the chapter pastes (``notebooks/08_calibration.py``). The statistics
+are :mod:`attn_analysis.analyse.design_calibration`'s; this module only puts them in words.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pandas as pd
+
+from ..analyse import calibration, design_calibration as dc
+from ..analyse.provenance import model_label
+
+__all__ = ["DesignCalibration", "calibrate_design", "design_texts", "spread_table"]
+
+NO_CHOICE = "no choice (no control of that size, or no design reaching the goal)"
+
+
+@dataclasses.dataclass(frozen=True)
+class DesignCalibration:
+    """The rates of the runs pooled per GPU model (``rates``: rows of
+    :func:`design_calibration.rates_by_processes`, ``device`` the model's label), the
+    design (``choice``; None when the rule cannot choose) and each level's choice."""
+
+    runs: tuple
+    groups: dict
+    ks: tuple
+    rates: pd.DataFrame
+    choice: int | None
+    by_level: dict
+
+    @property
+    def k_shown(self) -> int:
+        """The processes the chapter's table shows: the design, else the most compared."""
+        return self.choice or max(self.ks)
+
+    def pick(self, level: str, k: int, role: str, outcome: str) -> pd.DataFrame:
+        r = self.rates
+        return r[(r["level"] == level) & (r["k"] == k) & (r["role"] == calibration.ROLES[role])
+                 & (r["outcome"] == outcome)]
+
+
+def calibrate_design(runs, ks, margin: float) -> DesignCalibration:
+    """Pool ``runs`` (loaded calibration runs) per GPU model, compute the rates at each
+    ``k`` of ``ks`` at both levels, and choose the design (:func:`design_calibration.choose_design`)."""
+    runs = tuple(runs)
+    ks = tuple(sorted({int(k) for k in ks}))
+    groups = dc.runs_by_model(runs)
+    rates = pd.concat([dc.rates_by_processes(dc.pooled_levels(rs), model_label(rs), ks=ks,
+                                             margin=margin) for rs in groups.values()],
+                      ignore_index=True)
+    choice, by_level = dc.choose_design(rates)
+    return DesignCalibration(runs, groups, ks, rates, choice, by_level)
+
+
+def design_texts(cal: DesignCalibration) -> dict:
+    """The chapter's glued values (name -> text or number) for :class:`DesignCalibration`."""
+    k0, k = min(cal.ks), cal.k_shown
+    big = cal.pick("call", k0, "positive", "slower")
+    big = big.loc[big.groupby("device")["size_margins"].idxmax()]
+    cov = cal.pick("call", k0, "coverage", calibration.COVERAGE)
+    one = cal.pick("kernel", k, "positive", "slower")
+    one = one.loc[(one["size_margins"] - 1.0).abs().groupby(one["device"]).idxmin()]
+    aa = cal.pick("call", k, "aa", "claimed difference").sort_values("device")
+    aa_kernel = cal.pick("kernel", k, "aa", "claimed difference").sort_values("device")
+    twin = cal.pick("call", k0, "aa", "claimed difference")
+    return {
+        "cal3_runs": ", ".join(r.run_id for r in cal.runs),
+        "cal3_processes": "; ".join(
+            " + ".join(f"{r.samples['trial'].nunique()} ({r.run_id})" for r in rs)
+            + f" processes on the {model_label(rs)}" for rs in cal.groups.values()),
+        "cal3_min_size": dc.MIN_CONTROL_MARGINS,
+        "cal3_goal": dc.POWER_GOAL,
+        "cal3_choice": str(cal.choice) if cal.choice else "none of the designs compared",
+        "cal3_choice_call": str(cal.by_level["call"] or NO_CHOICE),
+        "cal3_choice_kernel": str(cal.by_level["kernel"] or NO_CHOICE),
+        "cal3_power_k2": ", ".join(f"{r.rate:.0%} ({r.device}, {r.size_margins:.1f} margins)"
+                                   for r in big.itertuples()),
+        "cal3_cov_k2": f"{cov['rate'].min():.0%} to {cov['rate'].max():.0%}",
+        "cal3_kernel_one": "; ".join(
+            f"{r.candidate}, {r.size_margins:.1f} margins, called slower in {int(r.events)} "
+            f"of {int(r.n)} replications at {k} processes on the {r.device}"
+            for r in one.itertuples()),
+        "cal3_aa": "; ".join(
+            f"{int(c.events)}/{int(c.n)} at the call level (95 % upper bound "
+            f"{c.ci_high:.1%}) and {int(kr.events)}/{int(kr.n)} at the kernel level (upper "
+            f"bound {kr.ci_high:.1%}) on the {c.device}"
+            for c, kr in zip(aa.itertuples(), aa_kernel.itertuples())),
+        "cal3_twin_truth": ", ".join(f"{r.slowdown:.4f} ({r.device})" for r in twin.itertuples()),
+        "cal3_kmax": max(cal.ks),
+    }
+
+
+def spread_table(cal: DesignCalibration) -> tuple[pd.DataFrame, str]:
+    """The table of each run's spread between processes (:func:`design_calibration.process_spread`)
+    and the sentence that compares the start methods per GPU model."""
+    spread = pd.DataFrame([dc.process_spread(r) for r in cal.runs])
+    sentence = "; ".join(
+        f"on the {model_label(cal.groups[model])}, " + " against ".join(
+            f"{row.sd_process_pct:.2f} % ({row.start_method}, {row.run})"
+            for row in spread[spread["device"] == model].itertuples())
+        for model in dict.fromkeys(spread["device"]))
+    table = pd.DataFrame({
+        "run": spread["run"], "GPU": [model_label([r]) for r in cal.runs],
+        "processes start": spread["start_method"], "processes": spread["processes"],
+        "SD between processes (%)": spread["sd_process_pct"],
+        "SD of twin/sdpa per process (%)": spread["sd_twin_ratio_pct"],
+        "twin/sdpa − 1 (%)": spread["twin_ratio_pct"]})
+    return table, sentence
