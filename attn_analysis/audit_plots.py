@@ -107,6 +107,7 @@ def power_by_processes(rates: pd.DataFrame, power_goal: float, title: str) -> Fi
                                     for b in enumerate(devices)):
         ax = axes[i, j]
         sub = df[shown & (df["level"] == level) & (df["device"] == device)]
+        ends = []  # (rate at the last k, size label, colour) of each positive control
         for cand in names:
             d = sub[sub["candidate"] == cand].sort_values("k")
             if d.empty:
@@ -117,9 +118,11 @@ def power_by_processes(rates: pd.DataFrame, power_goal: float, title: str) -> Fi
                         fmt="s--" if aa else "o-", ms=4, capsize=2.5, lw=1.2,
                         color="k" if aa else colors[cand], label=name)
             if not aa:  # the control's measured size, at the end of its line
-                ax.annotate(f"{d['size_margins'].iloc[0]:.1f} m", (d["k"].iloc[-1],
-                            d["rate"].iloc[-1]), xytext=(4, 0), textcoords="offset points",
-                            va="center", fontsize=7, color=colors[cand])
+                ends.append((d["rate"].iloc[-1], f"{d['size_margins'].iloc[0]:.1f} m",
+                             colors[cand]))
+        for y, text, color in _spread_labels(ends, gap=0.07):
+            ax.annotate(text, (max(df["k"]), y), xytext=(6, 0), textcoords="offset points",
+                        va="center", fontsize=7, color=color)
         ax.axhline(power_goal, color="0.4", ls=":", lw=1, label=f"power goal {power_goal:.0%}")
         ax.set_ylim(-0.03, 1.03)
         ax.set_xlim(min(df["k"]) - 0.3, max(df["k"]) + 0.9)
@@ -134,6 +137,22 @@ def power_by_processes(rates: pd.DataFrame, power_goal: float, title: str) -> Fi
     _legend_below(fig, axes.ravel(), ncol=2)
     fig.suptitle(_title(title))
     return fig
+
+
+def _spread_labels(ends, gap: float) -> list:
+    """End-of-line labels (y, text, colour) moved apart to at least ``gap`` in y, lowest
+    first, so that lines ending at one rate keep readable labels."""
+    out, floor = [], -float("inf")
+    for y, text, color in sorted(ends, key=lambda e: e[0]):
+        y = max(y, floor + gap)
+        out.append((y, text, color))
+        floor = y
+    ceiling = 1.0  # the axes end at 1.03: a label above it would not be drawn
+    for i in range(len(out) - 1, -1, -1):  # push the top of the stack back under it
+        y, text, color = out[i]
+        out[i] = (min(y, ceiling), text, color)
+        ceiling = out[i][0] - gap
+    return out
 
 
 @_styled

@@ -218,3 +218,14 @@ def test_level_samples_gives_a_runs_timed_samples_or_its_kernel_times():
     assert list(kernel["ms"]) == [0.047] and list(kernel["placement"]) == [0]
     with pytest.raises(ValueError, match="`level` must be one of"):
         protocols.level_samples(run, "wall")
+
+
+def test_end_of_line_labels_are_moved_apart_and_stay_on_the_axes():
+    from attn_analysis.audit_plots import _spread_labels
+    out = _spread_labels([(1.0, "2.9 m", "a"), (1.0, "1.9 m", "b"), (0.5, "1.3 m", "c")],
+                         gap=0.07)
+    ys = [y for y, _, _ in out]
+    assert [t for _, t, _ in out] == ["1.3 m", "2.9 m", "1.9 m"]  # lowest first, stable
+    assert ys[0] == 0.5 and ys[-1] == pytest.approx(1.0)
+    assert all(b - a >= 0.07 - 1e-12 for a, b in zip(ys, ys[1:]))
+    assert _spread_labels([(0.2, "x", "k")], gap=0.07) == [(0.2, "x", "k")]
