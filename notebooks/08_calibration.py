@@ -343,7 +343,8 @@ else:
 # every second or third call only, so that their true cost falls near 0.5, 1 and 1.5
 # margins at the call level (an extra kernel costs more than the margin per call, so the
 # smaller sizes share one spin between calls); the `-v4` runs add a longer spin after every
-# call, the only control that exceeds 1.5 margins at the kernel level too. Each control's
+# call, meant to exceed 1.5 margins at the kernel level too (the sizes measured are in
+# {numref}`tbl-design-rates`). Each control's
 # size is measured from every process of a GPU model pooled: at the call level from the
 # timed samples, at the kernel level from the profiler. An earlier idea, extra heads inside
 # SDPA's own kernel, was measured and dropped: at the target they cost nothing until a
