@@ -227,7 +227,8 @@ def test_compare_cli_refuses_bad_arguments_with_one_line(cpu_run):
 
 @pytest.mark.slow
 def test_calibrate_cli_gives_rates_with_intervals_and_replication_counts(cpu_run):
-    doc = json.loads(_cli("calibrate", str(cpu_run), "--json", "--resamples", "500").stdout)
+    doc = json.loads(_cli("calibrate", str(cpu_run), "--json", "--resamples", "500",
+                          "--processes", "2").stdout)
     assert doc["schema"] == calibration.CALIBRATE_SCHEMA and doc["processes_per_replication"] == 2
     rows = {(r["protocol"][:4], r["candidate"], r["outcome"]): r for r in doc["rows"]}
     twin = rows[("ours", "sdpa_twin", "claimed difference")]
@@ -236,6 +237,9 @@ def test_calibrate_cli_gives_rates_with_intervals_and_replication_counts(cpu_run
     assert ("repo", "sdpa_twin", "significant") in rows
     res = _cli("calibrate", str(cpu_run), "--processes", "0")
     assert res.returncode == 1 and "--processes" in res.stderr
+    from attn_analysis.__main__ import build_parser
+    from attn_analysis.measure.plan import DEFAULT_TRIALS
+    assert build_parser().parse_args(["calibrate", "r"]).processes == DEFAULT_TRIALS
 
 
 def test_summary_figure_has_both_levels_a_linear_axis_around_one_and_the_margin_band():
