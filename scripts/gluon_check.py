@@ -15,9 +15,19 @@ variant still runs.
     D 64 and 128, S in (1, 17, 127, 509, 1000, 2048) at B=2, H=3; fresh normal inputs,
     output poisoned with NaN, relative error ``||out - ref|| / ||ref||`` against
     ``candidates.reference`` (float64 on the GPU), passed if no element is non-finite and
-    the error is under the package's gate (``candidates.REL_ERROR_THRESHOLD``). The plain
+    the error is under the package's gate (``candidates.REL_ERROR_THRESHOLD``). One more
+    row per dtype, D and mask at B=8, H=16, S=509 (:data:`MULTI_TILE`): 512 tiles or more,
+    so a persistent program walks several tiles (at B=2, H=3 no grid shape has more tiles
+    than an H100 has SMs, and the persistent loop would run once). The plain
     variant also goes through the candidate path itself (``candidates.build("gluon")`` and
     ``candidates.check``) at the target shape.
+(b') ``consan``: the same kernel compiled with Triton's concurrency sanitizer
+    (``TRITON_INSTRUMENTATION_MODE=consan``, a fresh cache, ``CUDA_LAUNCH_BLOCKING=1``):
+    fp16, D 64 and 128, causal or not, at S 509 and the multi-tile shape; a shared-memory
+    race (a TMA write into a slot whose wgmma reads are pending, a missing wait) or an
+    mbarrier deadlock it sees is a device-side assert, recorded as the child's error with
+    its stderr. Slow (instrumented): run it per variant, first for the warp-specialised
+    ones.
 (c) ``speed``: at the target (B32 H8 S512 D64 fp16, not causal), each variant whose grid
     passed, beside SDPA's default dispatch on the same inputs: the median of 100 calls
     timed one by one (``timing.measure``, mode per_call; exploration) and the profiler's
@@ -26,7 +36,7 @@ variant still runs.
     makes the numbers the book reports.
 
 Usage: ``PYTHONPATH=. python3 scripts/gluon_check.py [--variants plain,persist,...]
-[--sections compile,grid,speed] [--quick] [--timeout-s 240]``. Writes the sealed check file
+[--sections compile,consan,grid,speed] [--quick] [--timeout-s 240]``. Writes the sealed check file
 (``attn_analysis.record.checks``, kind ``gluon_check``) ``$OUT/gluon_check.json`` (or
 ./gluon_check.json), rewritten after every variant so a call cut short keeps what was
 checked, and prints a short table last. Exit code 1 if any variant fails a check.
@@ -40,6 +50,7 @@ import math
 import os
 import subprocess
 import sys
+import tempfile
 import time
 
 import torch
@@ -51,6 +62,7 @@ from attn_analysis.record import checks
 
 SEQS = (1, 17, 127, 509, 1000, 2048)
 QUICK_SEQS = (17, 509)
+MULTI_TILE = (8, 16, 509)  # (B, H, S): more tiles than SMs, so persistent programs loop
 DT = {"float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
@@ -95,16 +107,25 @@ def compile_section(variant: str) -> None:
         emit(row)
 
 
-def grid_section(variant: str, quick: bool) -> None:
+def grid_section(variant: str, quick: bool, consan: bool = False) -> None:
     gen = torch.Generator(device="cuda").manual_seed(1234)
+    section = "consan" if consan else "grid"
+    if consan:  # the sanitizer's state lives in global scratch memory
+        import triton
+        triton.set_allocator(lambda size, align, stream: torch.empty(
+            size, dtype=torch.int8, device="cuda"))
+    shapes = [(2, 3, S) for S in ((509,) if consan else QUICK_SEQS if quick else SEQS)]
+    shapes.append(MULTI_TILE)
     for dtype_name, dtype in DT.items():
+        if consan and dtype_name != "float16":
+            continue
         for D in gc.HEAD_DIMS:
             cfg = gc.config_for(D, variant, dtype)
             for causal in (False, True):
-                for S in (QUICK_SEQS if quick else SEQS):
-                    row = {"section": "grid", "variant": variant, "dtype": dtype_name, "D": D,
-                           "causal": causal, "B": 2, "H": 3, "S": S}
-                    q, k, v = (torch.randn(2, 3, S, D, device="cuda", dtype=dtype,
+                for B, H, S in shapes:
+                    row = {"section": section, "variant": variant, "dtype": dtype_name,
+                           "D": D, "causal": causal, "B": B, "H": H, "S": S}
+                    q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=dtype,
                                            generator=gen) for _ in range(3))
                     out = torch.full_like(q, float("nan"))
                     t0 = time.monotonic()
@@ -174,6 +195,8 @@ def child(args) -> int:
         compile_section(args.child)
     elif args.section == "grid":
         grid_section(args.child, args.quick)
+    elif args.section == "consan":
+        grid_section(args.child, args.quick, consan=True)
     elif args.section == "gate":
         gate_section()
     elif args.section == "speed":
@@ -189,9 +212,13 @@ def run_child(variant: str, section: str, quick: bool, timeout_s: float) -> tupl
     cmd = [sys.executable, os.path.abspath(__file__), "--child", variant, "--section", section]
     if quick:
         cmd.append("--quick")
+    env = dict(os.environ)
+    if section == "consan":  # Triton 3.6's cache key ignores the mode: a fresh cache
+        env.update(TRITON_INSTRUMENTATION_MODE="consan", CUDA_LAUNCH_BLOCKING="1",
+                   TRITON_CACHE_DIR=tempfile.mkdtemp(prefix="gluon-consan-"))
     t0 = time.monotonic()
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env)
         stdout, stderr, rc = proc.stdout, proc.stderr, proc.returncode
         status = "ok" if rc == 0 else f"exit {rc}"
     except subprocess.TimeoutExpired as exc:
@@ -231,7 +258,7 @@ def main(argv=None) -> int:
         return 1
     import triton
     doc["triton"] = triton.__version__
-    plan = [(v, s) for s in ("compile", "grid") if s in sections for v in variants]
+    plan = [(v, s) for s in ("compile", "consan", "grid") if s in sections for v in variants]
     if "grid" in sections:
         plan.append(("plain", "gate"))
     for v, s in plan:

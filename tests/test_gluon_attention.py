@@ -265,6 +265,48 @@ def test_every_variant_compiles_to_sm90a(variant, head_dim):
         assert (ptx.count("setmaxnreg") > 0) == cfg["WARP_SPEC"]
 
 
+def _ws_ptx(variant: str, head_dim: int = 64) -> list[str]:
+    """The PTX lines of ``variant`` (fp16, not causal), compiled with Triton 3.6."""
+    cfg = gc.config_for(head_dim, variant)
+    return ga.compile_only(head_dim, torch.float16, False, cfg).asm["ptx"].splitlines()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_why_not_compile() is not None, reason=str(_why_not_compile()))
+@pytest.mark.parametrize("variant", ["warp_spec", "pingpong", "fa3"])
+def test_warp_specialised_releases_are_partition_synchronised(variant):
+    """Risks 1 and 4 of notes/gluon-plan.md as Triton 3.6 lowers them: every plain
+    mbarrier.arrive (a K/V slot, the Q buffer or a ping-pong turn released) comes right after
+    a barrier over the arriving partition's warps (so no warp's wgmma reads are pending when
+    one thread arrives), and every barrier inside the partitions is a named one with the
+    partition's thread count, never a CTA-wide ``bar.sync 0``."""
+    lines = [ln.strip() for ln in _ws_ptx(variant)]
+    arrives = [i for i, ln in enumerate(lines)
+               if "mbarrier.arrive.shared::cta.b64" in ln and "expect_tx" not in ln]
+    assert arrives
+    for i in arrives:
+        assert any(ln.startswith(("bar.sync", "barrier.sync")) for ln in lines[i - 3:i]), i
+    partition_threads = {32 * gc.config_for(64, variant)["num_warps"], 128}
+    for ln in lines:
+        if ln.startswith(("bar.sync", "barrier.sync")):
+            ident, _, count = ln.split(None, 1)[1].rstrip(";").partition(",")
+            if count:
+                assert int(count) in partition_threads, ln
+            else:  # only the compiler's switch-loop barrier (id 1) spans every warp
+                assert ident.strip() == "1", ln
+
+
+def test_ping_pong_consumers_get_equal_register_budgets():
+    """Risk 3: the default partition gets what MAXNREG leaves after the workers (warps
+    are allocated by warpgroup, so the one-warp producer counts as four); with 240 for the
+    second consumer both consumers get 240 and the sum is exactly the launch's."""
+    cfg = gc.config_for(64, "pingpong")
+    total = cfg["MAXNREG"] * 32 * 4 * 3  # consumer 0, consumer 1, producer warpgroup
+    default = (total - 128 * gk.CONSUMER_REGS - 128 * gk.PRODUCER_REGS) // 128
+    assert default == gk.CONSUMER_REGS == 240 and gk.PRODUCER_REGS == 24
+    assert total <= 65536  # one CTA's register file
+
+
 # --------------------------------------------- the schedule in torch (no Gluon code)
 
 @pytest.mark.parametrize("variant", ["plain", "pingpong"])

@@ -26,7 +26,7 @@ KERNEL_NAME = "_gluon_attn_fwd"  # the profiler's name of the kernel (catalog pa
 # Registers per thread of the producer warp, and of the second consumer warpgroup with
 # PINGPONG (``gl.warp_specialize``'s worker_num_regs; FA3 uses 24-32 and 240).
 PRODUCER_REGS = 24
-CONSUMER_REGS = 232
+CONSUMER_REGS = 240
 
 # ------------------------------------------------------------------------- the schedules
 # Everything below is defined only where Gluon imports.
