@@ -2,11 +2,12 @@
 arguments, says why it cannot run here, launches it, compiles it without a GPU, and mirrors
 its schedule in torch.
 
-**Status: drafted on a machine without a GPU; it has never run.** Every variant compiles
-to sm_90a PTX/cubin with Triton 3.6.0 on a CPU (:func:`compile_only`, tested where Triton
-3.6 is importable), which checks syntax, layouts, types and shared-memory fit, but nothing
-about the results or the speed: ``scripts/gluon_check.py`` checks each variant against
-float64 on the device. ``notes/gluon-plan.md`` lists the variants, what to measure and the
+**Status: drafted on a machine without a GPU.** Every variant compiles to sm_90a
+PTX/cubin with Triton 3.6.0 on a CPU (:func:`compile_only`, tested where Triton 3.6 is
+importable), which checks syntax, layouts, types and shared-memory fit, but nothing about
+the results or the speed: ``scripts/gluon_check.py`` checks each variant against float64
+on the device. Only the ``plain`` variant has run on a GPU so far (it passed the quick
+float64 grid on an H100 and an H200: ``data/checks/gluon_check_*.json``). ``notes/gluon-plan.md`` lists the variants, what to measure and the
 open risks.
 
 Layout of the work. Q, K, V, O are contiguous (B, H, S, D) fp16/bf16 tensors, seen by the

@@ -11,7 +11,8 @@ validates, configures and launches it is :mod:`.gluon_attention`.
 
 Importing this module needs neither triton nor a GPU: the ``@gluon.jit`` functions are
 defined only where Gluon imports (``gluon_tile.GLUON_IMPORT_ERROR`` is None). Written against
-Triton 3.6's Gluon API; it has never run on a GPU (``notes/gluon-plan.md``).
+Triton 3.6's Gluon API; of its schedules only the plain one has run on a GPU
+(``notes/gluon-plan.md``).
 """
 
 from __future__ import annotations
