@@ -204,3 +204,21 @@ def test_validation_messages():
     with pytest.raises(ValueError,
                        match="`results` values must be reports_statistics.ReportsProtocol"):
         reports_statistics.reports_protocol_table({"x": 1})
+
+
+def test_process_groups_split_by_trial_then_placement_in_sample_order():
+    rows = [  # shuffled: trial 3 before 1, placements and samples out of order
+        (3, 1, 0, 7.0), (1, 1, 1, 4.0), (1, 0, 1, 2.0), (3, 0, 0, 5.0), (1, 0, 0, 1.0),
+        (1, 1, 0, 3.0), (3, 0, 1, 6.0)]
+    df = pd.DataFrame(rows, columns=["trial", "placement", "sample", "ms"])
+    keyed = sample_groups.process_groups_by_trial(df)
+    assert list(keyed) == [1, 3]
+    assert [[a.tolist() for a in p] for p in keyed.values()] == \
+        [[[1.0, 2.0], [3.0, 4.0]], [[5.0, 6.0], [7.0]]]
+    assert [[a.tolist() for a in p] for p in sample_groups.process_groups(df)] == \
+        [[a.tolist() for a in p] for p in keyed.values()]
+    # before protocol 2 (no placement column) a process is one placement
+    old = df.drop(columns="placement")
+    assert [[a.tolist() for a in p] for p in sample_groups.process_groups(old)] == \
+        [[[1.0, 3.0, 4.0, 2.0]], [[7.0, 5.0, 6.0]]]  # by sample, stable within one
+    assert sample_groups.process_groups(df.iloc[:0]) == []

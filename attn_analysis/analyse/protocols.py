@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from .. import _validate
+from .sample_groups import process_groups_by_trial
 from ..configs import BASELINE
 from . import reports_statistics, stats
 from .stats import DEFAULT_MARGIN, margin_iv
@@ -77,23 +78,10 @@ def _by_trial(df: pd.DataFrame, candidate: str) -> dict[int, np.ndarray]:
 
 
 def _by_process(df: pd.DataFrame, candidate: str) -> dict[int, list[np.ndarray]]:
-    """Samples of one candidate keyed by trial (process), split by memory placement, in
-    placement and sample order (as :func:`sample_groups.process_groups`; before protocol 2
-    each process is one placement). One sort and one split for all processes: a pooled
-    calibration holds hundreds of them."""
-    sel = df[df["candidate"] == candidate]
-    order = [c for c in ("trial", "placement", "sample") if c in sel.columns]
-    sel = sel.sort_values(order, kind="stable")
-    ms = sel["ms"].to_numpy(dtype=float)
-    trial = sel["trial"].to_numpy(dtype=np.int64)
-    place = (sel["placement"].to_numpy(dtype=np.int64) if "placement" in sel.columns
-             else np.zeros(len(sel), dtype=np.int64))
-    breaks = np.flatnonzero((trial[1:] != trial[:-1]) | (place[1:] != place[:-1])) + 1
-    out: dict[int, list[np.ndarray]] = {}
-    for start, chunk in zip(np.r_[0, breaks], np.split(ms, breaks)):
-        if len(chunk):
-            out.setdefault(int(trial[start]), []).append(chunk)
-    return out
+    """Samples of one candidate keyed by trial (process), split by memory placement
+    (:func:`sample_groups.process_groups_by_trial`; before protocol 2 each process is one
+    placement)."""
+    return process_groups_by_trial(df[df["candidate"] == candidate])
 
 
 # --------------------------------------------------------------------------- protocols

@@ -12,8 +12,8 @@ import pandas as pd
 from .. import _validate
 from .sample_groups import with_config_fields
 
-__all__ = ["run_label", "machine_label", "model_label", "fingerprint_table", "choose_lead", "tuning_table",
-           "TUNING_BOOKKEEPING", "tuning_by_run"]
+__all__ = ["run_label", "machine_label", "model_label", "fingerprint_table", "choose_lead",
+           "tuning_table", "TUNING_BOOKKEEPING", "tuning_by_run"]
 
 
 def run_label(run) -> str:
@@ -21,8 +21,7 @@ def run_label(run) -> str:
 
     CPU runs say so: their times are host wall-clock, never GPU time.
     """
-    trials = (run.fingerprint or {}).get("trials") or {}
-    fp = next(iter(trials.values()), {})
+    fp = _first_fingerprint(run)
     torch_version = fp.get("torch_version", "?")
     if fp.get("device_kind") == "cpu":
         return f"CPU ({fp.get('cpu_name') or 'unknown'}, wall-clock), torch {torch_version}"
@@ -52,9 +51,13 @@ def _model_name(run) -> str:
 
 
 def _uuid8(run) -> str:
+    return str(_first_fingerprint(run).get("gpu_uuid") or "").removeprefix("GPU-")[:8]
+
+
+def _first_fingerprint(run) -> dict:
+    """The fingerprint of the run's first trial process ({} where none is recorded)."""
     trials = (run.fingerprint or {}).get("trials") or {}
-    fp = next(iter(trials.values()), {})
-    return str(fp.get("gpu_uuid") or "").removeprefix("GPU-")[:8]
+    return next(iter(trials.values()), {})
 
 
 def fingerprint_table(runs) -> pd.DataFrame:

@@ -16,8 +16,8 @@ import pandas as pd
 from .. import _validate
 from ..configs import CONFIG_FIELDS, Config
 
-__all__ = ["with_config_fields", "trial_arrays", "process_groups", "paired_groups",
-           "trial_medians"]
+__all__ = ["with_config_fields", "trial_arrays", "process_groups", "process_groups_by_trial",
+           "paired_groups", "trial_medians"]
 
 
 def with_config_fields(df: pd.DataFrame) -> pd.DataFrame:
@@ -44,12 +44,25 @@ def process_groups(frame: pd.DataFrame) -> list:
     Runs before protocol 2 have no ``placement`` column; each process is then one
     placement, and :func:`stats.compare` reduces to its two-stage bootstrap.
     """
+    return list(process_groups_by_trial(frame).values())
+
+
+def process_groups_by_trial(frame: pd.DataFrame) -> dict[int, list[np.ndarray]]:
+    """:func:`process_groups` keyed by trial, in trial order: each process's placements in
+    placement order, each placement's samples in sample order. One sort and one split for
+    all processes (a pooled calibration holds hundreds of them)."""
     order = [c for c in ("trial", "placement", "sample") if c in frame.columns]
     frame = frame.sort_values(order, kind="stable")
-    if "placement" not in frame.columns:
-        return [[t["ms"].to_numpy(dtype=float)] for _, t in frame.groupby("trial", sort=True)]
-    return [[p["ms"].to_numpy(dtype=float) for _, p in t.groupby("placement", sort=True)]
-            for _, t in frame.groupby("trial", sort=True)]
+    ms = frame["ms"].to_numpy(dtype=float)
+    trial = frame["trial"].to_numpy(dtype=np.int64)
+    place = (frame["placement"].to_numpy(dtype=np.int64) if "placement" in frame.columns
+             else np.zeros(len(frame), dtype=np.int64))
+    breaks = np.flatnonzero((trial[1:] != trial[:-1]) | (place[1:] != place[:-1])) + 1
+    out: dict[int, list[np.ndarray]] = {}
+    for start, chunk in zip(np.r_[0, breaks], np.split(ms, breaks)):
+        if len(chunk):
+            out.setdefault(int(trial[start]), []).append(chunk)
+    return out
 
 
 def paired_groups(base: pd.DataFrame, cand: pd.DataFrame) -> tuple[list, list]:

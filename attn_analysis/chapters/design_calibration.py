@@ -44,7 +44,8 @@ class DesignCalibration:
 
 def calibrate_design(runs, ks, margin: float) -> DesignCalibration:
     """Pool ``runs`` (loaded calibration runs) per GPU model, compute the rates at each
-    ``k`` of ``ks`` at both levels, and choose the design (:func:`design_calibration.choose_design`)."""
+    ``k`` of ``ks`` at both levels, and choose the design
+    (:func:`design_calibration.choose_design`)."""
     runs = tuple(runs)
     ks = tuple(sorted({int(k) for k in ks}))
     groups = dc.runs_by_model(runs)

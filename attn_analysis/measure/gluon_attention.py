@@ -7,8 +7,8 @@ PTX/cubin with Triton 3.6.0 on a CPU (:func:`compile_only`, tested where Triton 
 importable), which checks syntax, layouts, types and shared-memory fit, but nothing about
 the results or the speed: ``scripts/gluon_check.py`` checks each variant against float64
 on the device. Only the ``plain`` variant has run on a GPU so far (it passed the quick
-float64 grid on an H100 and an H200: ``data/checks/gluon_check_*.json``). ``notes/gluon-plan.md`` lists the variants, what to measure and the
-open risks.
+float64 grid on an H100 and an H200: ``data/checks/gluon_check_*.json``).
+``notes/gluon-plan.md`` lists the variants, what to measure and the open risks.
 
 Layout of the work. Q, K, V, O are contiguous (B, H, S, D) fp16/bf16 tensors, seen by the
 copy engine (TMA) as (B*H, S, D) through 3-D tensor descriptors with boxes of

@@ -205,7 +205,6 @@ def die_with_parent(parent_pid: int, interval_s: float = 0.5) -> str:
     return how
 
 
-
 def die_with_process(pid: int, interval_s: float = 0.5) -> str:
     """Make this process exit (``ORPHAN_EXIT``) as soon as process ``pid``, not its parent,
     ends: a trial forked by the fork server, whose parent outlives the sweep while any

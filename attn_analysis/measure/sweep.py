@@ -5,8 +5,8 @@ is :mod:`.trial`'s.
 
 Each trial runs in a fresh process (so process-to-process variance is measured, not
 assumed away), forked from a server that imported the measuring code once or spawned
-(``Plan.start_method``). Inside it every (configuration, candidate) is built once, checked against
-float64, then timed in each mode; each finished unit is written atomically to the run's
+(``Plan.start_method``). Inside it every (configuration, candidate) is built once, checked
+against float64, then timed in each mode; each finished unit is written atomically to the run's
 journal at once. Rerunning the same sweep on the same folder measures only what is
 missing. An unsupported candidate, an out-of-memory error, a failed correctness check or a
 crashed worker is recorded with its reason, and the sweep goes on.
@@ -27,8 +27,8 @@ from . import run_lock
 from ..configs import DEVICES, MATRICES, Config, parse_shapes
 
 from .plan import (DEFAULT_PLACEMENTS, DEFAULT_TIMING, DEFAULT_TRIALS,
-                   SETTINGS_THAT_MUST_MATCH, START_METHODS, Plan, SweepError, _candidate_units, _now,
-                   plan_units, with_recorded_defaults)
+                   SETTINGS_THAT_MUST_MATCH, START_METHODS, Plan, SweepError,
+                   _candidate_units, _now, plan_units, with_recorded_defaults)
 from .trial import _FATAL, _worker_main, _write_failure
 
 __all__ = ["Plan", "SweepError", "DEFAULT_TRIALS", "DEFAULT_PLACEMENTS", "DEFAULT_TIMING",
@@ -192,10 +192,10 @@ def _run_locked(out_dir: Path, plan: Plan, *, progress: bool, max_restarts: int)
 # torch._inductor.config is what torch.use_deterministic_algorithms (env.lock) imports on
 # its first call, about 870 modules: 5-6 s of every spawned trial on the GPU machines,
 # whose torch has no bytecode cache (scripts/startup_probe.py).
-FORKSERVER_PRELOAD = ("torch", "torch._inductor.config", "numpy", "attn_analysis.measure.trial",
-                      "attn_analysis.measure.candidates", "attn_analysis.measure.timing",
-                      "attn_analysis.measure.profiler", "attn_analysis.measure.machine",
-                      "attn_analysis.measure.env")
+FORKSERVER_PRELOAD = ("torch", "torch._inductor.config", "numpy",
+                      "attn_analysis.measure.trial", "attn_analysis.measure.candidates",
+                      "attn_analysis.measure.timing", "attn_analysis.measure.profiler",
+                      "attn_analysis.measure.machine", "attn_analysis.measure.env")
 
 
 def trial_context(start_method: str):

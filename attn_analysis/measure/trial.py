@@ -45,8 +45,9 @@ def _worker_main(out_dir: str, plan_json: dict, trial: int, messages, parent_pid
     ``spawned_at`` is the parent's clock at the start, the start of this process's budget."""
     import sys
     clock = PhaseClock(spawned_at)
-    run_lock.die_with_parent(os.getppid())
-    if os.getppid() != parent_pid:  # forked by the fork server, which a trial keeps alive
+    parent = os.getppid()
+    run_lock.die_with_parent(parent)
+    if parent != parent_pid:  # forked by the fork server, which a trial keeps alive
         run_lock.die_with_process(parent_pid)
     try:
         with clock.phase("import"):  # the plan imports the candidates (torch) and plugins

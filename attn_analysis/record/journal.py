@@ -239,28 +239,25 @@ def finished_units(run_dir, names=None) -> tuple[set[str], list[str]]:
     its bookkeeping does not grow with the run."""
     if names is None:
         units, bad = read_journal(run_dir)
-        return set(units), bad
-    good, bad = set(), []
-    for name in names:
-        path = unit_path(run_dir, name)
-        if not path.exists():
-            continue
-        try:
-            read_unit(path)
-            good.add(name)
-        except RecordError as exc:
-            bad.append(str(exc))
-    return good, bad
+    else:
+        paths = (unit_path(run_dir, name) for name in names)
+        units, bad = _read_units(p for p in paths if p.exists())
+    return set(units), bad
 
 
 def read_journal(run_dir) -> tuple[dict[str, dict], list[str]]:
     """Journal units that verify, by file name in sorted order, and complaints about the
     rest (one line each)."""
     journal = Path(run_dir) / JOURNAL
-    good, bad = {}, []
     if not journal.is_dir():
-        return good, bad
-    for path in sorted(journal.glob("*.json")):
+        return {}, []
+    return _read_units(sorted(journal.glob("*.json")))
+
+
+def _read_units(paths) -> tuple[dict[str, dict], list[str]]:
+    """The units at ``paths`` that verify, by file name, and a complaint about each other."""
+    good, bad = {}, []
+    for path in paths:
         try:
             good[path.name] = read_unit(path)
         except RecordError as exc:
