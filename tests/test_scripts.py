@@ -1,5 +1,6 @@
 """scripts/: they import on a CPU machine, build on the package's primitives, and write
-sealed check files (the GPU runs themselves happen on the device machine only)."""
+sealed check files (the GPU runs themselves happen on the device machine only); the Gluon
+kernel's recorded checks (data/checks/gluon_check*.json) hold what they claim."""
 
 from __future__ import annotations
 
@@ -87,3 +88,122 @@ def test_committed_check_files_name_the_script_that_writes_them():
     assert kinds == set(WRITERS.values()) - NOT_YET_RECORDED
     assert set(WRITERS.values()) == set(checks.KINDS)
     assert not kinds & NOT_YET_RECORDED  # recorded now: take it out of NOT_YET_RECORDED
+
+
+# ------------------------------------------------------------------ scripts/gluon_ncu.py
+
+def test_gluon_ncu_prints_its_usage_and_refuses_unknown_variants(capsys):
+    script = load(ROOT / "scripts" / "gluon_ncu.py")
+    with pytest.raises(SystemExit) as done:
+        script.main(["--help"])
+    assert done.value.code == 0 and "ncu --set full" in capsys.readouterr().out
+    for argv in ([], ["plain,fastest"]):  # refused before any input is made on a GPU
+        with pytest.raises(SystemExit) as done:
+            script.main(argv)
+        assert done.value.code == 2
+    assert "got ['fastest']" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- scripts/gluon_check.py
+
+def _timed_out_child(monkeypatch, tmp_path, stdout: bytes):
+    """run_child of gluon_check.py where the child reaches its time limit after printing
+    ``stdout`` (as subprocess.run reports it: bytes, whatever ``text`` says)."""
+    import subprocess
+    script = load(ROOT / "scripts" / "gluon_check.py")
+
+    def run(cmd, timeout, env, **kwargs):
+        assert env["TRITON_CACHE_DIR"] == str(tmp_path)  # consan compiles into a fresh cache
+        raise subprocess.TimeoutExpired(cmd, timeout, output=stdout, stderr=b"compiling\n")
+    monkeypatch.setattr(subprocess, "run", run)
+    monkeypatch.setattr(script.tempfile, "mkdtemp", lambda prefix: str(tmp_path))
+    return script.run_child("pingpong", "consan", False, 275.0)
+
+
+def test_gluon_check_a_child_stopped_after_rows_is_not_called_a_hang(monkeypatch, tmp_path):
+    row = json.dumps({"section": "consan", "variant": "pingpong", "ok": True})
+    rows, end = _timed_out_child(monkeypatch, tmp_path, f"ROW {row}\nnoise\nROW {row}\n".encode())
+    assert len(rows) == 2 and end["rows_done"] == 2
+    assert end["status"] == ("timeout: time limit after 275 s with 2 rows done; "
+                             "not shown to hang")
+    assert end["stderr_tail"] == "compiling\n"
+
+
+def test_gluon_check_only_a_child_with_no_row_may_have_hung(monkeypatch, tmp_path):
+    rows, end = _timed_out_child(monkeypatch, tmp_path, b"")
+    assert rows == [] and end["rows_done"] == 0
+    assert end["status"].startswith("timeout: time limit after 275 s with no row done; ")
+    assert "possibly a hang" in end["status"] and "possibly a slow compile" in end["status"]
+
+
+# ------------------------------------ the Gluon kernel's recorded device checks (data/checks)
+
+def _gluon_check_files():
+    files = sorted((ROOT / "data" / "checks").glob("gluon_check*.json"))
+    return {p.name: checks.read(p, "gluon_check") for p in files}
+
+
+def _grid_cases(script, seqs):
+    """The (dtype, D, causal, B, H, S) of the grid section for the given S at B=2, H=3."""
+    from attn_analysis.measure import gluon_config as gc
+    shapes = [(2, 3, S) for S in seqs] + [tuple(script.MULTI_TILE)]
+    return {(dt, D, causal, *shape) for dt in script.DT for D in gc.HEAD_DIMS
+            for causal in (False, True) for shape in shapes}
+
+
+def test_every_gluon_variant_has_passed_its_grid_on_a_gpu():
+    from attn_analysis.measure import gluon_config as gc
+    script = load(ROOT / "scripts" / "gluon_check.py")
+    docs = _gluon_check_files()
+    passed = {v: set() for v in gc.VARIANTS}
+    for name, doc in docs.items():
+        assert doc["fingerprint"]["compute_capability"] == "9.0", name
+        assert doc["triton"] == "3.6.0" and doc["unavailable"] is None, name
+        for r in doc["rows"]:
+            if r["section"] in ("grid", "gate"):
+                assert r["ok"], (name, r)  # no recorded grid or gate row failed
+            if r["section"] == "grid":
+                assert r["nonfinite"] == 0 and r["err"] < r["threshold"], (name, r)
+                passed[r["variant"]].add((r["dtype"], r["D"], r["causal"],
+                                          r["B"], r["H"], r["S"]))
+    # plain has run the quick grid only (2026-11-24; its multi-tile row did not exist yet)
+    assert passed.pop("plain") >= {c for c in _grid_cases(script, script.QUICK_SEQS)
+                                   if c[3:] != tuple(script.MULTI_TILE)}
+    full = _grid_cases(script, script.SEQS)
+    assert len(full) == 56
+    for variant, cases in passed.items():
+        assert cases >= full, (variant, sorted(full - cases))
+
+
+def test_gluon_consan_rows_that_ran_found_no_race():
+    docs = _gluon_check_files()
+    rows = [(name, r) for name, doc in docs.items() for r in doc["rows"]
+            if r["section"] == "consan"]
+    assert {r["variant"] for _, r in rows} == {"warp_spec", "pingpong", "fa3"}
+    assert all(r["ok"] and "error" not in r for _, r in rows), rows
+    for name, doc in docs.items():
+        for child in doc["children"]:
+            if child["section"] != "consan" or child["status"] == "ok":
+                continue
+            # cut by the time limit (the label then said "a hang") after rows had passed
+            done = [r for r in doc["rows"]
+                    if r["section"] == "consan" and r["variant"] == child["variant"]]
+            assert child["status"].startswith("timeout") and done, (name, child)
+    complete = {c["variant"] for doc in docs.values() for c in doc["children"]
+                if c["section"] == "consan" and c["status"] == "ok"}
+    assert "warp_spec" in complete  # its 8 rows (2026-11-25); pingpong and fa3 were cut short
+
+
+def test_gluon_speed_check_timed_each_variant_beside_cudnn():
+    from attn_analysis.measure import candidates as cands
+    from attn_analysis.measure import gluon_config as gc
+    from attn_analysis.measure import gluon_kernels as gk
+    speed = {r["variant"]: r for r in _gluon_check_files()["gluon_check_h200_speed.json"]["rows"]}
+    assert set(speed) == {"sdpa", *gc.VARIANTS}
+    for variant, r in speed.items():
+        assert r["ok"] and r["err"] < cands.REL_ERROR_THRESHOLD["float16"], variant
+        kernel = r["kernels"][0]["name"]
+        assert (kernel.startswith("cudnn_") if variant == "sdpa" else kernel == gk.KERNEL_NAME)
+        assert r["attention_kernel_ms"] == r["kernels"][0]["ms_per_call"]
+        assert r["sdpa_over_this_attention_kernel"] == pytest.approx(
+            speed["sdpa"]["attention_kernel_ms"] / r["attention_kernel_ms"])
