@@ -11,7 +11,7 @@ validates, configures and launches it is :mod:`.gluon_attention`.
 
 Importing this module needs neither triton nor a GPU: the ``@gluon.jit`` functions are
 defined only where Gluon imports (``gluon_tile.GLUON_IMPORT_ERROR`` is None). Written against
-Triton 3.6's Gluon API; of its schedules only the plain one has run on a GPU
+Triton 3.6's Gluon API; every schedule has run on a GPU and passed a float64 grid
 (``notes/gluon-plan.md``).
 """
 

@@ -8,8 +8,8 @@ Why a module of its own: these are the building blocks every schedule of
 each file about one thing and under the size limit. The Gluon import lives here, guarded:
 importing this module needs neither triton nor a GPU (:data:`GLUON_IMPORT_ERROR` says what
 is missing, and the ``@gluon.jit`` functions are then not defined). The code is written
-against Triton 3.6's Gluon API; only the plain variant has run on a GPU
-(``notes/gluon-plan.md``).
+against Triton 3.6's Gluon API; every variant has run on a GPU and passed a float64
+grid (``notes/gluon-plan.md``).
 """
 
 from __future__ import annotations
