@@ -117,18 +117,25 @@ def test_the_sweep_default_is_what_the_recorded_calibration_chose():
     from attn_analysis import record
     from attn_analysis.chapters import design_calibration as chapter
     from attn_analysis.measure.plan import DEFAULT_TRIALS
-    runs = [record.load(Path(__file__).parents[1] / "data" / "runs" / f"{gpu}-calibration-{v}")
-            for gpu in ("h100", "h200") for v in ("v3", "v4")]
+    runs = [record.load(Path(__file__).parents[1] / "data" / "runs" / f"{name}-calibration-{v}")
+            for name, v in (("h100", "v3"), ("h100", "v4"), ("h100b", "v4"), ("h200", "v3"),
+                            ("h200", "v4"))]
     cal = chapter.calibrate_design(runs, (2, 3, 4), margin=0.02)
-    assert [len(g) for g in cal.groups.values()] == [2, 2]
+    assert [len(g) for g in cal.groups.values()] == [3, 2]
     assert (cal.choice, cal.by_level) == (DEFAULT_TRIALS, {"call": 3, "kernel": 4})
     assert DEFAULT_TRIALS == 4
     texts = chapter.design_texts(cal)
     assert texts["cal3_choice"] == "4" and texts["cal3_choice_kernel"] == "4"
-    assert "H100 (GPUs 478ee7f4, 371611dc)" in texts["cal3_processes"]
+    assert "H100 (GPUs 478ee7f4, 371611dc, 73c3d09c)" in texts["cal3_processes"]
+    assert ("at the kernel level on the H100 (GPUs 478ee7f4, 371611dc, 73c3d09c), 51% at 1.46 "
+            "margins (sdpa_spin1000, 37/72) and 100% at 2.30 margins (sdpa_spin2500, 57/57)"
+            ) in texts["cal3_near_goal"]
+    # the -v3 and -v4 runs of a model share seed 0; h100b-calibration-v4 has its own
+    assert texts["cal3_seeds"] == ("on the H100 (GPUs 478ee7f4, 371611dc, 73c3d09c), 120 of "
+                                   "289; on the H200 (GPUs 6264489c, 13b7bd1e), 190 of 303")
 
 
-def _fake_run(run_id, uuid, seed, start="spawn"):
+def _fake_run(run_id, uuid, seed, start="spawn", plan_seed=0):
     import types
     samples = _run(n_trials=12, seed=seed)[0].drop(columns="run")
     places = (samples.groupby(["config", "candidate", "mode", "trial", "placement"],
@@ -136,7 +143,7 @@ def _fake_run(run_id, uuid, seed, start="spawn"):
               .rename(columns={"ms": "kernel_ms"}).assign(kernel_ms=lambda d: d["kernel_ms"] * 0.9))
     return types.SimpleNamespace(
         run_id=run_id, device="NVIDIA H100 80GB HBM3", start_method=start, samples=samples,
-        placements=places, kernels=None,
+        placements=places, kernels=None, info={"plan": {"seed": plan_seed}},
         fingerprint={"trials": {"0": {"gpu_uuid": f"GPU-{uuid}-0"}}})
 
 
@@ -153,10 +160,34 @@ def test_the_chapter_pools_a_models_runs_and_puts_the_rates_in_words():
                                        "(GPUs aaaaaaaa, bbbbbbbb)")
     assert texts["cal3_choice_call"] == str(cal.by_level["call"] or chapter.NO_CHOICE)
     assert "at the call level (95 % upper bound" in texts["cal3_aa"]
+    # the controls on either side of 1.5 margins at each level: the 1 % spin (0.5 margins)
+    # below, the 4 % spin (2 margins) above
+    near = texts["cal3_near_goal"].split("; ")
+    assert [t.split(",")[0] for t in near] == ["at the call level on the H100 (GPUs aaaaaaaa",
+                                                "at the kernel level on the H100 (GPUs aaaaaaaa"]
+    assert all(t.index("(sdpa_spin1, ") < t.index(" and ") < t.index("(sdpa_spin4, ")
+               and t.count("/6)") == 2 for t in near)
+    beyond = cal.pick("kernel", 4, "aa", "beyond margin")
+    assert len(beyond) == 1 and texts["cal3_aa_beyond"].startswith(
+        f"{int(cal.pick('call', 4, 'aa', 'beyond margin')['events'].iloc[0])}/6 at the call "
+        f"level and {int(beyond['events'].iloc[0])}/6 at the kernel level (95 % upper bounds ")
+    assert texts["cal3_seeds"] == "on the H100 (GPUs aaaaaaaa, bbbbbbbb), 24 of 24"
     table, sentence = chapter.spread_table(cal)
     assert table["processes start"].tolist() == ["spawn", "forkserver"]
     assert sentence.startswith("on the H100 (GPUs aaaaaaaa, bbbbbbbb), ")
     assert "(spawn, a) against" in sentence and "(forkserver, b)" in sentence
+
+
+def test_repeated_draws_counts_processes_sharing_seed_and_trial_within_a_model():
+    runs = [_fake_run("a", "aaaaaaaa", 1), _fake_run("b", "bbbbbbbb", 2),
+            _fake_run("c", "cccccccc", 3, plan_seed=12),  # trials 0..11 draw 12..23
+            _fake_run("d", "dddddddd", 4)]  # another model: counted apart
+    runs[3].device = "NVIDIA H200"
+    # a and b repeat each other's 12 trials; c's (12, t) pairs are its own; d, on another
+    # model, draws what a and b drew but is not pooled with them
+    assert dc.repeated_draws(runs) == {"NVIDIA H100 80GB HBM3": (24, 36), "NVIDIA H200": (0, 12)}
+    runs[2].info = {"plan": {}}  # a plan without a seed was seeded 0
+    assert dc.repeated_draws(runs[:3]) == {"NVIDIA H100 80GB HBM3": (36, 36)}
 
 
 def test_process_spread_reads_the_baseline_and_the_twin_of_each_process():

@@ -25,7 +25,7 @@ from .stats import DEFAULT_MARGIN
 
 __all__ = ["POWER_GOAL", "MIN_CONTROL_MARGINS", "RATE_COLUMNS", "SPREAD_COLUMNS",
            "runs_by_model", "pooled_levels", "rates_by_processes", "choose_processes",
-           "choose_design", "design_table", "process_spread"]
+           "choose_design", "design_table", "process_spread", "repeated_draws"]
 
 POWER_GOAL = 0.8          # the power the issue asks of the design at 1.5 margins
 MIN_CONTROL_MARGINS = 1.5  # the smallest control size (in margins) the power goal is held to
@@ -47,6 +47,21 @@ def runs_by_model(runs) -> dict[str, list]:
     if not groups:
         raise ValueError("`runs` must hold at least one loaded run; got none.")
     return groups
+
+
+def repeated_draws(runs) -> dict[str, tuple[int, int]]:
+    """For each GPU model (as :func:`runs_by_model`), ``(repeated, processes)``: how many
+    processes of its runs share their plan seed and trial number with a process of another
+    of its runs, and how many processes there are. A trial's random draws (the lock's
+    seed, its input values, pads and the order of candidates in each round) all derive from
+    the pair, so such processes repeat each other's draws, on another GPU or in another
+    session; a run given a seed past the others' trials repeats none."""
+    out = {}
+    for model, group in runs_by_model(runs).items():
+        keys = pd.Series([(int((r.info.get("plan") or {}).get("seed", 0)), int(t))
+                          for r in group for t in r.samples["trial"].unique()], dtype=object)
+        out[model] = (int(keys.duplicated(keep=False).sum()), int(len(keys)))
+    return out
 
 
 def pooled_levels(runs) -> dict:

@@ -66,6 +66,9 @@ def design_texts(cal: DesignCalibration) -> dict:
     one = one.loc[(one["size_margins"] - 1.0).abs().groupby(one["device"]).idxmin()]
     aa = cal.pick("call", k, "aa", "claimed difference").sort_values("device")
     aa_kernel = cal.pick("kernel", k, "aa", "claimed difference").sort_values("device")
+    power = pd.concat([cal.pick(level, k, "positive", "slower") for level in ("call", "kernel")])
+    beyond = {level: cal.pick(level, k, "aa", "beyond margin").sort_values("device")
+              for level in ("call", "kernel")}
     twin = cal.pick("call", k0, "aa", "claimed difference")
     return {
         "cal3_runs": ", ".join(r.run_id for r in cal.runs),
@@ -89,9 +92,31 @@ def design_texts(cal: DesignCalibration) -> dict:
             f"{c.ci_high:.1%}) and {int(kr.events)}/{int(kr.n)} at the kernel level (upper "
             f"bound {kr.ci_high:.1%}) on the {c.device}"
             for c, kr in zip(aa.itertuples(), aa_kernel.itertuples())),
+        "cal3_near_goal": "; ".join(
+            f"at the {level} level on the {device}, " + " and ".join(
+                f"{r.rate:.0%} at {r.size_margins:.2f} margins ({r.candidate}, "
+                f"{int(r.events)}/{int(r.n)})" for r in _bracket(g).itertuples())
+            for (level, device), g in power.groupby(["level", "device"], sort=True)),
+        "cal3_aa_beyond": "; ".join(
+            f"{int(c.events)}/{int(c.n)} at the call level and {int(kr.events)}/{int(kr.n)} "
+            f"at the kernel level (95 % upper bounds {c.ci_high:.2%} and {kr.ci_high:.2%}) "
+            f"on the {c.device}"
+            for c, kr in zip(beyond["call"].itertuples(), beyond["kernel"].itertuples())),
         "cal3_twin_truth": ", ".join(f"{r.slowdown:.4f} ({r.device})" for r in twin.itertuples()),
         "cal3_kmax": max(cal.ks),
+        "cal3_seeds": "; ".join(
+            f"on the {model_label(cal.groups[model])}, {rep} of {n}"
+            for model, (rep, n) in dc.repeated_draws(cal.runs).items()),
     }
+
+
+def _bracket(power: pd.DataFrame) -> pd.DataFrame:
+    """Of one level's and model's positive controls, the largest below
+    ``MIN_CONTROL_MARGINS`` and the smallest at or above it (those that exist), smaller
+    first: the measured power on either side of the goal's size."""
+    size = power["size_margins"]
+    below, above = power[size < dc.MIN_CONTROL_MARGINS], power[size >= dc.MIN_CONTROL_MARGINS]
+    return pd.concat([below.nlargest(1, "size_margins"), above.nsmallest(1, "size_margins")])
 
 
 def spread_table(cal: DesignCalibration) -> tuple[pd.DataFrame, str]:
