@@ -108,6 +108,16 @@ def compile_section(variant: str) -> None:
         emit(row)
 
 
+def grid_cases(quick: bool, consan: bool = False) -> list[tuple]:
+    """The ``(dtype name, D, causal, B, H, S)`` a grid (or consan) section runs, in order:
+    B=2, H=3 at each S, then the multi-tile shape; consan runs fp16 at S 509 only."""
+    shapes = [(2, 3, S) for S in ((509,) if consan else QUICK_SEQS if quick else SEQS)]
+    shapes.append(MULTI_TILE)
+    return [(dtype_name, D, causal, *shape)
+            for dtype_name in DT if not (consan and dtype_name != "float16")
+            for D in gc.HEAD_DIMS for causal in (False, True) for shape in shapes]
+
+
 def grid_section(variant: str, quick: bool, consan: bool = False) -> None:
     gen = torch.Generator(device="cuda").manual_seed(1234)
     section = "consan" if consan else "grid"
@@ -115,38 +125,31 @@ def grid_section(variant: str, quick: bool, consan: bool = False) -> None:
         import triton
         triton.set_allocator(lambda size, align, stream: torch.empty(
             size, dtype=torch.int8, device="cuda"))
-    shapes = [(2, 3, S) for S in ((509,) if consan else QUICK_SEQS if quick else SEQS)]
-    shapes.append(MULTI_TILE)
-    for dtype_name, dtype in DT.items():
-        if consan and dtype_name != "float16":
+    for dtype_name, D, causal, B, H, S in grid_cases(quick, consan):
+        dtype = DT[dtype_name]
+        cfg = gc.config_for(D, variant, dtype)
+        row = {"section": section, "variant": variant, "dtype": dtype_name,
+               "D": D, "causal": causal, "B": B, "H": H, "S": S}
+        q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=dtype, generator=gen)
+                   for _ in range(3))
+        out = torch.full_like(q, float("nan"))
+        t0 = time.monotonic()
+        try:
+            ga.attention(q, k, v, causal=causal, config=cfg, out=out)
+            torch.cuda.synchronize()
+        except Exception as exc:  # noqa: BLE001
+            row.update(ok=False, error=_error(exc))
+            emit(row)
+            if "CUDA" in str(exc):  # the context is gone: stop this child
+                return
             continue
-        for D in gc.HEAD_DIMS:
-            cfg = gc.config_for(D, variant, dtype)
-            for causal in (False, True):
-                for B, H, S in shapes:
-                    row = {"section": section, "variant": variant, "dtype": dtype_name,
-                           "D": D, "causal": causal, "B": B, "H": H, "S": S}
-                    q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=dtype,
-                                           generator=gen) for _ in range(3))
-                    out = torch.full_like(q, float("nan"))
-                    t0 = time.monotonic()
-                    try:
-                        ga.attention(q, k, v, causal=causal, config=cfg, out=out)
-                        torch.cuda.synchronize()
-                    except Exception as exc:  # noqa: BLE001
-                        row.update(ok=False, error=_error(exc))
-                        emit(row)
-                        if "CUDA" in str(exc):  # the context is gone: stop this child
-                            return
-                        continue
-                    ref = cands.reference(q, k, v, causal)
-                    nonfinite = int((~torch.isfinite(out)).sum())
-                    err = rel_err(torch.nan_to_num(out, nan=0.0), ref)
-                    tol = cands.REL_ERROR_THRESHOLD[dtype_name]
-                    row.update(err=err, nonfinite=nonfinite, threshold=tol,
-                               ok=nonfinite == 0 and err < tol,
-                               first_call_s=time.monotonic() - t0)
-                    emit(row)
+        ref = cands.reference(q, k, v, causal)
+        nonfinite = int((~torch.isfinite(out)).sum())
+        err = rel_err(torch.nan_to_num(out, nan=0.0), ref)
+        tol = cands.REL_ERROR_THRESHOLD[dtype_name]
+        row.update(err=err, nonfinite=nonfinite, threshold=tol,
+                   ok=nonfinite == 0 and err < tol, first_call_s=time.monotonic() - t0)
+        emit(row)
 
 
 def gate_section() -> None:

@@ -143,14 +143,6 @@ def _gluon_check_files():
     return {p.name: checks.read(p, "gluon_check") for p in files}
 
 
-def _grid_cases(script, seqs):
-    """The (dtype, D, causal, B, H, S) of the grid section for the given S at B=2, H=3."""
-    from attn_analysis.measure import gluon_config as gc
-    shapes = [(2, 3, S) for S in seqs] + [tuple(script.MULTI_TILE)]
-    return {(dt, D, causal, *shape) for dt in script.DT for D in gc.HEAD_DIMS
-            for causal in (False, True) for shape in shapes}
-
-
 def test_every_gluon_variant_has_passed_its_grid_on_a_gpu():
     from attn_analysis.measure import gluon_config as gc
     script = load(ROOT / "scripts" / "gluon_check.py")
@@ -167,9 +159,9 @@ def test_every_gluon_variant_has_passed_its_grid_on_a_gpu():
                 passed[r["variant"]].add((r["dtype"], r["D"], r["causal"],
                                           r["B"], r["H"], r["S"]))
     # plain has run the quick grid only (2026-11-24; its multi-tile row did not exist yet)
-    assert passed.pop("plain") >= {c for c in _grid_cases(script, script.QUICK_SEQS)
+    assert passed.pop("plain") >= {c for c in script.grid_cases(quick=True)
                                    if c[3:] != tuple(script.MULTI_TILE)}
-    full = _grid_cases(script, script.SEQS)
+    full = set(script.grid_cases(quick=False))
     assert len(full) == 56
     for variant, cases in passed.items():
         assert cases >= full, (variant, sorted(full - cases))
