@@ -64,11 +64,11 @@ def design_texts(cal: DesignCalibration) -> dict:
     cov = cal.pick("call", k0, "coverage", calibration.COVERAGE)
     one = cal.pick("kernel", k, "positive", "slower")
     one = one.loc[(one["size_margins"] - 1.0).abs().groupby(one["device"]).idxmin()]
-    aa = cal.pick("call", k, "aa", "claimed difference").sort_values("device")
-    aa_kernel = cal.pick("kernel", k, "aa", "claimed difference").sort_values("device")
+
+    def aa_by_level(outcome):  # the A/A twin's rows at the design, call then kernel level
+        return [cal.pick(level, k, "aa", outcome).sort_values("device").itertuples()
+                for level in ("call", "kernel")]
     power = pd.concat([cal.pick(level, k, "positive", "slower") for level in ("call", "kernel")])
-    beyond = {level: cal.pick(level, k, "aa", "beyond margin").sort_values("device")
-              for level in ("call", "kernel")}
     twin = cal.pick("call", k0, "aa", "claimed difference")
     return {
         "cal3_runs": ", ".join(r.run_id for r in cal.runs),
@@ -91,7 +91,7 @@ def design_texts(cal: DesignCalibration) -> dict:
             f"{int(c.events)}/{int(c.n)} at the call level (95 % upper bound "
             f"{c.ci_high:.1%}) and {int(kr.events)}/{int(kr.n)} at the kernel level (upper "
             f"bound {kr.ci_high:.1%}) on the {c.device}"
-            for c, kr in zip(aa.itertuples(), aa_kernel.itertuples())),
+            for c, kr in zip(*aa_by_level("claimed difference"))),
         "cal3_near_goal": "; ".join(
             f"at the {level} level on the {device}, " + " and ".join(
                 f"{r.rate:.0%} at {r.size_margins:.2f} margins ({r.candidate}, "
@@ -101,7 +101,7 @@ def design_texts(cal: DesignCalibration) -> dict:
             f"{int(c.events)}/{int(c.n)} at the call level and {int(kr.events)}/{int(kr.n)} "
             f"at the kernel level (95 % upper bounds {c.ci_high:.2%} and {kr.ci_high:.2%}) "
             f"on the {c.device}"
-            for c, kr in zip(beyond["call"].itertuples(), beyond["kernel"].itertuples())),
+            for c, kr in zip(*aa_by_level("beyond margin"))),
         "cal3_twin_truth": ", ".join(f"{r.slowdown:.4f} ({r.device})" for r in twin.itertuples()),
         "cal3_kmax": max(cal.ks),
         "cal3_seeds": "; ".join(
