@@ -228,11 +228,25 @@ CALIBRATION_PLANS = {
                        "plugins": ("attn_analysis.controls",)},
 }
 
+# The Gluon campaigns (issue "Our kernel beats cuDNN"; scripts/sota_campaign.sh names their
+# runs PREFIX-CAMPAIGN): our Gluon kernel (tuned per shape over its variants) under the
+# protocol at the target, beside SDPA's default (cuDNN on Hopper), SDPA forced to cuDNN,
+# our Triton kernel and the A/A twin; and across the long grid beside FlashAttention-4,
+# the peer to beat there. Four processes each: the calibrated design.
+GLUON_PLANS = {
+    "gluon-target": {"matrix": "fixed-v1", "trials": 4, "modes": ("graph",),
+                     "candidates": ("sdpa", "sdpa_cudnn", "triton", "gluon", "sdpa_twin"),
+                     "plugins": ("attn_analysis.controls",)},
+    "gluon-long": {"matrix": "long-grid-v1", "trials": 4, "modes": ("graph",),
+                   "candidates": ("sdpa", "gluon", "fa4"),
+                   "plugins": ("attn_analysis.peers",)},
+}
+
 
 def sweep_arguments(campaign: str) -> list[str]:
     """The ``python -m attn_analysis sweep`` arguments of ``campaign`` (a key of
-    ``CAMPAIGN_PLANS`` or ``CALIBRATION_PLANS``), without ``--out``."""
-    plans = {**CAMPAIGN_PLANS, **CALIBRATION_PLANS}
+    ``CAMPAIGN_PLANS``, ``CALIBRATION_PLANS`` or ``GLUON_PLANS``), without ``--out``."""
+    plans = {**CAMPAIGN_PLANS, **CALIBRATION_PLANS, **GLUON_PLANS}
     plan = plans[_validate.choice("campaign", campaign, sorted(plans))]
     args = [arg for plugin in plan.get("plugins", PLUGINS) for arg in ("--plugin", plugin)]
     return args + ["--matrix", plan["matrix"], "--trials", str(plan["trials"]),

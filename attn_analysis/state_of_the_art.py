@@ -64,7 +64,9 @@ def _matrix_of(run) -> str:
 
 def campaign_runs(runs: dict, campaign: str) -> dict:
     """The runs of ``campaign`` (a key of :data:`CAMPAIGNS`) that measured a peer, ordered
-    by device name, then run id."""
+    by device name, then run id. A run that measured our Gluon kernel belongs to a Gluon
+    campaign (``configs.GLUON_PLANS``, its own section), not to this one, whatever its
+    matrix."""
     _validate.choice("campaign", campaign, sorted(CAMPAIGNS))
     if not isinstance(runs, dict):
         raise ValueError(f"`runs` must map run ids to loaded runs; got {type(runs).__name__}.")
@@ -74,6 +76,8 @@ def campaign_runs(runs: dict, campaign: str) -> dict:
             continue
         meta = recorded_meta(run.units)
         names = set(run.units["candidate"])
+        if "gluon" in names:
+            continue
         if any(catalog.meta_for(n, meta.get(n)).origin == "peer" for n in names):
             found[run_id] = run
     return dict(sorted(found.items(), key=lambda kv: (kv[1].device, kv[0])))

@@ -7,11 +7,14 @@
 #   source scripts/peers_install.sh && bash scripts/sota_campaign.sh CAMPAIGN PREFIX
 # CAMPAIGN is one of target, reports, long, confirm (their plans: configs.CAMPAIGN_PLANS);
 # PREFIX names the device (h100, h200), so the run lands in data/runs/PREFIX-sota-CAMPAIGN
-# and comes back as $OUT/PREFIX-sota-CAMPAIGN.tar.gz.
+# and comes back as $OUT/PREFIX-sota-CAMPAIGN.tar.gz. The Gluon campaigns
+# (configs.GLUON_PLANS: gluon-target, gluon-long) land in data/runs/PREFIX-CAMPAIGN.
 set -uo pipefail
-CAMPAIGN=${1:?usage: sota_campaign.sh target|reports|long|confirm PREFIX}
-PREFIX=${2:?usage: sota_campaign.sh target|reports|long|confirm PREFIX}
+USAGE="usage: sota_campaign.sh target|reports|long|confirm|gluon-target|gluon-long PREFIX"
+CAMPAIGN=${1:?$USAGE}
+PREFIX=${2:?$USAGE}
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 ARGS=$(python3 -c 'import sys; from attn_analysis.configs import sweep_arguments
 print(" ".join(sweep_arguments(sys.argv[1])))' "$CAMPAIGN") || exit 2
-exec bash scripts/campaign.sh "$PREFIX-sota-$CAMPAIGN" $ARGS
+case $CAMPAIGN in gluon-*) RUN=$PREFIX-$CAMPAIGN ;; *) RUN=$PREFIX-sota-$CAMPAIGN ;; esac
+exec bash scripts/campaign.sh "$RUN" $ARGS

@@ -226,6 +226,98 @@ def test_builder_turns_unavailability_into_unsupported(monkeypatch):
         cands._build_gluon(TINY, "cpu")
 
 
+# ---------------------------------------------------------------- tuning (candidate)
+
+def test_tuning_space_holds_each_variant_once_checked():
+    for d in gc.HEAD_DIMS:
+        space = gc.tuning_space(d)
+        assert list(space) == list(gc.VARIANTS)  # today every variant differs at each D
+        assert all(gc.full_config(cfg, d) == cfg for cfg in space.values())
+        assert all(gc.variant_of(cfg, d) == name for name, cfg in space.items())
+    assert gc.variant_of({"STAGES": 4}, 64) == "custom"
+    with pytest.raises(ValueError, match="`head_dim` must be one of"):
+        gc.tuning_space(96)
+
+
+def _fake_gpu(monkeypatch, medians, nonfinite=(), broken=()):
+    """Let ``tune`` run on CPU tensors: the kernel is replaced by a fake that writes NaN
+    for the configurations named in ``nonfinite`` and raises for those in ``broken``, and
+    the graph timer by one that returns ``medians[name]``."""
+    from attn_analysis.measure import timing
+    names = {repr(sorted(cfg.items())): n for n, cfg in gc.tuning_space(64).items()}
+    current = {}
+
+    def attention(q, k, v, *, causal=False, config=None, out=None):
+        name = names[repr(sorted(ga.full_config(config, q.shape[3]).items()))]
+        current["name"] = name
+        if name in broken:
+            raise RuntimeError("out of resources")
+        out = torch.empty_like(q) if out is None else out
+        return out.fill_(float("nan") if name in nonfinite else 0.5)
+
+    def measure(fn, mode, device, n_samples):
+        assert mode == "graph" and n_samples == ga.TUNE_SAMPLES
+        fn()
+        return timing.TimingSample(times_ms=(medians[current["name"]],) * 3, mode="graph",
+                                   clock="cuda_event", device="cuda", calls_per_sample=1,
+                                   n_warmup_calls=1, flush_bytes=None, stop_reason="n_samples",
+                                   ci_rel_halfwidth=0.0, elapsed_s=0.0)
+
+    monkeypatch.setattr(ga, "unavailable_reason", lambda device=None: None)
+    monkeypatch.setattr(ga, "attention", attention)
+    monkeypatch.setattr(timing, "measure", measure)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+
+
+def test_tune_picks_the_fastest_and_skips_what_fails(monkeypatch):
+    medians = {"plain": 0.052, "persist": 0.069, "warp_spec": 0.030, "pingpong": 0.064,
+               "fa3": 0.040, "overlap_only": 0.050}
+    _fake_gpu(monkeypatch, medians, nonfinite=("warp_spec",), broken=("pingpong",))
+    got = ga.tune(*qkv((1, 2, 17, 64)))
+    assert got["variant"] == "fa3" and got["tuned_ms"] == pytest.approx(0.040)
+    assert {k: got[k] for k in gc.CONFIG_KEYS} == gc.config_for(64, "fa3")
+    assert set(got["tried_ms"]) == {"plain", "persist", "fa3", "overlap_only"}
+    assert (got["n_tried"], got["n_failed"]) == (4, 2)
+
+
+def test_tune_with_every_configuration_failing_raises(monkeypatch):
+    _fake_gpu(monkeypatch, {}, broken=tuple(gc.VARIANTS))
+    with pytest.raises(RuntimeError, match="every one of 6 Gluon configurations failed"):
+        ga.tune(*qkv((1, 2, 17, 64)))
+
+
+def test_build_tunes_or_reuses_and_records_which(monkeypatch):
+    medians = dict.fromkeys(gc.VARIANTS, 0.06) | {"overlap_only": 0.05}
+    _fake_gpu(monkeypatch, medians)
+    q, k, v = qkv((1, 2, 17, 64))
+    fn, info = ga.build(q, k, v, tuned=True)
+    assert info["variant"] == "overlap_only" and info["n_tried"] == 6 and "reused" not in info
+    fn, again = ga.build(q, k, v, config={key: info[key] for key in gc.CONFIG_KEYS})
+    assert again["variant"] == "overlap_only" and again["reused"] and "tuned_ms" not in again
+    with pytest.raises(ValueError, match="`tuned` and `config` exclude each other"):
+        ga.build(q, k, v, config=gc.config_for(64, "fa3"), tuned=True)
+
+
+def test_candidate_tunes_in_the_first_trial_and_reuses_the_choice_after(monkeypatch):
+    calls = []
+
+    def build(q, k, v, *, causal=False, config=None, tuned=False):
+        calls.append((config, tuned))
+        cfg = config or gc.config_for(64, "pingpong")
+        return (lambda q, k, v: q), {**cfg, "variant": gc.variant_of(cfg, 64)}
+
+    monkeypatch.setattr(ga, "unavailable_reason", lambda device=None: None)
+    monkeypatch.setattr(ga, "build", build)
+    first = cands._build_gluon(TINY, "cpu")
+    assert calls[-1] == (None, True) and first.info["config"]["variant"] == "pingpong"
+    second = cands._build_gluon(TINY, "cpu", hint=first.info)
+    assert calls[-1] == (gc.config_for(64, "pingpong"), False)
+    # a hint without a full configuration (another candidate's, an old run's) tunes again
+    cands._build_gluon(TINY, "cpu", hint={"config": {"BLOCK_M": 64}})
+    assert calls[-1] == (None, True)
+    assert second.info["config"]["variant"] == "pingpong"
+
+
 # ------------------------------------------------------------------------- catalog
 
 def test_catalog_tells_the_gluon_kernel_from_the_triton_one():

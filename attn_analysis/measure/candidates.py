@@ -383,26 +383,34 @@ register(Candidate("triton", "our FlashAttention-style Triton kernel (autotuned 
 DEFAULT_CANDIDATES = tuple(CANDIDATES)
 
 
-def _build_gluon(config: Config, device: str) -> Built:
-    """Our FA3-style Gluon kernel at its default (plain) configuration; no tuning. Where
-    Gluon (Triton 3.6) or an sm90 GPU is missing it is Unsupported with the reason."""
+def _build_gluon(config: Config, device: str, hint: dict | None = None) -> Built:
+    """Our Gluon kernel, tuned on this shape over its variants (each of which passed the
+    float64 grid on a GPU), or at the configuration an earlier trial's tuning chose
+    (``hint``), so every process of a sweep times the same kernel. Where Gluon (Triton 3.6)
+    or an sm90 GPU is missing it is Unsupported with the reason."""
     from . import gluon_attention
+    from .gluon_config import CONFIG_KEYS
     reason = gluon_attention.unavailable_reason(device)
     if reason:
         raise Unsupported(reason)
+    earlier = (hint or {}).get("config") or {}
+    reuse = ({key: earlier[key] for key in CONFIG_KEYS}
+             if all(key in earlier for key in CONFIG_KEYS) else None)
     q, k, v = make_inputs(config, device, seed=0)
     try:
-        fn, info = gluon_attention.build(q, k, v, causal=config.causal)
+        fn, info = gluon_attention.build(q, k, v, causal=config.causal, config=reuse,
+                                         tuned=reuse is None)
     except gluon_attention.GluonUnavailable as exc:
         raise Unsupported(str(exc)) from None
     return Built(fn, {"implementation": "attn_analysis.measure.gluon_attention", "config": info})
 
 
 # Registered after DEFAULT_CANDIDATES: a sweep runs it only when asked (``--candidates
-# gluon``). Its variants have passed the float64 grid on the device (scripts/gluon_check.py,
-# data/checks/gluon_check_*); none has been measured under the protocol, so it is not a
-# default candidate.
-register(Candidate("gluon", "our FA3-style Gluon kernel for Hopper (sm90 only)",
+# gluon``, the Gluon campaigns of configs.GLUON_PLANS). Its variants have passed the
+# float64 grid on the device (scripts/gluon_check.py, data/checks/gluon_check_*); the
+# candidate tunes among them per shape, as ``triton`` tunes its tiles.
+register(Candidate("gluon", "our FA3-style Gluon kernel for Hopper (sm90 only; tuned at "
+                   "build over its variants)",
                    _build_gluon, devices=("cuda",), min_capability=(9, 0)))
 
 

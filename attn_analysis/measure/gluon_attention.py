@@ -45,17 +45,20 @@ import torch
 
 from . import gluon_kernels, gluon_tile
 from .attention_args import tensor_iv
-from .gluon_config import DTYPES, HEAD_DIMS, VARIANTS, cdiv, full_config, plan
+from .gluon_config import DTYPES, HEAD_DIMS, cdiv, full_config, plan, tuning_space, variant_of
 from .gluon_tile import GLUON_IMPORT_ERROR, TRITON_VERSION
 
-__all__ = ["LOG2E", "SUPPORTED_TRITON", "GluonUnavailable", "unavailable_reason",
-           "attention", "build", "emulate", "compile_only"]
+__all__ = ["LOG2E", "SUPPORTED_TRITON", "TUNE_SAMPLES", "GluonUnavailable",
+           "unavailable_reason", "attention", "tune", "build", "emulate", "compile_only"]
 
 LOG2E = 1.4426950408889634
 # The kernel is written against Triton 3.6's Gluon API (the device's version). Triton 3.9
 # renamed or removed parts of it (tma.async_copy_global_to_shared -> async_load,
 # gl.thread_barrier, warp_specialize's list form), so other versions are refused up front.
 SUPPORTED_TRITON = ("3.6.",)
+# Graph-mode samples per variant in :func:`tune` (replays of >= 0.1 ms each, as the
+# sweep's graph mode takes them; 20 is the sweep's own count per placement).
+TUNE_SAMPLES = 20
 
 
 class GluonUnavailable(RuntimeError):
@@ -179,22 +182,85 @@ def attention(q, k, v, *, causal=False, config=None, out=None) -> torch.Tensor:
     return out
 
 
-def build(q, k, v, *, causal=False, config=None):
-    """``(fn, info)``: ``fn(q, k, v)`` runs the kernel at ``config`` (None: the default);
-    the first call (compilation) happens here, outside any timed region. Nothing is tuned."""
+def tune(q, k, v, *, causal=False, space=None, n_samples=TUNE_SAMPLES) -> dict:
+    """Time each configuration of ``space`` on these inputs; return the fastest.
+
+    ``space`` maps names to configurations (None: :func:`gluon_config.tuning_space`, the
+    variants). Each is compiled and run once outside the timing, its output checked for
+    non-finite values, then timed in the instrument's graph mode (:func:`.timing.measure`,
+    ``n_samples`` replays): the GPU's time per call without the launch's host time, which
+    for this launcher is several times the kernel's (notes/gluon-plan.md, risk 8) and would
+    otherwise decide the choice. One that fails to compile or run, or writes a non-finite
+    value, is skipped and counted.
+
+    Returns the fastest configuration (``CONFIG_KEYS``) plus ``variant`` (its name),
+    ``tuned_ms`` (its median ms per call), ``tried_ms`` (name -> median ms, for every one
+    timed), ``n_tried`` and ``n_failed``. RuntimeError if every one failed.
+    """
+    from . import timing
+    _attention_iv(q, k, v, causal, None)
+    reason = unavailable_reason(q.device)
+    if reason:
+        raise GluonUnavailable(reason)
+    D = q.shape[3]
+    space = tuning_space(D) if space is None else space
+    if not isinstance(space, dict) or not space:
+        raise ValueError("`space` must be a non-empty dict of name -> configuration, or None.")
+    space = {name: full_config(cfg, D) for name, cfg in space.items()}
+    out = torch.empty_like(q)
+    tried, n_failed = {}, 0
+    for name, cfg in space.items():
+        try:
+            out.fill_(float("nan"))
+            attention(q, k, v, causal=causal, config=cfg, out=out)  # compiles
+            torch.cuda.synchronize(q.device)
+            if not torch.isfinite(out).all().item():
+                n_failed += 1
+                continue
+            # timed as build returns it: a fresh output per call, as the sweep calls it
+            sample = timing.measure(lambda cfg=cfg: attention(q, k, v, causal=causal,
+                                                              config=cfg),
+                                    mode="graph", device="cuda", n_samples=n_samples)
+            tried[name] = sample.median_ms
+        except Exception:  # compile error, resources, a launch failure  # noqa: BLE001
+            n_failed += 1
+    if not tried:
+        raise RuntimeError(f"every one of {len(space)} Gluon configurations failed.")
+    best = min(tried, key=tried.get)
+    return {**space[best], "variant": best, "tuned_ms": float(tried[best]),
+            "tried_ms": {n: float(t) for n, t in tried.items()}, "n_tried": len(tried),
+            "n_failed": n_failed}
+
+
+def build(q, k, v, *, causal=False, config=None, tuned=False):
+    """``(fn, info)``: ``fn(q, k, v)`` runs the kernel at ``config`` (None: the default, or
+    with ``tuned`` the fastest of :func:`tune` on these inputs); the first call
+    (compilation) and any tuning happen here, outside any timed region. ``info`` is the
+    full configuration, its ``variant`` name, the Triton version and, when tuned, what
+    :func:`tune` timed; a ``config`` given (an earlier build's choice) is marked
+    ``reused``."""
+    if tuned and config is not None:
+        raise ValueError("`tuned` and `config` exclude each other: give a configuration "
+                         "to reuse, or ask for tuning.")
     cfg = _attention_iv(q, k, v, causal, config)
     reason = unavailable_reason(q.device)
     if reason:
         raise GluonUnavailable(reason)
+    extra = {}
+    if tuned:
+        tuning = tune(q, k, v, causal=causal)
+        cfg = full_config({key: tuning[key] for key in cfg}, q.shape[3])
+        extra = {key: tuning[key] for key in ("tuned_ms", "tried_ms", "n_tried", "n_failed")}
+    elif config is not None:
+        extra = {"reused": True}
     attention(q, k, v, causal=causal, config=cfg)
     torch.cuda.synchronize(q.device)
 
     def fn(q, k, v):
         return attention(q, k, v, causal=causal, config=cfg)
 
-    variant = next((n for n, d in VARIANTS.items()
-                    if full_config(d, q.shape[3]) == cfg), "custom")
-    return fn, {**cfg, "variant": variant, "triton": TRITON_VERSION}
+    return fn, {**cfg, "variant": variant_of(cfg, q.shape[3]), "triton": TRITON_VERSION,
+                **extra}
 
 
 def emulate(q, k, v, *, causal=False, config=None) -> torch.Tensor:

@@ -30,7 +30,8 @@ from __future__ import annotations
 import torch
 
 __all__ = ["HEAD_DIMS", "DTYPES", "CONFIG_KEYS", "SMEM_BYTES", "DEFAULT_CONFIGS", "VARIANTS",
-           "config_for", "shared_bytes", "full_config", "cdiv", "plan"]
+           "config_for", "tuning_space", "variant_of", "shared_bytes", "full_config", "cdiv",
+           "plan"]
 
 HEAD_DIMS = (64, 128)
 DTYPES = (torch.float16, torch.bfloat16)
@@ -85,6 +86,28 @@ def config_for(head_dim: int, variant: str = "plain", dtype=torch.float16,
     if not isinstance(causal, bool):
         raise ValueError(f"`causal` must be True or False; got {causal!r}.")
     return full_config(VARIANTS[variant], head_dim)
+
+
+def tuning_space(head_dim: int) -> dict:
+    """Variant name -> full configuration at ``head_dim``: what the ``gluon`` candidate's
+    tuning times (:func:`.gluon_attention.tune`), one entry per distinct configuration, in
+    :data:`VARIANTS`' order. Only the variants, each of which has passed the float64 grid on
+    a GPU (``data/checks/gluon_check_*``): no untested tile setting is tried."""
+    if head_dim not in HEAD_DIMS:
+        raise ValueError(f"`head_dim` must be one of {HEAD_DIMS}; got {head_dim!r}.")
+    space = {}
+    for name, changes in VARIANTS.items():
+        cfg = full_config(changes, head_dim)
+        if cfg not in space.values():
+            space[name] = cfg
+    return space
+
+
+def variant_of(cfg: dict, head_dim: int) -> str:
+    """The name of the variant whose full configuration at ``head_dim`` is ``cfg``, or
+    "custom" for any other configuration."""
+    full = full_config(cfg, head_dim)
+    return next((n for n, d in VARIANTS.items() if full_config(d, head_dim) == full), "custom")
 
 
 def shared_bytes(cfg: dict, head_dim: int) -> int:
