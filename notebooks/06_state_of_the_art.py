@@ -33,6 +33,8 @@ target_runs = ""          # comma-separated runs of the target campaign; empty t
 reports_runs = ""         # the same for the reports campaign (the reports' ten shapes)
 long_runs = ""            # the same for the long campaign (S 128 to 8192)
 confirm_runs = ""         # the same for the confirmatory campaign (the exploratory leads)
+gluon_runs = ""           # runs that measured our Gluon kernel (target and long grid); empty
+                          # takes every recorded one
 measure = False           # True runs the campaigns below on this machine first
 campaigns = "target,reports,long,confirm"  # which campaigns to measure with measure True
 run_prefix = ""           # with measure True the runs are runs_dir/PREFIX-sota-CAMPAIGN;
@@ -49,7 +51,7 @@ from attn_analysis import configs
 
 root, params = nbs.parameters(
     globals(), target_runs=nbs.names_iv, reports_runs=nbs.names_iv, long_runs=nbs.names_iv,
-    confirm_runs=nbs.names_iv,
+    confirm_runs=nbs.names_iv, gluon_runs=nbs.names_iv,
     measure=lambda n, v, p: nbs._validate.flag(n, v),
     campaigns=lambda n, v, p: nbs.names_iv(n, v, p, choices=configs.CAMPAIGN_PLANS),
     run_prefix=lambda n, v, p: nbs.names_iv(n, v, p)[:1],
@@ -346,3 +348,122 @@ if spread is not None and len(spread):
                 labels={"per_gpu": "per GPU (×)", "between_gpus": "between GPUs (%)",
                         "within_run": "within run (%)", "same_verdict": "same verdict"},
                 formats={"between_gpus": ".2f", "within_run": ".2f"}, csv="sota_machines.csv")
+
+# %% [markdown]
+# ## Our Gluon kernel, tuned per shape, beside cuDNN and FlashAttention-4
+#
+# Our second kernel is written in Gluon, Triton's low-level dialect, with the controls of
+# FlashAttention-3's Hopper schedule: a producer warp issuing TMA loads, two consumer
+# warpgroups in ping-pong, the softmax of one key tile overlapping the matrix product of
+# the previous one, a persistent grid (`attn_analysis/measure/gluon_*.py`;
+# `notes/gluon-plan.md` holds its checks and profiles). Each of its six variants passed
+# the float64 grid on a GPU before any was timed. As a candidate it tunes itself on each
+# shape in the first process, timing every variant in graph mode, and the later processes
+# reuse that choice. The runs ({glue:text}`gl_runs:s`) measure it under protocol 2 with
+# {glue:text}`gl_n_proc:d` processes, at the reports' shape beside SDPA's default dispatch,
+# SDPA forced to cuDNN, our Triton kernel and the A/A twin, and on the long grid beside
+# FlashAttention-4, each run one family.
+
+# %% tags=["remove-input"]
+from attn_analysis.chapters import gluon_kernel
+
+gl = gluon_kernel.gluon_runs(runs, params["gluon_runs"])
+gl_tabs = {part: {r: sota.comparison_table(run, **compare) for r, run in rs.items()}
+           for part, rs in gl.items()}
+gl_all = [t for by_run in gl_tabs.values() for t in by_run.values()]
+nbs.glue_text("gl_runs", ", ".join(r for rs in gl.values() for r in rs) or "none")
+nbs.glue_text("gl_n_proc", int(min(t["n_processes"].min() for t in gl_all)) if gl_all else 0)
+for name, value in gluon_kernel.target_values(gl_tabs["target"], gl["target"]).items():
+    nbs.glue_text(name, nbs.as_number(value) if isinstance(value, float) else value)
+
+# %% [markdown]
+# At the reports' shape the Gluon kernel, tuned to its {glue:text}`gl_h100_target_variant:s`
+# variant on the H100 and {glue:text}`gl_h200_target_variant:s` on the H200, runs at
+# {glue:text}`gl_h100_gluon_kernel_speedup:.3f`× of SDPA's kernel time on the
+# {glue:text}`gl_h100_machine:s` ({glue:text}`gl_h100_gluon_kernel_ci_low:.3f`–{glue:text}`gl_h100_gluon_kernel_ci_high:.3f`,
+# {glue:text}`gl_h100_gluon_kernel_verdict:s`) and {glue:text}`gl_h200_gluon_kernel_speedup:.3f`×
+# on the {glue:text}`gl_h200_machine:s` ({glue:text}`gl_h200_gluon_kernel_ci_low:.3f`–{glue:text}`gl_h200_gluon_kernel_ci_high:.3f`,
+# {glue:text}`gl_h200_gluon_kernel_verdict:s`); per call
+# {glue:text}`gl_h100_gluon_call_speedup:.3f`× ({glue:text}`gl_h100_gluon_call_verdict:s`)
+# and {glue:text}`gl_h200_gluon_call_speedup:.3f`× ({glue:text}`gl_h200_gluon_call_verdict:s`).
+# Our Triton kernel in the same processes: {glue:text}`gl_h100_triton_kernel_speedup:.3f`×
+# and {glue:text}`gl_h200_triton_kernel_speedup:.3f`× per kernel. The controls, per call:
+# SDPA forced to cuDNN is {glue:text}`gl_h100_sdpa_cudnn_call_verdict:s` and
+# {glue:text}`gl_h200_sdpa_cudnn_call_verdict:s`, the A/A twin
+# {glue:text}`gl_h100_sdpa_twin_call_verdict:s` and {glue:text}`gl_h200_sdpa_twin_call_verdict:s`.
+# {glue:text}`gl_goal_sentence:s`
+
+# %% tags=["remove-input"]
+for t in gl_tabs["target"].values():
+    machine = t["machine"].iloc[0]
+    tables.show(sota.level_cells(t),
+                f"{machine}, run {t['run'].iloc[0]} ({int(t['n_processes'].min())} processes): "
+                f"our Gluon kernel beside our Triton kernel, SDPA forced to cuDNN and the A/A "
+                f"twin, speedup over SDPA's default dispatch at B32 H8 S512 D64 fp16 per call "
+                f"(graph replay), per kernel and per attention kernel. One family of "
+                f"{int(t['n_comparisons'].iloc[0])} comparisons (Bonferroni, family-wise 95 %); "
+                f"margin ±{params['margin']:.0%}. Above 1 is faster.",
+                name=f"tbl-gluon-target-{sota.machine_slug(machine)}",
+                labels={"call": "call (×)", "kernel": "kernel (×)",
+                        "attention": "attention kernel (×)"},
+                csv=f"gluon_target_{sota.machine_slug(machine)}.csv", full=t)
+
+# %% tags=["remove-input"]
+gl_long = list(gl_tabs["long"].values())
+gl_seq = (sota.fa3_geometry(pd.concat(gl_long, ignore_index=True)) if gl_long
+          else every.iloc[:0])
+if len(gl_seq):
+    nbs.glue_figure("gl_seq_figure", plots.speedup_by_seq_len(
+        gl_seq, params["margin"], level="kernel",
+        title=f"Our Gluon kernel and FlashAttention-4, kernel time (B·S = {configs.FA3_TOKENS}, "
+              f"H·D = {configs.FA3_HIDDEN}, fp16)"))
+gl_values, versus, choices = gluon_kernel.long_section(
+    gl_tabs["long"], gl["long"], "fa4", "FlashAttention-4", min_seq_len=2048, **compare)
+for name, value in gl_values.items():
+    nbs.glue_text(name, value)
+
+# %% [markdown]
+# ```{glue:figure} gl_seq_figure
+# :name: fig-gluon-seq
+#
+# Kernel-time speedup over SDPA's default dispatch against sequence length at
+# FlashAttention-3's geometry, for our Gluon kernel and FlashAttention-4 measured in the
+# same processes, one row per machine and one panel per head dimension and masking, with
+# family-wise intervals (each run one family against SDPA) and the
+# ±{glue:text}`sa_margin:.0%` margin band.
+# ```
+#
+# Across the long grid the Gluon kernel is faster than SDPA's default dispatch per kernel
+# at {glue:text}`gl_h100_long_faster:d` of {glue:text}`gl_h100_long_n:d` configurations on
+# the H100 and {glue:text}`gl_h200_long_faster:d` of {glue:text}`gl_h200_long_n:d` on the
+# H200, and slower beyond the margin at {glue:text}`gl_h100_long_slower:d` and
+# {glue:text}`gl_h200_long_slower:d`. Against FlashAttention-4 directly, from S = 2048 on
+# (a family of {glue:text}`gl_h100_fa4_m:d` comparisons per run, FlashAttention-4 the
+# baseline):
+#
+# :::{div} glued-sentences
+# {glue:text}`gl_h100_fa4_sentence:s` {glue:text}`gl_h200_fa4_sentence:s`
+# :::
+#
+# {glue:text}`gl_fa4_goal_sentence:s` The variant each shape's tuning chose is in the last
+# table; `notes/gluon-plan.md` holds the kernel's profiles beside cuDNN's under Nsight
+# Compute, and what they show is still missing.
+
+# %% tags=["remove-input"]
+if len(versus):
+    shown_vs = versus[versus["level"] == "kernel"].assign(
+        interval=lambda d: [f"{s:.3f} ({lo:.3f}–{hi:.3f})" for s, lo, hi in
+                            zip(d["speedup"], d["ci_low"], d["ci_high"])])
+    tables.show(shown_vs[["machine", "config", "interval", "verdict"]],
+                f"Our Gluon kernel against FlashAttention-4 per kernel (profiler kernel time) "
+                f"at S ≥ 2048, FlashAttention-4 the baseline: above 1 ours is faster. Each "
+                f"run is one family of {int(versus['n_comparisons'].max())} comparisons "
+                f"(call, kernel and attention kernel at each configuration; Bonferroni, "
+                f"family-wise 95 %); margin ±{params['margin']:.0%}. Every level is in the CSV.",
+                name="tbl-gluon-fa4", labels={"interval": "kernel (×)"},
+                csv="gluon_against_fa4.csv", full=versus)
+    table = choices.pivot_table(index="config", columns="machine", values="variant",
+                                     aggfunc=lambda v: ", ".join(v)).reset_index()
+    tables.show(table, "The variant of our Gluon kernel that each shape's tuning chose "
+                "(first process; the later ones reused it), per GPU.",
+                name="tbl-gluon-variants", csv="gluon_variants.csv", full=choices)

@@ -4,9 +4,10 @@ figure or short table. :mod:`.audit` (inputs, calibration, timing checks) and
 :mod:`.claims` and :mod:`.kernel_claims` (the reports' claims, checked; :mod:`.claim_table`
 lays them out) serve the
 audit chapter; :mod:`.fixed_shape`, :mod:`.matrix` and :mod:`.cross_device` serve the
-fixed-shape, matrix and cross-device chapters; :mod:`.inputs` checks the recorded runs and check files a chapter reads.
+fixed-shape, matrix and cross-device chapters; :mod:`.gluon_kernel` the state-of-the-art
+chapter's section on our Gluon kernel; :mod:`.inputs` checks the recorded runs and check files a chapter reads.
 Torch-free (``tests/test_layers.py``).
 """
 
-__all__ = ["audit", "claims", "claim_table", "cross_device", "fixed_shape", "inputs",
-           "kernel_claims", "matrix"]
+__all__ = ["audit", "claims", "claim_table", "cross_device", "fixed_shape", "gluon_kernel",
+           "inputs", "kernel_claims", "matrix"]

@@ -1,0 +1,247 @@
+"""Our Gluon kernel under the protocol: the state-of-the-art chapter's section on it (pure).
+
+The runs are found by what they measured: every recorded run with the ``gluon`` candidate
+(the Gluon campaigns of ``configs.GLUON_PLANS``, or any later run of an L4 or Hopper owner
+who asks for it), split by their named matrix into the target runs (``fixed-v1``) and the
+long-grid runs (``long-grid-v1``). Each run is one family against SDPA's default dispatch
+(:func:`state_of_the_art.comparison_table`); at long sequences a second family per run
+compares the Gluon kernel with FlashAttention-4 directly (:func:`against_peer`), where both
+ran in the same processes. The candidate tunes itself per shape over its variants in the
+first process and the later processes reuse that choice; :func:`variant_choices` reads
+the choice back from the units.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+from .. import _validate
+from .. import state_of_the_art as sota
+from ..analyse import comparisons
+from ..analyse.stats import DEFAULT_MARGIN, VERDICT_ORDER
+from ..configs import Config
+
+__all__ = ["CANDIDATE", "MATRICES", "GOAL", "gluon_runs", "variant_choices", "against_peer",
+           "verdict_counts", "versus_sentence", "goal_sentence", "peer_goal_sentence",
+           "target_values", "long_section"]
+
+CANDIDATE = "gluon"
+# Which part of the section a run of the Gluon kernel feeds, by its named matrix.
+MATRICES = {"target": "fixed-v1", "long": "long-grid-v1"}
+# The goal set for the kernel at the target (issue "Our kernel beats cuDNN"): a kernel-level
+# family-wise interval over SDPA's default dispatch whose lower end is above this, per GPU.
+GOAL = 1.02
+
+
+def gluon_runs(runs: dict, named=()) -> dict:
+    """``{"target": {run_id: run}, "long": {...}}``: the runs that measured the Gluon
+    kernel (a unit of candidate ``gluon``), by their matrix (:data:`MATRICES`), each part
+    ordered by device, then run id. ``named`` restricts them to those runs (each must be a
+    recorded run that measured the kernel on one of those matrices)."""
+    if not isinstance(runs, dict):
+        raise ValueError(f"`runs` must map run ids to loaded runs; got {type(runs).__name__}.")
+    named = tuple(named)
+    missing = [r for r in named if r not in runs]
+    if missing:
+        raise ValueError(f"`gluon_runs` must name recorded runs ({sorted(runs)}); "
+                         f"got {missing}.")
+    pool = {r: runs[r] for r in named} if named else runs
+    out = {part: {} for part in MATRICES}
+    for run_id, run in pool.items():
+        if CANDIDATE not in set(run.units["candidate"]):
+            continue
+        matrix = ((run.info or {}).get("plan") or {}).get("matrix") or ""
+        for part, name in MATRICES.items():
+            if matrix == name:
+                out[part][run_id] = run
+    stray = [r for r in named if not any(r in rs for rs in out.values())]
+    if stray:
+        raise ValueError(f"`gluon_runs` must name runs that measured the Gluon kernel on "
+                         f"the matrices {sorted(MATRICES.values())}; got {stray}.")
+    return {part: dict(sorted(rs.items(), key=lambda kv: (kv[1].device, kv[0])))
+            for part, rs in out.items()}
+
+
+def variant_choices(run) -> pd.DataFrame:
+    """One row per configuration the Gluon kernel was built at in ``run``: ``config``, the
+    ``variant`` its tuning chose (``gluon_config.VARIANTS``; "custom" for another
+    configuration), ``tuned_ms`` (its graph-mode time in the tuning), ``n_tried``, and
+    ``n_processes`` / ``n_reused`` (processes that built it, and those that reused the
+    first one's choice instead of tuning). A configuration whose processes chose
+    different variants has one row per variant."""
+    units = _validate.frame("run.units", run.units, ("config", "candidate", "trial", "info"))
+    rows = {}
+    for config, trial, info in zip(units["config"], units["trial"], units["info"]):
+        if not isinstance(info, str) or not info:
+            continue
+        cfg = json.loads(info).get("config") or {}
+        if "variant" not in cfg or (config, trial) in rows:
+            continue
+        rows[(config, trial)] = {"config": config, "variant": cfg["variant"],
+                                 "tuned_ms": cfg.get("tuned_ms"), "n_tried": cfg.get("n_tried"),
+                                 "reused": bool(cfg.get("reused"))}
+    mine = units[units["candidate"] == CANDIDATE][["config", "trial"]].drop_duplicates()
+    keep = [rows[k] for k in zip(mine["config"], mine["trial"]) if k in rows]
+    cols = ["config", "variant", "tuned_ms", "n_tried", "n_processes", "n_reused"]
+    if not keep:
+        return pd.DataFrame(columns=cols)
+    df = pd.DataFrame(keep)
+    out = df.groupby(["config", "variant"], sort=False).agg(
+        tuned_ms=("tuned_ms", "max"), n_tried=("n_tried", "max"),
+        n_processes=("reused", "size"), n_reused=("reused", "sum")).reset_index()
+    return out[cols]
+
+
+def against_peer(run, peer: str = "fa4", *, min_seq_len: int = 2048,
+                 margin: float = DEFAULT_MARGIN, n_resamples: int = 20_000,
+                 seed: int = 42) -> pd.DataFrame:
+    """The Gluon kernel against ``peer`` (the baseline of this comparison) at every
+    configuration of ``run`` with ``seq_len >= min_seq_len`` where both were timed, per
+    call, kernel and attention kernel: one family of its own
+    (:func:`comparisons.speedup_table`), with the configuration's fields. Above 1 the Gluon
+    kernel is faster than the peer."""
+    min_seq_len = _validate.integer("min_seq_len", min_seq_len)
+    names = set(run.samples["candidate"])
+    for name in (CANDIDATE, peer):
+        if name not in names:
+            raise ValueError(f"run {run.run_id} has no samples of {name!r}; "
+                             f"it has {sorted(names)}.")
+    keys = [k for k in dict.fromkeys(run.samples["config"])
+            if Config.from_key(k).seq_len >= min_seq_len]
+    both = [k for k in keys if {CANDIDATE, peer} <= set(
+        run.samples.loc[run.samples["config"] == k, "candidate"])]
+    if not both:
+        raise ValueError(f"run {run.run_id} has no configuration with seq_len >= "
+                         f"{min_seq_len} where both {CANDIDATE} and {peer} were timed.")
+    table = comparisons.speedup_table(run.samples, run.placements, baseline=peer,
+                                      configs=both, candidates=[CANDIDATE], margin=margin,
+                                      n_resamples=n_resamples, seed=seed, kernels=run.kernels)
+    fields = pd.DataFrame([Config.from_key(k).as_dict() for k in table["config"]],
+                          index=table.index)
+    return pd.concat([table, fields], axis=1).assign(run=run.run_id,
+                                                     machine=sota.machine_label(run))
+
+
+def verdict_counts(table: pd.DataFrame, level: str = "kernel",
+                   candidate: str = CANDIDATE) -> dict:
+    """Verdict -> how many configurations of ``table`` (a comparison table) have it for
+    ``candidate`` at ``level``, plus ``n`` (the configurations) and the smallest and
+    largest speedup (``lowest``, ``highest``)."""
+    df = _validate.frame("table", table, ("candidate", "level", "verdict", "speedup"))
+    level = _validate.choice("level", level, comparisons.LEVELS)
+    rows = df[(df["candidate"] == candidate) & (df["level"] == level)]
+    counts = {str(v): int(n) for v, n in rows["verdict"].value_counts().items()}
+    return {**counts, "n": int(len(rows)),
+            "lowest": float(rows["speedup"].min()) if len(rows) else float("nan"),
+            "highest": float(rows["speedup"].max()) if len(rows) else float("nan")}
+
+
+def versus_sentence(machine: str, counts: dict, peer_label: str, level: str = "kernel") -> str:
+    """One sentence from :func:`verdict_counts` of :func:`against_peer`: at how many of
+    its configurations the Gluon kernel is slower than, equivalent to or faster than the
+    peer at ``level``, and its range of speedups over the peer."""
+    n = int(counts.get("n", 0))
+    if n == 0:
+        return f"On the {machine} no configuration compares our Gluon kernel with {peer_label}."
+    parts = [f"{counts[v]} {v}" for v in VERDICT_ORDER if counts.get(v)]
+    return (f"On the {machine}, per {level}, our Gluon kernel against {peer_label} over "
+            f"{n} configurations: {', '.join(parts)}; its speedup over {peer_label} runs "
+            f"from {counts['lowest']:.2f}× to {counts['highest']:.2f}×.")
+
+
+def goal_sentence(target_tables: list, goal: float = GOAL) -> str:
+    """Whether the Gluon kernel reached the goal at the target on each GPU: a kernel-level
+    interval over SDPA's default dispatch with its lower end above ``goal``, from the
+    target runs' comparison tables; names the GPUs and the lower ends."""
+    goal = _validate.number_in("goal", goal, 0.0, 10.0)
+    rows = []
+    for t in target_tables:
+        r = t[(t["candidate"] == CANDIDATE) & (t["level"] == "kernel")]
+        if len(r):
+            rows.append((str(t["machine"].iloc[0]), float(r["ci_low"].iloc[0])))
+    if not rows:
+        return "No recorded run measured our Gluon kernel at the reports' shape."
+    reached = [m for m, low in rows if low > goal]
+    lows = ", ".join(f"{low:.3f} on the {m}" for m, low in rows)
+    if len(reached) == len(rows):
+        return (f"The goal set for the kernel, a kernel-level interval above {goal:.2f} "
+                f"over SDPA, is reached on every GPU measured (lower ends {lows}).")
+    missed = [m for m, _ in rows if m not in reached]
+    return (f"The goal set for the kernel, a kernel-level interval above {goal:.2f} over "
+            f"SDPA, is not reached on the {', '.join(missed)} (lower ends {lows}).")
+
+
+def peer_goal_sentence(counts_by_machine: dict, peer_label: str) -> str:
+    """Whether the Gluon kernel is no worse than the peer at every configuration of
+    :func:`against_peer` on every GPU, from ``{machine: verdict_counts(...)}``: no
+    "slower" verdict anywhere."""
+    if not counts_by_machine:
+        return f"No recorded run compares our Gluon kernel with {peer_label}."
+    slower = {m: int(c.get("slower", 0)) for m, c in counts_by_machine.items()}
+    total = {m: int(c.get("n", 0)) for m, c in counts_by_machine.items()}
+    if not any(slower.values()):
+        return (f"No configuration shows our Gluon kernel slower than {peer_label} beyond "
+                f"the margin: the goal of being no worse is met where measured.")
+    where = ", ".join(f"{slower[m]} of {total[m]} on the {m}" for m in counts_by_machine)
+    return (f"The goal of being no worse than {peer_label} there is not reached: ours is "
+            f"slower beyond the margin at {where}.")
+
+
+# Candidates of the target runs whose numbers the section's prose quotes.
+_QUOTED = ("gluon", "triton", "sdpa_cudnn", "sdpa_twin")
+
+
+def target_values(tables: dict, runs: dict) -> dict:
+    """Glue name -> value for the target runs: ``gl_{gpu}_{candidate}_{level}_{key}`` for
+    the quoted candidates (speedup, ci_low, ci_high as numbers, NaN where not measured;
+    verdict, "not measured"), ``gl_{gpu}_machine``, ``gl_{gpu}_target_variant`` (what the
+    tuning chose) and ``gl_goal_sentence``. ``tables`` and ``runs`` map the same run ids
+    to comparison tables and loaded runs."""
+    out = {}
+    for run_id, t in tables.items():
+        slug = sota.machine_slug(t["machine"].iloc[0])
+        out[f"gl_{slug}_machine"] = str(t["machine"].iloc[0])
+        for cand in _QUOTED:
+            for level in ("call", "kernel"):
+                r = t[(t["candidate"] == cand) & (t["level"] == level)]
+                for key in ("speedup", "ci_low", "ci_high"):
+                    out[f"gl_{slug}_{cand}_{level}_{key}"] = (float(r[key].iloc[0]) if len(r)
+                                                              else float("nan"))
+                out[f"gl_{slug}_{cand}_{level}_verdict"] = (str(r["verdict"].iloc[0]) if len(r)
+                                                            else "not measured")
+        chosen = variant_choices(runs[run_id])
+        out[f"gl_{slug}_target_variant"] = ", ".join(chosen["variant"]) or "none"
+    out["gl_goal_sentence"] = goal_sentence(list(tables.values()))
+    return out
+
+
+def long_section(tables: dict, runs: dict, peer: str = "fa4", peer_label: str = "",
+                 min_seq_len: int = 2048, **compare) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
+    """The long grid's part of the section: ``(values, versus, choices)``. ``values`` maps
+    glue names to values: per GPU the configurations (``gl_{gpu}_long_n``) and how many
+    are faster or slower than SDPA per kernel, the sentence and family size of the direct
+    comparison with ``peer`` (:func:`against_peer`, ``gl_{gpu}_fa4_sentence``,
+    ``gl_{gpu}_fa4_m``), and ``gl_fa4_goal_sentence``; ``versus`` stacks the direct
+    comparisons and ``choices`` the tuning's choices (:func:`variant_choices`) with a
+    ``machine`` column. ``compare`` goes to :func:`against_peer` (margin, n_resamples)."""
+    label = peer_label or peer
+    values, versus, choices, counts = {}, [], [], {}
+    for run_id, t in tables.items():
+        run = runs[run_id]
+        machine = sota.machine_label(run)
+        slug = sota.machine_slug(machine)
+        against_sdpa = verdict_counts(t)
+        values.update({f"gl_{slug}_long_n": against_sdpa["n"],
+                       f"gl_{slug}_long_faster": against_sdpa.get("faster", 0),
+                       f"gl_{slug}_long_slower": against_sdpa.get("slower", 0)})
+        vs = against_peer(run, peer, min_seq_len=min_seq_len, **compare)
+        counts[machine] = verdict_counts(vs)
+        values[f"gl_{slug}_fa4_sentence"] = versus_sentence(machine, counts[machine], label)
+        values[f"gl_{slug}_fa4_m"] = int(vs["n_comparisons"].iloc[0])
+        versus.append(vs)
+        choices.append(variant_choices(run).assign(machine=machine))
+    values["gl_fa4_goal_sentence"] = peer_goal_sentence(counts, label)
+    return (values, pd.concat(versus, ignore_index=True) if versus else pd.DataFrame(),
+            pd.concat(choices, ignore_index=True) if choices else pd.DataFrame())

@@ -1,0 +1,157 @@
+"""The state-of-the-art chapter's section on our Gluon kernel (``chapters.gluon_kernel``) on
+synthetic runs of known truth: which runs it reads, the variant each shape's tuning chose,
+the direct comparison with FlashAttention-4 and the sentences about the goals."""
+
+from __future__ import annotations
+
+import json
+import types
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from attn_analysis import state_of_the_art as sota
+from attn_analysis.analyse import catalog
+from attn_analysis.chapters import gluon_kernel as gk
+from attn_analysis.configs import TARGET, Config
+
+SHORT, MID, LONG = Config(128, 32, 128, 64), Config(8, 32, 2048, 64), Config(2, 32, 8192, 64)
+KERNELS = {"sdpa": "cudnn_fprop", "sdpa_cudnn": "cudnn_fprop", "fa4": "flash_fwd_sm90",
+           "gluon": "_gluon_attn_fwd", "triton": "_attn_fwd"}
+
+
+def make_run(run_id, matrix, truth, trials=4, gpu="NVIDIA H200", uuid="GPU-78684018-aaaa",
+             variants=None, seed=0):
+    """A loaded-run stand-in: ``truth`` maps config -> candidate -> time relative to
+    SDPA; ``variants`` maps config -> the variant the Gluon kernel's tuning chose (trial 0
+    tunes, the later trials reuse)."""
+    rng = np.random.default_rng(seed)
+    samples, placements, kernels, units = [], [], [], []
+    for config, by_cand in truth.items():
+        base = 0.05 * config.seq_len / 512
+        for cand, factor in by_cand.items():
+            for t in range(trials):
+                for p in range(4):
+                    ms = base * factor * (1 + 0.002 * rng.standard_normal(20))
+                    samples += [{"config": config.key, "candidate": cand, "mode": "graph",
+                                 "trial": t, "placement": p, "ms": float(x)} for x in ms]
+                    placements.append({"config": config.key, "candidate": cand,
+                                       "mode": "graph", "trial": t, "placement": p,
+                                       "kernel_ms": float(np.median(ms)) * 0.97})
+                info = {"meta": catalog.meta_for(cand).as_dict()}
+                if cand == "gluon":
+                    info["config"] = {"variant": (variants or {}).get(config.key, "plain"),
+                                      "tuned_ms": base * factor, "n_tried": 6,
+                                      **({"reused": True} if t else {})}
+                units.append({"config": config.key, "candidate": cand, "trial": t,
+                              "status": "ok", "reason": "", "info": json.dumps(info)})
+            kernels.append({"config": config.key, "candidate": cand, "kernel": KERNELS[cand],
+                            "calls_per_call": 1.0, "device_ms_per_call": base * factor * 0.97})
+    return types.SimpleNamespace(
+        run_id=run_id, device=gpu, samples=pd.DataFrame(samples),
+        placements=pd.DataFrame(placements), kernels=pd.DataFrame(kernels),
+        units=pd.DataFrame(units), info={"plan": {"matrix": matrix}},
+        fingerprint={"trials": {"0": {"gpu_name": gpu, "gpu_uuid": uuid}}})
+
+
+TARGET_TRUTH = {TARGET: {"sdpa": 1.0, "sdpa_cudnn": 1.0, "triton": 1.08, "gluon": 1.10}}
+LONG_TRUTH = {SHORT: {"sdpa": 1.0, "gluon": 0.90, "fa4": 1.3},
+              MID: {"sdpa": 1.0, "gluon": 1.10, "fa4": 0.95},
+              LONG: {"sdpa": 1.0, "gluon": 0.80, "fa4": 0.80}}
+
+
+@pytest.fixture(scope="module")
+def runs():
+    return {"g-target": make_run("g-target", "fixed-v1", TARGET_TRUTH),
+            "g-long": make_run("g-long", "long-grid-v1", LONG_TRUTH,
+                               variants={MID.key: "pingpong", LONG.key: "fa3"}),
+            "other": make_run("other", "fixed-v1", {TARGET: {"sdpa": 1.0, "triton": 1.0}}),
+            "g-reports": make_run("g-reports", "reports-v1", TARGET_TRUTH)}
+
+
+def test_gluon_runs_split_by_matrix_and_refuse_what_they_cannot_use(runs):
+    found = gk.gluon_runs(runs)
+    assert {part: list(rs) for part, rs in found.items()} == {"target": ["g-target"],
+                                                              "long": ["g-long"]}
+    assert list(gk.gluon_runs(runs, ["g-long"])["target"]) == []
+    with pytest.raises(ValueError, match="must name recorded runs"):
+        gk.gluon_runs(runs, ["nope"])
+    with pytest.raises(ValueError, match="measured the Gluon kernel"):
+        gk.gluon_runs(runs, ["other"])
+    with pytest.raises(ValueError, match="measured the Gluon kernel"):
+        gk.gluon_runs(runs, ["g-reports"])  # a matrix the section does not show
+
+
+def test_the_state_of_the_art_campaigns_leave_gluon_runs_out(runs):
+    with_peer = make_run("g-peer", "long-grid-v1", LONG_TRUTH)
+    assert sota.campaign_runs({"g-peer": with_peer}, "long") == {}
+
+
+def test_variant_choices_read_each_shapes_tuning(runs):
+    got = gk.variant_choices(runs["g-long"]).set_index("config")
+    assert got.loc[MID.key, "variant"] == "pingpong" and got.loc[LONG.key, "variant"] == "fa3"
+    assert got.loc[SHORT.key, "variant"] == "plain"
+    assert (got["n_processes"] == 4).all() and (got["n_reused"] == 3).all()
+    assert list(gk.variant_choices(runs["other"]).columns) == [
+        "config", "variant", "tuned_ms", "n_tried", "n_processes", "n_reused"]
+    assert gk.variant_choices(runs["other"]).empty
+
+
+def test_against_peer_is_its_own_family_from_the_given_length(runs):
+    vs = gk.against_peer(runs["g-long"], "fa4", min_seq_len=2048, n_resamples=500)
+    assert set(vs["config"]) == {MID.key, LONG.key}  # S = 128 left out
+    assert set(vs["candidate"]) == {"gluon"} and (vs["n_comparisons"] == len(vs)).all()
+    kernel = vs[vs["level"] == "kernel"].set_index("config")
+    # MID: gluon 1.10 of SDPA's time, fa4 0.95: gluon is slower than fa4 (speedup ~0.86)
+    assert kernel.loc[MID.key, "verdict"] == "slower"
+    assert kernel.loc[MID.key, "speedup"] == pytest.approx(0.95 / 1.10, rel=0.02)
+    assert kernel.loc[LONG.key, "verdict"] == "equivalent"  # the same time
+    counts = gk.verdict_counts(vs)
+    assert counts == {"slower": 1, "equivalent": 1, "n": 2, "lowest": pytest.approx(
+        kernel["speedup"].min()), "highest": pytest.approx(kernel["speedup"].max())}
+    text = gk.versus_sentence("H200 78684018", counts, "FlashAttention-4")
+    assert "over 2 configurations: 1 equivalent, 1 slower" in text
+    with pytest.raises(ValueError, match="no samples of 'fa4'"):
+        gk.against_peer(runs["g-target"], "fa4")
+    with pytest.raises(ValueError, match="seq_len >= 100000"):
+        gk.against_peer(runs["g-long"], "fa4", min_seq_len=100_000)
+
+
+def test_goal_sentences_follow_the_data(runs):
+    slow = sota.comparison_table(runs["g-target"], n_resamples=500)
+    assert "is not reached on the H200 78684018" in gk.goal_sentence([slow])
+    fast = sota.comparison_table(make_run("f", "fixed-v1", {TARGET: {"sdpa": 1.0,
+                                                                     "gluon": 0.80}}),
+                                 n_resamples=500)
+    assert "is reached on every GPU measured" in gk.goal_sentence([fast])
+    assert gk.goal_sentence([]).startswith("No recorded run")
+    assert "not reached: ours is slower beyond the margin at 1 of 2 on the X" in \
+        gk.peer_goal_sentence({"X": {"slower": 1, "n": 2}}, "FA4")
+    assert "goal of being no worse is met" in gk.peer_goal_sentence({"X": {"n": 2}}, "FA4")
+    with pytest.raises(ValueError, match="`level` must be one of"):
+        gk.verdict_counts(slow, level="wall")
+
+
+def test_target_values_name_every_quoted_number(runs):
+    tables = {"g-target": sota.comparison_table(runs["g-target"], n_resamples=500)}
+    values = gk.target_values(tables, {"g-target": runs["g-target"]})
+    assert values["gl_h200_machine"] == "H200 78684018"
+    assert values["gl_h200_target_variant"] == "plain"
+    assert values["gl_h200_gluon_kernel_verdict"] == "slower"
+    assert values["gl_h200_gluon_kernel_speedup"] == pytest.approx(1 / 1.10, rel=0.02)
+    assert values["gl_h200_sdpa_twin_call_verdict"] == "not measured"  # not in this run
+    assert np.isnan(values["gl_h200_sdpa_twin_call_speedup"])
+    assert "not reached" in values["gl_goal_sentence"]
+
+
+def test_long_section_counts_and_stacks_per_gpu(runs):
+    tables = {"g-long": sota.comparison_table(runs["g-long"], n_resamples=500)}
+    values, versus, choices = gk.long_section(tables, {"g-long": runs["g-long"]}, "fa4",
+                                              "FlashAttention-4", n_resamples=500)
+    # against SDPA per kernel: 0.90 and 0.80 of SDPA's time are faster, 1.10 slower
+    assert (values["gl_h200_long_n"], values["gl_h200_long_faster"],
+            values["gl_h200_long_slower"]) == (3, 2, 1)
+    assert values["gl_h200_fa4_m"] == len(versus) == 6
+    assert "at 1 of 2 on the H200 78684018" in values["gl_fa4_goal_sentence"]
+    assert set(choices["machine"]) == {"H200 78684018"} and len(choices) == 3
