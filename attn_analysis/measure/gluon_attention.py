@@ -7,10 +7,11 @@ variant compiles to sm_90a PTX/cubin with Triton 3.6.0 on a CPU (:func:`compile_
 tested where Triton 3.6 is importable), which checks syntax, layouts, types and
 shared-memory fit; ``scripts/gluon_check.py`` checks each variant against float64 on the
 device. Every variant has passed a float64 grid on a GPU (``plain`` the quick grid only;
-the others the full grid with the multi-tile row) and been timed beside cuDNN on an H200
-(every variant slower than cuDNN; exploration, not the sweep's protocol); Triton's
-concurrency sanitizer has run all of ``warp_spec``'s rows and part of ``pingpong``'s and
-``fa3``'s, with no race reported: ``data/checks/gluon_check_*.json``.
+the others the full grid with the multi-tile row); Triton's concurrency sanitizer has run
+all of ``warp_spec``'s rows and part of ``pingpong``'s and ``fa3``'s, with no race
+reported: ``data/checks/gluon_check_*.json``. The ``gluon`` candidate tunes over the
+variants per shape (:func:`tune`) and was measured under protocol 2 on an H100 and an H200
+(runs ``*-gluon-target``, ``*-gluon-long``): slower than cuDNN's kernel at the target.
 ``notes/gluon-plan.md`` lists the variants, what to measure and the open risks.
 
 Layout of the work. Q, K, V, O are contiguous (B, H, S, D) fp16/bf16 tensors, seen by the
@@ -30,7 +31,8 @@ Where the rest lives: the configurations, the ablation's variants and the launch
 schedules and the entry point) and :mod:`.gluon_tile` (the pieces of one tile, and the
 guarded Gluon import).
 
-Public API: :func:`attention` (validates, then launches), :func:`build` (what the
+Public API: :func:`attention` (validates, then launches), :func:`tune` (times the variants
+on given inputs), :func:`build` (what the
 ``gluon`` candidate calls), :func:`unavailable_reason` (why not here, or None),
 :func:`emulate` (the schedule in torch, for the CPU tests) and :func:`compile_only`.
 Importing this module needs neither triton nor a GPU; calling the kernel needs both
