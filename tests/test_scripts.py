@@ -186,11 +186,27 @@ def test_gluon_consan_rows_that_ran_found_no_race():
     assert "warp_spec" in complete  # its 8 rows (2026-11-25); pingpong and fa3 were cut short
 
 
-def test_gluon_speed_check_timed_each_variant_beside_cudnn():
+# The speed sections recorded: H200 21a363ab (2026-11-25), then H100 4aa6738a and another
+# H200, 78684018 (2026-11-25, second session; code 928900d0).
+SPEED_FILES = ("gluon_check_h200_speed.json", "gluon_check_h100_speed.json",
+               "gluon_check_h200b_speed.json")
+
+
+def test_the_speed_files_are_the_recorded_speed_sections():
+    docs = _gluon_check_files()
+    recorded = {name for name, doc in docs.items()
+                if any(r["section"] == "speed" for r in doc["rows"])}
+    assert recorded == set(SPEED_FILES)
+    gpus = {docs[name]["fingerprint"]["gpu_uuid"] for name in SPEED_FILES}
+    assert len(gpus) == len(SPEED_FILES)  # three different GPUs
+
+
+@pytest.mark.parametrize("name", SPEED_FILES)
+def test_gluon_speed_check_timed_each_variant_beside_cudnn(name):
     from attn_analysis.measure import candidates as cands
     from attn_analysis.measure import gluon_config as gc
     from attn_analysis.measure import gluon_kernels as gk
-    speed = {r["variant"]: r for r in _gluon_check_files()["gluon_check_h200_speed.json"]["rows"]}
+    speed = {r["variant"]: r for r in _gluon_check_files()[name]["rows"]}
     assert set(speed) == {"sdpa", *gc.VARIANTS}
     for variant, r in speed.items():
         assert r["ok"] and r["err"] < cands.REL_ERROR_THRESHOLD["float16"], variant
