@@ -19,7 +19,7 @@ SCRIPTS = sorted((ROOT / "scripts").glob("*.py"))
 WRITERS = {"audit_extras.py": "audit_extras", "check_timer.py": "check_timer",
            "graph_anatomy.py": "graph_anatomy", "graph_variability.py": "graph_variability",
            "peers_check.py": "peers_check", "triton_check.py": "triton_check",
-           "gluon_check.py": "gluon_check"}
+           "gluon_check.py": "gluon_check", "gluon_space_probe.py": "gluon_probe"}
 # Kinds whose script exists but has not yet run on the device (no file in data/checks);
 # gluon_check left it on 2026-11-24 (data/checks/gluon_check_h100.json, _h200.json).
 NOT_YET_RECORDED: set[str] = set()
@@ -102,6 +102,24 @@ def test_gluon_ncu_prints_its_usage_and_refuses_unknown_variants(capsys):
             script.main(argv)
         assert done.value.code == 2
     assert "got ['fastest']" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------- scripts/gluon_space_probe.py
+
+def test_gluon_space_probe_parses_changes_and_refuses_bad_ones_before_the_gpu(capsys):
+    script = load(ROOT / "scripts" / "gluon_space_probe.py")
+    assert script.parse_config("p2=overlap_only:PERSIST=2,OVERLAP=True") == (
+        "p2", "overlap_only", {"PERSIST": 2, "OVERLAP": True})
+    assert script.parse_config("same=fa3") == ("same", "fa3", {})
+    for text in ("noequals", "x=fa3:BLOCK_N"):
+        with pytest.raises(ValueError, match="--config"):
+            script.parse_config(text)
+    for argv in (["--config", "x=fastest"], ["--config", "x=fa3:BLOCK_N=96"]):
+        with pytest.raises(SystemExit) as done:  # refused before torch touches a GPU
+            script.main(argv)
+        assert done.value.code == 2
+    err = capsys.readouterr().err
+    assert "got 'fastest'" in err and "BLOCK_N" in err
 
 
 # ---------------------------------------------------------------- scripts/gluon_check.py
