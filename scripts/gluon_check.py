@@ -118,20 +118,25 @@ def grid_cases(quick: bool, consan: bool = False) -> list[tuple]:
             for D in gc.HEAD_DIMS for causal in (False, True) for shape in shapes]
 
 
-def grid_section(variant: str, quick: bool, consan: bool = False) -> None:
+def grid_section(variant: str, quick: bool, consan: bool = False, from_row: int = 0) -> None:
+    """Run the grid (or consan) cases of ``variant`` from case ``from_row`` on; the inputs
+    of the cases skipped are drawn all the same, so every row sees the inputs it would see
+    in a run from the first case (a run cut by its time limit can be finished this way)."""
     gen = torch.Generator(device="cuda").manual_seed(1234)
     section = "consan" if consan else "grid"
     if consan:  # the sanitizer's state lives in global scratch memory
         import triton
         triton.set_allocator(lambda size, align, stream: torch.empty(
             size, dtype=torch.int8, device="cuda"))
-    for dtype_name, D, causal, B, H, S in grid_cases(quick, consan):
+    for i, (dtype_name, D, causal, B, H, S) in enumerate(grid_cases(quick, consan)):
         dtype = DT[dtype_name]
         cfg = gc.config_for(D, variant, dtype)
         row = {"section": section, "variant": variant, "dtype": dtype_name,
-               "D": D, "causal": causal, "B": B, "H": H, "S": S}
-        q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=dtype, generator=gen)
-                   for _ in range(3))
+               "D": D, "causal": causal, "B": B, "H": H, "S": S, "case": i}
+        q, k, v = [torch.randn(B, H, S, D, device="cuda", dtype=dtype, generator=gen)
+                   for _ in range(3)]
+        if i < from_row:
+            continue
         out = torch.full_like(q, float("nan"))
         t0 = time.monotonic()
         try:
@@ -198,9 +203,9 @@ def child(args) -> int:
     if args.section == "compile":
         compile_section(args.child)
     elif args.section == "grid":
-        grid_section(args.child, args.quick)
+        grid_section(args.child, args.quick, from_row=args.from_row)
     elif args.section == "consan":
-        grid_section(args.child, args.quick, consan=True)
+        grid_section(args.child, args.quick, consan=True, from_row=args.from_row)
     elif args.section == "gate":
         gate_section()
     elif args.section == "speed":
@@ -211,11 +216,14 @@ def child(args) -> int:
 # ------------------------------------------------------------------------ parent
 
 
-def run_child(variant: str, section: str, quick: bool, timeout_s: float) -> tuple[list, dict]:
+def run_child(variant: str, section: str, quick: bool, timeout_s: float,
+              from_row: int = 0) -> tuple[list, dict]:
     """Run one section of one variant in a fresh process; its rows, and how it ended."""
     cmd = [sys.executable, os.path.abspath(__file__), "--child", variant, "--section", section]
     if quick:
         cmd.append("--quick")
+    if from_row:
+        cmd += ["--from-row", str(from_row)]
     env = dict(os.environ)
     if section == "consan":  # Triton 3.6's cache key ignores the mode: a fresh cache
         env.update(TRITON_INSTRUMENTATION_MODE="consan", CUDA_LAUNCH_BLOCKING="1",
@@ -258,6 +266,9 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="S in (17, 509) only in the grid")
     ap.add_argument("--timeout-s", type=float, default=240.0,
                     help="time limit of one variant's section (its child process)")
+    ap.add_argument("--from-row", type=int, default=0,
+                    help="grid and consan: start at this case (0-based; the earlier cases' "
+                         "inputs are drawn but not run), to finish a section cut short")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--section", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -268,10 +279,16 @@ def main(argv=None) -> int:
     if unknown:
         ap.error(f"--variants must be among {tuple(gc.VARIANTS)}; got {unknown}")
     sections = args.sections.split(",")
+    n_cases = len(grid_cases(args.quick, consan="consan" in sections))
+    if not 0 <= args.from_row < n_cases or (args.from_row and not
+                                            set(sections) <= {"grid", "consan"}):
+        ap.error(f"--from-row must be in [0, {n_cases}) and given with the grid or consan "
+                 f"section only; got {args.from_row} with {sections}")
     reason = ga.unavailable_reason()
     out = os.path.join(os.environ.get("OUT", "."), "gluon_check.json")
     doc = {"fingerprint": machine.fingerprint(), "unavailable": reason, "variants": variants,
-           "sections": sections, "rows": [], "children": [], "complete": False}
+           "sections": sections, "from_row": args.from_row, "rows": [], "children": [],
+           "complete": False}
     if reason:
         log("not run:", reason)
         checks.write(out, doc, "gluon_check")
@@ -282,7 +299,8 @@ def main(argv=None) -> int:
     if "grid" in sections:
         plan.append(("plain", "gate"))
     for v, s in plan:
-        rows, end = run_child(v, s, args.quick, args.timeout_s)
+        rows, end = run_child(v, s, args.quick, args.timeout_s,
+                              args.from_row if s in ("grid", "consan") else 0)
         doc["rows"] += rows
         doc["children"].append(end)
         bad = sum(not r.get("ok", r.get("status") == "ok") for r in rows)

@@ -138,6 +138,18 @@ def _timed_out_child(monkeypatch, tmp_path, stdout: bytes):
     return script.run_child("pingpong", "consan", False, 275.0)
 
 
+def test_gluon_check_from_row_is_refused_outside_the_cases_before_the_gpu(capsys):
+    script = load(ROOT / "scripts" / "gluon_check.py")
+    n = len(script.grid_cases(quick=False, consan=True))
+    for argv in (["--sections", "consan", "--from-row", str(n)],
+                 ["--sections", "consan", "--from-row", "-1"],
+                 ["--sections", "speed", "--from-row", "1"]):
+        with pytest.raises(SystemExit) as done:
+            script.main(argv)
+        assert done.value.code == 2
+    assert f"--from-row must be in [0, {n})" in capsys.readouterr().err
+
+
 def test_gluon_check_a_child_stopped_after_rows_is_not_called_a_hang(monkeypatch, tmp_path):
     row = json.dumps({"section": "consan", "variant": "pingpong", "ok": True})
     rows, end = _timed_out_child(monkeypatch, tmp_path, f"ROW {row}\nnoise\nROW {row}\n".encode())
