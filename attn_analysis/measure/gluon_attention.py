@@ -6,10 +6,9 @@ its schedule in torch.
 variant compiles to sm_90a PTX/cubin with Triton 3.6.0 on a CPU (:func:`compile_only`,
 tested where Triton 3.6 is importable), which checks syntax, layouts, types and
 shared-memory fit; ``scripts/gluon_check.py`` checks each variant against float64 on the
-device. Every variant has passed a float64 grid on a GPU (``plain`` the quick grid only;
-the others the full grid with the multi-tile row); Triton's concurrency sanitizer has run
-all of ``warp_spec``'s rows and part of ``pingpong``'s and ``fa3``'s, with no race
-reported: ``data/checks/gluon_check_*.json``. The ``gluon`` candidate tunes over the
+device. Every variant has passed the full float64 grid on a GPU (the multi-tile row
+included); Triton's concurrency sanitizer has run every case of ``warp_spec``, ``pingpong``
+and ``fa3`` with no race reported: ``data/checks/gluon_check_*.json``. The ``gluon`` candidate tunes over the
 variants per shape (:func:`tune`) and was measured under protocol 2 on an H100 and an H200
 (runs ``*-gluon-target``, ``*-gluon-long``): slower than cuDNN's kernel at the target.
 ``notes/gluon-plan.md`` lists the variants, what to measure and the open risks.
