@@ -451,10 +451,9 @@ for name, value in gl_values.items():
 
 # %% tags=["remove-input"]
 if len(versus):
-    shown_vs = versus[versus["level"] == "kernel"].assign(
-        interval=lambda d: [f"{s:.3f} ({lo:.3f}–{hi:.3f})" for s, lo, hi in
-                            zip(d["speedup"], d["ci_low"], d["ci_high"])])
-    tables.show(shown_vs[["machine", "config", "interval", "verdict"]],
+    k = versus[versus["level"] == "kernel"]
+    tables.show(k.assign(interval=tables.with_interval(k["speedup"], k["ci_low"], k["ci_high"]))
+                [["machine", "config", "interval", "verdict"]],
                 f"Our Gluon kernel against FlashAttention-4 per kernel (profiler kernel time) "
                 f"at S ≥ 2048, FlashAttention-4 the baseline: above 1 ours is faster. Each "
                 f"run is one family of {int(versus['n_comparisons'].max())} comparisons "
@@ -463,7 +462,7 @@ if len(versus):
                 name="tbl-gluon-fa4", labels={"interval": "kernel (×)"},
                 csv="gluon_against_fa4.csv", full=versus)
     table = choices.pivot_table(index="config", columns="machine", values="variant",
-                                     aggfunc=lambda v: ", ".join(v)).reset_index()
+                                aggfunc=lambda v: ", ".join(v)).reset_index()
     tables.show(table, "The variant of our Gluon kernel that each shape's tuning chose "
                 "(first process; the later ones reused it), per GPU.",
                 name="tbl-gluon-variants", csv="gluon_variants.csv", full=choices)
