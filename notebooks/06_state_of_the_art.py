@@ -356,8 +356,10 @@ if spread is not None and len(spread):
 # FlashAttention-3's Hopper schedule: a producer warp issuing TMA loads, two consumer
 # warpgroups in ping-pong, the softmax of one key tile overlapping the matrix product of
 # the previous one, a persistent grid (`attn_analysis/measure/gluon_*.py`;
-# `notes/gluon-plan.md` holds its checks and profiles). Each of its six variants passed
-# the float64 grid on a GPU before any was timed. As a candidate it tunes itself on each
+# `notes/gluon-plan.md` holds its checks and profiles). Each of its six variants has passed
+# the float64 grid on a GPU (`data/checks/gluon_check_*`), and in the runs below the
+# candidate passed the float64 gate at every shape in every process before it was timed,
+# as every candidate does. As a candidate it tunes itself on each
 # shape in the first process, timing every variant in graph mode, and the later processes
 # reuse that choice. The runs ({glue:text}`gl_runs:s`) measure it under protocol 2 with
 # {glue:text}`gl_n_proc:d` processes, at the reports' shape beside SDPA's default dispatch,
