@@ -173,20 +173,22 @@ def goal_sentence(target_tables: list, goal: float = GOAL) -> str:
             f"SDPA, is not reached on the {', '.join(missed)} (lower ends {lows}).")
 
 
-def peer_goal_sentence(counts_by_machine: dict, peer_label: str) -> str:
+def peer_goal_sentence(counts_by_machine: dict, peer_label: str, where: str = "") -> str:
     """Whether the Gluon kernel is no worse than the peer at every configuration of
     :func:`against_peer` on every GPU, from ``{machine: verdict_counts(...)}``: no
-    "slower" verdict anywhere."""
+    "slower" verdict anywhere. ``where`` says which configurations those are (e.g. "from
+    S = 2048"), so the sentence reads on its own."""
+    scope = f" {where}" if where else ""
     if not counts_by_machine:
-        return f"No recorded run compares our Gluon kernel with {peer_label}."
+        return f"No recorded run compares our Gluon kernel with {peer_label}{scope}."
     slower = {m: int(c.get("slower", 0)) for m, c in counts_by_machine.items()}
     total = {m: int(c.get("n", 0)) for m, c in counts_by_machine.items()}
     if not any(slower.values()):
-        return (f"No configuration shows our Gluon kernel slower than {peer_label} beyond "
-                f"the margin: the goal of being no worse is met where measured.")
-    where = ", ".join(f"{slower[m]} of {total[m]} on the {m}" for m in counts_by_machine)
-    return (f"The goal of being no worse than {peer_label} there is not reached: ours is "
-            f"slower beyond the margin at {where}.")
+        return (f"No configuration{scope} shows our Gluon kernel slower than {peer_label} "
+                f"beyond the margin: the goal of being no worse is met where measured.")
+    counts = ", ".join(f"{slower[m]} of {total[m]} on the {m}" for m in counts_by_machine)
+    return (f"The goal of being no worse than {peer_label}{scope} is not reached: ours is "
+            f"slower beyond the margin at {counts}.")
 
 
 # Candidates of the target runs whose numbers the section's prose quotes.
@@ -242,6 +244,7 @@ def long_section(tables: dict, runs: dict, peer: str = "fa4", peer_label: str = 
         values[f"gl_{slug}_fa4_m"] = int(vs["n_comparisons"].iloc[0])
         versus.append(vs)
         choices.append(variant_choices(run).assign(machine=machine))
-    values["gl_fa4_goal_sentence"] = peer_goal_sentence(counts, label)
+    values["gl_fa4_goal_sentence"] = peer_goal_sentence(counts, label,
+                                                        f"from S = {min_seq_len}")
     return (values, pd.concat(versus, ignore_index=True) if versus else pd.DataFrame(),
             pd.concat(choices, ignore_index=True) if choices else pd.DataFrame())
