@@ -93,6 +93,11 @@ def test_variant_choices_read_each_shapes_tuning(runs):
     assert got.loc[MID.key, "variant"] == "pingpong" and got.loc[LONG.key, "variant"] == "fa3"
     assert got.loc[SHORT.key, "variant"] == "plain"
     assert (got["n_processes"] == 4).all() and (got["n_reused"] == 3).all()
+    # another candidate's build record is not the Gluon kernel's, whatever its keys
+    other = make_run("x", "long-grid-v1", {MID: {"fa4": 1.0, "gluon": 1.0, "sdpa": 1.0}})
+    other.units.loc[other.units["candidate"] == "fa4", "info"] = json.dumps(
+        {"config": {"variant": "pingpong"}})
+    assert set(gk.variant_choices(other)["variant"]) == {"plain"}
     assert list(gk.variant_choices(runs["other"]).columns) == [
         "config", "variant", "tuned_ms", "n_tried", "n_processes", "n_reused"]
     assert gk.variant_choices(runs["other"]).empty

@@ -72,18 +72,18 @@ def variant_choices(run) -> pd.DataFrame:
     first one's choice instead of tuning). A configuration whose processes chose
     different variants has one row per variant."""
     units = _validate.frame("run.units", run.units, ("config", "candidate", "trial", "info"))
-    rows = {}
-    for config, trial, info in zip(units["config"], units["trial"], units["info"]):
-        if not isinstance(info, str) or not info:
+    mine = units[units["candidate"] == CANDIDATE]
+    rows = {}  # (config, trial) -> the build's record: one per process, whichever unit
+    for config, trial, info in zip(mine["config"], mine["trial"], mine["info"]):
+        if not isinstance(info, str) or not info or (config, trial) in rows:
             continue
         cfg = json.loads(info).get("config") or {}
-        if "variant" not in cfg or (config, trial) in rows:
-            continue
-        rows[(config, trial)] = {"config": config, "variant": cfg["variant"],
-                                 "tuned_ms": cfg.get("tuned_ms"), "n_tried": cfg.get("n_tried"),
-                                 "reused": bool(cfg.get("reused"))}
-    mine = units[units["candidate"] == CANDIDATE][["config", "trial"]].drop_duplicates()
-    keep = [rows[k] for k in zip(mine["config"], mine["trial"]) if k in rows]
+        if "variant" in cfg:
+            rows[(config, trial)] = {"config": config, "variant": cfg["variant"],
+                                     "tuned_ms": cfg.get("tuned_ms"),
+                                     "n_tried": cfg.get("n_tried"),
+                                     "reused": bool(cfg.get("reused"))}
+    keep = list(rows.values())
     cols = ["config", "variant", "tuned_ms", "n_tried", "n_processes", "n_reused"]
     if not keep:
         return pd.DataFrame(columns=cols)

@@ -8,9 +8,10 @@ tested where Triton 3.6 is importable), which checks syntax, layouts, types and
 shared-memory fit; ``scripts/gluon_check.py`` checks each variant against float64 on the
 device. Every variant has passed the full float64 grid on a GPU (the multi-tile row
 included); Triton's concurrency sanitizer has run every case of ``warp_spec``, ``pingpong``
-and ``fa3`` with no race reported: ``data/checks/gluon_check_*.json``. The ``gluon`` candidate tunes over the
-variants per shape (:func:`tune`) and was measured under protocol 2 on an H100 and an H200
-(runs ``*-gluon-target``, ``*-gluon-long``): slower than cuDNN's kernel at the target.
+and ``fa3`` with no race reported: ``data/checks/gluon_check_*.json``. The ``gluon``
+candidate tunes over the variants per shape (:func:`tune`) and was measured under protocol
+2 on an H100 and an H200 (runs ``*-gluon-target``, ``*-gluon-long``): slower than cuDNN's
+kernel at the target.
 ``notes/gluon-plan.md`` lists the variants, what to measure and the open risks.
 
 Layout of the work. Q, K, V, O are contiguous (B, H, S, D) fp16/bf16 tensors, seen by the
@@ -31,8 +32,8 @@ schedules and the entry point) and :mod:`.gluon_tile` (the pieces of one tile, a
 guarded Gluon import).
 
 Public API: :func:`attention` (validates, then launches), :func:`tune` (times the variants
-on given inputs), :func:`build` (what the
-``gluon`` candidate calls), :func:`unavailable_reason` (why not here, or None),
+on given inputs), :func:`build` (what the ``gluon`` candidate calls),
+:func:`unavailable_reason` (why not here, or None),
 :func:`emulate` (the schedule in torch, for the CPU tests) and :func:`compile_only`.
 Importing this module needs neither triton nor a GPU; calling the kernel needs both
 (:class:`GluonUnavailable` says which is missing).
