@@ -35,9 +35,9 @@ from .configs import (BASELINE, CAMPAIGNS, CONFIG_FIELDS, FA3_HIDDEN, FA3_TOKENS
 __all__ = ["CUSTOM_ORIGINS", "MIN_PROCESSES", "campaign_runs",
            "campaigns_of", "claim_sentences", "comparison_table", "controls_sentence",
            "custom_faster", "fa3_geometry", "fastest", "is_custom", "kernel_sentence",
-           "level_cells", "machine_label", "machine_slug", "peer_versions", "recorded_meta",
-           "select_runs", "target_sentence", "untimed", "where_text", "wins_sentence",
-           "wins_summary", "wins_table"]
+           "level_cells", "machine_label", "machine_slug", "matrix_of", "peer_versions",
+           "recorded_meta", "select_runs", "target_sentence", "untimed", "where_text",
+           "wins_sentence", "wins_summary", "wins_table"]
 
 CUSTOM_ORIGINS = ("ours", "peer")
 MIN_PROCESSES = 2  # a verdict from fewer independent processes is not a finding
@@ -58,7 +58,8 @@ def recorded_meta(units: pd.DataFrame) -> dict:
     return out
 
 
-def _matrix_of(run) -> str:
+def matrix_of(run) -> str:
+    """The named matrix a run's plan measured ("" for explicit shapes or no plan)."""
     return ((run.info or {}).get("plan") or {}).get("matrix") or ""
 
 
@@ -72,7 +73,7 @@ def campaign_runs(runs: dict, campaign: str) -> dict:
         raise ValueError(f"`runs` must map run ids to loaded runs; got {type(runs).__name__}.")
     found = {}
     for run_id, run in runs.items():
-        if _matrix_of(run) != CAMPAIGNS[campaign]:
+        if matrix_of(run) != CAMPAIGNS[campaign]:
             continue
         meta = recorded_meta(run.units)
         names = set(run.units["candidate"])

@@ -52,7 +52,7 @@ def gluon_runs(runs: dict, named=()) -> dict:
     for run_id, run in pool.items():
         if CANDIDATE not in set(run.units["candidate"]):
             continue
-        matrix = ((run.info or {}).get("plan") or {}).get("matrix") or ""
+        matrix = sota.matrix_of(run)
         for part, name in MATRICES.items():
             if matrix == name:
                 out[part][run_id] = run
