@@ -156,6 +156,9 @@ def cmd_sweep(args) -> int:
     _validate.distinct("--modes", args.modes, "a mode")
     if args.candidates is not None:
         _validate.distinct("--candidates", args.candidates, "a name")
+    # the trial processes' server imports torch while this process does (a fresh machine
+    # compiles both imports; in turn, they cost the first trial 10-12 s more)
+    sweep.start_trial_server(args.start_method)
     import torch  # the sweep's first need of torch: a missing torch is a one-line error
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if args.device is None:

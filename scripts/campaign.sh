@@ -12,6 +12,13 @@ RUN=${1:?usage: campaign.sh RUN_ID [sweep args]}; shift
 DIR=data/runs/$RUN
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+# The device image sets PYTHONDONTWRITEBYTECODE and its torch ships no bytecode, so every
+# interpreter (the sweep, its memory probe, the fork server) compiled ~870 modules from
+# source: ~7 s each. A pip install writes bytecode at install time; here the first import
+# writes it under the prefix (slower once), and every later interpreter reads it
+# (scripts/sweep_cost_probe.py: import torch 15.3 s, then 3.3-3.7 s, against 6.5-7.6 s).
+unset PYTHONDONTWRITEBYTECODE
+export PYTHONPYCACHEPREFIX=${PYTHONPYCACHEPREFIX:-/tmp/attn-pycache}
 start=$(date +%s)
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.limit \
   --format=csv > "$OUT/nvidia-smi-start.csv" 2>&1 || true

@@ -9,7 +9,9 @@ file itself, before any test module, and hands the fixtures to the tests that na
 
 from __future__ import annotations
 
+import os
 import shutil
+import tempfile
 import time
 from pathlib import Path
 
@@ -17,9 +19,13 @@ import pytest
 
 import session_builds
 from attn_analysis import record
+from attn_analysis.measure import tuning_cache
 
 ROOT = Path(__file__).resolve().parents[1]
 _BUILDS = session_builds.SessionBuilds()
+# Sweeps run by the tests on a GPU must not write the user's per-machine tuning cache.
+os.environ.setdefault(tuning_cache.ENV_VAR,
+                      str(Path(tempfile.mkdtemp(prefix="attn-tuning-")) / "tuning.json"))
 # The fixtures that wait for a background build; tests that use them run last.
 _BOOK_FIXTURES = ("built_book", "measured_copy")
 

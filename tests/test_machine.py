@@ -211,9 +211,37 @@ def test_reading_the_gpus_memory_leaves_cuda_uninitialised_here(monkeypatch):
         return subprocess.CompletedProcess(cmd, 0, stdout="85899345920\n", stderr="")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(subprocess, "run", child)
+    monkeypatch.setattr(machine, "_CUDA_MEMORY_READ", {})
     assert machine.device_memory_bytes("cuda") == 80 * 2**30
     assert calls and calls[0][0] == sys.executable and "total_memory" in calls[0][-1]
     assert not torch.cuda.is_initialized()
+    monkeypatch.setattr(machine, "_CUDA_MEMORY_READ", {})
     monkeypatch.setattr(subprocess, "run", lambda cmd, **kw: subprocess.CompletedProcess(
         cmd, 1, stdout="", stderr="RuntimeError: no CUDA"))
     assert machine.device_memory_bytes("cuda") is None
+
+
+def test_the_gpus_memory_is_read_once_per_process_and_visible_set(monkeypatch):
+    # The command line and the sweep's preflight both ask; each child starts a torch.
+    import subprocess
+    calls = []
+
+    def child(cmd, **kwargs):
+        calls.append(os.environ.get("CUDA_VISIBLE_DEVICES"))
+        return subprocess.CompletedProcess(cmd, 0, stdout="1024\n", stderr="")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(subprocess, "run", child)
+    monkeypatch.setattr(machine, "_CUDA_MEMORY_READ", {})
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    assert machine.device_memory_bytes("cuda") == machine.device_memory_bytes("cuda") == 1024
+    assert calls == ["0"]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")  # another GPU: read again
+    assert machine.device_memory_bytes("cuda") == 1024
+    assert calls == ["0", "1"]
+    failures = []
+    monkeypatch.setattr(subprocess, "run", lambda cmd, **kw: failures.append(cmd) or
+                        subprocess.CompletedProcess(cmd, 1, stdout="", stderr="no CUDA"))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2")
+    assert machine.device_memory_bytes("cuda") is None
+    assert machine.device_memory_bytes("cuda") is None
+    assert len(failures) == 2  # a failure is not kept: the next call tries again

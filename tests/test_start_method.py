@@ -36,14 +36,26 @@ def test_trial_context_preloads_only_modules_that_leave_cuda_alone():
     assert sweep.trial_context("forkserver").get_start_method() == "forkserver"
     with pytest.raises(ValueError, match="`start_method` must be one of"):
         sweep.trial_context("fork")
-    # importing the preloaded modules must not start CUDA (a forked child could not)
-    code = ("import importlib, sys, torch\n"
+    # importing the preloaded modules must not start CUDA, nor ask the CUDA runtime for
+    # its devices: either leaves a forked child unable to start CUDA. With a GPU the
+    # child forked after the imports starts CUDA; without one it can only show that the
+    # imports did not initialise it.
+    code = ("import importlib, os, sys, torch\n"
             "from attn_analysis.measure.sweep import FORKSERVER_PRELOAD\n"
             "[importlib.import_module(m) for m in FORKSERVER_PRELOAD]\n"
-            "print(torch.cuda.is_initialized())")
+            "print(torch.cuda.is_initialized())\n"
+            "pid = os.fork()\n"
+            "if pid == 0:\n"
+            "    try:\n"
+            "        if torch.cuda.is_available():\n"
+            "            torch.zeros(1, device='cuda')\n"
+            "        os._exit(0)\n"
+            "    except Exception:\n"
+            "        os._exit(1)\n"
+            "print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True, timeout=300)
-    assert done.stdout.strip() == "False"
+    assert done.stdout.split() == ["False", "0"]
 
 
 def test_the_run_records_its_start_method_and_a_resume_must_share_it(swept_run, tmp_path):
@@ -73,3 +85,16 @@ def test_a_loaded_run_says_how_its_trials_started(swept_run):
     assert run.start_method == "forkserver"
     run.info["plan"].pop("start_method")
     assert run.start_method == "spawn"
+
+
+@pytest.mark.parametrize("method, started", [("forkserver", "True"), ("spawn", "False")])
+def test_the_trial_server_can_start_before_the_sweep(method, started):
+    # The command line starts it before importing torch, so that the server's imports
+    # run beside its own; "spawn" has no server to start.
+    code = ("from multiprocessing import forkserver\n"
+            "from attn_analysis.measure import sweep\n"
+            f"sweep.start_trial_server({method!r})\n"
+            "print(forkserver._forkserver._forkserver_pid is not None)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, timeout=300)
+    assert done.stdout.strip() == started

@@ -18,7 +18,8 @@ __all__ = ["PHASES", "PhaseClock"]
 # The phases a trial process records, in the order they first happen; anything else the
 # process did is the remainder ``other`` of :meth:`PhaseClock.as_record`.
 PHASES = ("start", "journal", "import", "lock", "cuda", "fingerprint", "ceilings", "build",
-          "check", "warmup", "placement", "profile", "timing", "state", "kernels", "write")
+          "check", "warmup", "collect", "placement", "profile", "timing", "state", "kernels",
+          "write")
 
 
 class PhaseClock:

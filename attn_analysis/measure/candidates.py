@@ -19,10 +19,11 @@ import torch.nn.functional as F
 
 from ..analyse import catalog
 from ..configs import DEVICES, LAYOUTS, Config
+from . import compile_settings
 
 __all__ = ["REL_ERROR_THRESHOLD", "Unsupported", "Built", "Candidate", "CorrectnessResult",
            "CANDIDATES", "register", "load_plugins", "get", "make_inputs", "reference",
-           "check", "DEFAULT_CANDIDATES", "build"]
+           "check", "DEFAULT_CANDIDATES", "accepts_hint", "build"]
 
 # Relative-error thresholds ||out - ref|| / ||ref|| against a float64 reference, for
 # N(0, 1) inputs. fp16 keeps 11 significant bits (unit roundoff 4.9e-4), bf16 keeps 8
@@ -299,15 +300,6 @@ def _eager(config: Config):
     return fn
 
 
-def _raise_recompile_limits(limit: int = 256) -> None:
-    """Let one process compile every shape of a sweep without hitting dynamo's limit."""
-    cfg = torch._dynamo.config
-    for key in ("recompile_limit", "cache_size_limit",
-                "accumulated_recompile_limit", "accumulated_cache_size_limit"):
-        if hasattr(cfg, key):
-            setattr(cfg, key, max(getattr(cfg, key), limit))
-
-
 def _build_eager(config: Config, device: str) -> Built:
     fn = _eager(config)
     _try_once(fn, config, device)
@@ -315,16 +307,17 @@ def _build_eager(config: Config, device: str) -> Built:
 
 
 def _build_eager_compiled(config: Config, device: str) -> Built:
-    _raise_recompile_limits()
+    threads = compile_settings.prepare()
     fn = torch.compile(_eager(config), dynamic=False, fullgraph=True)
     _try_once(fn, config, device)  # compiles here, outside any timed region
     _try_once(fn, config, device)
-    return Built(fn, {"implementation": "torch.compile(eager)", "dynamic": False})
+    return Built(fn, {"implementation": "torch.compile(eager)", "dynamic": False,
+                      "compile_threads": threads})
 
 
 def _build_flex(config: Config, device: str) -> Built:
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
-    _raise_recompile_limits()
+    threads = compile_settings.prepare()
     compiled = torch.compile(flex_attention, dynamic=False)
     block_mask = None
     if config.causal:
@@ -338,7 +331,8 @@ def _build_flex(config: Config, device: str) -> Built:
     _try_once(fn, config, device)
     _try_once(fn, config, device)
     return Built(fn, {"implementation": "torch.compile(flex_attention)", "dynamic": False,
-                      "block_mask": "causal" if config.causal else None})
+                      "block_mask": "causal" if config.causal else None,
+                      "compile_threads": threads})
 
 
 def _build_triton(config: Config, device: str, hint: dict | None = None) -> Built:
@@ -412,6 +406,11 @@ def _build_gluon(config: Config, device: str, hint: dict | None = None) -> Built
 register(Candidate("gluon", "our FA3-style Gluon kernel for Hopper (sm90 only; tuned at "
                    "build over its variants)",
                    _build_gluon, devices=("cuda",), min_capability=(9, 0)))
+
+
+def accepts_hint(name: str) -> bool:
+    """Whether candidate ``name``'s builder reuses an earlier build's choice (``hint``)."""
+    return "hint" in _parameters(get(name).build)
 
 
 def build(name: str, config: Config, device: str, hint: dict | None = None) -> Built:

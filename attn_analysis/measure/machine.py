@@ -160,17 +160,30 @@ def device_memory_bytes(device: str) -> int | None:
     The CUDA device's properties are read in a short child process: reading them here
     would initialise CUDA in this process, after which :func:`lock` can no longer set
     ``CUBLAS_WORKSPACE_CONFIG`` (a notebook that measures, then locks, would fail).
+    A value read is kept for the life of this process (per ``CUDA_VISIBLE_DEVICES``):
+    the command line and the sweep's preflight each ask, and each child started a torch
+    of its own, 3.5-7.5 s on the GPU machines (``benchmarks/readme-command/``).
     """
     if device == "cuda":
         import subprocess
         import sys
         if not torch.cuda.is_available():
             return None
+        key = os.environ.get("CUDA_VISIBLE_DEVICES")
+        if key in _CUDA_MEMORY_READ:
+            return _CUDA_MEMORY_READ[key]
         proc = _try(lambda: subprocess.run([sys.executable, "-c", _CUDA_MEMORY],
                                            capture_output=True, text=True, timeout=120))
         text = proc.stdout.strip() if proc is not None and proc.returncode == 0 else ""
-        return int(text) if text.isdigit() else None
+        if not text.isdigit():
+            return None
+        _CUDA_MEMORY_READ[key] = int(text)
+        return _CUDA_MEMORY_READ[key]
     return _try(lambda: int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES")))
+
+
+# What device_memory_bytes read from a child, by CUDA_VISIBLE_DEVICES (failures are not kept).
+_CUDA_MEMORY_READ: dict[str | None, int] = {}
 
 
 def gpu_state() -> dict:

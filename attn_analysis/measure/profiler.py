@@ -11,7 +11,7 @@ import numpy as np
 from .. import _validate
 from .timing import _cuda_available, _torch
 
-__all__ = ["profile_device_time", "capture_graph", "profile_graph"]
+__all__ = ["profile_device_time", "kernels_per_call", "capture_graph", "profile_graph"]
 
 # Profiler activity that is the profiler's own work, not the call's.
 _PROFILER_OVERHEAD = ("Activity Buffer Request",)
@@ -37,7 +37,6 @@ def profile_device_time(fn, n_calls=20) -> dict:
     if not _cuda_available():
         raise ValueError("`profile_device_time` needs CUDA, which is not available here.")
     torch = _torch()
-    from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
     global _started
@@ -49,18 +48,42 @@ def profile_device_time(fn, n_calls=20) -> dict:
             for _ in range(n_calls):
                 fn()
             torch.cuda.synchronize()
-    kernels = []
-    for evt in prof.key_averages():
-        if evt.device_type != DeviceType.CUDA or evt.key in _PROFILER_OVERHEAD:
-            continue
-        us = getattr(evt, "self_device_time_total", None)
-        if us is None:
-            us = getattr(evt, "self_cuda_time_total", 0.0)
-        kernels.append({"name": evt.key, "ms_per_call": us / 1e3 / n_calls,
-                        "count_per_call": evt.count / n_calls})
-    kernels.sort(key=lambda r: -r["ms_per_call"])
+    kernels = kernels_per_call(_device_events(prof), n_calls)
     return {"device_ms_per_call": float(sum(r["ms_per_call"] for r in kernels)),
             "n_calls": n_calls, "kernels": kernels}
+
+
+def _device_events(prof):
+    """(name, duration in microseconds) of each device activity of a finished session, read
+    from the profiler's raw results: the same events and durations ``key_averages`` sums
+    (device events, neither asynchronous nor hidden), without building its Python event
+    tree, which cost about 8 ms of the ~13 ms a session took at the sweep's 720 sessions a
+    process (``scripts/sweep_cost_probe.py``; ``benchmarks/readme-command/``)."""
+    from torch.autograd import DeviceType
+    for evt in prof.profiler.kineto_results.events():
+        if evt.device_type() != DeviceType.CUDA or evt.is_async() \
+                or evt.start_thread_id() != evt.end_thread_id() \
+                or getattr(evt, "is_hidden_event", lambda: False)():
+            continue
+        yield evt.name(), (evt.end_ns() - evt.start_ns()) / 1e3
+
+
+def kernels_per_call(events, n_calls: int) -> list[dict]:
+    """Group ``(name, duration_us)`` device events of ``n_calls`` calls by name: one row per
+    kernel with ``ms_per_call`` and ``count_per_call``, longest first; the profiler's own
+    activity (``_PROFILER_OVERHEAD``) is left out, memsets and copies are kept."""
+    n_calls = _validate.integer("n_calls", n_calls)
+    total_us: dict[str, float] = {}
+    count: dict[str, int] = {}
+    for name, us in events:
+        if name in _PROFILER_OVERHEAD:
+            continue
+        total_us[name] = total_us.get(name, 0.0) + float(us)
+        count[name] = count.get(name, 0) + 1
+    kernels = [{"name": name, "ms_per_call": total_us[name] / 1e3 / n_calls,
+                "count_per_call": count[name] / n_calls} for name in total_us]
+    kernels.sort(key=lambda r: -r["ms_per_call"])
+    return kernels
 
 
 def capture_graph(fn, n_calls=1, *, debug=False):

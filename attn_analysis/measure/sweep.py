@@ -33,7 +33,8 @@ from .trial import _FATAL, _worker_main, _write_failure
 
 __all__ = ["Plan", "SweepError", "DEFAULT_TRIALS", "DEFAULT_PLACEMENTS", "DEFAULT_TIMING",
            "START_METHODS", "FORKSERVER_PRELOAD", "trial_context", "plan_units",
-           "ERRORED", "check_fits", "preflight", "finished_summary", "run", "CPU_SHAPES",
+           "ERRORED", "check_fits", "preflight", "finished_summary", "run", "start_trial_server",
+           "CPU_SHAPES",
            "CPU_CANDIDATES", "measurement_plan", "campaign_plan"]
 
 # ---------------------------------------------------------------------------- parent
@@ -191,9 +192,16 @@ def _run_locked(out_dir: Path, plan: Plan, *, progress: bool, max_restarts: int)
 # again); plugins are left to each trial, since a plugin may touch the GPU when imported.
 # torch._inductor.config is what torch.use_deterministic_algorithms (env.lock) imports on
 # its first call, about 870 modules: 5-6 s of every spawned trial on the GPU machines,
-# whose torch has no bytecode cache (scripts/startup_probe.py).
+# whose torch has no bytecode cache (scripts/startup_probe.py). Dynamo, FlexAttention and
+# Triton are part of what each process's first torch.compile and our Triton kernel import
+# on first use. Not torch._inductor.compile_fx: importing it asks the CUDA runtime for its
+# devices, and a child forked after that cannot start CUDA (checked on an H200 by forking
+# after each module's import; tests/test_start_method.py forks the same way).
 FORKSERVER_PRELOAD = ("torch", "torch._inductor.config", "numpy",
+                      "torch._dynamo", "torch.nn.attention.flex_attention",
                       "attn_analysis.measure.trial", "attn_analysis.measure.candidates",
+                      "attn_analysis.measure.compile_settings",
+                      "attn_analysis.measure.triton_attention",
                       "attn_analysis.measure.timing", "attn_analysis.measure.profiler",
                       "attn_analysis.measure.machine", "attn_analysis.measure.env")
 
@@ -205,6 +213,18 @@ def trial_context(start_method: str):
     if start_method == "forkserver":
         ctx.set_forkserver_preload(list(FORKSERVER_PRELOAD))
     return ctx
+
+
+def start_trial_server(start_method: str) -> None:
+    """Start the fork server now (``start_method`` "forkserver"; nothing for "spawn"), so
+    that its imports (torch and the measuring code: 10-12 s of the first trial's wall on
+    a fresh H100, ``benchmarks/readme-command/``) run while this process imports torch and
+    reads the device's memory, not after. It touches no GPU and writes nothing, and it
+    ends with this process."""
+    trial_context(start_method)
+    if start_method == "forkserver":
+        from multiprocessing import forkserver
+        forkserver.ensure_running()
 
 
 def _timing_outcome(out_dir: Path, expected: dict) -> dict:

@@ -15,7 +15,7 @@ import uuid
 from pathlib import Path
 
 from .. import record
-from . import run_lock
+from . import run_lock, tuning_cache
 from .budget import PhaseClock
 from ..configs import Config
 
@@ -94,6 +94,7 @@ class _Worker:
         with self.clock.phase("fingerprint"):
             fp = machine.fingerprint()
             self._check_machine(fp)
+        self.fingerprint_hash = fp.get("fingerprint_hash")
         name = record.unit_name("trial", trial=self.trial)
         trial_unit = None
         if name not in self.done:
@@ -107,13 +108,21 @@ class _Worker:
                 ceilings = measure_ceilings(self.plan.device)
             self._write({"kind": "ceilings", "ceilings": ceilings, "started_utc": _now()})
         rng = random.Random(self.plan.seed * 1_000_003 + self.trial)
+        allocated = []
         for ci, config in enumerate(self.plan.configs):
             self._config(config, ci, rng)
-            gc.collect()
-            if self.plan.device == "cuda":
-                torch.cuda.empty_cache()
+            with self.clock.phase("collect"):
+                # the objects made since the heap was last frozen (_rounds), this
+                # configuration's rounds: a collection of those alone, not of the heap
+                gc.collect()
+                if self.plan.device == "cuda":
+                    torch.cuda.empty_cache()
+                    allocated.append(int(torch.cuda.memory_allocated()))
         if trial_unit is not None:  # the same unit again, now with where its time went
-            self._write(dict(trial_unit, budget=self.clock.as_record()))
+            # (and the device memory still allocated after each configuration: what the
+            # frozen heap could keep alive shows here as growth)
+            self._write(dict(trial_unit, budget=self.clock.as_record(),
+                             allocated_after_config_bytes=allocated))
 
     def _check_machine(self, fp: dict) -> None:
         if self.plan.allow_mixed:
@@ -132,6 +141,26 @@ class _Worker:
             if unit["trial"] != self.trial and unit.get("status") == "ok" and unit.get("info"):
                 return unit["info"]
         return None
+
+    def _hint(self, config: Config, cand: str) -> tuple[dict | None, str | None]:
+        """What to reuse instead of tuning, and from where: another trial of this run
+        ("run"), else an earlier run on this machine ("machine"; :mod:`.tuning_cache`)."""
+        from . import candidates as cands
+        if not cands.accepts_hint(cand):
+            return None, None
+        earlier = self._earlier_info(config, cand)
+        if earlier is not None:
+            return earlier, "run"
+        key = self._tuning_key(config, cand)
+        cached = tuning_cache.lookup(key) if key else None
+        return (cached, "machine") if cached is not None else (None, None)
+
+    def _tuning_key(self, config: Config, cand: str) -> str | None:
+        if self.plan.device != "cuda" or not getattr(self, "fingerprint_hash", None):
+            return None
+        if not hasattr(self, "_code_hash"):
+            self._code_hash = tuning_cache.code_hash()
+        return tuning_cache.cache_key(cand, config.key, self.fingerprint_hash, self._code_hash)
 
     def _fail_rest(self, names, status, reason) -> None:
         for name in names:
@@ -167,8 +196,8 @@ class _Worker:
         from . import candidates as cands
         try:
             with self.clock.phase("build"):
-                built = cands.build(cand, config, self.plan.device,
-                                    hint=self._earlier_info(config, cand))
+                hint, source = self._hint(config, cand)
+                built = cands.build(cand, config, self.plan.device, hint=hint)
         except cands.Unsupported as exc:
             return self._fail_rest(names, "unsupported", str(exc))
         except torch.OutOfMemoryError as exc:
@@ -195,6 +224,13 @@ class _Worker:
         if not passed:
             return self._fail_rest(names, "failed_correctness",
                                    "failed the float64 correctness gate; not timed")
+        if cands.accepts_hint(cand):
+            key = self._tuning_key(config, cand)
+            if source is None and key:  # tuned here and correct: later runs may reuse it
+                tuning_cache.store(key, _jsonable(built.info))
+            # every unit says whether this build tuned ("tuned") or reused a choice
+            built = dataclasses.replace(built, info={**built.info,
+                                                     "hint_source": source or "tuned"})
         return built
 
     def _rounds(self, config: Config, ci: int, ready: dict, rng: random.Random) -> None:
@@ -215,12 +251,15 @@ class _Worker:
         # What is alive now (modules, the built candidates) outlives the rounds: frozen, it
         # is left out of the garbage collection before each placement (placement.release),
         # which otherwise walks the whole heap of a torch process (~0.15 s, per placement).
-        gc.collect()
-        gc.freeze()
-        try:
-            self._placements(config, ready, pending, seed, rng)
-        finally:
-            gc.unfreeze()  # the next configuration's collection sees all of it again
+        # It stays frozen: a full collection walked ~424,000 objects in 0.2-0.26 s on an
+        # H100, twice a configuration (scripts/sweep_cost_probe.py), and what a later
+        # collection must free is made after this point. An object frozen here that later
+        # becomes cyclic garbage is never collected; the trial unit records the device
+        # memory still allocated after each configuration, where such a leak would show.
+        with self.clock.phase("collect"):
+            gc.collect()
+            gc.freeze()
+        self._placements(config, ready, pending, seed, rng)
         for (cand, mode), entry in pending.items():
             self._write_timing(config, cand, mode, ready[cand][0].info, entry)
 

@@ -129,7 +129,9 @@ UNIT_SCHEMA: dict[str, tuple[Field, ...]] = {
                 Field("kernels", (list,), items=_KERNEL)),
     "trial": (*UNIT_IDENTITY["trial"], Field("fingerprint", (dict,), True),  # machine.fingerprint()
               Field("pid", (int,)),
-              Field("budget", (dict,))),  # measure.budget.PhaseClock.as_record(), at its end
+              Field("budget", (dict,)),  # measure.budget.PhaseClock.as_record(), at its end
+              # torch.cuda.memory_allocated() after each configuration, in plan order
+              Field("allocated_after_config_bytes", (list,), items=(int,))),
     "ceilings": (Field("ceilings", (dict,), True),),  # ceilings.measure_ceilings()
 }
 UNIT_SCHEMA = {kind: (_KIND, *fields, *_COMMON) for kind, fields in UNIT_SCHEMA.items()}
