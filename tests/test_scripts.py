@@ -249,3 +249,20 @@ def test_gluon_speed_check_timed_each_variant_beside_cudnn(name):
         assert r["attention_kernel_ms"] == r["kernels"][0]["ms_per_call"]
         assert r["sdpa_over_this_attention_kernel"] == pytest.approx(
             speed["sdpa"]["attention_kernel_ms"] / r["attention_kernel_ms"])
+
+
+def test_sweep_cost_probe_refuses_unknown_parts_before_the_gpu():
+    probe = load(ROOT / "scripts" / "sweep_cost_probe.py")
+    with pytest.raises(ValueError, match="`--parts` may name only"):
+        probe.main(["--parts", "imports,nonsense"])
+
+
+def test_fork_probe_tries_every_preloaded_module(monkeypatch, capsys):
+    from attn_analysis.measure.sweep import FORKSERVER_PRELOAD
+    probe = load(ROOT / "scripts" / "fork_after_import_probe.py")
+    seen = []
+    monkeypatch.setattr(probe, "probe", lambda m: seen.append(m) or (
+        "fork-BAD" if m == "extra.module" else "fork-ok"))
+    assert probe.main([]) == 0 and seen == list(FORKSERVER_PRELOAD)
+    assert probe.main(["extra.module"]) == 1
+    assert "extra.module fork-BAD" in capsys.readouterr().out

@@ -290,6 +290,8 @@ def _run_worker(ctx, out_dir: Path, plan: Plan, trial: int, bar) -> int:
     except KeyboardInterrupt:
         proc.terminate()
         proc.join(10)
+        # a worker stopped inside an atomic write leaves its temporary file behind
+        record.clean_temporaries(out_dir)
         raise
     proc.join()
     return proc.exitcode
