@@ -68,8 +68,10 @@ print(json.dumps({"start_s": t1 - t0, "rows": rows, "total_s": time.perf_counter
 """
 
 
-def _child(code: str, env_extra: dict | None = None) -> dict:
-    env = dict(os.environ, **(env_extra or {}))
+def _child(code: str, env_extra: dict | None = None, base: dict | None = None) -> dict:
+    """Run ``code`` in a fresh interpreter (environment ``base``, default this one's, plus
+    ``env_extra``); its last stdout line is a JSON record, to which ``wall_s`` is added."""
+    env = dict(os.environ if base is None else base, **(env_extra or {}))
     started = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env=env, check=False)
@@ -103,6 +105,13 @@ def part_builds() -> dict:
             "warm_threads1": _summarise_builds(_child(code, {"TORCHINDUCTOR_COMPILE_THREADS": "1"}))}
 
 
+def _place(r: int, built, config, rng):
+    """A fresh placement of ``built``'s inputs for round ``r``, as the sweep makes one."""
+    from attn_analysis.measure import candidates as cands, placement
+    return placement.place(r, lambda: cands.make_inputs(config, "cuda", seed=r + 1,
+                                                        layout=built.layout), "cuda", rng)
+
+
 def part_profile(rounds: int = 4) -> dict:
     import random
     import statistics
@@ -126,8 +135,7 @@ def part_profile(rounds: int = 4) -> dict:
         for name in order:
             b = built[name]
             placement.release("cuda")
-            pl = placement.place(r, lambda: cands.make_inputs(config, "cuda", seed=r + 1,
-                                                              layout=b.layout), "cuda", rng)
+            pl = _place(r, b, config, rng)
             q, k, v = pl.inputs
             with b.context():
                 s = time.perf_counter()
@@ -146,8 +154,7 @@ def part_profile(rounds: int = 4) -> dict:
             for name in order:
                 b = built[name]
                 placement.release("cuda")
-                pl = placement.place(r, lambda: cands.make_inputs(config, "cuda", seed=r + 1,
-                                                                  layout=b.layout), "cuda", rng)
+                pl = _place(r, b, config, rng)
                 q, k, v = pl.inputs
                 with b.context():
                     b.fn(q, k, v)
@@ -216,20 +223,16 @@ def part_gc() -> dict:
         for name in CANDIDATES:
             keep.append(cands.build(name, config, "cuda"))
     torch.cuda.synchronize()
-    out = {"objects": len(gc.get_objects())}
-    times = []
-    for _ in range(3):
-        s = time.perf_counter()
-        gc.collect()
-        times.append(time.perf_counter() - s)
-    out["collect_s"] = times
+    def three_collections() -> list[float]:
+        times = []
+        for _ in range(3):
+            s = time.perf_counter()
+            gc.collect()
+            times.append(time.perf_counter() - s)
+        return times
+    out = {"objects": len(gc.get_objects()), "collect_s": three_collections()}
     gc.freeze()
-    times = []
-    for _ in range(3):
-        s = time.perf_counter()
-        gc.collect()
-        times.append(time.perf_counter() - s)
-    out["collect_frozen_s"] = times
+    out["collect_frozen_s"] = three_collections()
     gc.unfreeze()
     s = time.perf_counter()
     torch.cuda.empty_cache()
@@ -242,16 +245,7 @@ def part_pycache() -> dict:
     prefix = tempfile.mkdtemp(prefix="pyc-")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPYCACHEPREFIX"] = prefix
-    out = []
-    for _ in range(3):
-        started = time.perf_counter()
-        done = subprocess.run([sys.executable, "-c", IMPORT_CHILD], capture_output=True,
-                              text=True, env=env, check=False)
-        rec = json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else {
-            "error": done.stderr[-500:]}
-        rec["wall_s"] = time.perf_counter() - started
-        out.append(rec)
-    return {"write_prefix": out}
+    return {"write_prefix": [_child(IMPORT_CHILD, base=env) for _ in range(3)]}
 
 
 def part_profile2(rounds: int = 6) -> dict:
@@ -279,8 +273,7 @@ def part_profile2(rounds: int = 6) -> dict:
             pls = {}
             for name in order:
                 b = built[name]
-                pls[name] = placement.place(r, lambda: cands.make_inputs(
-                    config, "cuda", seed=r + 1, layout=b.layout), "cuda", rng)
+                pls[name] = _place(r, b, config, rng)
             t_pairs = 0.0
             for name in order:  # per pair, at these placements
                 b = built[name]
@@ -381,14 +374,7 @@ def part_builds2() -> dict:
         else:
             env["TRITON_CACHE_DIR"] = last["TRITON_CACHE_DIR"]
             env["TORCHINDUCTOR_CACHE_DIR"] = last["TORCHINDUCTOR_CACHE_DIR"]
-        started = time.perf_counter()
-        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                              env=env, check=False)
-        rec = json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else {
-            "error": done.stderr[-1500:]}
-        rec["wall_s"] = time.perf_counter() - started
-        rec.pop("rows", None) if "error" in rec else None
-        out[label] = _summarise_builds(rec)
+        out[label] = _summarise_builds(_child(code, base=env))
         out[label].pop("rows", None)
     return out
 
