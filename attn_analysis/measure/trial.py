@@ -65,6 +65,10 @@ class _Worker:
                  clock: PhaseClock | None = None):
         self.out, self.plan, self.trial, self.messages = out_dir, plan, trial, messages
         self.clock = clock or PhaseClock()
+        # set in run(): the machine's fingerprint, and the measuring code's hash when a
+        # tuning key is first needed (both key the per-machine tuning cache)
+        self.fingerprint_hash: str | None = None
+        self._code_hash: str | None = None
         with self.clock.phase("journal"):  # this trial's units (and the run's ceilings)
             names = plan_units(plan)[trial] + [record.unit_name("ceilings")]
             self.done, _ = record.finished_units(out_dir, names)
@@ -156,9 +160,9 @@ class _Worker:
         return (cached, "machine") if cached is not None else (None, None)
 
     def _tuning_key(self, config: Config, cand: str) -> str | None:
-        if self.plan.device != "cuda" or not getattr(self, "fingerprint_hash", None):
+        if self.plan.device != "cuda" or not self.fingerprint_hash:
             return None
-        if not hasattr(self, "_code_hash"):
+        if self._code_hash is None:
             self._code_hash = tuning_cache.code_hash()
         return tuning_cache.cache_key(cand, config.key, self.fingerprint_hash, self._code_hash)
 
