@@ -73,6 +73,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="how each trial process starts: forkserver (default; forked from a "
                          "server that imported torch once, CUDA started in each trial) or "
                          "spawn (a fresh interpreter, as runs before 2026-11-25)")
+    sw.add_argument("--no-prebuild", action="store_true",
+                    help="compile nothing before the first trial process (by default, on a "
+                         "GPU, the compiled candidates of every configuration are compiled "
+                         "in parallel first, into the machine's caches; recorded in run.json)")
     sw.add_argument("--seed", type=int, default=0)
     sw.add_argument("--plugin", action="append", default=[],
                     help="module that registers extra candidates")
@@ -208,7 +212,8 @@ def cmd_sweep(args) -> int:
     # `kill PID` stops the sweep as Ctrl-C does: the worker is stopped, the lock released.
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
-        summary = sweep.run(args.out, plan, progress=not args.quiet)
+        summary = sweep.run(args.out, plan, progress=not args.quiet,
+                            prebuild=False if args.no_prebuild else None)
     finally:
         signal.signal(signal.SIGTERM, previous)
     not_timed = ", ".join(f"{k} {v}" for k, v in sorted(summary["not_timed"].items()))

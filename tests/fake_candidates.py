@@ -125,3 +125,48 @@ for _name, _build in [("fake_compile_error", _compile_error),
                       ("fake_oom_while_timing", _oom_while_timing)]:
     if _name not in cands.CANDIDATES:
         cands.register(cands.Candidate(_name, "test double", _build, devices=cands.DEVICES))
+
+
+# Candidates that compile (``Candidate.warm``), for the sweep's prebuild (measure.prebuild).
+# ``fake_warmed`` leaves a marker per warm, named after the configuration and the process,
+# in the folder ATTN_TEST_WARM_DIR; the others fail or outlast the prebuild's limit.
+def _warm_marker(config, device):
+    folder = os.environ.get("ATTN_TEST_WARM_DIR")
+    if folder:
+        with open(os.path.join(folder, f"{config.key}__{os.getpid()}"), "w") as fh:
+            fh.write(device)
+
+
+def _warm_times(config, device):
+    # as Inductor's first launch leaves behind in its cache folder: a compiled kernel, the
+    # configuration its timing chose, and an algorithm selector's record
+    folder = os.environ["TORCHINDUCTOR_CACHE_DIR"]
+    stem = f"{config.key}-{os.getpid()}"
+    for sub, name in (("ab", f"{stem}.py"), ("ab", f"{stem}.best_config"),
+                      (os.path.join("cache", "sys"), stem)):
+        os.makedirs(os.path.join(folder, sub), exist_ok=True)
+        with open(os.path.join(folder, sub, name), "w") as fh:
+            fh.write("{}")
+
+
+def _warm_fails(config, device):
+    raise RuntimeError("simulated compiler failure while prebuilding")
+
+
+def _warm_hangs(config, device):
+    time.sleep(120)
+
+
+def _exact(config, device):
+    # a correct attention for every configuration of the tiny plan, causal ones included
+    causal = config.causal
+    return cands.Built(lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(
+        q, k, v, is_causal=causal), {})
+
+
+for _name, _warm in [("fake_warmed", _warm_marker), ("fake_warm_times", _warm_times),
+                     ("fake_warm_fails", _warm_fails),
+                     ("fake_warm_hangs", _warm_hangs)]:
+    if _name not in cands.CANDIDATES:
+        cands.register(cands.Candidate(_name, "test double that compiles", _exact,
+                                       devices=cands.DEVICES, warm=_warm))

@@ -80,10 +80,11 @@ def test_sweep_without_torch_is_a_one_line_error(tmp_path):
 def test_default_candidates_resolved_when_the_sweep_runs(tmp_path, monkeypatch):
     from attn_analysis.measure.candidates import DEFAULT_CANDIDATES
     assert cli.build_parser().parse_args(["sweep", "--out", "x"]).candidates is None
-    plans = []
+    plans, prebuilds = [], []
 
-    def fake_run(out, plan, progress):
+    def fake_run(out, plan, progress, prebuild):
         plans.append(plan)
+        prebuilds.append(prebuild)
         return {"units": 0, "out": out, "wall_s": 0.0, "timing_units": 0, "timed": 0,
                 "not_timed": {}, "errored": 0, "first_error": "", "finished": False}
 
@@ -91,8 +92,10 @@ def test_default_candidates_resolved_when_the_sweep_runs(tmp_path, monkeypatch):
     assert main(["sweep", "--out", str(tmp_path / "r"), "--device", "cpu", "--shape",
                  "1,2,16", "--quiet"]) == 0
     assert main(["sweep", "--out", str(tmp_path / "r"), "--device", "cpu", "--shape",
-                 "1,2,16", "--candidates", "sdpa", "--quiet"]) == 0
+                 "1,2,16", "--candidates", "sdpa", "--quiet", "--no-prebuild"]) == 0
     assert [p.candidates for p in plans] == [tuple(DEFAULT_CANDIDATES), ("sdpa",)]
+    # the sweep decides (on a GPU only) unless --no-prebuild says never
+    assert prebuilds == [None, False]
     assert plans[0].modes == configs.MODES
 
 
@@ -100,7 +103,8 @@ def test_sweep_defaults_are_the_calibrated_design(tmp_path, monkeypatch):
     """Without flags a sweep measures protocol 2's calibrated design (2 processes x 8
     placements x 20 samples, 10 ms warm-up); --ci-target switches to the adaptive rule."""
     plans = []
-    monkeypatch.setattr(sweep, "run", lambda out, plan, progress: plans.append(plan) or {
+    monkeypatch.setattr(sweep, "run", lambda out, plan, progress, prebuild:
+                        plans.append(plan) or {
         "units": 0, "out": out, "wall_s": 0.0, "timing_units": 0, "timed": 0, "not_timed": {},
         "errored": 0, "first_error": "", "finished": False})
     base = ["sweep", "--device", "cpu", "--shape", "1,2,16", "--quiet"]

@@ -266,3 +266,20 @@ def test_fork_probe_tries_every_preloaded_module(monkeypatch, capsys):
     assert probe.main([]) == 0 and seen == list(FORKSERVER_PRELOAD)
     assert probe.main(["extra.module"]) == 1
     assert "extra.module fork-BAD" in capsys.readouterr().out
+
+
+def test_compile_bytecode_writes_under_the_prefix_and_skips_test_suites(tmp_path, monkeypatch):
+    script = load(ROOT / "scripts" / "compile_bytecode.py")
+    pkg = tmp_path / "src" / "somepkg"
+    (pkg / "tests").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "mod.py").write_text("X = 1\n")
+    (pkg / "tests" / "test_mod.py").write_text("def test(): pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "src"))
+    assert script.package_dirs(["somepkg", "no_such_package_here"]) == [pkg]
+    prefix = tmp_path / "pyc"
+    monkeypatch.setattr("sys.pycache_prefix", str(prefix))
+    assert script.compile_all([pkg], workers=1, stdlib=False)
+    written = sorted(p.name.split(".")[0] for p in prefix.rglob("*.pyc"))
+    assert written == ["__init__", "mod"]
+    assert not list(pkg.rglob("*.pyc"))  # nothing beside the sources

@@ -51,6 +51,22 @@ def test_keys_and_records_are_checked():
         tuning_cache.store("k", [1])
 
 
+def test_many_entries_are_kept_in_one_write_beside_the_others(tmp_path):
+    path = tmp_path / "tuning.json"
+    tuning_cache.store("old", {"a": 1}, path)
+    tuning_cache.store_many({"x": {"b": 2}, "y": {"c": 3}}, path)
+    assert [tuning_cache.lookup(k, path) for k in ("old", "x", "y")] == [
+        {"a": 1}, {"b": 2}, {"c": 3}]
+    tuning_cache.store_many({}, path)  # nothing to keep: the file as it was
+    assert tuning_cache.lookup("x", path) == {"b": 2}
+    with pytest.raises(ValueError, match="every key must be a non-empty string"):
+        tuning_cache.store_many({"": {"a": 1}}, path)
+    with pytest.raises(ValueError, match="`info` must be a dict"):
+        tuning_cache.store_many({"z": "no"}, path)
+    assert tuning_cache.lookup("z", path) is None
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tuning.json"]
+
+
 def test_the_cache_path_follows_the_environment(monkeypatch, tmp_path):
     monkeypatch.setenv(tuning_cache.ENV_VAR, str(tmp_path / "t.json"))
     assert tuning_cache.cache_path() == tmp_path / "t.json"
@@ -75,6 +91,7 @@ def _worker(tmp_path, device="cuda", earlier=None):
     worker.plan = types.SimpleNamespace(device=device)
     worker.fingerprint_hash = "fp"
     worker._code_hash = "code"
+    worker.build_s = {}
     worker._earlier_info = lambda config, cand: earlier
     return worker
 

@@ -71,6 +71,12 @@ class Candidate:
     devices: tuple = DEVICES
     min_capability: tuple | None = None  # CUDA compute capability, e.g. (8, 0)
     meta: catalog.Meta | None = None
+    # warm(config, device): compile what ``build`` compiles into the machine's caches on
+    # disk, timing nothing, so that a later build in another process loads it (the sweep's
+    # parallel prebuild, :mod:`.prebuild`); None for a candidate that compiles nothing. A
+    # torch.compile candidate's own build does that (it compiles and runs twice); what it
+    # returns is dropped.
+    warm: Callable[[Config, str], object] | None = None
 
     def __post_init__(self):
         if self.meta is None:
@@ -335,6 +341,13 @@ def _build_flex(config: Config, device: str) -> Built:
                       "compile_threads": threads})
 
 
+def _warm_triton(config: Config, device: str) -> dict:
+    """Compile the configurations our Triton kernel's tuning tries at ``config``."""
+    from . import triton_attention
+    q, k, v = make_inputs(config, device, seed=0)
+    return triton_attention.precompile(q, k, v, causal=config.causal)
+
+
 def _build_triton(config: Config, device: str, hint: dict | None = None) -> Built:
     """Autotune on this shape, or reuse the configuration an earlier trial tuned (``hint``)."""
     try:
@@ -368,11 +381,13 @@ register(Candidate("sdpa_math", "SDPA forced to the math (reference) backend",
                    _build_sdpa("MATH")))
 register(Candidate("eager", "matmul, softmax, matmul in eager PyTorch", _build_eager))
 register(Candidate("eager_compiled", "the eager version under torch.compile",
-                   _build_eager_compiled))
+                   _build_eager_compiled, warm=_build_eager_compiled))
 register(Candidate("flex", "FlexAttention under torch.compile, one compile per shape",
-                   _build_flex, devices=("cuda",), min_capability=(8, 0)))
+                   _build_flex, devices=("cuda",), min_capability=(8, 0),
+                   warm=_build_flex))
 register(Candidate("triton", "our FlashAttention-style Triton kernel (autotuned at build)",
-                   _build_triton, devices=("cuda",), min_capability=(8, 0)))
+                   _build_triton, devices=("cuda",), min_capability=(8, 0),
+                   warm=_warm_triton))
 
 DEFAULT_CANDIDATES = tuple(CANDIDATES)
 

@@ -120,26 +120,35 @@ def _summary(out_dir: Path, expected: dict, outcome: dict, wall_s: float) -> dic
             "first_error": outcome["first_error"]}
 
 
-def run(out_dir, plan: Plan, *, progress: bool = True, max_restarts: int = 3) -> dict:
+def run(out_dir, plan: Plan, *, progress: bool = True, max_restarts: int = 3,
+        prebuild: bool | None = None) -> dict:
     """Run (or resume) a sweep into ``out_dir`` and finalize it; return a summary dict.
 
     Before writing anything it runs :func:`preflight` (the folder, the device, memory,
     a finished run); a finished run that this plan calls for no more than is left as it
     is and its summary returned, with ``finished`` True. While it runs it holds the
     folder's lock (a second sweep on the folder is refused), and its workers die with it.
+    Before the first trial process it compiles the compiled candidates of the
+    configurations still to measure in parallel (:mod:`.prebuild`; ``prebuild`` None: on
+    a GPU only, False: never) and records what that did in ``run.json``
+    (``prebuild_last_invocation``).
     A run in which no timing unit recorded a sample is not finalized (SweepError). Units
     that errored or crashed are recorded and the run finalized; the summary counts them
     (``errored``, ``first_error``), and the command line then exits 1.
     """
+    from . import prebuild as _prebuild
+    prebuild = _prebuild.wanted(plan, prebuild)
     finished = preflight(out_dir, plan)
     if finished is not None:
         return finished
     out_dir = run_lock.make_run_folder(out_dir)
     with run_lock.hold(out_dir):
-        return _run_locked(out_dir, plan, progress=progress, max_restarts=max_restarts)
+        return _run_locked(out_dir, plan, progress=progress, max_restarts=max_restarts,
+                           prebuild=prebuild)
 
 
-def _run_locked(out_dir: Path, plan: Plan, *, progress: bool, max_restarts: int) -> dict:
+def _run_locked(out_dir: Path, plan: Plan, *, progress: bool, max_restarts: int,
+                prebuild: bool = False) -> dict:
     """The body of ``run``, inside the folder's lock."""
     finished = finished_summary(out_dir, plan)  # finalized while we waited for the lock
     if finished is not None:
@@ -157,7 +166,10 @@ def _run_locked(out_dir: Path, plan: Plan, *, progress: bool, max_restarts: int)
     bar = tqdm(total=total, initial=len(done & set(sum(expected.values(), []))),
                desc="sweep", unit="unit", disable=not progress)
     ctx = trial_context(plan.start_method)
+    prebuilt = None
     try:
+        if prebuild:
+            prebuilt = _prebuild_missing(ctx, plan, expected, done, bar)
         for trial, names in expected.items():
             restarts = 0
             while True:
@@ -183,8 +195,30 @@ def _run_locked(out_dir: Path, plan: Plan, *, progress: bool, max_restarts: int)
                          f"reason: {outcome['first_reason']}); {out_dir} is not finalized.")
     info = {"plan": plan.to_json(), "attn_analysis_version": __version__,
             "finished_utc": _now(), "sweep_wall_s_last_invocation": time.monotonic() - started}
+    if prebuilt is not None:
+        info["prebuild_last_invocation"] = prebuilt
     record.finalize(out_dir, info)
     return _summary(out_dir, expected, outcome, wall_s=time.monotonic() - started)
+
+
+def _prebuild_missing(ctx, plan: Plan, expected: dict, done: set, bar) -> dict | None:
+    """Prebuild (:mod:`.prebuild`) the configurations with a unit still to measure; None
+    when there is none or no candidate of the plan compiles."""
+    from . import prebuild
+    configs = prebuild.pending_configs(
+        plan, [n for names in expected.values() for n in names if n not in done])
+    if not prebuild.jobs(plan, configs):
+        return None
+    bar.set_postfix_str("prebuild", refresh=True)
+    summary = prebuild.run(ctx, plan, configs,
+                           progress=lambda text: bar.set_postfix_str(text, refresh=True))
+    counts = {}
+    for row in summary["jobs"]:
+        counts[row["status"]] = counts.get(row["status"], 0) + 1
+    bar.write(f"prebuild: {len(summary['jobs'])} compiles in {summary['workers']} "
+              f"processes, {summary['wall_s']:.1f} s ("
+              + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) + ")")
+    return summary
 
 
 # What the fork server imports once, before any trial: torch and the modules a trial

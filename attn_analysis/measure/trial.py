@@ -69,6 +69,9 @@ class _Worker:
         # tuning key is first needed (both key the per-machine tuning cache)
         self.fingerprint_hash: str | None = None
         self._code_hash: str | None = None
+        # seconds of the build phase per candidate, summed over configurations (the trial
+        # unit's ``build_s_by_candidate``: which compiler or tuner a process waits for)
+        self.build_s: dict[str, float] = {}
         with self.clock.phase("journal"):  # this trial's units (and the run's ceilings)
             names = plan_units(plan)[trial] + [record.unit_name("ceilings")]
             self.done, _ = record.finished_units(out_dir, names)
@@ -126,7 +129,9 @@ class _Worker:
             # (and the device memory still allocated after each configuration: what the
             # frozen heap could keep alive shows here as growth)
             self._write(dict(trial_unit, budget=self.clock.as_record(),
-                             allocated_after_config_bytes=allocated))
+                             allocated_after_config_bytes=allocated,
+                             build_s_by_candidate={c: round(t, 4)
+                                                   for c, t in self.build_s.items()}))
 
     def _check_machine(self, fp: dict) -> None:
         if self.plan.allow_mixed:
@@ -199,9 +204,7 @@ class _Worker:
         import torch
         from . import candidates as cands
         try:
-            with self.clock.phase("build"):
-                hint, source = self._hint(config, cand)
-                built = cands.build(cand, config, self.plan.device, hint=hint)
+            built, source = self._build(config, cand)
         except cands.Unsupported as exc:
             return self._fail_rest(names, "unsupported", str(exc))
         except torch.OutOfMemoryError as exc:
@@ -236,6 +239,18 @@ class _Worker:
             built = dataclasses.replace(built, info={**built.info,
                                                      "hint_source": source or "tuned"})
         return built
+
+    def _build(self, config: Config, cand: str):
+        """``cands.build`` with the hint to reuse (:meth:`_hint`): (built, hint source);
+        its time is charged to the ``build`` phase and to ``cand`` in ``build_s``."""
+        from . import candidates as cands
+        t = time.perf_counter()
+        try:
+            with self.clock.phase("build"):
+                hint, source = self._hint(config, cand)
+                return cands.build(cand, config, self.plan.device, hint=hint), source
+        finally:
+            self.build_s[cand] = self.build_s.get(cand, 0.0) + time.perf_counter() - t
 
     def _rounds(self, config: Config, ci: int, ready: dict, rng: random.Random) -> None:
         """Protocol v2: ``plan.placements`` rounds; in each, every candidate in a random

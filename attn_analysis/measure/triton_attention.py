@@ -35,7 +35,7 @@ from .attention_args import tensor_iv
 from .triton_kernels import _attn_fwd, _attn_fwd_persist
 
 __all__ = ["INTERPRETED", "LOG2E", "HEAD_DIMS", "DTYPES", "CONFIG_KEYS", "TUNING_KEYS",
-           "DEFAULT_CONFIGS", "INTERPRETER_CONFIG", "attention", "tune", "build"]
+           "DEFAULT_CONFIGS", "INTERPRETER_CONFIG", "attention", "tune", "precompile", "build"]
 
 INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") == "1"
 LOG2E = 1.4426950408889634
@@ -332,18 +332,7 @@ def tune(q, k, v, *, causal=False, candidates=None, warmup_ms=10, rep_ms=40) -> 
         the second, longer timing of the three fastest), ``n_tried`` (candidates timed),
         ``n_failed`` (candidates skipped on error) and ``TMA`` (copy-engine path used).
     """
-    _attention_iv(q, k, v, causal, None, None, None)
-    D, S = q.shape[3], q.shape[2]
-    if candidates is None:
-        candidates = _candidates(D)
-    if not isinstance(candidates, (list, tuple)) or not candidates:
-        raise ValueError("`candidates` must be a non-empty list of config dicts or None.")
-    cands = [_config_iv(c, D) for c in candidates]
-    if INTERPRETED:
-        raise RuntimeError("`tune` times on a GPU; under TRITON_INTERPRET=1 use `build`.")
-    cap = max(16, _next_pow2(S))
-    fitting = [c for c in cands if c["BLOCK_M"] <= cap and c["BLOCK_N"] <= cap]
-    cands = fitting or cands
+    cands = _tuning_candidates(q, k, v, causal, candidates, "tune")
     out = torch.empty_like(q)
 
     def bench(fn, rep):
@@ -376,6 +365,43 @@ def tune(q, k, v, *, causal=False, candidates=None, warmup_ms=10, rep_ms=40) -> 
     tma = _tma_ok(q.device) and all(t.data_ptr() % 16 == 0 for t in (q, k, v))
     return {**best, "tuned_ms": float(best_ms), "n_tried": len(timed), "n_failed": n_failed,
             "TMA": tma}
+
+
+def _tuning_candidates(q, k, v, causal, candidates, verb: str) -> list[dict]:
+    """The configurations ``tune`` (and ``precompile``) try on these inputs: ``candidates``
+    (None: the default search space for D) validated, without blocks much larger than the
+    sequence (at least one candidate stays)."""
+    _attention_iv(q, k, v, causal, None, None, None)
+    D, S = q.shape[3], q.shape[2]
+    if candidates is None:
+        candidates = _candidates(D)
+    if not isinstance(candidates, (list, tuple)) or not candidates:
+        raise ValueError("`candidates` must be a non-empty list of config dicts or None.")
+    cands = [_config_iv(c, D) for c in candidates]
+    if INTERPRETED:
+        raise RuntimeError(f"`{verb}` runs on a GPU; under TRITON_INTERPRET=1 use `build`.")
+    cap = max(16, _next_pow2(S))
+    fitting = [c for c in cands if c["BLOCK_M"] <= cap and c["BLOCK_N"] <= cap]
+    return fitting or cands
+
+
+def precompile(q, k, v, *, causal=False, candidates=None) -> dict:
+    """Compile every configuration ``tune`` would try on these inputs, into Triton's cache
+    on disk, and time nothing: each is run once, as ``tune`` first runs it. A later
+    ``tune`` in another process then loads the kernels instead of compiling them
+    (:mod:`.prebuild` calls this before a sweep's first process). Returns ``n_compiled``
+    and ``n_failed`` (configurations that fail to compile or to run; ``tune`` skips them).
+    """
+    cands = _tuning_candidates(q, k, v, causal, candidates, "precompile")
+    out = torch.empty_like(q)
+    n_failed = 0
+    for cfg in cands:
+        try:
+            attention(q, k, v, causal=causal, config=cfg, out=out)
+        except Exception:  # the same failures `tune` skips  # noqa: BLE001
+            n_failed += 1
+    torch.cuda.synchronize()
+    return {"n_compiled": len(cands) - n_failed, "n_failed": n_failed}
 
 
 def build(q, k, v, *, causal=False, config=None) -> tuple[Callable, dict]:

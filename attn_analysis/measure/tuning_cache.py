@@ -18,7 +18,7 @@ import os
 import tempfile
 from pathlib import Path
 
-__all__ = ["ENV_VAR", "cache_path", "code_hash", "cache_key", "lookup", "store"]
+__all__ = ["ENV_VAR", "cache_path", "code_hash", "cache_key", "lookup", "store", "store_many"]
 
 # Where the cache lives when set; else ~/.cache/attn_analysis/tuning.json.
 ENV_VAR = "ATTN_ANALYSIS_TUNING_CACHE"
@@ -73,16 +73,27 @@ def lookup(key: str, path: Path | None = None) -> dict | None:
 def store(key: str, info: dict, path: Path | None = None) -> None:
     """Keep ``info`` (a JSON-able build record) under ``key``, atomically; a cache that
     cannot be written is skipped silently: it only saves time."""
-    if not isinstance(info, dict):
-        raise ValueError(f"`info` must be a dict; got {type(info).__name__}.")
+    store_many({key: info}, path)
+
+
+def store_many(entries: dict, path: Path | None = None) -> None:
+    """Keep every ``{key: info}`` of ``entries`` in one atomic write (one writer for many
+    entries: the sweep's prebuild records its compiles so); unwritable is skipped, as in
+    :func:`store`."""
+    for key, info in entries.items():
+        if not isinstance(key, str) or not key:
+            raise ValueError(f"every key must be a non-empty string; got {key!r}.")
+        if not isinstance(info, dict):
+            raise ValueError(f"`info` must be a dict; got {type(info).__name__}.")
+    if not entries:
+        return
     path = path or cache_path()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        entries = _read(path)
-        entries[key] = info
+        merged = {**_read(path), **entries}
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tuning-", suffix=".json")
         with os.fdopen(fd, "w") as fh:
-            json.dump({"format": _FORMAT, "entries": entries}, fh, sort_keys=True)
+            json.dump({"format": _FORMAT, "entries": merged}, fh, sort_keys=True)
         os.replace(tmp, path)
     except OSError:
         return

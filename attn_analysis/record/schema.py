@@ -131,7 +131,9 @@ UNIT_SCHEMA: dict[str, tuple[Field, ...]] = {
               Field("pid", (int,)),
               Field("budget", (dict,)),  # measure.budget.PhaseClock.as_record(), at its end
               # torch.cuda.memory_allocated() after each configuration, in plan order
-              Field("allocated_after_config_bytes", (list,), items=(int,))),
+              Field("allocated_after_config_bytes", (list,), items=(int,)),
+              # seconds of the build phase per candidate, over the process's configurations
+              Field("build_s_by_candidate", (dict,))),
     "ceilings": (Field("ceilings", (dict,), True),),  # ceilings.measure_ceilings()
 }
 UNIT_SCHEMA = {kind: (_KIND, *fields, *_COMMON) for kind, fields in UNIT_SCHEMA.items()}
