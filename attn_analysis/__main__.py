@@ -154,15 +154,18 @@ def cmd_sweep(args) -> int:
     import signal
 
     from . import _validate, configs
-    from .measure import machine, run_lock, sweep
+    from .measure import device_memory, run_lock, sweep  # torch-free at import
     from .measure.plan import _timing_iv
     run_lock.check_run_folder(args.out, "--out")
     _validate.distinct("--modes", args.modes, "a mode")
     if args.candidates is not None:
         _validate.distinct("--candidates", args.candidates, "a name")
-    # the trial processes' server imports torch while this process does (a fresh machine
-    # compiles both imports; in turn, they cost the first trial 10-12 s more)
+    # the trial processes' server and the child that reads the GPU's memory import torch
+    # while this process does (in turn, they cost the first trial 10-12 s more, and the
+    # read 3.5-7.5 s, on a fresh machine)
     sweep.start_trial_server(args.start_method)
+    if args.device != "cpu":
+        device_memory.start_read()
     import torch  # the sweep's first need of torch: a missing torch is a one-line error
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if args.device is None:
@@ -184,7 +187,7 @@ def cmd_sweep(args) -> int:
     else:
         matrix_name = args.matrix or "reports-v1"
         cfgs = configs.matrix(matrix_name)
-    sweep.check_fits(cfgs, machine.device_memory_bytes(device), device,
+    sweep.check_fits(cfgs, device_memory.read(device), device,
                      "--shape" if args.shape else "--matrix")
     # --budget is checked even when a fixed sample count makes it unused.
     _timing_iv({"ci_target": args.ci_target, "budget_s": args.budget})

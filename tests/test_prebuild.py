@@ -58,7 +58,18 @@ def test_each_candidates_first_configuration_goes_first():
     assert prebuild.job_order([]) == []
 
 
-@pytest.mark.parametrize("n_jobs, cpus, want", [(0, 16, 0), (30, 16, 8), (3, 16, 3),
+def test_the_candidates_that_tune_go_first():
+    pairs = [(c, n) for c in "abc" for n in ("ec", "flex", "triton")]
+    order = prebuild.job_order(pairs, heavy=["triton"])
+    assert order[:3] == [("a", "triton"), ("b", "triton"), ("c", "triton")]
+    assert order[3:] == prebuild.job_order([p for p in pairs if p[1] != "triton"])
+    assert prebuild.job_order(pairs, heavy=["nothing"]) == prebuild.job_order(pairs)
+    # the sweep's heavy candidates are those that tune
+    assert cands.accepts_hint("triton") and not cands.accepts_hint("eager_compiled")
+
+
+@pytest.mark.parametrize("n_jobs, cpus, want", [(0, 16, 0), (30, 16, 15), (30, 64, 16),
+                                                (3, 16, 3),
                                                 (30, 2, 1), (30, None, 1), (30, 1, 1),
                                                 (30, 5, 4)])
 def test_worker_count_leaves_a_core_to_the_sweep(n_jobs, cpus, want):

@@ -283,3 +283,15 @@ def test_compile_bytecode_writes_under_the_prefix_and_skips_test_suites(tmp_path
     written = sorted(p.name.split(".")[0] for p in prefix.rglob("*.pyc"))
     assert written == ["__init__", "mod"]
     assert not list(pkg.rglob("*.pyc"))  # nothing beside the sources
+
+
+def test_prebuild_probe_counts_what_the_prebuild_did():
+    probe = load(ROOT / "scripts" / "prebuild_probe.py")
+    summary = {"wall_s": 4.5, "workers": 3, "timing_choices_removed": 0, "jobs": [
+        {"candidate": "flex", "status": "cached", "s": 0.25},
+        {"candidate": "flex", "status": "ok", "s": 1.5},
+        {"candidate": "triton", "status": "not_done", "s": None}]}
+    assert probe.summarize(summary) == {
+        "wall_s": 4.5, "workers": 3, "timing_choices_removed": 0,
+        "statuses": {"cached": 1, "ok": 1, "not_done": 1},
+        "job_s_by_candidate": {"flex": 1.75, "triton": 0.0}}

@@ -25,7 +25,7 @@ import torch
 from .env import LOCK_SETTINGS, _faults, lock_state
 
 __all__ = ["FingerprintField", "FINGERPRINT_FIELDS", "OPTIONAL_KEYS", "HASHED_KEYS",
-           "device_memory_bytes", "gpu_state", "fingerprint", "fingerprint_hash",
+           "gpu_state", "fingerprint", "fingerprint_hash",
            "validate_fingerprint"]
 
 @dataclasses.dataclass(frozen=True)
@@ -146,44 +146,6 @@ def _nvml_readings(with_static: bool) -> dict:
                    power_limit_w=None if limit is None else limit / 1000.0,
                    driver_version=driver.decode() if isinstance(driver, bytes) else driver)
     return out
-
-
-_CUDA_MEMORY = ("import torch; print(torch.cuda.get_device_properties("
-                "torch.cuda.current_device()).total_memory)")
-
-
-def device_memory_bytes(device: str) -> int | None:
-    """Total memory of ``device``: the current CUDA device's, or the host's physical
-    memory for "cpu"; None where it cannot be read. The sweep refuses, before writing
-    anything, a configuration whose inputs exceed it.
-
-    The CUDA device's properties are read in a short child process: reading them here
-    would initialise CUDA in this process, after which :func:`lock` can no longer set
-    ``CUBLAS_WORKSPACE_CONFIG`` (a notebook that measures, then locks, would fail).
-    A value read is kept for the life of this process (per ``CUDA_VISIBLE_DEVICES``):
-    the command line and the sweep's preflight each ask, and each child started a torch
-    of its own, 3.5-7.5 s on the GPU machines (``benchmarks/readme-command/``).
-    """
-    if device == "cuda":
-        import subprocess
-        import sys
-        if not torch.cuda.is_available():
-            return None
-        key = os.environ.get("CUDA_VISIBLE_DEVICES")
-        if key in _CUDA_MEMORY_READ:
-            return _CUDA_MEMORY_READ[key]
-        proc = _try(lambda: subprocess.run([sys.executable, "-c", _CUDA_MEMORY],
-                                           capture_output=True, text=True, timeout=120))
-        text = proc.stdout.strip() if proc is not None and proc.returncode == 0 else ""
-        if not text.isdigit():
-            return None
-        _CUDA_MEMORY_READ[key] = int(text)
-        return _CUDA_MEMORY_READ[key]
-    return _try(lambda: int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES")))
-
-
-# What device_memory_bytes read from a child, by CUDA_VISIBLE_DEVICES (failures are not kept).
-_CUDA_MEMORY_READ: dict[str | None, int] = {}
 
 
 def gpu_state() -> dict:

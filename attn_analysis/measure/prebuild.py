@@ -42,9 +42,11 @@ __all__ = ["MAX_WORKERS", "TIMEOUT_S", "MARKER_PREFIX", "wanted", "jobs", "pendi
            "job_order", "worker_count", "marker_key", "inductor_cache_dir", "timing_choices",
            "warm", "run"]
 
-# At most this many workers: each starts its own CUDA context (~0.5 GiB of device memory)
-# and its own Inductor; more would compete for a 16-core machine's CPU.
-MAX_WORKERS = 8
+# At most this many workers, and one core fewer than the machine has: each starts its own
+# CUDA context (~0.5 GiB of device memory) and its own Inductor, and compiles on one core.
+# On a fresh 16-core H100 machine 8 workers took 13.3-15.8 s for the README command's 30
+# compiles, whose work summed to 99-115 s (benchmarks/readme-command/).
+MAX_WORKERS = 16
 # The prebuild stops waiting after this long; its unfinished compiles are left to the trial.
 TIMEOUT_S = 240.0
 # A prebuilt pair's marker sits in the tuning cache under its candidate's name so prefixed.
@@ -78,18 +80,23 @@ def pending_configs(plan: Plan, missing_names) -> list[Config]:
     return [config for config in plan.configs if config.key in keys]
 
 
-def job_order(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    """The order the workers take ``pairs`` in: each candidate's first configuration
-    first (it compiles what that candidate's later configurations may share, such as our
-    Triton kernel's variants), then the rest candidate by candidate, in the order of their
-    firsts, so that a later configuration of a candidate tends to start after its first
-    has finished compiling what they share."""
+def job_order(pairs: list[tuple[str, str]], heavy=()) -> list[tuple[str, str]]:
+    """The order the workers take ``pairs`` in. The pairs of the candidates in ``heavy``
+    come first, in plan order: each compiles a whole tuning space (our Triton kernel: 5-10 s
+    a configuration on an H100, against 0.3-5 s for a torch.compile graph), and the
+    longest jobs first keep the last worker from finishing long after the others. Then the
+    rest: each candidate's first configuration first (it compiles what that candidate's
+    later configurations may share), then candidate by candidate, in the order of their
+    firsts, so that a later configuration tends to start after its first has finished."""
+    heavy = set(heavy)
+    first_jobs = [p for p in pairs if p[1] in heavy]
     firsts: dict[str, tuple[str, str]] = {}  # candidate -> its first pair, in order
     for pair in pairs:
-        firsts.setdefault(pair[1], pair)
+        if pair[1] not in heavy:
+            firsts.setdefault(pair[1], pair)
     rank = {name: i for i, name in enumerate(firsts)}
-    rest = [p for p in pairs if p != firsts[p[1]]]
-    return list(firsts.values()) + sorted(rest, key=lambda p: rank[p[1]])
+    rest = [p for p in pairs if p[1] not in heavy and p != firsts[p[1]]]
+    return first_jobs + list(firsts.values()) + sorted(rest, key=lambda p: rank[p[1]])
 
 
 def marker_key(name: str, config_key: str, fingerprint_hash: str, code: str) -> str:
@@ -144,7 +151,9 @@ def run(ctx, plan: Plan, configs=None, *, timeout_s: float = TIMEOUT_S,
     ran were removed (:func:`timing_choices`). The pairs compiled ("ok") get their markers
     in one write after the workers have stopped.
     """
-    pairs = job_order(jobs(plan, configs))
+    from . import candidates as cands
+    pairs = job_order(jobs(plan, configs),
+                      heavy=[n for n in plan.candidates if cands.accepts_hint(n)])
     workers = worker_count(len(pairs), os.cpu_count())
     summary = {"workers": workers, "wall_s": 0.0, "timeout_s": float(timeout_s),
                "cpu_count": os.cpu_count(), "jobs": [], "timing_choices_removed": 0}
@@ -239,6 +248,8 @@ def _worker_main(plan_json: dict, todo, results, parent_pid: int) -> None:
                 status = "cached"
             else:
                 status = "ok" if warm(name, Config.from_key(key), plan.device) else "skipped"
+                if plan.device == "cuda":  # the next pair's inputs, not this one's, in memory
+                    torch.cuda.empty_cache()
             reason = ""
         except Exception as exc:  # a cold cache, not a failure of the sweep  # noqa: BLE001
             status, reason = "error", f"{type(exc).__name__}: {str(exc)[:300]}"

@@ -71,11 +71,11 @@ def preflight(out_dir, plan: Plan, name: str = "out_dir") -> dict | None:
     (:func:`finished_summary`). Returns None when the sweep may go on, or the summary of
     an already finished run that this plan calls for no more than.
     """
-    from . import machine
+    from . import device_memory
     from .candidates import _device_iv
     run_lock.check_run_folder(out_dir, name)
     _device_iv(plan.device)
-    check_fits(plan.configs, machine.device_memory_bytes(plan.device), plan.device)
+    check_fits(plan.configs, device_memory.read(plan.device), plan.device)
     return finished_summary(out_dir, plan, name)
 
 
