@@ -94,6 +94,7 @@ def test_pending_configs_are_those_with_a_unit_left():
     assert [c.key for c in prebuild.pending_configs(plan, names)] == KEYS
 
 
+@pytest.mark.slow  # starts processes that import torch
 def test_workers_are_other_processes_and_failures_are_rows(tmp_path, monkeypatch):
     monkeypatch.setenv("ATTN_TEST_WARM_DIR", str(tmp_path))
     plan = tiny_plan(candidates=("sdpa", "fake_warmed", "fake_warm_fails"), **SPAWN)
@@ -114,6 +115,7 @@ def test_workers_are_other_processes_and_failures_are_rows(tmp_path, monkeypatch
     assert json.loads(json.dumps(summary)) == summary  # what run.json records
 
 
+@pytest.mark.slow  # starts processes that import torch
 def test_a_pair_is_compiled_once_per_machine(tmp_path, monkeypatch, own_tuning_cache):
     """The second prebuild on this machine finds the first one's markers and compiles
     nothing it had compiled; what failed is tried again; another measuring code (or
@@ -143,6 +145,7 @@ def test_a_pair_is_compiled_once_per_machine(tmp_path, monkeypatch, own_tuning_c
     assert len(list(warm_dir.iterdir())) == 2 * len(KEYS)
 
 
+@pytest.mark.slow  # starts processes that import torch
 def test_no_choice_made_by_timing_outlives_the_prebuild(tmp_path, monkeypatch):
     """Inductor keeps what its first launch timed (``.best_config``, the selector's
     records); the workers' are removed, an earlier run's and the compiled code stay."""
@@ -165,6 +168,7 @@ def test_no_choice_made_by_timing_outlives_the_prebuild(tmp_path, monkeypatch):
     assert not [n for n in left if n.startswith(("ab/", "cache/")) and not n.endswith(".py")]
 
 
+@pytest.mark.slow  # starts processes that import torch
 def test_a_hanging_compile_is_left_not_done_and_its_worker_stopped(tmp_path, monkeypatch):
     monkeypatch.setenv("ATTN_TEST_WARM_DIR", str(tmp_path))
     plan = tiny_plan(configs=(Config.from_key(KEYS[0]),),
@@ -183,6 +187,7 @@ def test_no_jobs_starts_no_process():
     assert summary["jobs"] == [] and summary["workers"] == 0
 
 
+@pytest.mark.slow  # starts processes that import torch
 def test_a_sweep_records_its_prebuild_and_measures_anyway(tmp_path, monkeypatch):
     warm_dir = tmp_path / "warm"
     warm_dir.mkdir()
@@ -205,6 +210,7 @@ def test_a_sweep_records_its_prebuild_and_measures_anyway(tmp_path, monkeypatch)
     assert again["finished"] and record.read_info(out) == info
 
 
+@pytest.mark.slow  # starts processes that import torch
 def test_off_by_default_on_a_cpu_and_refused_before_anything_is_written(tmp_path):
     plan = tiny_plan(candidates=("sdpa", "fake_warmed"), trials=1)
     out = tmp_path / "run"

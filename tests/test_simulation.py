@@ -80,6 +80,7 @@ def test_the_recorded_scenarios_are_the_recorded_runs_components(recorded):
             s.placements, s.samples, s.level)
 
 
+@pytest.mark.slow  # several seconds of simulation
 def test_the_recorded_study_reproduces_and_chose_the_interval_compare_uses(recorded):
     """One recorded cell recomputed from the code and seed in the README (kernel level,
     two processes: one sample per placement keeps it quick), and the choice it supports."""

@@ -31,6 +31,7 @@ def test_a_recorded_plan_without_the_key_was_spawned():
     assert sweep.Plan.from_json(make_plan().to_json()) == make_plan()
 
 
+@pytest.mark.slow  # a child imports torch and the preloaded modules
 def test_trial_context_preloads_only_modules_that_leave_cuda_alone():
     assert sweep.trial_context("spawn").get_start_method() == "spawn"
     assert sweep.trial_context("forkserver").get_start_method() == "forkserver"
@@ -87,6 +88,7 @@ def test_a_loaded_run_says_how_its_trials_started(swept_run):
     assert run.start_method == "spawn"
 
 
+@pytest.mark.slow  # a child starts a fork server that imports torch
 @pytest.mark.parametrize("method, started", [("forkserver", "True"), ("spawn", "False")])
 def test_the_trial_server_can_start_before_the_sweep(method, started):
     # The command line starts it before importing torch, so that the server's imports
