@@ -152,6 +152,18 @@ def test_true_effects_and_extra_kernel():
         calibration.extra_kernel_ms(kernels, "nope")
 
 
+def test_true_effects_without_the_interval_give_the_same_point(monkeypatch):
+    df = make_samples({"sdpa": (1.0, 0.001), "spin": (1.04, 0.001)}, n_trials=6, n=50, seed=6)
+    full = calibration.true_effects(df, n_resamples=300)
+    monkeypatch.setattr(calibration.bootstrap, "ratio_ci",
+                        lambda *a, **k: pytest.fail("resampled without an interval"))
+    point = calibration.true_effects(df, n_resamples=300, interval=False)
+    assert point["slowdown"].tolist() == full["slowdown"].tolist()
+    assert point["slowdown_low"].isna().all() and point["slowdown_high"].isna().all()
+    with pytest.raises(ValueError, match="`interval` must be True or False"):
+        calibration.true_effects(df, interval="no")
+
+
 def test_within_process_coverage_low_when_processes_differ():
     rng = np.random.default_rng(7)
     same = [rng.normal(1.0, 0.01, 200) for _ in range(100)]
@@ -371,3 +383,19 @@ def test_calibration_refuses_what_it_cannot_calibrate():
     s, _ = protocols.pool_runs({"a": (a, None), "b": (b, None)},
                                devices={"a": "NVIDIA H200", "b": "NVIDIA H200"})
     assert protocols.max_processes(s) == 4 and protocols.missing_controls(s) == []
+
+
+def test_the_reports_protocol_can_be_left_out_and_ours_is_unchanged(monkeypatch):
+    """``rates_by_processes`` reads our protocol's rows alone; leaving the reports'
+    Mann-Whitney replication out changes none of them."""
+    df = make_samples({"sdpa": (1.0, 0.004), "sdpa_twin": (1.0, 0.004),
+                       "sdpa_spin": (1.05, 0.004)}, n_trials=8, n=30, seed=3)
+    both = calibration.design_calibration(df, k=2, n_resamples=200)
+    monkeypatch.setattr(calibration, "protocol_a_decisions",
+                        lambda *a, **k: pytest.fail("replicated the reports' protocol"))
+    ours = calibration.design_calibration(df, k=2, n_resamples=200, reports_protocol=False)
+    assert set(ours["protocol"]) == {calibration.PROTOCOL_B}
+    pd.testing.assert_frame_equal(
+        ours, both[both["protocol"] == calibration.PROTOCOL_B].reset_index(drop=True))
+    with pytest.raises(ValueError, match="`reports_protocol` must be True or False"):
+        calibration.design_calibration(df, k=2, reports_protocol=1)

@@ -202,15 +202,23 @@ def _nested_median_replicates(groups: list[list[np.ndarray]], n_resamples: int,
     return out
 
 
+def pooled_median_ratio(base, cand) -> float:
+    """``median(base) / median(cand)`` over every sample of each arm pooled: the point
+    estimate of :func:`ratio_ci` (its resamples move only the interval). ``base`` and
+    ``cand`` are lists of processes, each a list of placements (1-D arrays)."""
+    def pooled(groups):
+        return np.median(np.concatenate([pl for proc in groups for pl in proc]))
+    return float(pooled(base) / pooled(cand))
+
+
 def ratio_replicates(base, cand, n_resamples: int,
                       rng: np.random.Generator) -> tuple[float, np.ndarray]:
-    """Point ratio of pooled medians and its bootstrap replicates.
+    """Point ratio of pooled medians (:func:`pooled_median_ratio`) and its bootstrap
+    replicates.
 
     ``base`` and ``cand`` are lists of processes, each a list of placements (1-D arrays).
     """
-    def pooled(groups):
-        return np.median(np.concatenate([pl for proc in groups for pl in proc]))
-    ratio = float(pooled(base) / pooled(cand))
+    ratio = pooled_median_ratio(base, cand)
     reps = (_nested_median_replicates(base, n_resamples, rng)
             / _nested_median_replicates(cand, n_resamples, rng))
     return ratio, reps

@@ -141,7 +141,7 @@ def extra_kernel_ms(kernels: pd.DataFrame, candidate: str, baseline: str = BASEL
 def true_effects(samples: pd.DataFrame, kernels: pd.DataFrame | None = None,
                  baseline: str = BASELINE, candidates=None, mode: str = "graph",
                  confidence: float = 0.95, n_resamples: int = 2000, seed: int = 42,
-                 config=None) -> pd.DataFrame:
+                 config=None, interval: bool = True) -> pd.DataFrame:
     """Each control's effect from every process pooled: the truth the protocols chase.
 
     ``slowdown = median(candidate) / median(baseline)`` over all trials (above 1: slower)
@@ -149,12 +149,16 @@ def true_effects(samples: pd.DataFrame, kernels: pd.DataFrame | None = None,
     ``slowdown_pct`` is ``slowdown - 1``. With ``kernels``: ``baseline_device_ms`` (sum
     of the baseline's kernels per call), ``extra_device_ms`` (:func:`extra_kernel_ms`)
     and ``extra_share`` (their ratio: the slowdown the profiler predicts if nothing
-    overlaps).
+    overlaps). ``interval`` False leaves ``slowdown_low`` and ``slowdown_high`` NaN and
+    resamples nothing (the same ``slowdown``: the bootstrap moves only the interval), for
+    callers that read the point alone: most of a pooled calibration's cost was there.
     """
     df = _validate.samples(samples)
     confidence = _validate.number_in("confidence", confidence)
     n_resamples = _validate.integer("n_resamples", n_resamples, 1)
     seed = _validate.integer("seed", seed, 0)
+    if not isinstance(interval, bool):
+        raise ValueError(f"`interval` must be True or False; got {interval!r}.")
     df, config, candidates = _select_iv(df, baseline, candidates, mode, config)
     base = _by_process(df, baseline)
     base_dev = math.nan
@@ -165,14 +169,21 @@ def true_effects(samples: pd.DataFrame, kernels: pd.DataFrame | None = None,
     rows = []
     for cand in candidates:
         arm = _by_process(df, cand)
-        r = bootstrap.ratio_ci(list(base.values()), list(arm.values()), confidence=confidence,
-                           n_resamples=n_resamples, seed=seed)
+        if interval:
+            r = bootstrap.ratio_ci(list(base.values()), list(arm.values()),
+                                   confidence=confidence, n_resamples=n_resamples, seed=seed)
+            ratio, low, high = r.ratio, r.low, r.high
+        else:
+            b_groups, a_groups, _, _ = _validate.ratio_arms(list(base.values()),
+                                                            list(arm.values()), 1, seed)
+            ratio = bootstrap.pooled_median_ratio(b_groups, a_groups)
+            low = high = math.nan
         extra = (extra_kernel_ms(kernels, cand, baseline, config) if kernels is not None
                  else math.nan)
         rows.append({"config": config, "mode": mode, "candidate": cand,
-                     "n_trials": len(arm), "slowdown": 1.0 / r.ratio,
-                     "slowdown_low": 1.0 / r.high, "slowdown_high": 1.0 / r.low,
-                     "slowdown_pct": 1.0 / r.ratio - 1.0, "baseline_device_ms": base_dev,
+                     "n_trials": len(arm), "slowdown": 1.0 / ratio,
+                     "slowdown_low": 1.0 / high, "slowdown_high": 1.0 / low,
+                     "slowdown_pct": 1.0 / ratio - 1.0, "baseline_device_ms": base_dev,
                      "extra_device_ms": extra,
                      "extra_share": extra / base_dev if base_dev > 0 else math.nan})
     cols = ["config", "mode", "candidate", "n_trials", "slowdown", "slowdown_low",
@@ -231,7 +242,8 @@ def design_calibration(samples: pd.DataFrame, kernels: pd.DataFrame | None = Non
                        baseline: str = BASELINE, mode: str = "graph", k: int = 2,
                        margin: float = DEFAULT_MARGIN, n_comparisons: int = 1, alpha: float = 0.05,
                        n_resamples: int = 2000, seed: int = 42, confidence: float = 0.95,
-                       config=None, method: str = stats.DEFAULT_INTERVAL) -> pd.DataFrame:
+                       config=None, method: str = stats.DEFAULT_INTERVAL,
+                       reports_protocol: bool = True) -> pd.DataFrame:
     """False-positive rate, power and coverage of the comparison design, from measured
     replications.
 
@@ -254,6 +266,10 @@ def design_calibration(samples: pd.DataFrame, kernels: pd.DataFrame | None = Non
     confidence : float
         Coverage of the Clopper-Pearson intervals of the rates, and the confidence at
         which coverage is checked (the design's interval at ``n_comparisons``).
+    reports_protocol : bool
+        Also replicate the reports' protocol (its rows, ``PROTOCOL_A``); False leaves them
+        out for callers that read our protocol's rows alone (its Mann-Whitney tests, one
+        per process and control, do not depend on ``k``).
 
     Returns
     -------
@@ -285,11 +301,15 @@ def design_calibration(samples: pd.DataFrame, kernels: pd.DataFrame | None = Non
     if kernels is not None and (kernels.empty or baseline not in set(kernels["candidate"])):
         kernels = None  # no profiler evidence (profiling off): extra_share stays NaN
     confidence = _validate.number_in("confidence", confidence)
+    if not isinstance(reports_protocol, bool):
+        raise ValueError(f"`reports_protocol` must be True or False; got {reports_protocol!r}.")
     b = protocol_b_decisions(samples, baseline, None, mode, k, margin, n_resamples, seed,
                              config, n_comparisons, method)
-    a = protocol_a_decisions(samples, baseline, None, mode, alpha, config)
+    a = protocol_a_decisions(samples, baseline, None, mode, alpha, config) \
+        if reports_protocol else None
+    # the rows read each control's point slowdown alone: no interval, no resamples
     effects = true_effects(samples, kernels, baseline, None, mode, confidence, n_resamples,
-                           seed, config).set_index("candidate")
+                           seed, config, interval=False).set_index("candidate")
     truth = _truth(samples, baseline, None, mode, config)
     rows = []
 
@@ -300,7 +320,8 @@ def design_calibration(samples: pd.DataFrame, kernels: pd.DataFrame | None = Non
                      "size_margins": (float(eff["slowdown"]) - 1.0) / margin,
                      "extra_share": float(eff["extra_share"]), "outcome": outcome,
                      **_rate_row(events, n, confidence)})
-    for protocol, frame in ((PROTOCOL_B, b), (PROTOCOL_A, a)):
+    replicated = [(PROTOCOL_B, b)] + ([(PROTOCOL_A, a)] if reports_protocol else [])
+    for protocol, frame in replicated:
         rates = outcome_rates(None, frame, confidence) if protocol == PROTOCOL_B else \
             outcome_rates(frame, None, confidence)
         for _, r in rates.iterrows():

@@ -122,7 +122,8 @@ def rates_by_processes(frames: dict, device: str, ks=(2, 3, 4, 6),
     for level, (samples, kernels) in frames.items():
         for k in ks:
             rows = design_calibration(samples, kernels, k=k, margin=margin,
-                                      n_resamples=n_resamples, seed=seed)
+                                      n_resamples=n_resamples, seed=seed,
+                                      reports_protocol=False)
             rows = rows[rows["protocol"] == PROTOCOL_B].assign(device=device, level=level, k=k)
             out.append(rows)
     return pd.concat(out, ignore_index=True)[list(RATE_COLUMNS)]
