@@ -20,12 +20,19 @@ import pytest
 import session_builds
 from attn_analysis import record
 from attn_analysis.measure import tuning_cache
+from attn_analysis.record import verify_memo
 
 ROOT = Path(__file__).resolve().parents[1]
 _BUILDS = session_builds.SessionBuilds()
 # Sweeps run by the tests on a GPU must not write the user's per-machine tuning cache.
 os.environ.setdefault(tuning_cache.ENV_VAR,
                       str(Path(tempfile.mkdtemp(prefix="attn-tuning-")) / "tuning.json"))
+# One memo of verified runs for the session (record.verify_memo), as the book keeps one for
+# a build: the first test to load a committed run checks it in depth, later loads of the
+# same bytes check its manifest and identity (the memo is keyed by the manifest's bytes
+# and the checking code, so a run a test alters is checked in depth again). Tests of the
+# memo itself set or clear the variable.
+os.environ.setdefault(verify_memo.ENV, tempfile.mkdtemp(prefix="attn-verified-"))
 # The fixtures that wait for a background build; tests that use them run last.
 _BOOK_FIXTURES = ("built_book", "measured_copy")
 
