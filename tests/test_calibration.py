@@ -399,3 +399,20 @@ def test_the_reports_protocol_can_be_left_out_and_ours_is_unchanged(monkeypatch)
         ours, both[both["protocol"] == calibration.PROTOCOL_B].reset_index(drop=True))
     with pytest.raises(ValueError, match="`reports_protocol` must be True or False"):
         calibration.design_calibration(df, k=2, reports_protocol=1)
+
+
+def test_several_k_give_each_ones_rows_from_one_call():
+    df = make_samples({"sdpa": (1.0, 0.004), "sdpa_twin": (1.0, 0.004),
+                       "sdpa_spin": (1.05, 0.004)}, n_trials=8, n=30, seed=3)
+    both = calibration.design_calibration(df, k=(2, 4), n_resamples=200)
+    for k in (2, 4):
+        one = calibration.design_calibration(df, k=k, n_resamples=200)
+        ours = one[one["protocol"] == calibration.PROTOCOL_B].reset_index(drop=True)
+        got = both[(both["protocol"] == calibration.PROTOCOL_B) & (both["k"] == k)]
+        pd.testing.assert_frame_equal(got.reset_index(drop=True), ours)
+    reports = both[both["protocol"] == calibration.PROTOCOL_A].reset_index(drop=True)
+    one = calibration.design_calibration(df, k=2, n_resamples=200)
+    pd.testing.assert_frame_equal(
+        reports, one[one["protocol"] == calibration.PROTOCOL_A].reset_index(drop=True))
+    with pytest.raises(ValueError, match="`k` must be a number of processes"):
+        calibration.design_calibration(df, k=())

@@ -257,8 +257,10 @@ def design_calibration(samples: pd.DataFrame, kernels: pd.DataFrame | None = Non
         The runs' profiler evidence, for each control's extra kernel time.
     baseline, mode, config
         As in :func:`protocol_b_decisions`.
-    k : int
-        Processes per replication (the design), at most :func:`max_processes`.
+    k : int or sequence of int
+        Processes per replication (the design), at most :func:`max_processes`; several
+        give each one's rows, in the order given, from one computation of the controls'
+        sizes, their truth and the reports' protocol (none of which depends on ``k``).
     margin, n_comparisons, n_resamples, seed, method
         As in :func:`protocol_b_decisions`.
     alpha : float
@@ -303,8 +305,13 @@ def design_calibration(samples: pd.DataFrame, kernels: pd.DataFrame | None = Non
     confidence = _validate.number_in("confidence", confidence)
     if not isinstance(reports_protocol, bool):
         raise ValueError(f"`reports_protocol` must be True or False; got {reports_protocol!r}.")
-    b = protocol_b_decisions(samples, baseline, None, mode, k, margin, n_resamples, seed,
-                             config, n_comparisons, method)
+    ks = [k] if isinstance(k, (int, np.integer)) else list(k)
+    if not ks:
+        raise ValueError("`k` must be a number of processes or a non-empty sequence of them; "
+                         "got an empty sequence.")
+    decisions = {kk: protocol_b_decisions(samples, baseline, None, mode, kk, margin,
+                                          n_resamples, seed, config, n_comparisons, method)
+                 for kk in ks}
     a = protocol_a_decisions(samples, baseline, None, mode, alpha, config) \
         if reports_protocol else None
     # the rows read each control's point slowdown alone: no interval, no resamples
@@ -320,22 +327,25 @@ def design_calibration(samples: pd.DataFrame, kernels: pd.DataFrame | None = Non
                      "size_margins": (float(eff["slowdown"]) - 1.0) / margin,
                      "extra_share": float(eff["extra_share"]), "outcome": outcome,
                      **_rate_row(events, n, confidence)})
-    replicated = [(PROTOCOL_B, b)] + ([(PROTOCOL_A, a)] if reports_protocol else [])
-    for protocol, frame in replicated:
-        rates = outcome_rates(None, frame, confidence) if protocol == PROTOCOL_B else \
-            outcome_rates(frame, None, confidence)
-        for _, r in rates.iterrows():
-            aa = r["candidate"] in AA_CONTROLS
-            wanted = (("claimed difference", "beyond margin") if aa
-                      else ("slower", "any slowdown")) \
-                if protocol == PROTOCOL_B else \
-                (("significant",) if aa else ("significant, slower",))
-            if r["outcome"] in wanted:
-                add(protocol, r["candidate"], ROLES["aa" if aa else "positive"],
-                    r["outcome"], r["events"], r["n"], r["k"])
-    for cand, g in b.groupby("candidate", sort=True):
-        held = ((g["ci_low"] <= truth[cand]) & (truth[cand] <= g["ci_high"])).sum()
-        add(PROTOCOL_B, cand, ROLES["coverage"], COVERAGE, held, len(g), k)
+    # per k: our protocol's outcome rows, the reports' (once, after the first k), coverage
+    for i, (kk, b) in enumerate(decisions.items()):
+        replicated = [(PROTOCOL_B, b)] + ([(PROTOCOL_A, a)] if reports_protocol and i == 0
+                                          else [])
+        for protocol, frame in replicated:
+            rates = outcome_rates(None, frame, confidence) if protocol == PROTOCOL_B else \
+                outcome_rates(frame, None, confidence)
+            for _, r in rates.iterrows():
+                aa = r["candidate"] in AA_CONTROLS
+                wanted = (("claimed difference", "beyond margin") if aa
+                          else ("slower", "any slowdown")) \
+                    if protocol == PROTOCOL_B else \
+                    (("significant",) if aa else ("significant, slower",))
+                if r["outcome"] in wanted:
+                    add(protocol, r["candidate"], ROLES["aa" if aa else "positive"],
+                        r["outcome"], r["events"], r["n"], r["k"])
+        for cand, g in b.groupby("candidate", sort=True):
+            held = ((g["ci_low"] <= truth[cand]) & (truth[cand] <= g["ci_high"])).sum()
+            add(PROTOCOL_B, cand, ROLES["coverage"], COVERAGE, held, len(g), kk)
     cols = ["protocol", "k", "candidate", "role", "slowdown", "size_margins", "extra_share",
             "outcome", "events", "n", "rate", "ci_low", "ci_high"]
     return pd.DataFrame(rows, columns=cols)

@@ -120,12 +120,12 @@ def rates_by_processes(frames: dict, device: str, ks=(2, 3, 4, 6),
         raise ValueError("`ks` must hold at least one number of processes; got none.")
     out = []
     for level, (samples, kernels) in frames.items():
+        # every k from one call: the controls' sizes and truth are computed once per level
+        rows = design_calibration(samples, kernels, k=ks, margin=margin,
+                                  n_resamples=n_resamples, seed=seed, reports_protocol=False)
+        rows = rows[rows["protocol"] == PROTOCOL_B]
         for k in ks:
-            rows = design_calibration(samples, kernels, k=k, margin=margin,
-                                      n_resamples=n_resamples, seed=seed,
-                                      reports_protocol=False)
-            rows = rows[rows["protocol"] == PROTOCOL_B].assign(device=device, level=level, k=k)
-            out.append(rows)
+            out.append(rows[rows["k"] == k].assign(device=device, level=level))
     return pd.concat(out, ignore_index=True)[list(RATE_COLUMNS)]
 
 
