@@ -221,3 +221,14 @@ def test_verdict_words_come_from_the_enum_only():
     assert set(findings.VERDICT_ORDER) == words
     assert all(set(v) <= words for v in calibration.DERIVED_OUTCOMES.values())
     assert stats.Verdict.UNDECIDED.value == "undecided at this precision"
+
+
+def test_an_interval_beyond_any_float_is_unbounded_not_an_error():
+    # two processes (one degree of freedom) in a family of hundreds: q is in the thousands
+    t = intervals.LogRatioT(estimate=0.5, se=0.4, df=1.0, unit="process", n_baseline=2,
+                            n_candidate=2, paired=True)
+    low, high = t.bounds(1 - 0.05 / 660)
+    assert high == math.inf and 0.0 <= low < 1e-300
+    low, high = t.bounds(0.95)  # an ordinary interval is unchanged
+    q = sps.t.ppf(0.975, 1.0)
+    assert (low, high) == (math.exp(0.5 - q * 0.4), math.exp(0.5 + q * 0.4))

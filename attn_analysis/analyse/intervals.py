@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
+import sys
 
 import numpy as np
 from scipy import stats as _st
@@ -76,6 +77,10 @@ class RatioCI:
     mc_se_high: float = 0.0
 
 
+# log of the largest float: math.exp of more overflows
+_LOG_FLOAT_MAX = math.log(sys.float_info.max)
+
+
 @dataclasses.dataclass(frozen=True)
 class LogRatioT:
     """A t-interval's ingredients for ``log(median(baseline) / median(candidate))``.
@@ -98,7 +103,11 @@ class LogRatioT:
         if self.se == 0.0:
             return math.exp(self.estimate), math.exp(self.estimate)
         q = float(_st.t.ppf(1.0 - (1.0 - confidence) / 2.0, self.df))
-        return math.exp(self.estimate - q * self.se), math.exp(self.estimate + q * self.se)
+        # with one degree of freedom and a large Bonferroni family, q is in the thousands:
+        # the upper end is then beyond any float (the interval says nothing), not an error
+        high = self.estimate + q * self.se
+        return math.exp(self.estimate - q * self.se), \
+            math.exp(high) if high < _LOG_FLOAT_MAX else math.inf
 
 
 def process_logs(groups) -> np.ndarray:
