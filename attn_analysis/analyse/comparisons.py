@@ -74,7 +74,7 @@ def call_groups(samples: pd.DataFrame, config: str, candidate: str, mode: str,
     order; only the ``trials`` given, if any."""
     sel = samples[(samples["config"] == config) & (samples["candidate"] == candidate)
                   & (samples["mode"] == mode)]
-    return process_groups(sel if trials is None else sel[sel["trial"].isin(trials)])
+    return _call_arrays(sel, trials)
 
 
 def kernel_groups(placements: pd.DataFrame, config: str, candidate: str, mode: str,
@@ -82,24 +82,43 @@ def kernel_groups(placements: pd.DataFrame, config: str, candidate: str, mode: s
     """The profiler's kernel ms per call as processes -> placements -> one value each, in
     trial order (only the ``trials`` given, if any); empty when the run recorded none
     (protocol 1, or kernel times off)."""
-    sel = placements[(placements["config"] == config) & (placements["candidate"] == candidate)
-                     & (placements["mode"] == mode) & placements["kernel_ms"].notna()]
-    sel = sel[sel["kernel_ms"] > 0]
+    sel = _with_kernel_times(placements)
+    sel = sel[(sel["config"] == config) & (sel["candidate"] == candidate)
+              & (sel["mode"] == mode)]
+    return _kernel_arrays(sel, trials)
+
+
+def _call_arrays(sel: pd.DataFrame, trials=None) -> list[list[np.ndarray]]:
+    """:func:`call_groups` of one unit kind's rows ``sel``."""
+    return process_groups(sel if trials is None else sel[sel["trial"].isin(trials)])
+
+
+def _with_kernel_times(placements: pd.DataFrame) -> pd.DataFrame:
+    """The placements that recorded a kernel time."""
+    return placements[placements["kernel_ms"].notna() & (placements["kernel_ms"] > 0)]
+
+
+def _kernel_arrays(sel: pd.DataFrame, trials=None) -> list[list[np.ndarray]]:
+    """:func:`kernel_groups` of one unit kind's placements ``sel`` (with kernel times)."""
     if trials is not None:
         sel = sel[sel["trial"].isin(trials)]
     return [[np.array([v]) for v in g.sort_values("placement")["kernel_ms"].to_numpy(float)]
             for _, g in sel.groupby("trial", sort=True)]
 
 
-def _trials(frame: pd.DataFrame, config: str, candidate: str, mode: str) -> set:
-    """The trials in which ``candidate`` has rows at ``config`` and ``mode``."""
-    return set(frame.loc[(frame["config"] == config) & (frame["candidate"] == candidate)
-                         & (frame["mode"] == mode), "trial"])
+_UNIT_KIND = ["config", "candidate", "mode"]
 
 
-def _kernel_trials(placements, config, candidate, mode) -> set:
-    ok = placements[placements["kernel_ms"].notna() & (placements["kernel_ms"] > 0)]
-    return _trials(ok, config, candidate, mode)
+def _by_unit_kind(frame: pd.DataFrame) -> dict:
+    """``frame``'s rows split once by (config, candidate, mode): what the comparisons
+    select again and again (a selection each was most of a chapter's table time)."""
+    return {key: g for key, g in frame.groupby(_UNIT_KIND, sort=False, observed=True)}
+
+
+def _trials_of(groups: dict, key) -> set:
+    """The trials of the rows of one (config, candidate, mode) of :func:`_by_unit_kind`."""
+    g = groups.get(key)
+    return set() if g is None else set(g["trial"])
 
 
 def plan_comparisons(samples: pd.DataFrame, placements: pd.DataFrame | None,
@@ -127,6 +146,8 @@ def plan_comparisons(samples: pd.DataFrame, placements: pd.DataFrame | None,
     fused = split[split["main_share"] >= FUSED_SHARE]
     other = dict(zip(zip(fused["config"], fused["candidate"]), fused["other_ms"]))
     k_mode = modes[0]  # the profiler's time of a placement does not depend on the mode
+    calls = _by_unit_kind(timed)
+    kernel_rows = {} if placements is None else _by_unit_kind(_with_kernel_times(placements))
     plan, missing = [], []
     for config in configs:
         present = sorted(set(timed.loc[timed["config"] == config, "candidate"]))
@@ -136,22 +157,23 @@ def plan_comparisons(samples: pd.DataFrame, placements: pd.DataFrame | None,
             [c for c in candidates if c in present and c != baseline]
         for cand in wanted:
             for mode in modes:
-                both = _trials(timed, config, baseline, mode) & _trials(timed, config, cand, mode)
+                b_key, c_key = (config, baseline, mode), (config, cand, mode)
+                both = _trials_of(calls, b_key) & _trials_of(calls, c_key)
                 if both:
                     plan.append((config, cand, "call", mode,
-                                 call_groups(timed, config, baseline, mode, both),
-                                 call_groups(timed, config, cand, mode, both)))
+                                 _call_arrays(calls[b_key], both),
+                                 _call_arrays(calls[c_key], both)))
             if placements is None:
                 continue
-            both = (_kernel_trials(placements, config, baseline, k_mode)
-                    & _kernel_trials(placements, config, cand, k_mode))
+            b_key, c_key = (config, baseline, k_mode), (config, cand, k_mode)
+            both = _trials_of(kernel_rows, b_key) & _trials_of(kernel_rows, c_key)
             if not both:
                 missing.append(f"{config} {cand}: kernel and attention levels: "
                                f"the run recorded no kernel times of {cand} and {baseline} "
                                f"in a common process (kernel times off, or protocol 1)")
                 continue
-            base_k = kernel_groups(placements, config, baseline, k_mode, both)
-            arm_k = kernel_groups(placements, config, cand, k_mode, both)
+            base_k = _kernel_arrays(kernel_rows[b_key], both)
+            arm_k = _kernel_arrays(kernel_rows[c_key], both)
             plan.append((config, cand, "kernel", k_mode, base_k, arm_k))
             if kernels is None:
                 continue
