@@ -222,8 +222,9 @@ def run_catalog(runs: dict) -> pd.DataFrame:
                      "label": provenance.run_label(r), "matrix": plan.get("matrix") or "",
                      "n_configs": int(r.samples["config"].nunique()),
                      "candidates": ", ".join(sorted(r.samples["candidate"].unique())),
+                     # unique() first: a set of the column walks millions of strings
                      "modes": ", ".join(m for m in configs.MODES
-                                        if m in set(r.samples["mode"])),
+                                        if m in set(r.samples["mode"].unique())),
                      "n_trials": int(r.samples["trial"].nunique()),
                      "n_units": int((r.units["status"] == "ok").sum()),
                      "n_samples": len(r.samples)})
@@ -380,9 +381,9 @@ def prelude(namespace: dict, **checks) -> Prelude:
     params = dict(check_given(root, given, extra=tuple(checks)), root=root)
     params, runs, catalog, lead = start(_checked(given, params, checks))
     run = runs[lead]
-    if "mode" in checks and params["mode"] not in set(run.samples["mode"]):
+    if "mode" in checks and params["mode"] not in set(run.samples["mode"].unique()):
         raise ValueError(f"`mode` {params['mode']!r} was not recorded in run {lead!r}; it "
-                         f"has {sorted(set(run.samples['mode']))}.")
+                         f"has {sorted(run.samples['mode'].unique())}.")
     return Prelude(root, params, runs, catalog, lead, run)
 
 

@@ -50,12 +50,12 @@ def _iv(run_samples, placements, baseline, modes, configs, margin, confidence, a
     if placements is not None:
         _validate.frame("placements", placements, ("config", "candidate", "mode", "trial",
                                                    "placement", "kernel_ms"))
-    recorded = sorted(set(run_samples["mode"]))
+    recorded = sorted(set(run_samples["mode"].unique()))
     modes = (modes,) if isinstance(modes, str) else tuple(modes)
     bad = [m for m in modes if m not in recorded]
     if not modes or bad:
         raise ValueError(f"`mode` must be one of {recorded}; got {bad or list(modes)}.")
-    present = sorted(set(run_samples.loc[run_samples["mode"] == modes[0], "candidate"]))
+    present = sorted(set(run_samples.loc[run_samples["mode"] == modes[0], "candidate"].unique()))
     if not isinstance(baseline, str) or baseline not in present:
         raise ValueError(f"`baseline` must be one of {present}; got {baseline!r}.")
     configs = [configs] if isinstance(configs, str) else configs
@@ -135,7 +135,7 @@ def plan_comparisons(samples: pd.DataFrame, placements: pd.DataFrame | None,
     Arguments as in :func:`speedup_table`.
     """
     timed = samples[samples["mode"].isin(modes)]
-    all_configs = sorted(set(timed["config"]))
+    all_configs = sorted(set(timed["config"].unique()))
     configs = (all_configs if configs is None
                else [configs] if isinstance(configs, str) else list(configs))
     bad = [c for c in configs if c not in all_configs]
@@ -150,7 +150,7 @@ def plan_comparisons(samples: pd.DataFrame, placements: pd.DataFrame | None,
     kernel_rows = {} if placements is None else _by_unit_kind(_with_kernel_times(placements))
     plan, missing = [], []
     for config in configs:
-        present = sorted(set(timed.loc[timed["config"] == config, "candidate"]))
+        present = sorted(set(timed.loc[timed["config"] == config, "candidate"].unique()))
         if baseline not in present:
             continue
         wanted = [c for c in present if c != baseline] if candidates is None else \
@@ -300,7 +300,7 @@ def target_family(run, config: str, baseline: str = BASELINE, margin: float = DE
     (graph first) and at the kernel level (:func:`speedup_table`, one family of all
     these rows). ``run`` is a :class:`records.Run`. Chapters that show these comparisons
     take their rows from here, so that one comparison has one interval in the book."""
-    recorded = set(run.samples.loc[run.samples["config"] == config, "mode"])
+    recorded = set(run.samples.loc[run.samples["config"] == config, "mode"].unique())
     modes = [m for m in ("graph", "per_call", "cold_l2") if m in recorded]
     modes += sorted(recorded - set(modes))
     return speedup_table(run.samples, run.placements, baseline=baseline, mode=modes,

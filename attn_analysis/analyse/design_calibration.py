@@ -84,7 +84,7 @@ def process_spread(run, twin: str = "sdpa_twin", baseline: str = BASELINE) -> di
     (``run.start_method``). Keys: :data:`SPREAD_COLUMNS`. A fork server that made trials
     less independent than spawned ones would show here as a smaller spread."""
     samples = run.samples
-    have = set(samples["candidate"])
+    have = set(samples["candidate"].unique())
     if not {twin, baseline} <= have:
         raise ValueError(f"`run` {run.run_id!r} must hold {baseline!r} and {twin!r}; it holds "
                          f"{sorted(have)}.")

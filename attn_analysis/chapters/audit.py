@@ -96,13 +96,13 @@ def calibration_runs_iv(name: str, value, params: dict) -> CalibrationRuns:
     and spin controls ``sdpa_spin<N>``; return them pooled."""
     runs = tuple(runs_iv(name, value, params).values())
     samples, kernels = protocols.pool_runs({r.run_id: (r.samples, r.kernels) for r in runs})
-    controls = sorted(set(samples["candidate"]) - {"sdpa"})
+    controls = sorted(set(samples["candidate"].unique()) - {"sdpa"})
     aa = [c for c in controls if c in protocols.AA_CONTROLS]
     spins = sorted([c for c in controls if catalog.spin_spec(c)], key=catalog.spin_order)
     if not aa or not spins:
         raise ValueError(f"`{name}` must hold an A/A control {protocols.AA_CONTROLS} and spin "
                          f"controls; it holds {controls}.")
-    return CalibrationRuns(runs, samples, kernels, sorted(set(samples["config"]))[0], aa, spins)
+    return CalibrationRuns(runs, samples, kernels, sorted(set(samples["config"].unique()))[0], aa, spins)
 
 
 def check_label(doc: dict) -> str:

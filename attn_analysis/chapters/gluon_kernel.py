@@ -103,7 +103,7 @@ def against_peer(run, peer: str = "fa4", *, min_seq_len: int = 2048,
     (:func:`comparisons.speedup_table`), with the configuration's fields. Above 1 the Gluon
     kernel is faster than the peer."""
     min_seq_len = _validate.integer("min_seq_len", min_seq_len)
-    names = set(run.samples["candidate"])
+    names = set(run.samples["candidate"].unique())
     for name in (CANDIDATE, peer):
         if name not in names:
             raise ValueError(f"run {run.run_id} has no samples of {name!r}; "
