@@ -84,7 +84,8 @@ def stack(runs) -> tuple[pd.DataFrame, pd.DataFrame]:
     for run_id, r in runs.items():
         trials = (r.fingerprint or {}).get("trials") or {}
         uuid = {int(t): fp.get("gpu_uuid") for t, fp in trials.items()}
-        used = set(r.placements["trial"].unique()) | set(r.samples["trial"].unique())
+        used = set(r.placements["trial"].unique().tolist()) \
+            | set(r.samples["trial"].unique().tolist())
         missing = sorted(t for t in used if not uuid.get(int(t)))
         if missing:
             raise ValueError(f"`runs` must record a gpu_uuid for every trial; run {run_id!r} "
