@@ -153,8 +153,15 @@ def trial_spread(trials: pd.DataFrame, device_label: str, config: str | None = N
     ax = fig.subplots()
     sns.boxplot(data=rel, x="rel", y="candidate", order=order, ax=ax, whis=0, fliersize=0,
                 color="#dddddd", width=0.6, showcaps=False)
-    sns.stripplot(data=rel, x="rel", y="candidate", order=order, ax=ax, size=3.5,
-                  jitter=0.15, color="#1f77b4", alpha=0.8)
+    # seaborn draws the jitter from numpy's global generator: seeded here (and restored),
+    # so that two builds of the same data draw the same figure
+    state = np.random.get_state()
+    np.random.seed(0)
+    try:
+        sns.stripplot(data=rel, x="rel", y="candidate", order=order, ax=ax, size=3.5,
+                      jitter=0.15, color="#1f77b4", alpha=0.8)
+    finally:
+        np.random.set_state(state)
     ax.axvline(0.0, color="black", lw=0.8)
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:+.1%}"))
     return _finish(fig, ax,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 from matplotlib.figure import Figure
@@ -131,6 +132,13 @@ def test_trial_spread():
                            "mode": "graph", "trial": [0, 1, 0, 1],
                            "median_ms": [1.0, 1.1, 2.0, 2.0]})
     assert LABEL in titles(P.trial_spread(trials, LABEL))
+    # the same data draw the same jitter, and numpy's global generator is left as it was
+    np.random.seed(7)
+    before = np.random.get_state()[1].copy()
+    dots = [np.vstack([c.get_offsets() for c in P.trial_spread(trials, LABEL).axes[0].collections
+                       if len(c.get_offsets())]) for _ in range(2)]
+    assert np.array_equal(dots[0], dots[1])
+    assert np.array_equal(np.random.get_state()[1], before)
 
 
 def test_validation_messages():
