@@ -97,6 +97,7 @@ def test_t_interval_covers_at_the_nominal_rate_with_few_processes_where_the_boot
     assert sps.binomtest(hit_b, 150, 0.95, alternative="less").pvalue < COVERAGE_ALPHA
 
 
+@pytest.mark.slow  # several seconds of simulation
 def test_t_interval_holds_the_family_wise_rate_under_bonferroni():
     """Ten A/A comparisons per family at family-wise 95 %: at most 5 % of families may
     have any interval excluding 1 (two processes each, so df = 1)."""

@@ -53,6 +53,7 @@ def _triton_tests(tmp_path, **env):
                           capture_output=True, text=True, timeout=300, cwd=REPO, env=env)
 
 
+@pytest.mark.slow  # a child interpreter per case
 def test_triton_tests_skip_with_a_reason_without_triton(tmp_path, monkeypatch):
     monkeypatch.delenv("ATTN_REQUIRE_TRITON", raising=False)
     result = _triton_tests(tmp_path)
@@ -61,6 +62,7 @@ def test_triton_tests_skip_with_a_reason_without_triton(tmp_path, monkeypatch):
     assert "triton is not installed" in result.stdout
 
 
+@pytest.mark.slow  # a child interpreter per case
 def test_triton_tests_fail_without_triton_where_ci_requires_it(tmp_path):
     result = _triton_tests(tmp_path, ATTN_REQUIRE_TRITON="1")
     assert result.returncode != 0

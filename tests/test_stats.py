@@ -148,6 +148,7 @@ def _ratio_coverage(rng, n_reps, n_trials, n, flat_reps=0, n_resamples=500):
     return hits_h, hits_f
 
 
+@pytest.mark.slow  # several seconds of simulation
 def test_hierarchical_ci_coverage_not_below_nominal_where_flat_fails():
     # 300 runs of 30 trials x 20 samples per side (as many processes as the target-shape
     # campaign). The count of hierarchical intervals covering the true ratio 1 must not be
@@ -273,6 +274,7 @@ def test_tost_interval_is_the_one_minus_two_alpha_ratio_ci():
     assert (res.low, res.high, res.hierarchical) == (ci.low, ci.high, True)
 
 
+@pytest.mark.slow  # several seconds of simulation
 @pytest.mark.parametrize("true_ratio, n_trials", [(1.02, 1), (0.98, 1), (1.02, 30)])
 def test_tost_rarely_declares_equivalence_at_the_margin(true_ratio, n_trials):
     # True ratio of medians exactly 1 +- margin (lognormal(0, sigma) has median 1): each

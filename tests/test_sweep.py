@@ -379,11 +379,11 @@ def _children(pid: int) -> list[int]:
 
 
 def _sleepy_cli(out):
-    """A sweep whose one fake_sleepy unit takes about 10 s (100 samples of a 100 ms call,
-    at one placement)."""
+    """A sweep whose one fake_sleepy unit takes about 5 s (50 samples of a 100 ms call, at
+    one placement): the kill lands within a second of its start."""
     return [sys.executable, "-m", "attn_analysis", "sweep", "--out", str(out), "--device", "cpu",
             "--shape", "1,2,16", "--candidates", "fake_sleepy", "sdpa", "--modes", "per_call",
-            "--trials", "1", "--samples", "100", "--warmup-ms", "0", "--placements", "1",
+            "--trials", "1", "--samples", "50", "--warmup-ms", "0", "--placements", "1",
             "--process-warmup-ms", "0", "--plugin", "fake_candidates", "--no-profile",
             "--no-ceilings", "--quiet"]
 
@@ -405,7 +405,7 @@ def test_killing_only_the_parent_leaves_no_worker_and_a_rerun_completes(tmp_path
     assert workers, "no worker process found"
     os.kill(proc.pid, sig)  # the parent only, as `kill PID` does: not its process group
     _, stderr = proc.communicate(timeout=60)
-    try:  # the orphan would go on timing fake_sleepy for about 10 s
+    try:  # the orphan would go on timing fake_sleepy for about 5 s
         assert wait_dead(workers, timeout_s=5) == [], "a worker outlived its parent"
     finally:
         for pid in workers:
