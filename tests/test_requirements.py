@@ -43,16 +43,20 @@ def test_ci_runs_the_readmes_test_command_with_triton_required():
     assert ci.index("export ATTN_REQUIRE_TRITON=1") < ci.index(command)
 
 
-def _triton_tests(tmp_path, **env):
-    """Run tests/test_triton_attention.py where ``import triton`` fails."""
+def _without_triton(tmp_path, test_file: str, *pytest_args: str, **env):
+    """Run ``tests/<test_file>`` in a child pytest where ``import triton`` fails."""
     hidden = tmp_path / "no_triton"
-    (hidden / "triton").mkdir(parents=True)
+    (hidden / "triton").mkdir(parents=True, exist_ok=True)
     (hidden / "triton" / "__init__.py").write_text(
         'raise ModuleNotFoundError("No module named \'triton\'", name="triton")\n')
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(hidden), str(REPO)]), **env)
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
-                           str(REPO / "tests" / "test_triton_attention.py")],
+                           *pytest_args, str(REPO / "tests" / test_file)],
                           capture_output=True, text=True, timeout=300, cwd=REPO, env=env)
+
+
+def _triton_tests(tmp_path, **env):
+    return _without_triton(tmp_path, "test_triton_attention.py", **env)
 
 
 @pytest.mark.slow  # a child interpreter per case
@@ -69,3 +73,33 @@ def test_triton_tests_fail_without_triton_where_ci_requires_it(tmp_path):
     result = _triton_tests(tmp_path, ATTN_REQUIRE_TRITON="1")
     assert result.returncode != 0
     assert "No module named 'triton'" in result.stdout
+
+
+def test_ci_runs_the_gluon_compile_tests_again_with_the_devices_triton():
+    from attn_analysis.measure import gluon_attention as ga
+
+    ci = (REPO / ".ci" / "run").read_text()
+    pinned = re.search(r'"triton==([0-9.]+)"', ci)[1]
+    assert pinned.startswith(ga.SUPPORTED_TRITON)
+    readme_command = "python3 -m pip install -r requirements.txt -r requirements-test.txt"
+    second_pass = ci.index("ATTN_REQUIRE_GLUON=1")
+    assert ci.index(readme_command) < ci.index(pinned) < second_pass
+    assert "tests/test_gluon_attention.py" in ci[second_pass:]
+
+
+def _gluon_compile_tests(tmp_path, **env):
+    return _without_triton(tmp_path, "test_gluon_attention.py", "-k", "compiles_to_sm90a", **env)
+
+
+@pytest.mark.slow  # a child interpreter per case
+def test_gluon_compile_tests_skip_without_their_triton_but_fail_where_ci_requires_it(
+        tmp_path, monkeypatch):
+    monkeypatch.delenv("ATTN_REQUIRE_GLUON", raising=False)
+    skipped = _gluon_compile_tests(tmp_path)
+    assert skipped.returncode in (0, 5), skipped.stdout[-2000:]
+    assert "skipped" in skipped.stdout and "failed" not in skipped.stdout
+    assert "needs Triton 3.6" in skipped.stdout
+    required = _gluon_compile_tests(tmp_path, ATTN_REQUIRE_GLUON="1")
+    assert required.returncode == 1, required.stdout[-2000:]
+    assert "ATTN_REQUIRE_GLUON=1 but the Gluon compile cannot run" in required.stdout
+    assert "skipped" not in required.stdout
