@@ -1,7 +1,8 @@
 """Builders the test modules share: journal units, a small finalized run, the process
 checks of the tests that kill sweeps and their workers, one tiny recorded sweep, and the
-book and its PDF, built once per test session (``built_book``, ``built_pdf``,
-``measured_copy``; the HTML builds run in the background, see ``session_builds``).
+book, what Chromium finds in it and its PDF, built once per test session in the background
+(``built_book``, ``chromium_report``, ``chapter_screenshots``, ``built_pdf``,
+``measured_copy``; see ``session_builds``).
 
 Import the builders by name (``from conftest import make_run``); pytest also loads this
 file itself, before any test module, and hands the fixtures to the tests that name them.
@@ -33,22 +34,31 @@ os.environ.setdefault(tuning_cache.ENV_VAR,
 # and the checking code, so a run a test alters is checked in depth again). Tests of the
 # memo itself set or clear the variable.
 os.environ.setdefault(verify_memo.ENV, tempfile.mkdtemp(prefix="attn-verified-"))
-# The fixtures that wait for a background build; tests that use them run last.
-_BOOK_FIXTURES = ("built_book", "measured_copy")
+# The fixtures that wait for a background step (session_builds); tests that use them run last.
+_BOOK_FIXTURES = session_builds.SessionBuilds.STEPS
 
 
 @pytest.hookimpl(trylast=True)  # after -m and -k have deselected what will not run
 def pytest_collection_modifyitems(session, config, items):
-    """Start the session's book builds (``session_builds``) in the background if a selected
-    test needs them, and move those tests to the end, so that the rest run meanwhile."""
+    """Start the session's background steps (``session_builds``) that the selected tests
+    need, and move those tests to the end, so that the rest run meanwhile."""
     needs = [item for item in items if set(_BOOK_FIXTURES) & set(item.fixturenames)]
     if needs and not config.option.collectonly:
-        _BUILDS.start(measured=any("measured_copy" in item.fixturenames for item in needs))
+        _BUILDS.start({name for item in needs for name in item.fixturenames
+                       if name in _BOOK_FIXTURES})
         items[:] = [item for item in items if item not in needs] + needs
 
 
 def pytest_sessionfinish(session, exitstatus):
     _BUILDS.close()
+
+
+def _waited(name: str):
+    """The value of background step ``name``; skips with its reason where it cannot run."""
+    value = _BUILDS.wait(name)
+    if isinstance(value, session_builds.Skip):
+        pytest.skip(str(value))
+    return value
 
 
 @pytest.fixture(scope="session")
@@ -57,7 +67,7 @@ def built_book() -> Path:
     README's command, ``-W -n --keep-going`` (any warning fails it), in the background
     from collection time (``session_builds``). Its notebook cache in
     ``_build/.jupyter_cache`` makes an unchanged tree rebuild in seconds."""
-    return _BUILDS.book.wait()
+    return _waited("built_book")
 
 
 @pytest.fixture(scope="session")
@@ -65,24 +75,28 @@ def measured_copy(built_book) -> dict:
     """A copy of the repository holding the session's built book, after papermill measured
     a new CPU run into its ``data/runs`` and the README's build ran again: the copy, the
     measured notebook, and the cross-device page before and after (``session_builds``)."""
-    return _BUILDS.measured.wait()
+    return _waited("measured_copy")
+
+
+@pytest.fixture(scope="session")
+def chromium_report(built_book) -> dict:
+    """What headless Chromium found on each chapter of the built book (``book_browser``'s
+    check page), page by page; skips, saying why, without Chromium."""
+    return _waited("chromium_report")
+
+
+@pytest.fixture(scope="session")
+def chapter_screenshots(built_book) -> dict:
+    """Page -> its screenshot under ``_build/screenshots`` (``book_browser``); skips,
+    saying why, without Chromium."""
+    return _waited("chapter_screenshots")
 
 
 @pytest.fixture(scope="session")
 def built_pdf(built_book) -> Path:
     """The PDF from the documented command, once per session, after the HTML build (its
     notebook cache makes it quick); skips, saying why, without TeX Live or poppler-utils."""
-    missing = [t for t in ("latexmk", "pdfinfo", "pdftotext") if shutil.which(t) is None]
-    if missing or not any(shutil.which(t) for t in ("pdflatex", "xelatex")):
-        pytest.skip(f"TeX Live or poppler-utils is not installed (missing: {missing}); see "
-                    f"the reproducibility chapter for the apt-get line")
-    pdf = ROOT / "_build" / "latex" / "book.pdf"
-    # latexmk remembers an earlier failed run (e.g. before a font was installed) and
-    # refuses to retry: start from an empty LaTeX folder (the notebook cache stays).
-    shutil.rmtree(pdf.parent, ignore_errors=True)
-    proc = session_builds.build_book(ROOT, "--builder", "pdflatex")
-    assert proc.returncode == 0 and pdf.is_file(), proc.stdout[-4000:] + proc.stderr[-4000:]
-    return pdf
+    return _waited("built_pdf")
 
 
 def make_timing_unit(config="B1-H2-S16-D64-fp16", candidate="sdpa", mode="graph", trial=0,

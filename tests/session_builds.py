@@ -1,16 +1,20 @@
-"""The two builds of the book a full test session needs, run in one background thread.
+"""The builds of the book a full test session needs, and what reads them in a browser,
+run in one background thread.
 
 Building the book executes every notebook; a full session needs it twice: the
 repository's book (``built_book``: the HTML, browser and PDF checks read it) and, in a
 copy of the repository, the book after papermill has measured a new CPU run
 (``measured_copy``: ``test_notebooks`` checks that the run reaches the cross-device
-table). Both are subprocesses that mostly wait on one core, so ``conftest`` starts them,
-one after the other, in a background thread as soon as the session's tests are collected
-(only if a selected test needs them) and moves the tests that read them to the end;
-meanwhile the other tests run on the other core. A fixture that needs a build waits for
-it and re-raises its failure. No test asserts anything about time, so sharing the cores
-changes no result. A session that ends early (``-x``, Ctrl-C) waits for the build under
-way to finish (each has a timeout), so no build outlives it.
+table). Headless Chromium then checks and screenshots every chapter of the repository's
+book (``chromium_report``, ``chapter_screenshots``; ``book_browser``) and the LaTeX
+builder makes its PDF (``built_pdf``). All are subprocesses that mostly wait on one core,
+so ``conftest`` starts the ones a selected test needs, one after the other, in a
+background thread as soon as the session's tests are collected, and moves the tests that
+read them to the end; meanwhile the other tests run on the other core. A fixture that
+needs a step waits for it and re-raises its failure, or skips with the step's reason
+(``Skip``: no Chromium, no TeX Live). No test asserts anything about time, so sharing the
+cores changes no result. A session that ends early (``-x``, Ctrl-C) waits for the step
+under way to finish (each has a timeout), so no subprocess outlives it.
 
 Each step is what the README documents: ``jupyter-book build . -W -n --keep-going``, and
 jupytext piped into papermill for the measurement.
@@ -27,6 +31,8 @@ from pathlib import Path
 
 import nbformat
 
+import book_browser
+
 ROOT = Path(__file__).resolve().parents[1]
 # The jupyter-book next to this Python (a virtual environment need not be on PATH).
 JUPYTER_BOOK = (str(Path(sys.executable).with_name("jupyter-book"))
@@ -42,6 +48,10 @@ NEW_RUN = "cpu-test"
 MEASURE_PARAMETERS = ("-p", "measure", "True", "-p", "device", "cpu", "-p", "shapes", NEW_SHAPE,
                       "-p", "samples", "8", "-p", "trials", "2", "-p", "run_id", NEW_RUN,
                       "-p", "n_resamples", "200")
+
+
+class Skip(str):
+    """A step that cannot run on this machine; its fixture skips with this reason."""
 
 
 def build_book(root: Path, *args: str, timeout: int = 1200) -> subprocess.CompletedProcess:
@@ -76,17 +86,27 @@ class Step:
 
 
 class SessionBuilds:
-    """The repository's book, then (if asked) the measured copy's, in one daemon thread."""
+    """The repository's book, then the steps asked for, in one daemon thread: the browser's
+    check report and screenshots, the PDF, and the measured copy's book."""
+
+    STEPS = ("built_book", "chromium_report", "chapter_screenshots", "built_pdf",
+             "measured_copy")
 
     def __init__(self):
-        self.book, self.measured = Step("built_book"), Step("measured_copy")
+        self.steps = {name: Step(name) for name in self.STEPS}
         self.scratch = self.copy = self._thread = None
 
-    def start(self, measured: bool) -> None:
-        """Start the thread (once): the book, and the measured copy if ``measured``."""
+    def wait(self, name: str):
+        """Wait for step ``name``; its value, or its exception raised here."""
+        return self.steps[name].wait()
+
+    def start(self, wanted: set[str]) -> None:
+        """Start the thread (once): the book, and of the other steps those in ``wanted``
+        (a step that needs the book waits for it; the measured copy runs last, it is the
+        longest)."""
         if self._thread is None:
             self.scratch = Path(tempfile.mkdtemp(prefix="attn-session-builds-"))
-            self._thread = threading.Thread(target=self._run, args=(measured,), daemon=True,
+            self._thread = threading.Thread(target=self._run, args=(set(wanted),), daemon=True,
                                             name="attn-session-builds")
             self._thread.start()
 
@@ -96,15 +116,19 @@ class SessionBuilds:
             self._thread.join()
             shutil.rmtree(self.scratch, ignore_errors=True)
 
-    def _run(self, measured: bool) -> None:
-        self._step(self.book, self._build_repository, measured)
-        if not measured:
-            return
-        if self.book.error is not None:
-            self.measured.error = RuntimeError("the repository's book did not build")
-            self.measured.done.set()
-        else:
-            self._step(self.measured, self._measure_and_rebuild)
+    def _run(self, wanted: set[str]) -> None:
+        book = self.steps["built_book"]
+        self._step(book, self._build_repository, "measured_copy" in wanted)
+        work = {"chromium_report": self._check_pages, "chapter_screenshots": self._screenshots,
+                "built_pdf": self._build_pdf, "measured_copy": self._measure_and_rebuild}
+        for name in self.STEPS[1:]:
+            if name not in wanted:
+                continue
+            if book.error is not None:
+                self.steps[name].error = RuntimeError("the repository's book did not build")
+                self.steps[name].done.set()
+            else:
+                self._step(self.steps[name], work[name])
 
     @staticmethod
     def _step(step: Step, fn, *args) -> None:
@@ -125,6 +149,35 @@ class SessionBuilds:
             shutil.copytree(ROOT, self.copy, ignore=IGNORE)
             shutil.copytree(ROOT / "_build", self.copy / "_build")
         return ROOT / "_build" / "html"
+
+    @staticmethod
+    def _check_pages():
+        html = ROOT / "_build" / "html"
+        if book_browser.CHROMIUM is None:
+            return Skip(book_browser.MISSING)
+        return book_browser.check_pages(html)
+
+    @staticmethod
+    def _screenshots():
+        if book_browser.CHROMIUM is None:
+            return Skip(book_browser.MISSING)
+        return book_browser.screenshots(ROOT / "_build" / "html")
+
+    @staticmethod
+    def _build_pdf():
+        """The PDF with the documented command (the notebook cache of the HTML build makes
+        it quick), or a ``Skip`` without TeX Live or poppler-utils."""
+        missing = [t for t in ("latexmk", "pdfinfo", "pdftotext") if shutil.which(t) is None]
+        if missing or not any(shutil.which(t) for t in ("pdflatex", "xelatex")):
+            return Skip(f"TeX Live or poppler-utils is not installed (missing: {missing}); see "
+                        f"the reproducibility chapter for the apt-get line")
+        pdf = ROOT / "_build" / "latex" / "book.pdf"
+        # latexmk remembers an earlier failed run (e.g. before a font was installed) and
+        # refuses to retry: start from an empty LaTeX folder (the notebook cache stays).
+        shutil.rmtree(pdf.parent, ignore_errors=True)
+        proc = build_book(ROOT, "--builder", "pdflatex")
+        assert proc.returncode == 0 and pdf.is_file(), proc.stdout[-4000:] + proc.stderr[-4000:]
+        return pdf
 
     def _measure_and_rebuild(self) -> dict:
         """In the copy: the cross-device page as built, papermill measuring a new CPU run

@@ -1,96 +1,34 @@
 """The book builds with warnings as errors, renders in headless Chromium, and prints.
 
 The build goes into the repository's ``_build`` (execution cached in ``_build/.jupyter_cache``,
-so an unchanged tree rebuilds in seconds), once per test session: the ``built_book`` and
-``built_pdf`` fixtures live in ``conftest.py`` and every test file shares them. Chromium loads every chapter at 1280 px through a
-small check page in the same folder: it fails a page that scrolls horizontally, that has a
-figure that does not load, a table longer than the book allows, a traceback, a raw
-DataFrame repr or a glue key that did not resolve. Every chapter is also screenshotted into
-``_build/screenshots/`` to be looked at. The PDF test builds the LaTeX version where TeX
-Live is installed (and skips, saying why, where it is not).
+so an unchanged tree rebuilds in seconds), once per test session. What is slow runs in the
+background from collection time (``session_builds``), and the fixtures of ``conftest.py``
+(``built_book``, ``chromium_report``, ``chapter_screenshots``, ``built_pdf``) wait for it:
+Chromium loads every chapter at 1280 px through a small check page in the same folder
+(``book_browser``), and this file fails a page that scrolls horizontally, that has a figure
+that does not load, a table longer than the book allows, a traceback, a raw DataFrame repr
+or a glue key that did not resolve. Every chapter is also screenshotted into
+``_build/screenshots/`` to be looked at. The PDF is built with the LaTeX builder where TeX
+Live is installed (its test skips, saying why, where it is not).
 """
 
 from __future__ import annotations
 
-import json
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
-import yaml
+
+from book_browser import CHAPTERS, SCREENSHOT_MIN_BYTES, VIEWPORT_PX
 
 pytestmark = pytest.mark.slow  # book build, papermill or the Triton interpreter
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or (
-    "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def toc_pages(toc: Path = ROOT / "_toc.yml") -> list[str]:
-    """Every page of the book in reading order, read from its table of contents (the root,
-    then each chapter followed by its sections), so a chapter added there is checked here."""
-    data = yaml.safe_load(toc.read_text())
-    pages = [data["root"]]
-
-    def walk(entries):
-        for entry in entries:
-            pages.append(entry["file"])
-            walk(entry.get("sections", ()))
-
-    walk(data["chapters"])
-    return pages
-
-
-CHAPTERS = toc_pages()
 FIGURE_PAGES = {"notebooks/02_fixed_shape": 2, "notebooks/03_matrix": 2,
                 "notebooks/04_sweeps": 4, "notebooks/05_cross_device": 1,
                 "notebooks/09_audit": 4}
 MAX_TABLE_ROWS = 25  # attn_analysis.tables.MAX_ROWS; the claims table is 13
-VIEWPORT_PX = 1280
-
-CHECK_PAGE = """<!doctype html><html><body><pre id="result">pending</pre><script>
-const pages = %s;
-const out = {};
-function check(i) {
-  if (i >= pages.length) { document.getElementById('result').textContent =
-    'RESULT' + JSON.stringify(out) + 'END'; return; }
-  const f = document.createElement('iframe');
-  f.style.width = '%dpx'; f.style.height = '900px';
-  f.onload = () => setTimeout(() => {
-    const d = f.contentDocument;
-    const imgs = Array.from(d.querySelectorAll('main img, article img, .bd-article img'));
-    const article = d.querySelector('article') || d.body;
-    const text = article ? article.innerText : '';
-    const rows = Array.from(article.querySelectorAll('table')).map(
-      t => t.querySelectorAll('tbody tr').length);
-    out[pages[i]] = {
-      title: d.title, loaded: !!d.body && text.length > 200,
-      images: imgs.length,
-      broken: imgs.filter(im => !(im.complete && im.naturalWidth > 0)).map(im => im.src),
-      overflow: d.documentElement.scrollWidth - d.documentElement.clientWidth,
-      wide: Array.from(article.querySelectorAll('*')).filter(
-        e => e.getBoundingClientRect().right > d.documentElement.clientWidth + 1)
-        .slice(0, 3).map(e => e.tagName + '.' + e.className),
-      max_rows: rows.length ? Math.max(...rows) : 0,
-      clipped: Array.from(article.querySelectorAll('table')).filter(t => {
-        const box = t.parentElement;
-        return box.scrollWidth > box.clientWidth + 1 || t.getBoundingClientRect().right >
-          article.getBoundingClientRect().right + 1; }).map(
-        t => (t.querySelector('caption') || t).innerText.slice(0, 60)),
-      dataframes: article.querySelectorAll('table.dataframe, table[id^="T_"]').length,
-      repr: /\\d+ rows\\s*[x\u00d7]\\s*\\d+ columns/.test(text),
-      errors: d.querySelectorAll('.output.error, .output.traceback, .cell_output .error').length,
-      traceback: /Traceback \\(most recent call last\\)|Error:.*line \\d+/.test(text),
-      unpasted: /\\{glue(:\\w+)?\\}|glue:text|::\\w+:[.\\d]*[sdf%%]`/.test(text)};
-    f.remove(); check(i + 1);
-  }, 300);
-  f.src = pages[i] + '.html';
-  document.body.appendChild(f);
-}
-check(0);
-</script></body></html>"""
 
 
 def test_the_chapter_list_is_the_table_of_contents():
@@ -120,23 +58,6 @@ def test_no_literal_glue_or_error_in_html(built_book):
         assert 'class="output traceback' not in text, page
 
 
-@pytest.fixture(scope="session")
-def chromium_report(built_book):
-    if CHROMIUM is None:
-        pytest.skip("headless Chromium is not installed (looked for chromium, "
-                    "chromium-browser, /usr/bin/chromium)")
-    check = built_book / "_check_pages.html"
-    check.write_text(CHECK_PAGE % (json.dumps(CHAPTERS), VIEWPORT_PX))
-    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
-           "--allow-file-access-from-files", "--virtual-time-budget=60000",
-           "--dump-dom", check.as_uri()]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    check.unlink()
-    dom = proc.stdout
-    assert "RESULT" in dom, f"check page did not finish: {proc.stderr[-2000:]}"
-    return json.loads(dom.split("RESULT", 1)[1].split("END", 1)[0])
-
-
 @pytest.mark.parametrize("page", CHAPTERS)
 def test_chapter_renders_in_chromium(chromium_report, page):
     r = chromium_report[page]
@@ -162,22 +83,12 @@ def test_figures_present(chromium_report, page, n_figures):
     assert chromium_report[page]["images"] >= n_figures
 
 
-def test_screenshot_of_every_chapter(built_book):
+def test_screenshot_of_every_chapter(chapter_screenshots):
     """A 1280 px wide screenshot of every chapter, kept in _build/screenshots/ to be looked
     at; each must come back as a real image."""
-    if CHROMIUM is None:
-        pytest.skip("headless Chromium is not installed")
-    shots = built_book.parent / "screenshots"
-    shots.mkdir(exist_ok=True)
-    for page in CHAPTERS:
-        shot = shots / (page.replace("/", "__") + ".png")
-        shot.unlink(missing_ok=True)
-        subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
-                        "--hide-scrollbars", f"--window-size={VIEWPORT_PX},2400",
-                        "--virtual-time-budget=3000", f"--screenshot={shot}",
-                        (built_book / f"{page}.html").as_uri()],
-                       capture_output=True, timeout=120)
-        assert shot.is_file() and shot.stat().st_size > 10_000, page
+    assert list(chapter_screenshots) == CHAPTERS
+    for page, shot in chapter_screenshots.items():
+        assert shot.is_file() and shot.stat().st_size > SCREENSHOT_MIN_BYTES, page
 
 
 # --------------------------------------------------------------------------- PDF

@@ -76,14 +76,36 @@ def _ipynb(notebook: str, folder: Path) -> Path:
     return out
 
 
-def _run_bad(notebook: str, tmp_path: Path, **parameters) -> str:
-    """Execute ``notebook`` from the real notebooks/ folder with ``parameters``; it must
-    stop with a ValueError, whose message is returned."""
+@pytest.fixture(scope="module")
+def notebook_kernel():
+    """One python3 kernel, started in notebooks/ as papermill's ``--cwd`` would, shared by
+    the refusal cases below: a kernel's start and the package's import were 4-5 s of each
+    case. Each case first empties the kernel's namespace (``%reset -f``), so it sees only
+    its own parameters (a name left over would itself be refused as an unknown parameter);
+    ``test_bad_parameter_stops_with_a_named_value_error`` runs papermill's command line in a
+    kernel of its own."""
+    from jupyter_client.manager import KernelManager
+    km = KernelManager(kernel_name="python3")
+    km.start_kernel(cwd=str(NOTEBOOKS))
+    try:
+        yield km
+    finally:
+        km.shutdown_kernel(now=True)
+
+
+def _run_bad(notebook: str, tmp_path: Path, km, **parameters) -> str:
+    """Execute ``notebook`` in the shared kernel ``km`` (started in the real notebooks/
+    folder), its namespace emptied first, with ``parameters``; it must stop with a
+    ValueError, whose message is returned."""
     import papermill
+    nb = nbformat.read(_ipynb(notebook, tmp_path), as_version=4)
+    nb.cells.insert(0, nbformat.v4.new_code_cell("%reset -f"))
+    fresh = tmp_path / "fresh.ipynb"
+    nbformat.write(nb, fresh)
     with pytest.raises(papermill.PapermillExecutionError) as info:
-        papermill.execute_notebook(str(_ipynb(notebook, tmp_path)), str(tmp_path / "out.ipynb"),
+        papermill.execute_notebook(str(fresh), str(tmp_path / "out.ipynb"),
                                    parameters=parameters, cwd=str(NOTEBOOKS),
-                                   kernel_name="python3", progress_bar=False)
+                                   kernel_name="python3", progress_bar=False, km=km)
     assert info.value.ename == "ValueError", (info.value.ename, info.value.evalue)
     return info.value.evalue
 
@@ -102,10 +124,11 @@ def _run_bad(notebook: str, tmp_path: Path, **parameters) -> str:
     ("04_sweeps.py", dict(measure=True, device="cpu", roofline_candidates="sdpa_flash"),
      "`roofline_candidates` must name one of the candidates to measure"),
 ])
-def test_a_bad_parameter_stops_the_notebook_before_it_measures(tmp_path, notebook, parameters,
-                                                               message):
+def test_a_bad_parameter_stops_the_notebook_before_it_measures(tmp_path, notebook_kernel,
+                                                               notebook, parameters, message):
     runs = tmp_path / "runs"
-    message_got = _run_bad(notebook, tmp_path, runs_dir=str(runs), **parameters)
+    message_got = _run_bad(notebook, tmp_path, notebook_kernel, runs_dir=str(runs),
+                           **parameters)
     assert message in message_got
     assert not runs.exists()  # nothing measured, nothing written
 
@@ -124,8 +147,9 @@ def test_a_bad_parameter_stops_the_notebook_before_it_measures(tmp_path, noteboo
     ("02_fixed_shape.py", dict(replication="no-such-run"),
      "`replication` must be '' or a finalized run under"),
 ])
-def test_unknown_and_missing_named_inputs_are_refused(tmp_path, notebook, parameters, message):
-    assert message in _run_bad(notebook, tmp_path, **parameters)
+def test_unknown_and_missing_named_inputs_are_refused(tmp_path, notebook_kernel, notebook,
+                                                     parameters, message):
+    assert message in _run_bad(notebook, tmp_path, notebook_kernel, **parameters)
 
 
 @pytest.mark.parametrize("notebook", sorted(p.name for p in NOTEBOOKS.glob("0*.py")))
