@@ -34,6 +34,7 @@ import nbformat
 import book_browser
 
 ROOT = Path(__file__).resolve().parents[1]
+HTML = ROOT / "_build" / "html"  # the repository's built book, which the browser reads
 # The jupyter-book next to this Python (a virtual environment need not be on PATH).
 JUPYTER_BOOK = (str(Path(sys.executable).with_name("jupyter-book"))
                 if Path(sys.executable).with_name("jupyter-book").exists()
@@ -52,6 +53,11 @@ MEASURE_PARAMETERS = ("-p", "measure", "True", "-p", "device", "cpu", "-p", "sha
 
 class Skip(str):
     """A step that cannot run on this machine; its fixture skips with this reason."""
+
+
+def _in_chromium(read):
+    """``read(HTML)`` (a ``book_browser`` function), or a ``Skip`` where Chromium is missing."""
+    return Skip(book_browser.MISSING) if book_browser.CHROMIUM is None else read(HTML)
 
 
 def build_book(root: Path, *args: str, timeout: int = 1200) -> subprocess.CompletedProcess:
@@ -119,7 +125,8 @@ class SessionBuilds:
     def _run(self, wanted: set[str]) -> None:
         book = self.steps["built_book"]
         self._step(book, self._build_repository, "measured_copy" in wanted)
-        work = {"chromium_report": self._check_pages, "chapter_screenshots": self._screenshots,
+        work = {"chromium_report": lambda: _in_chromium(book_browser.check_pages),
+                "chapter_screenshots": lambda: _in_chromium(book_browser.screenshots),
                 "built_pdf": self._build_pdf, "measured_copy": self._measure_and_rebuild}
         for name in self.STEPS[1:]:
             if name not in wanted:
@@ -148,20 +155,7 @@ class SessionBuilds:
             self.copy = self.scratch / "repo" / "attn"
             shutil.copytree(ROOT, self.copy, ignore=IGNORE)
             shutil.copytree(ROOT / "_build", self.copy / "_build")
-        return ROOT / "_build" / "html"
-
-    @staticmethod
-    def _check_pages():
-        html = ROOT / "_build" / "html"
-        if book_browser.CHROMIUM is None:
-            return Skip(book_browser.MISSING)
-        return book_browser.check_pages(html)
-
-    @staticmethod
-    def _screenshots():
-        if book_browser.CHROMIUM is None:
-            return Skip(book_browser.MISSING)
-        return book_browser.screenshots(ROOT / "_build" / "html")
+        return HTML
 
     @staticmethod
     def _build_pdf():
