@@ -258,14 +258,19 @@ def test_sweep_cost_probe_refuses_unknown_parts_before_the_gpu():
 
 
 def test_fork_probe_tries_every_preloaded_module(monkeypatch, capsys):
-    from attn_analysis.measure.sweep import FORKSERVER_PRELOAD
+    from attn_analysis.measure.sweep import FORKSERVER_ENV, FORKSERVER_PRELOAD
     probe = load(ROOT / "scripts" / "fork_after_import_probe.py")
     seen = []
-    monkeypatch.setattr(probe, "probe", lambda m: seen.append(m) or (
+    envs = []
+    monkeypatch.setattr(probe, "probe", lambda m, env: seen.append(m) or envs.append(env) or (
         "fork-BAD" if m == "extra.module" else "fork-ok"))
     assert probe.main([]) == 0 and seen == list(FORKSERVER_PRELOAD)
     assert probe.main(["extra.module"]) == 1
     assert "extra.module fork-BAD" in capsys.readouterr().out
+    # the modules are imported as the fork server imports them: with its environment
+    assert envs and all(e[k] == v for e in envs for k, v in FORKSERVER_ENV.items())
+    envs.clear()
+    assert probe.main(["--plain"]) == 0 and envs and all(e is None for e in envs)
 
 
 def test_compile_bytecode_writes_under_the_prefix_and_skips_test_suites(tmp_path, monkeypatch):

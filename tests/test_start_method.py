@@ -4,6 +4,7 @@ measuring code once, or spawned; recorded in the plan, one method per run."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -54,8 +55,11 @@ def test_trial_context_preloads_only_modules_that_leave_cuda_alone():
             "    except Exception:\n"
             "        os._exit(1)\n"
             "print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))")
+    # the child runs with the environment the fork server gets (FORKSERVER_ENV), under
+    # which the last preloaded module imports Inductor's compile_fx
+    env = dict(os.environ, **sweep.FORKSERVER_ENV)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True, timeout=300)
+                          check=True, timeout=300, env=env)
     assert done.stdout.split() == ["False", "0"]
 
 

@@ -231,20 +231,32 @@ def _prebuild_missing(ctx, plan: Plan, expected: dict, done: set, bar) -> dict |
 # on first use. Not torch._inductor.compile_fx: importing it asks the CUDA runtime for its
 # devices, and a child forked after that cannot start CUDA (checked on an H200 by forking
 # after each module's import; tests/test_start_method.py forks the same way).
+# Last, forkserver_warm imports compile_fx under FORKSERVER_ENV's NVML device count, which
+# leaves CUDA alone, and computes Inductor's and Triton's source hashes (see that module).
 FORKSERVER_PRELOAD = ("torch", "torch._inductor.config", "numpy",
                       "torch._dynamo", "torch.nn.attention.flex_attention",
                       "attn_analysis.measure.trial", "attn_analysis.measure.candidates",
                       "attn_analysis.measure.compile_settings",
                       "attn_analysis.measure.triton_attention",
                       "attn_analysis.measure.timing", "attn_analysis.measure.profiler",
-                      "attn_analysis.measure.machine", "attn_analysis.measure.env")
+                      "attn_analysis.measure.machine", "attn_analysis.measure.env",
+                      "attn_analysis.measure.forkserver_warm")
+# The fork server's environment beyond this process's: torch counts CUDA devices through
+# NVML, so that importing compile_fx there starts nothing a forked child would lack. A
+# value the user set is kept (forkserver_warm then leaves compile_fx to each process).
+FORKSERVER_ENV = {"PYTORCH_NVML_BASED_CUDA_CHECK": "1"}
 
 
 def trial_context(start_method: str):
-    """The multiprocessing context that starts trial processes (``Plan.start_method``)."""
+    """The multiprocessing context that starts trial processes (``Plan.start_method``).
+
+    For the fork server it also puts ``FORKSERVER_ENV`` into this process's environment
+    (where not set already), which the server inherits when it starts."""
     _validate.choice("start_method", start_method, START_METHODS)
     ctx = mp.get_context(start_method)
     if start_method == "forkserver":
+        for key, value in FORKSERVER_ENV.items():
+            os.environ.setdefault(key, value)
         ctx.set_forkserver_preload(list(FORKSERVER_PRELOAD))
     return ctx
 
@@ -253,7 +265,8 @@ def start_trial_server(start_method: str) -> None:
     """Start the fork server now (``start_method`` "forkserver"; nothing for "spawn"), so
     that its imports (torch and the measuring code: 10-12 s of the first trial's wall on
     a fresh H100, ``benchmarks/readme-command/``) run while this process imports torch and
-    reads the device's memory, not after. It touches no GPU and writes nothing, and it
+    reads the device's memory, not after. It touches no GPU and writes no file (it sets
+    ``FORKSERVER_ENV`` in this process's environment, :func:`trial_context`), and it
     ends with this process."""
     trial_context(start_method)
     if start_method == "forkserver":

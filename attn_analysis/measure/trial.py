@@ -10,6 +10,7 @@ import dataclasses
 import gc
 import os
 import random
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -25,6 +26,8 @@ from .plan import (PROTOCOL, Plan, SweepError, _candidate_units, _input_seed,
 # Nothing public: sweep.run starts each trial process at _worker_main.
 __all__: list[str] = []
 
+# The fork server's warm-up module (sweep.FORKSERVER_PRELOAD), never imported here.
+_WARM = f"{__package__}.forkserver_warm"
 # Exit code of a trial process that gives up (its reason in the run's ``.fatal`` marker).
 _FATAL = 3
 
@@ -43,7 +46,6 @@ def _worker_main(out_dir: str, plan_json: dict, trial: int, messages, parent_pid
     """Entry point of a trial process; it dies with the sweep ``parent_pid``: its parent when
     spawned (``run_lock.die_with_parent``), else through ``run_lock.die_with_process``.
     ``spawned_at`` is the parent's clock at the start, the start of this process's budget."""
-    import sys
     clock = PhaseClock(spawned_at)
     parent = os.getppid()
     run_lock.die_with_parent(parent)
@@ -106,7 +108,9 @@ class _Worker:
         trial_unit = None
         if name not in self.done:
             trial_unit = {"kind": "trial", "trial": self.trial, "fingerprint": fp,
-                          "started_utc": _now(), "pid": os.getpid()}
+                          "started_utc": _now(), "pid": os.getpid(),
+                          # what the fork server's warm-up left it (None: spawned)
+                          "preloaded": getattr(sys.modules.get(_WARM), "WARMED", None)}
             self._write(trial_unit)  # sets its measurement_id, kept when it is rewritten
         if self.trial == 0 and self.plan.ceilings and \
                 record.unit_name("ceilings") not in self.done:

@@ -129,6 +129,9 @@ UNIT_SCHEMA: dict[str, tuple[Field, ...]] = {
                 Field("kernels", (list,), items=_KERNEL)),
     "trial": (*UNIT_IDENTITY["trial"], Field("fingerprint", (dict,), True),  # machine.fingerprint()
               Field("pid", (int,)),
+              # what the process inherited from the fork server (measure.forkserver_warm);
+              # None when it was not forked from one
+              Field("preloaded", (dict,), nullable=True),
               Field("budget", (dict,)),  # measure.budget.PhaseClock.as_record(), at its end
               # torch.cuda.memory_allocated() after each configuration, in plan order
               Field("allocated_after_config_bytes", (list,), items=(int,)),
