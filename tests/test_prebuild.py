@@ -239,10 +239,25 @@ def test_triton_precompile_compiles_what_tune_tries_and_times_nothing(monkeypatc
     monkeypatch.setattr(ta.triton.testing, "do_bench",
                         lambda *a, **k: pytest.fail("precompile timed something"))
     q = torch.randn(1, 2, 64, 64).half()
-    got = ta.precompile(q, q, q)
+    got = ta.precompile(q, q, q, start=0)
     want = [c for c in ta._candidates(64) if c["BLOCK_M"] <= 64 and c["BLOCK_N"] <= 64]
     assert tried == want and len(want) >= 2
     assert got == {"n_compiled": len(want) - 1, "n_failed": 1}
+    # another start: the same configurations, begun at that one and wrapping around
+    for start in (1, len(want) + 1):
+        tried.clear()
+        ta.precompile(q, q, q, start=start)
+        assert tried == want[1:] + want[:1]
+    # a string (the prebuild's configuration key) begins where its CRC-32 says
+    import zlib
+    for label in ("B32-H8-S512-D64-fp16", "B8-H8-S512-D64-fp16"):
+        tried.clear()
+        ta.precompile(q, q, q, start=label)
+        at = zlib.crc32(label.encode()) % len(want)
+        assert tried == want[at:] + want[:at]
+    for bad in (-1, 1.5, None):
+        with pytest.raises(ValueError, match=r"`start` must be an integer >= 0"):
+            ta.precompile(q, q, q, start=bad)
 
 
 def test_triton_precompile_needs_a_gpu(monkeypatch):
@@ -252,6 +267,15 @@ def test_triton_precompile_needs_a_gpu(monkeypatch):
         ta.precompile(q, q, q)
     with pytest.raises(RuntimeError, match=r"`tune` runs on a GPU"):
         ta.tune(q, q, q)
+
+
+def test_the_prebuild_begins_each_shapes_triton_precompile_at_its_key(monkeypatch):
+    got = []
+    monkeypatch.setattr(ta, "precompile", lambda q, k, v, *, causal, start: got.append(start))
+    monkeypatch.setattr(cands, "make_inputs", lambda config, device, seed: (None,) * 3)
+    for key in KEYS:
+        cands._warm_triton(Config.from_key(key), "cuda")
+    assert got == KEYS
 
 
 def test_warm_says_when_a_candidate_compiles_nothing():

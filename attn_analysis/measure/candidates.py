@@ -342,10 +342,10 @@ def _build_flex(config: Config, device: str) -> Built:
 
 
 def _warm_triton(config: Config, device: str) -> dict:
-    """Compile the configurations our Triton kernel's tuning tries at ``config``."""
+    """Compile what our Triton kernel's tuning tries at ``config``, from where its key says."""
     from . import triton_attention
     q, k, v = make_inputs(config, device, seed=0)
-    return triton_attention.precompile(q, k, v, causal=config.causal)
+    return triton_attention.precompile(q, k, v, causal=config.causal, start=config.key)
 
 
 def _build_triton(config: Config, device: str, hint: dict | None = None) -> Built:

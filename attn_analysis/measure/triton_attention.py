@@ -25,12 +25,14 @@ from __future__ import annotations
 import functools
 import math
 import os
+import zlib
 from typing import Callable
 
 import torch
 import triton
 from triton.tools.tensor_descriptor import TensorDescriptor
 
+from .. import _validate
 from .attention_args import tensor_iv
 from .triton_kernels import _attn_fwd, _attn_fwd_persist
 
@@ -385,14 +387,24 @@ def _tuning_candidates(q, k, v, causal, candidates, verb: str) -> list[dict]:
     return fitting or cands
 
 
-def precompile(q, k, v, *, causal=False, candidates=None) -> dict:
+def precompile(q, k, v, *, causal=False, candidates=None, start=0) -> dict:
     """Compile every configuration ``tune`` would try on these inputs, into Triton's cache
     on disk, and time nothing: each is run once, as ``tune`` first runs it. A later
     ``tune`` in another process then loads the kernels instead of compiling them
     (:mod:`.prebuild` calls this before a sweep's first process). Returns ``n_compiled``
     and ``n_failed`` (configurations that fail to compile or to run; ``tune`` skips them).
+
+    They are run from the ``start``-th on (an integer >= 0, or a string: its CRC-32;
+    modulo their number), wrapping around. Shapes that differ in batch, heads or a
+    sequence length the blocks divide share kernels: the prebuild's workers, which take
+    several shapes at once, each begin where their configuration's key says and load from
+    the cache what the others compiled, instead of all compiling the same ones side by side.
     """
+    if isinstance(start, str):
+        start = zlib.crc32(start.encode())
+    start = _validate.integer("start", start, minimum=0)
     cands = _tuning_candidates(q, k, v, causal, candidates, "precompile")
+    cands = cands[start % len(cands):] + cands[:start % len(cands)]
     out = torch.empty_like(q)
     n_failed = 0
     for cfg in cands:
