@@ -257,6 +257,12 @@ def test_sweep_cost_probe_refuses_unknown_parts_before_the_gpu():
         probe.main(["--parts", "imports,nonsense"])
 
 
+def test_trial_overhead_probe_refuses_unknown_parts_before_the_gpu():
+    probe = load(ROOT / "scripts" / "trial_overhead_probe.py")
+    with pytest.raises(ValueError, match="`--parts` may name only"):
+        probe.main(["--parts", "sessions,nonsense"])
+
+
 def test_fork_probe_tries_every_preloaded_module(monkeypatch, capsys):
     from attn_analysis.measure.sweep import FORKSERVER_ENV, FORKSERVER_PRELOAD
     probe = load(ROOT / "scripts" / "fork_after_import_probe.py")
