@@ -29,8 +29,9 @@ print(json.dumps({"warmed": w.WARMED,
 """
 
 
-def _warm_in_child(nvml: str | None) -> dict:
+def _warm_in_child(nvml: str | None, warm: str = "1") -> dict:
     env = {k: v for k, v in os.environ.items() if k != forkserver_warm.NVML_CHECK}
+    env[forkserver_warm.WARM_ENV] = warm  # whatever the machine
     if nvml is not None:
         env[forkserver_warm.NVML_CHECK] = nvml
     done = subprocess.run([sys.executable, "-c", _CHILD], capture_output=True, text=True,
@@ -49,6 +50,31 @@ def test_compile_fx_is_imported_only_under_the_nvml_count_and_the_hashes_always(
     for got in (on, off):
         assert got["warmed"]["torch_key"] >= 0 and got["warmed"]["triton_key"] >= 0
         assert got["triton_cached"] is True  # computed once, kept for the process
+    # not wanted (by default a machine without the NVIDIA driver): nothing done
+    none = _warm_in_child("1", warm="0")
+    assert none["compile_fx"] is False and none["triton_cached"] is False
+    assert none["warmed"] == {"nvml_check": "1", "compile_fx": None, "torch_key": None,
+                              "triton_key": None}
+
+
+def test_the_warm_up_is_wanted_where_the_nvidia_driver_is_unless_told(monkeypatch, tmp_path):
+    assert forkserver_warm.DRIVER_SIGNS[0] == forkserver_warm.NVIDIA_DRIVER
+    driver, control = tmp_path / "version", tmp_path / "nvidiactl"
+    monkeypatch.setattr(forkserver_warm, "DRIVER_SIGNS", (str(driver), str(control)))
+    monkeypatch.delenv(forkserver_warm.WARM_ENV, raising=False)
+    assert forkserver_warm.wanted() is False
+    control.write_text("")  # the control device alone is enough
+    assert forkserver_warm.wanted() is True
+    control.unlink()
+    driver.write_text("NVRM version: test")
+    assert forkserver_warm.wanted() is True
+    monkeypatch.setenv(forkserver_warm.WARM_ENV, "0")
+    assert forkserver_warm.wanted() is False
+    driver.unlink()
+    monkeypatch.setenv(forkserver_warm.WARM_ENV, "1")
+    assert forkserver_warm.wanted() is True
+    monkeypatch.setenv(forkserver_warm.WARM_ENV, "yes")  # neither: the machine decides
+    assert forkserver_warm.wanted() is False
 
 
 def test_the_fork_server_gets_the_nvml_count_unless_the_user_chose(monkeypatch):
@@ -72,9 +98,12 @@ def test_the_swept_runs_trial_units_say_what_their_fork_server_did(swept_run):
     for unit in units:
         got = unit["preloaded"]
         assert set(got) == {"compile_fx", "torch_key", "triton_key", "nvml_check"}
-        assert got["torch_key"] >= 0 and got["triton_key"] >= 0
-        # the session's server was started with this process's environment at the time
-        assert (got["compile_fx"] is None) == (got["nvml_check"] != "1")
+        # the session's server was started with this process's environment and machine
+        if forkserver_warm.wanted():
+            assert got["torch_key"] >= 0 and got["triton_key"] >= 0
+            assert (got["compile_fx"] is None) == (got["nvml_check"] != "1")
+        else:
+            assert got["compile_fx"] is got["torch_key"] is got["triton_key"] is None
 
 
 def test_the_schema_refuses_a_preloaded_record_that_is_not_an_object():

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from attn_analysis import record
-from attn_analysis.measure import sweep
+from attn_analysis.measure import forkserver_warm, sweep
 from conftest import copy_run, tiny_plan as make_plan
 
 
@@ -56,8 +56,9 @@ def test_trial_context_preloads_only_modules_that_leave_cuda_alone():
             "        os._exit(1)\n"
             "print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))")
     # the child runs with the environment the fork server gets (FORKSERVER_ENV), under
-    # which the last preloaded module imports Inductor's compile_fx
-    env = dict(os.environ, **sweep.FORKSERVER_ENV)
+    # which the last preloaded module imports Inductor's compile_fx; told to warm up, it
+    # does so here too, without the NVIDIA driver
+    env = {**os.environ, **sweep.FORKSERVER_ENV, forkserver_warm.WARM_ENV: "1"}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True, timeout=300, env=env)
     assert done.stdout.split() == ["False", "0"]

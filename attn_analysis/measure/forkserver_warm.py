@@ -16,6 +16,12 @@ H100 by forking after each module: ``scripts/fork_after_import_probe.py``). So t
 import happens only under that setting, which ``sweep.trial_context`` gives the fork
 server; the hashes start nothing and are computed either way.
 
+It runs where a sweep compiles for a GPU: on a machine with the NVIDIA driver, seen by
+its ``/proc`` entry or its control device (:func:`wanted`). Elsewhere a sweep's candidates compile nothing, and every fork server
+(each command-line sweep starts one) would pay the import and the hashes for nothing:
+1.5-1.7 s on a 2-core machine, times every sweep the tests start. ``ATTN_FORKSERVER_WARM`` = 1 or 0
+decides instead.
+
 ``WARMED`` says what this process did, in how many seconds, under which setting; a trial
 process forked from the server records it (``preloaded`` in its trial unit).
 """
@@ -25,17 +31,36 @@ from __future__ import annotations
 import os
 import time
 
-__all__ = ["NVML_CHECK", "WARMED"]
+from .device_memory import NVIDIA_DRIVER
+
+__all__ = ["NVML_CHECK", "WARM_ENV", "DRIVER_SIGNS", "WARMED", "wanted"]
 
 # The setting under which torch counts CUDA devices through NVML (no CUDA start-up).
 NVML_CHECK = "PYTORCH_NVML_BASED_CUDA_CHECK"
+# "1" or "0": warm up or not, whatever the machine (default: where the NVIDIA driver is).
+WARM_ENV = "ATTN_FORKSERVER_WARM"
+# Signs of the NVIDIA driver, any one enough: its /proc entry, or the control device that
+# NVML and CUDA open (a container may show one without the other).
+DRIVER_SIGNS = (NVIDIA_DRIVER, "/dev/nvidiactl")
+
+
+def wanted() -> bool:
+    """Whether this process warms up: ``WARM_ENV`` if it is 1 or 0, else whether one of
+    ``DRIVER_SIGNS`` is there."""
+    setting = os.environ.get(WARM_ENV)
+    if setting in ("0", "1"):
+        return setting == "1"
+    return any(os.path.exists(path) for path in DRIVER_SIGNS)
 
 
 def _warm() -> dict:
-    """Import ``compile_fx`` (only under ``NVML_CHECK`` = 1) and compute the two hashes;
-    the setting and the seconds of each step, None for a step not done. A step that cannot
-    run here (no Triton) is skipped: a trial then does it itself, as without this module."""
+    """Where :func:`wanted`, import ``compile_fx`` (only under ``NVML_CHECK`` = 1) and
+    compute the two hashes; return the setting and the seconds of each step, None for a
+    step not done. A step that cannot run here (no Triton) is skipped: a trial then does
+    it itself, as without this module."""
     done: dict = {"nvml_check": os.environ.get(NVML_CHECK)}
+    if not wanted():
+        return dict(done, compile_fx=None, torch_key=None, triton_key=None)
     started = time.perf_counter()
     if os.environ.get(NVML_CHECK) == "1":
         import torch._inductor.compile_fx  # noqa: F401  (imported for its children)
