@@ -29,9 +29,9 @@ print(json.dumps({"warmed": w.WARMED,
 """
 
 
-def _warm_in_child(nvml: str | None, warm: str = "1") -> dict:
+def _warm_in_child(nvml: str | None) -> dict:
     env = {k: v for k, v in os.environ.items() if k != forkserver_warm.NVML_CHECK}
-    env[forkserver_warm.WARM_ENV] = warm  # whatever the machine
+    env[forkserver_warm.WARM_ENV] = "1"  # whatever the machine
     if nvml is not None:
         env[forkserver_warm.NVML_CHECK] = nvml
     done = subprocess.run([sys.executable, "-c", _CHILD], capture_output=True, text=True,
@@ -50,11 +50,14 @@ def test_compile_fx_is_imported_only_under_the_nvml_count_and_the_hashes_always(
     for got in (on, off):
         assert got["warmed"]["torch_key"] >= 0 and got["warmed"]["triton_key"] >= 0
         assert got["triton_cached"] is True  # computed once, kept for the process
-    # not wanted (by default a machine without the NVIDIA driver): nothing done
-    none = _warm_in_child("1", warm="0")
-    assert none["compile_fx"] is False and none["triton_cached"] is False
-    assert none["warmed"] == {"nvml_check": "1", "compile_fx": None, "torch_key": None,
-                              "triton_key": None}
+
+
+def test_nothing_is_done_where_the_warm_up_is_not_wanted(monkeypatch):
+    monkeypatch.setenv(forkserver_warm.WARM_ENV, "0")
+    monkeypatch.setenv(forkserver_warm.NVML_CHECK, "1")
+    monkeypatch.setattr(forkserver_warm, "_torch_key", lambda: pytest.fail("hashed"))
+    assert forkserver_warm._warm() == {"nvml_check": "1", "compile_fx": None,
+                                       "torch_key": None, "triton_key": None}
 
 
 def test_the_warm_up_is_wanted_where_the_nvidia_driver_is_unless_told(monkeypatch, tmp_path):
