@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import importlib
 import math
+import zlib
 from typing import Callable, ContextManager
 
 import torch
@@ -342,10 +343,11 @@ def _build_flex(config: Config, device: str) -> Built:
 
 
 def _warm_triton(config: Config, device: str) -> dict:
-    """Compile what our Triton kernel's tuning tries at ``config``, from where its key says."""
+    """Compile what our Triton kernel's tuning tries at ``config``, from its key's CRC-32."""
     from . import triton_attention
     q, k, v = make_inputs(config, device, seed=0)
-    return triton_attention.precompile(q, k, v, causal=config.causal, start=config.key)
+    return triton_attention.precompile(q, k, v, causal=config.causal,
+                                       start=zlib.crc32(config.key.encode()))
 
 
 def _build_triton(config: Config, device: str, hint: dict | None = None) -> Built:

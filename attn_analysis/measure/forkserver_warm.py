@@ -17,10 +17,10 @@ import happens only under that setting, which ``sweep.trial_context`` gives the 
 server; the hashes start nothing and are computed either way.
 
 It runs where a sweep compiles for a GPU: on a machine with the NVIDIA driver, seen by
-its ``/proc`` entry or its control device (:func:`wanted`). Elsewhere a sweep's candidates compile nothing, and every fork server
-(each command-line sweep starts one) would pay the import and the hashes for nothing:
-1.5-1.7 s on a 2-core machine, times every sweep the tests start. ``ATTN_FORKSERVER_WARM`` = 1 or 0
-decides instead.
+its ``/proc`` entry or its control device (:func:`wanted`). Elsewhere a sweep's
+candidates compile nothing, and every fork server (each command-line sweep starts one)
+would pay the import and the hashes for nothing: 1.5-1.7 s on a 2-core machine, times
+every sweep the tests start. ``ATTN_FORKSERVER_WARM`` = 1 or 0 decides instead.
 
 ``WARMED`` says what this process did, in how many seconds, under which setting; a trial
 process forked from the server records it (``preloaded`` in its trial unit).
@@ -32,11 +32,9 @@ import os
 import time
 
 from .device_memory import NVIDIA_DRIVER
+from .sweep import NVML_CHECK  # the fork server imported sweep's modules before this one
 
 __all__ = ["NVML_CHECK", "WARM_ENV", "DRIVER_SIGNS", "WARMED", "wanted"]
-
-# The setting under which torch counts CUDA devices through NVML (no CUDA start-up).
-NVML_CHECK = "PYTORCH_NVML_BASED_CUDA_CHECK"
 # "1" or "0": warm up or not, whatever the machine (default: where the NVIDIA driver is).
 WARM_ENV = "ATTN_FORKSERVER_WARM"
 # Signs of the NVIDIA driver, any one enough: its /proc entry, or the control device that

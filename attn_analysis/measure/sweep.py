@@ -241,10 +241,12 @@ FORKSERVER_PRELOAD = ("torch", "torch._inductor.config", "numpy",
                       "attn_analysis.measure.timing", "attn_analysis.measure.profiler",
                       "attn_analysis.measure.machine", "attn_analysis.measure.env",
                       "attn_analysis.measure.forkserver_warm")
+# The setting under which torch counts CUDA devices through NVML (no CUDA start-up).
+NVML_CHECK = "PYTORCH_NVML_BASED_CUDA_CHECK"
 # The fork server's environment beyond this process's: torch counts CUDA devices through
 # NVML, so that importing compile_fx there starts nothing a forked child would lack. A
 # value the user set is kept (forkserver_warm then leaves compile_fx to each process).
-FORKSERVER_ENV = {"PYTORCH_NVML_BASED_CUDA_CHECK": "1"}
+FORKSERVER_ENV = {NVML_CHECK: "1"}
 
 
 def trial_context(start_method: str):

@@ -25,7 +25,6 @@ from __future__ import annotations
 import functools
 import math
 import os
-import zlib
 from typing import Callable
 
 import torch
@@ -394,14 +393,12 @@ def precompile(q, k, v, *, causal=False, candidates=None, start=0) -> dict:
     (:mod:`.prebuild` calls this before a sweep's first process). Returns ``n_compiled``
     and ``n_failed`` (configurations that fail to compile or to run; ``tune`` skips them).
 
-    They are run from the ``start``-th on (an integer >= 0, or a string: its CRC-32;
-    modulo their number), wrapping around. Shapes that differ in batch, heads or a
-    sequence length the blocks divide share kernels: the prebuild's workers, which take
-    several shapes at once, each begin where their configuration's key says and load from
-    the cache what the others compiled, instead of all compiling the same ones side by side.
+    They are run from the ``start``-th on (an integer >= 0, modulo their number), wrapping
+    around. Shapes that differ in batch, heads or a sequence length the blocks divide
+    share kernels: the prebuild's workers, which take several shapes at once, each begin
+    where their configuration's key says and load from the cache what the others
+    compiled, instead of all compiling the same ones side by side.
     """
-    if isinstance(start, str):
-        start = zlib.crc32(start.encode())
     start = _validate.integer("start", start, minimum=0)
     cands = _tuning_candidates(q, k, v, causal, candidates, "precompile")
     cands = cands[start % len(cands):] + cands[:start % len(cands)]
