@@ -187,6 +187,11 @@ def test_a_cpu_run_has_placements_and_loads_as_protocol_2(cpu_run):
     run = record.load(cpu_run)
     assert run.protocol == 2 and set(run.samples["placement"]) == {0, 1}
     assert len(run.placements) == 4 * 4 * 2
+    # graph mode: each unit sized its calls per replay at its first placement, kept them after
+    assert run.placements.groupby(["candidate", "trial"])["calls_per_sample"].nunique().eq(1).all()
+    for path in record.journal_paths(cpu_run, "timing"):
+        places = record.read_unit(path)["placements"]
+        assert [p["calls_per_sample_sized"] for p in places] == [True, False]
 
 
 def _cli(*args):

@@ -14,12 +14,12 @@ not yet run on a GPU: launch, checks, the schedule in torch; its configurations 
 kernels check their tensors with :mod:`.attention_args`),
 :mod:`.ceilings` (copy and matmul ceilings),
 :mod:`.run_lock` (one sweep per run folder), :mod:`.plan` (what a sweep measures),
-:mod:`.sweep` (the resumable runner) and :mod:`.trial` (one trial process: the randomized
-rounds). It writes through :mod:`attn_analysis.record` and nothing
+:mod:`.sweep` (the resumable runner), :mod:`.trial` (one trial process: the randomized
+rounds) and :mod:`.unit_records` (the journal units a trial builds from what it measured). It writes through :mod:`attn_analysis.record` and nothing
 below it imports it (``tests/test_layers.py``). Import the modules themselves; torch is
 imported by the modules that need it, not here.
 """
 
 __all__ = ["env", "machine", "timing", "processes", "profiler", "placement", "candidates", "peers", "controls", "triton_attention", "triton_kernels",
            "gluon_attention", "gluon_config", "gluon_kernels", "gluon_tile", "attention_args",
-           "ceilings", "run_lock", "plan", "sweep", "trial"]
+           "ceilings", "run_lock", "plan", "sweep", "trial", "unit_records"]

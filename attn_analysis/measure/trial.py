@@ -16,10 +16,11 @@ import uuid
 from pathlib import Path
 
 from .. import record
-from . import run_lock, tuning_cache
+from . import run_lock, tuning_cache, unit_records
 from .budget import PhaseClock
 from ..configs import Config
 
+from .unit_records import jsonable, short_reason
 from .plan import (PROTOCOL, Plan, SweepError, _candidate_units, _input_seed,
                    _now, plan_units)
 
@@ -212,9 +213,9 @@ class _Worker:
         except cands.Unsupported as exc:
             return self._fail_rest(names, "unsupported", str(exc))
         except torch.OutOfMemoryError as exc:
-            return self._fail_rest(names, "oom", _short(exc))
+            return self._fail_rest(names, "oom", short_reason(exc))
         except Exception as exc:  # compile failures and the like: record and go on
-            return self._fail_rest(names, "error", _short(exc))
+            return self._fail_rest(names, "error", short_reason(exc))
         seed = _input_seed(self.plan, self.trial, ci)
         corr_name = names[0]
         if corr_name in self.done:
@@ -224,9 +225,9 @@ class _Worker:
                 with self.clock.phase("check"):
                     result = cands.check(built, config, self.plan.device, seed=seed, name=cand)
             except torch.OutOfMemoryError as exc:
-                return self._fail_rest(names, "oom", _short(exc))
+                return self._fail_rest(names, "oom", short_reason(exc))
             except Exception as exc:
-                return self._fail_rest(names, "error", _short(exc))
+                return self._fail_rest(names, "error", short_reason(exc))
             passed = result.passed
             self._write({"kind": "correctness", "config": config.key, "candidate": cand,
                          "trial": self.trial, "status": "ok" if passed else "failed_correctness",
@@ -238,7 +239,7 @@ class _Worker:
         if cands.accepts_hint(cand):
             key = self._tuning_key(config, cand)
             if source is None and key:  # tuned here and correct: later runs may reuse it
-                tuning_cache.store(key, _jsonable(built.info))
+                tuning_cache.store(key, jsonable(built.info))
             # every unit says whether this build tuned ("tuned") or reused a choice
             built = dataclasses.replace(built, info={**built.info,
                                                      "hint_source": source or "tuned"})
@@ -314,7 +315,7 @@ class _Worker:
                             device, rng)
                 except torch.OutOfMemoryError as exc:
                     for m in modes:
-                        pending[(cand, m)]["failure"] = ("oom", _short(exc))
+                        pending[(cand, m)]["failure"] = ("oom", short_reason(exc))
                     continue
                 q, k, v = pl.inputs
 
@@ -328,7 +329,7 @@ class _Worker:
                     for mode in modes:
                         entry = pending[(cand, mode)]
                         with self.clock.phase("timing"):
-                            rec = self._time_placement(call, mode)
+                            rec = self._time_placement(call, mode, entry)
                         if "failure" in rec:
                             entry["failure"] = rec.pop("failure")
                             continue
@@ -371,39 +372,33 @@ class _Worker:
         except Exception:  # the profiler is evidence beside the timing, never a reason to stop
             return None
 
-    def _time_placement(self, call, mode) -> dict:
+    def _time_placement(self, call, mode, entry: dict) -> dict:
         """Time one placement in one mode; a dict with the samples and settings, or with
-        ``failure`` = (status, reason)."""
+        ``failure`` = (status, reason). In graph mode the calls per replay are sized at the
+        unit's first placement and kept at the others (``calls_per_sample_sized``), which
+        capture once instead of capturing, sizing on a replay and capturing again."""
         import torch
         from . import timing
+        k = entry.get("calls_per_sample") if mode == "graph" else None
         t0 = time.monotonic()
         try:
-            sample = timing.measure(call, mode=mode, device=self.plan.device, **self.plan.timing)
+            sample = timing.measure(call, mode=mode, device=self.plan.device,
+                                    calls_per_sample=k, **self.plan.timing)
         except torch.OutOfMemoryError as exc:
-            return {"failure": ("oom", _short(exc))}
+            return {"failure": ("oom", short_reason(exc))}
         except Exception as exc:
-            return {"failure": ("error", _short(exc))}
-        settings = {k: v for k, v in dataclasses.asdict(sample).items() if k != "times_ms"}
-        return {"times_ms": [float(x) for x in sample.times_ms], "timing": _jsonable(settings),
-                "elapsed_s": time.monotonic() - t0}
+            return {"failure": ("error", short_reason(exc))}
+        settings = {key: v for key, v in dataclasses.asdict(sample).items() if key != "times_ms"}
+        rec = {"times_ms": [float(x) for x in sample.times_ms], "timing": jsonable(settings),
+               "elapsed_s": time.monotonic() - t0}
+        if mode == "graph":
+            entry.setdefault("calls_per_sample", sample.calls_per_sample)
+            rec["calls_per_sample_sized"] = k is None
+        return rec
 
     def _write_timing(self, config, cand, mode, info, entry) -> None:
-        """One timing unit holding every placement of (configuration, candidate, mode)."""
-        placements = entry["placements"]
-        unit = {"kind": "timing", "config": config.key, "candidate": cand, "mode": mode,
-                "trial": self.trial, "info": _jsonable(info), "started_utc": entry["started_utc"],
-                "protocol": PROTOCOL}
-        if entry["failure"] is not None or not placements:
-            status, reason = entry["failure"] or ("error", "no placement was timed")
-            unit.update(status=status, reason=reason, times_ms=[], placements=[])
-        else:
-            unit.update(status="ok", reason="",
-                        times_ms=[t for rec in placements for t in rec["times_ms"]],
-                        timing=placements[0]["timing"], placements=_jsonable(placements))
-        unit["gpu_state_start"] = placements[0]["gpu_state_start"] if placements else None
-        unit["gpu_state_end"] = placements[-1]["gpu_state_end"] if placements else None
-        unit["elapsed_s"] = float(sum(rec["elapsed_s"] for rec in placements))
-        self._write(unit)
+        self._write(unit_records.timing_unit(config.key, cand, mode, self.trial, info, entry,
+                                             PROTOCOL))
 
     def _kernels(self, call, config, cand) -> None:
         from . import profiler
@@ -413,36 +408,9 @@ class _Worker:
             with self.clock.phase("kernels"):
                 evidence = profiler.profile_device_time(call)
         except Exception as exc:
-            unit.update(status="error", reason=_short(exc), kernels=[])
+            unit.update(status="error", reason=short_reason(exc), kernels=[])
         else:
-            unit.update(status="ok", reason="", evidence=_jsonable(evidence),
-                        kernels=_kernel_rows(evidence))
+            unit.update(status="ok", reason="", evidence=jsonable(evidence),
+                        kernels=unit_records.kernel_rows(evidence))
         self._write(unit)
 
-
-def _kernel_rows(evidence: dict) -> list[dict]:
-    """Normalise the profiler's kernel list to name, calls per call, device ms per call."""
-    rows = []
-    for k in evidence.get("kernels", []):
-        rows.append({"name": str(k.get("name")),
-                     "calls_per_call": float(k.get("count_per_call", 1)),
-                     "device_ms_per_call": float(k.get("ms_per_call", 0.0))})
-    return rows
-
-
-def _short(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0][:400] if text else ''}"
-
-
-def _jsonable(obj):
-    """Convert settings (numpy scalars, tuples, torch dtypes) to plain JSON values."""
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, (str, int, float, bool)) or obj is None:
-        return obj
-    if hasattr(obj, "item"):
-        return obj.item()
-    return str(obj)

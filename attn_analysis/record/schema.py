@@ -110,6 +110,9 @@ _PLACEMENT = (Field("placement", (int,), True), Field("times_ms", (list,), True,
               Field("round", (int,)), Field("position", (int,)), Field("pad_bytes", (int,)),
               Field("kernel_ms", _NUMBER, nullable=True), Field("timing", (dict,)),
               Field("elapsed_s", _NUMBER),
+              # graph mode: whether this placement sized its calls per replay (the unit's
+              # first) or kept the first's; absent in runs that sized at every placement
+              Field("calls_per_sample_sized", (bool,)),
               *(Field(name, (dict,), nullable=True) for name in _GPU_STATE))
 _KERNEL = (Field("name", (str,), True), Field("calls_per_call", _NUMBER, True),
            Field("device_ms_per_call", _NUMBER, True))
