@@ -306,3 +306,17 @@ def test_prebuild_probe_counts_what_the_prebuild_did():
         "wall_s": 4.5, "workers": 3, "timing_choices_removed": 0,
         "statuses": {"cached": 1, "ok": 1, "not_done": 1},
         "job_s_by_candidate": {"flex": 1.75, "triton": 0.0}}
+
+
+def test_cold_start_probe_refuses_unknown_parts_and_times_a_child_that_imports_torch(capsys):
+    probe = load(ROOT / "scripts" / "cold_start_probe.py")
+    with pytest.raises(ValueError, match="`--parts` may name only"):
+        probe.main(["--parts", "cold,lukewarm"])
+    assert capsys.readouterr().out == ""  # refused before it dropped or timed anything
+    files = probe.library_files()
+    assert files and all(".so" in p.name for p in files)
+    probe.advise([ROOT / "no-such-library.so", *files[:1]], probe.os.POSIX_FADV_WILLNEED)
+    probe.main(["--parts", "warm", "--device", "cpu"])
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert lines[1]["part"] == "warm" and lines[1]["import_torch_s"] > 0
+    assert lines[1]["mapped_libraries"] > 0 and lines[-1]["mapped_library_bytes"] > 0
