@@ -74,6 +74,22 @@ def test_identical_paired_sides_give_a_zero_width_interval_at_one():
     ci = intervals.ratio_t_ci(b, b)
     assert (ci.ratio, ci.low, ci.high) == (1.0, 1.0, 1.0)
 
+def test_placement_medians_are_the_bits_of_one_median_call_per_array():
+    """The batched medians (one ``np.median`` per length and dtype) equal one call per array
+    bit for bit: odd and even lengths, one sample, float32 beside float64 of one length, a
+    list, and a 2-D array (flattened, as ``np.median`` does)."""
+    rng = np.random.default_rng(7)
+    arrays = [rng.lognormal(0, 0.1, int(n)) for n in rng.integers(1, 9, 300)]
+    # float32's median is its own rounding of the middle mean: 0.25, not float64's 0.2500000075
+    arrays += [np.float32([0.4, 0.1, 0.3, 0.2]), [4.0, 1.0, 2.0], rng.lognormal(0, 1, (3, 2))]
+    got = intervals.placement_medians(arrays)
+    assert got == [float(np.median(a)) for a in arrays]
+    assert all(type(m) is float for m in got) and intervals.placement_medians([]) == []
+    arm = run(rng)
+    assert intervals.process_logs(arm).tolist() == [
+        np.mean([math.log(float(np.median(pl))) for pl in proc]) for proc in arm]
+
+
 
 # ------------------------------------------------------------------ coverage
 

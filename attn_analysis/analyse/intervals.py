@@ -35,9 +35,9 @@ from scipy import stats as _st
 
 from .. import _validate
 
-__all__ = ["UNITS", "ConfidenceInterval", "RatioCI", "LogRatioT", "process_logs",
-           "log_ratio_t", "quantile_mc_se", "as_ratio_ci", "ratio_t_ci", "median_ci",
-           "binomial_rate_ci"]
+__all__ = ["UNITS", "ConfidenceInterval", "RatioCI", "LogRatioT", "placement_medians",
+           "process_logs", "log_ratio_t", "quantile_mc_se", "as_ratio_ci", "ratio_t_ci",
+           "median_ci", "binomial_rate_ci"]
 
 UNITS = ("process", "placement", "sample")
 
@@ -110,13 +110,36 @@ class LogRatioT:
             math.exp(high) if high < _LOG_FLOAT_MAX else math.inf
 
 
+def placement_medians(placements) -> list[float]:
+    """``float(np.median(p))`` of each 1-D array of ``placements``, in their order.
+
+    The arrays of one length and dtype are stacked and reduced in one ``np.median(...,
+    axis=1)`` call: per row the same partition and the same mean of the middle value(s) as
+    one call per array, so the same bits, without numpy's overhead per call (about 30 us),
+    which a design calibration over thousands of comparisons paid some 350 000 times.
+    """
+    arrays = [np.asarray(p) for p in placements]
+    out = [0.0] * len(arrays)
+    by_kind: dict[tuple, list[int]] = {}
+    for i, a in enumerate(arrays):
+        if a.ndim == 1:
+            by_kind.setdefault((a.size, a.dtype.str), []).append(i)
+        else:  # np.median of the flattened array, as one call gives
+            out[i] = float(np.median(a))
+    for index in by_kind.values():
+        medians = np.median(np.stack([arrays[i] for i in index]), axis=1).tolist()
+        for i, m in zip(index, medians):
+            out[i] = float(m)
+    return out
+
+
 def process_logs(groups) -> np.ndarray:
     """One value per process: the mean over its placements of log(placement median).
 
     ``groups`` is processes -> placements -> 1-D arrays of positive times.
     """
-    return np.array([np.mean([math.log(float(np.median(pl))) for pl in proc])
-                     for proc in groups])
+    medians = iter(placement_medians([pl for proc in groups for pl in proc]))
+    return np.array([np.mean([math.log(next(medians)) for _ in proc]) for proc in groups])
 
 
 def _unit_values(base, cand) -> tuple[str, np.ndarray, np.ndarray]:
@@ -126,8 +149,7 @@ def _unit_values(base, cand) -> tuple[str, np.ndarray, np.ndarray]:
     pb = [pl for proc in base for pl in proc]
     pc = [pl for proc in cand for pl in proc]
     if len(pb) >= 2 and len(pc) >= 2:
-        return ("placement", np.log([float(np.median(p)) for p in pb]),
-                np.log([float(np.median(p)) for p in pc]))
+        return "placement", np.log(placement_medians(pb)), np.log(placement_medians(pc))
     return "sample", np.log(np.concatenate(pb)), np.log(np.concatenate(pc))
 
 

@@ -117,8 +117,8 @@ def _hybrid(base, cand, confidence):
     n = d.size
     within, df_within = [], 0
     for proc_b, proc_c in zip(base, cand):
-        lb = np.log([float(np.median(p)) for p in proc_b])
-        lc = np.log([float(np.median(p)) for p in proc_c])
+        lb = np.log(intervals.placement_medians(proc_b))
+        lc = np.log(intervals.placement_medians(proc_c))
         within.append(lb.var(ddof=1) / lb.size + lc.var(ddof=1) / lc.size)
         df_within += lb.size + lc.size - 2
     v_between, v_within = d.var(ddof=1) / n, float(np.mean(within)) / n
