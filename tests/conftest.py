@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -168,6 +169,20 @@ def swept_run(tmp_path_factory):
     plan = tiny_plan(candidates=SWEPT_CANDIDATES, profile=True, ceilings=True)
     summary = sweep.run(out, plan, progress=False)
     return out, plan, summary
+
+
+def main_here(capsys, *args) -> subprocess.CompletedProcess:
+    """``python -m attn_analysis *args`` through ``main`` in this process, as the
+    CompletedProcess the command would give (exit code, stdout, stderr captured by
+    ``capsys``): no interpreter to start and no torch to import again (1-3 s a command).
+    A test that uses it runs the same verb through the command line too, or another test
+    does."""
+    from attn_analysis.__main__ import main
+    capsys.readouterr()
+    code = main(list(args))
+    out = capsys.readouterr()
+    return subprocess.CompletedProcess(["python", "-m", "attn_analysis", *args], code,
+                                       out.out, out.err)
 
 
 def copy_run(run: Path, folder: Path) -> Path:

@@ -17,6 +17,7 @@ from attn_analysis.analyse import bootstrap, calibration, comparisons, kernel_ev
 from attn_analysis import record
 from attn_analysis.measure import sweep
 from attn_analysis.configs import Config
+from conftest import main_here
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -199,12 +200,16 @@ def _cli(*args):
                           capture_output=True, text=True, timeout=300)
 
 
+# Each CLI test below runs its verb once through the command line (``_cli``) and its
+# other cases through ``main`` in this process (``main_here``, about 1 s less a case).
 @pytest.mark.slow
-def test_compare_cli_prints_a_table_and_a_json_document_with_the_documented_schema(cpu_run):
+def test_compare_cli_prints_a_table_and_a_json_document_with_the_documented_schema(cpu_run,
+                                                                                   capsys):
     text = _cli("compare", str(cpu_run), "--resamples", "500")
     assert text.returncode == 0, text.stderr
     assert "sdpa_twin" in text.stdout and "Bonferroni" in text.stdout
-    doc = json.loads(_cli("compare", str(cpu_run), "--resamples", "500", "--json").stdout)
+    doc = json.loads(main_here(capsys, "compare", str(cpu_run), "--resamples", "500",
+                               "--json").stdout)
     assert doc["schema"] == comparisons.JSON_SCHEMA and doc["protocol"] == 2
     assert set(doc) == {"schema", "run", "device", "protocol", "baseline", "mode", "margin",
                         "confidence", "correction", "interval", "n_comparisons",
@@ -216,22 +221,25 @@ def test_compare_cli_prints_a_table_and_a_json_document_with_the_documented_sche
                                    "baseline_ms", "candidate_ms"}
     assert {r["verdict"] for r in doc["rows"]} <= {v.value for v in stats.Verdict}
     # A CPU run has no profiler evidence: --attention is accepted, adds no row and says why.
-    att = json.loads(_cli("compare", str(cpu_run), "--resamples", "500", "--json",
-                          "--attention").stdout)
+    att = json.loads(main_here(capsys, "compare", str(cpu_run), "--resamples", "500",
+                               "--json", "--attention").stdout)
     assert att["rows"] == doc["rows"]
     assert all("no kernel times" in n for n in att["not_compared"])
 
 
 @pytest.mark.slow
-def test_compare_cli_refuses_bad_arguments_with_one_line(cpu_run):
-    for args, word in ((("--margin", "2"), "--margin"), (("--baseline", "nope"), "baseline"),
-                       (("--resamples", "5"), "--resamples")):
-        res = _cli("compare", str(cpu_run), *args)
+def test_compare_cli_refuses_bad_arguments_with_one_line(cpu_run, capsys):
+    refused = [(_cli("compare", str(cpu_run), "--margin", "2"), "--margin")]
+    refused += [(main_here(capsys, "compare", str(cpu_run), *args), word)
+                for args, word in ((("--baseline", "nope"), "baseline"),
+                                   (("--resamples", "5"), "--resamples"))]
+    for res, word in refused:
         assert res.returncode == 1 and word in res.stderr and "Traceback" not in res.stderr
+        assert res.stderr.count("\n") == 1, res.stderr
 
 
 @pytest.mark.slow
-def test_calibrate_cli_gives_rates_with_intervals_and_replication_counts(cpu_run):
+def test_calibrate_cli_gives_rates_with_intervals_and_replication_counts(cpu_run, capsys):
     doc = json.loads(_cli("calibrate", str(cpu_run), "--json", "--resamples", "500",
                           "--processes", "2").stdout)
     assert doc["schema"] == calibration.CALIBRATE_SCHEMA and doc["processes_per_replication"] == 2
@@ -240,7 +248,7 @@ def test_calibrate_cli_gives_rates_with_intervals_and_replication_counts(cpu_run
     assert twin["replications"] == 2 and 0 <= twin["ci_low"] <= twin["rate"] <= twin["ci_high"]
     assert ("ours", "sdpa_spin6000", "slower") in rows
     assert ("repo", "sdpa_twin", "significant") in rows
-    res = _cli("calibrate", str(cpu_run), "--processes", "0")
+    res = main_here(capsys, "calibrate", str(cpu_run), "--processes", "0")
     assert res.returncode == 1 and "--processes" in res.stderr
     from attn_analysis.__main__ import build_parser
     from attn_analysis.measure.plan import DEFAULT_TRIALS

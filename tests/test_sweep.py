@@ -16,7 +16,8 @@ from attn_analysis.record import journal
 from attn_analysis.configs import Config
 
 import fake_candidates  # noqa: F401
-from conftest import TINY_CONFIGS, alive, copy_run, tiny_plan as make_plan, wait_dead
+from conftest import (TINY_CONFIGS, alive, copy_run, main_here, tiny_plan as make_plan,
+                      wait_dead)
 
 TESTS = Path(__file__).parent
 TINY = tuple(Config.from_key(k) for k in TINY_CONFIGS)
@@ -124,8 +125,17 @@ def _start_sweep_and_wait(out, **popen):
     return proc, journal, env
 
 
+def _here(command, capsys) -> subprocess.CompletedProcess:
+    """``command`` (``python -m attn_analysis ...``, as ``_cli`` builds it) through ``main``
+    in this process (``conftest.main_here``): the reruns below paid an interpreter's start
+    and torch's import (about 3 s) once more; the killed sweeps themselves, and the rerun
+    after Ctrl-C, go through the command line."""
+    assert command[1:3] == ["-m", "attn_analysis"]
+    return main_here(capsys, *command[3:])
+
+
 @pytest.mark.slow
-def test_killed_sweep_resumes_without_losing_or_remeasuring(tmp_path):
+def test_killed_sweep_resumes_without_losing_or_remeasuring(tmp_path, capsys):
     out = tmp_path / "run"
     proc, journal, env = _start_sweep_and_wait(out, stdout=subprocess.DEVNULL,
                                                stderr=subprocess.DEVNULL)
@@ -134,7 +144,7 @@ def test_killed_sweep_resumes_without_losing_or_remeasuring(tmp_path):
     before = {p.name: p.read_bytes() for p in journal.glob("*.json")}
     assert 3 <= len([n for n in before if n.startswith("timing")])
     assert record.verify(out)  # not finalized yet: must not verify
-    result = subprocess.run(_cli(out), env=env, capture_output=True, text=True, timeout=300)
+    result = _here(_cli(out), capsys)
     assert result.returncode == 0, result.stderr
     after = {p.name: p.read_bytes() for p in journal.glob("*.json")}
     for name, data in before.items():  # nothing lost, nothing measured twice
@@ -391,7 +401,8 @@ def _sleepy_cli(out):
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc (Linux)")
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["kill", "kill-9"])
-def test_killing_only_the_parent_leaves_no_worker_and_a_rerun_completes(tmp_path, sig):
+def test_killing_only_the_parent_leaves_no_worker_and_a_rerun_completes(tmp_path, sig,
+                                                                         capsys):
     out = tmp_path / "run"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.Popen(_sleepy_cli(out), env=env, start_new_session=True,
@@ -417,8 +428,7 @@ def test_killing_only_the_parent_leaves_no_worker_and_a_rerun_completes(tmp_path
         assert proc.returncode == 130, stderr
         assert not run_lock.lock_path(out).exists()
     before = {p.name: p.read_bytes() for p in journal.glob("*.json")}
-    result = subprocess.run(_sleepy_cli(out), env=env, capture_output=True, text=True,
-                            timeout=300)
+    result = _here(_sleepy_cli(out), capsys)
     assert result.returncode == 0, result.stderr
     if sig == signal.SIGKILL:  # the dead parent's lock file is left behind, and taken over
         assert f"stale lock of {out} (pid {proc.pid}" in result.stderr
@@ -431,12 +441,12 @@ def test_killing_only_the_parent_leaves_no_worker_and_a_rerun_completes(tmp_path
 
 
 @pytest.mark.slow
-def test_a_second_sweep_on_a_running_folder_is_refused(tmp_path):
+def test_a_second_sweep_on_a_running_folder_is_refused(tmp_path, capsys):
     out = tmp_path / "run"
     proc, journal, env = _start_sweep_and_wait(out, stdout=subprocess.DEVNULL,
                                                stderr=subprocess.DEVNULL)
     try:
-        second = subprocess.run(_cli(out), env=env, capture_output=True, text=True, timeout=120)
+        second = _here(_cli(out), capsys)  # another process than the running sweep
         units_during = {p.name: p.read_bytes() for p in journal.glob("*.json")}
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
