@@ -193,6 +193,8 @@ def test_a_cpu_run_has_placements_and_loads_as_protocol_2(cpu_run):
     for path in record.journal_paths(cpu_run, "timing"):
         places = record.read_unit(path)["placements"]
         assert [p["calls_per_sample_sized"] for p in places] == [True, False]
+        # no profiler on the CPU: neither a kernel time nor the calls it would average
+        assert [(p["kernel_ms"], p["kernel_calls"]) for p in places] == [(None, None)] * 2
 
 
 def _cli(*args):

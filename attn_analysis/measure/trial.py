@@ -325,7 +325,8 @@ class _Worker:
                     with self.clock.phase("state"):
                         state = machine.gpu_state()
                     with self.clock.phase("profile"):
-                        kernel_ms = self._placement_kernel_ms(call) if modes else None
+                        kernel_ms, kernel_calls = (self._placement_kernel_ms(call) if modes
+                                                   else (None, None))
                     for mode in modes:
                         entry = pending[(cand, mode)]
                         with self.clock.phase("timing"):
@@ -334,7 +335,8 @@ class _Worker:
                             entry["failure"] = rec.pop("failure")
                             continue
                         rec.update(pl.as_record(), round=p, position=position,
-                                   kernel_ms=kernel_ms, gpu_state_start=state)
+                                   kernel_ms=kernel_ms, kernel_calls=kernel_calls,
+                                   gpu_state_start=state)
                         with self.clock.phase("state"):
                             rec["gpu_state_end"] = machine.gpu_state()
                         entry["placements"].append(rec)
@@ -362,15 +364,18 @@ class _Worker:
                     torch.cuda.synchronize()
         del q, k, v
 
-    def _placement_kernel_ms(self, call):
-        """Sum of the profiler's kernel times per call at this placement (None if off)."""
+    def _placement_kernel_ms(self, call) -> tuple[float | None, int | None]:
+        """Sum of the profiler's kernel times per call at this placement and the calls it
+        profiled (``profiler.PLACEMENT_CALLS``, fewer for long calls); (None, None) if off."""
         if not (self.plan.kernel_times and self.plan.device == "cuda"):
-            return None
+            return None, None
         from . import profiler
         try:
-            return float(profiler.profile_device_time(call, n_calls=10)["device_ms_per_call"])
+            got = profiler.profile_device_time(call, n_calls=profiler.PLACEMENT_CALLS,
+                                               budget_ms=profiler.PLACEMENT_BUDGET_MS)
         except Exception:  # the profiler is evidence beside the timing, never a reason to stop
-            return None
+            return None, None
+        return float(got["device_ms_per_call"]), int(got["n_calls"])
 
     def _time_placement(self, call, mode, entry: dict) -> dict:
         """Time one placement in one mode; a dict with the samples and settings, or with

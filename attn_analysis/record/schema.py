@@ -108,7 +108,10 @@ UNIT_KINDS = tuple(UNIT_IDENTITY)
 _GPU_STATE = ("gpu_state_start", "gpu_state_end")  # machine.gpu_state(), None where not read
 _PLACEMENT = (Field("placement", (int,), True), Field("times_ms", (list,), True, items=_NUMBER),
               Field("round", (int,)), Field("position", (int,)), Field("pad_bytes", (int,)),
-              Field("kernel_ms", _NUMBER, nullable=True), Field("timing", (dict,)),
+              Field("kernel_ms", _NUMBER, nullable=True),
+              # the calls kernel_ms is a mean over (profiler.PLACEMENT_CALLS, fewer for
+              # long calls); absent in runs that profiled ten calls at every placement
+              Field("kernel_calls", (int,), nullable=True), Field("timing", (dict,)),
               Field("elapsed_s", _NUMBER),
               # graph mode: whether this placement sized its calls per replay (the unit's
               # first) or kept the first's; absent in runs that sized at every placement
