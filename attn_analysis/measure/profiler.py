@@ -6,25 +6,20 @@ replays run (:func:`profile_graph`). CUDA only; the timers are :mod:`.timing`'s.
 
 from __future__ import annotations
 
-import math
-import time
-
 import numpy as np
 
 from .. import _validate
 from .timing import _cuda_available, _torch
 
-__all__ = ["PLACEMENT_CALLS", "PLACEMENT_BUDGET_MS", "profile_device_time", "calls_within",
-           "kernels_per_call", "capture_graph", "profile_graph"]
+__all__ = ["PLACEMENT_CALLS", "profile_device_time", "kernels_per_call", "capture_graph",
+           "profile_graph"]
 
-# The profile at each placement of a sweep (the kernel time beside its samples): this many
-# calls, or as many as hold about PLACEMENT_BUDGET_MS of work where that is fewer. Ten
-# calls of the eager math backend at the reports' longest sequence (about 19 ms a call on
-# an H100) are 190 ms of profile for one kernel time; sized to the budget, one call holds
-# it. Calls up to a millisecond keep all ten, so a short kernel's time is still a mean
-# over ten.
+# The calls of the profile at each placement of a sweep (the kernel time beside its
+# samples), whatever a call lasts. Fewer calls for long calls were tried and dropped: one
+# profiled call of the eager math backend at B32 H8 S2048 read 0.5-1.1 % above ten on three
+# H100s, and the placements' spread of such kernel times grew two- to five-fold
+# (benchmarks/readme-command/, "A shorter profile for long calls, tried and dropped").
 PLACEMENT_CALLS = 10
-PLACEMENT_BUDGET_MS = 10.0
 
 # Profiler activity that is the profiler's own work, not the call's.
 _PROFILER_OVERHEAD = ("Activity Buffer Request",)
@@ -33,53 +28,33 @@ _PROFILER_OVERHEAD = ("Activity Buffer Request",)
 _started = False
 
 
-def profile_device_time(fn, n_calls=20, *, budget_ms=None) -> dict:
+def profile_device_time(fn, n_calls=20) -> dict:
     """Device time of one call of ``fn``, summed over its CUDA kernels, from ``torch.profiler``.
 
     Runs ``fn`` ``n_calls`` times under ``ProfilerActivity.CUDA`` after one unrecorded call;
     the first profiling in a process is preceded by one unrecorded profiling pass that
-    absorbs the profiler's start-up (once per process, not once per call). ``budget_ms``
-    (None: always ``n_calls``) caps the calls at those that hold about that much work:
-    the unrecorded call, timed on the host to the end of its kernels, sizes them
-    (:func:`calls_within`). Returns ``{"device_ms_per_call", "n_calls", "kernels":
-    [{"name", "ms_per_call", "count_per_call"}, ...]}``, ``n_calls`` the calls profiled,
-    kernels sorted by time, memsets and copies included. This is the kernel evidence the
-    original reports never collected. CUDA only: without CUDA it raises ValueError, since
-    there is no device time to read.
+    absorbs the profiler's start-up (once per process, not once per call). Returns
+    ``{"device_ms_per_call", "n_calls", "kernels": [{"name", "ms_per_call",
+    "count_per_call"}, ...]}``, kernels sorted by time, memsets and copies included. This is
+    the kernel evidence the original reports never collected. CUDA only: without CUDA it
+    raises ValueError, since there is no device time to read.
     """
     if not callable(fn):
         raise ValueError(f"`fn` must be a zero-argument callable; got {fn!r}.")
     n_calls = _validate.integer("n_calls", n_calls)
-    if budget_ms is not None:
-        budget_ms = _validate.positive("budget_ms", budget_ms)
     if not _cuda_available():
         raise ValueError("`profile_device_time` needs CUDA, which is not available here.")
     torch = _torch()
 
     global _started
-    started = _now_ms()
     fn()
     torch.cuda.synchronize()
-    if budget_ms is not None:
-        n_calls = calls_within(budget_ms, _now_ms() - started, n_calls)
     for _ in range(1 if _started else 2):
         _started = True
         events = _session(fn, n_calls, torch)
     kernels = kernels_per_call(events, n_calls)
     return {"device_ms_per_call": float(sum(r["ms_per_call"] for r in kernels)),
             "n_calls": n_calls, "kernels": kernels}
-
-
-def calls_within(budget_ms, call_ms, most) -> int:
-    """Calls that hold at least ``budget_ms`` of work at ``call_ms`` a call, at most
-    ``most`` and at least one; ``most`` where the call's time is not positive."""
-    if not call_ms > 0:
-        return most
-    return int(max(1, min(most, math.ceil(budget_ms / call_ms))))
-
-
-def _now_ms() -> float:
-    return time.perf_counter() * 1e3
 
 
 def _session(fn, n_calls: int, torch) -> list:

@@ -366,13 +366,12 @@ class _Worker:
 
     def _placement_kernel_ms(self, call) -> tuple[float | None, int | None]:
         """Sum of the profiler's kernel times per call at this placement and the calls it
-        profiled (``profiler.PLACEMENT_CALLS``, fewer for long calls); (None, None) if off."""
+        profiled (``profiler.PLACEMENT_CALLS``); (None, None) if off."""
         if not (self.plan.kernel_times and self.plan.device == "cuda"):
             return None, None
         from . import profiler
         try:
-            got = profiler.profile_device_time(call, n_calls=profiler.PLACEMENT_CALLS,
-                                               budget_ms=profiler.PLACEMENT_BUDGET_MS)
+            got = profiler.profile_device_time(call, n_calls=profiler.PLACEMENT_CALLS)
         except Exception:  # the profiler is evidence beside the timing, never a reason to stop
             return None, None
         return float(got["device_ms_per_call"]), int(got["n_calls"])

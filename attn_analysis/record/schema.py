@@ -109,8 +109,8 @@ _GPU_STATE = ("gpu_state_start", "gpu_state_end")  # machine.gpu_state(), None w
 _PLACEMENT = (Field("placement", (int,), True), Field("times_ms", (list,), True, items=_NUMBER),
               Field("round", (int,)), Field("position", (int,)), Field("pad_bytes", (int,)),
               Field("kernel_ms", _NUMBER, nullable=True),
-              # the calls kernel_ms is a mean over (profiler.PLACEMENT_CALLS, fewer for
-              # long calls); absent in runs that profiled ten calls at every placement
+              # the calls kernel_ms is a mean over (profiler.PLACEMENT_CALLS); absent in
+              # runs recorded before it was (ten calls there too)
               Field("kernel_calls", (int,), nullable=True), Field("timing", (dict,)),
               Field("elapsed_s", _NUMBER),
               # graph mode: whether this placement sized its calls per replay (the unit's
