@@ -17,7 +17,7 @@ __all__ = ["PLACEMENT_CALLS", "profile_device_time", "kernels_per_call", "captur
 # The calls of the profile at each placement of a sweep (the kernel time beside its
 # samples), whatever a call lasts. Fewer calls for long calls were tried and dropped: one
 # profiled call of the eager math backend at B32 H8 S2048 read 0.5-1.1 % above ten on three
-# H100s, and the placements' spread of such kernel times grew two- to five-fold
+# H100s, and the placements' spread of such kernel times grew two- to sevenfold
 # (benchmarks/readme-command/, "A shorter profile for long calls, tried and dropped").
 PLACEMENT_CALLS = 10
 
