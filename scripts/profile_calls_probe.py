@@ -37,18 +37,18 @@ def per_call_ms(events, n_calls: int) -> list[float]:
 
 
 def _session_events(fn, n_calls, torch):
-    from torch.autograd import DeviceType
+    """``(start_ns, duration_us)`` of the kernels of one profiler session of ``n_calls``
+    calls: the activities ``profiler.profile_device_time`` reads, less the profiler's own."""
     from torch.profiler import ProfilerActivity, profile
 
-    from attn_analysis.measure.profiler import _PROFILER_OVERHEAD
+    from attn_analysis.measure import profiler
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(n_calls):
             fn()
         torch.cuda.synchronize()
     return [(e.start_ns(), (e.end_ns() - e.start_ns()) / 1e3)
-            for e in prof.profiler.kineto_results.events()
-            if e.device_type() == DeviceType.CUDA and not e.is_async()
-            and e.name() not in _PROFILER_OVERHEAD]
+            for e in profiler.device_activities(prof)
+            if e.name() not in profiler._PROFILER_OVERHEAD]
 
 
 def _pair(key: str, cand: str, args, torch) -> dict:

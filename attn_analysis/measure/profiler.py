@@ -11,8 +11,8 @@ import numpy as np
 from .. import _validate
 from .timing import _cuda_available, _torch
 
-__all__ = ["PLACEMENT_CALLS", "profile_device_time", "kernels_per_call", "capture_graph",
-           "profile_graph"]
+__all__ = ["PLACEMENT_CALLS", "profile_device_time", "device_activities", "kernels_per_call",
+           "capture_graph", "profile_graph"]
 
 # The calls of the profile at each placement of a sweep (the kernel time beside its
 # samples), whatever a call lasts. Fewer calls for long calls were tried and dropped: one
@@ -45,40 +45,41 @@ def profile_device_time(fn, n_calls=20) -> dict:
     if not _cuda_available():
         raise ValueError("`profile_device_time` needs CUDA, which is not available here.")
     torch = _torch()
+    from torch.profiler import ProfilerActivity, profile
 
     global _started
     fn()
     torch.cuda.synchronize()
     for _ in range(1 if _started else 2):
         _started = True
-        events = _session(fn, n_calls, torch)
-    kernels = kernels_per_call(events, n_calls)
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(n_calls):
+                fn()
+            torch.cuda.synchronize()
+    kernels = kernels_per_call(_device_events(prof), n_calls)
     return {"device_ms_per_call": float(sum(r["ms_per_call"] for r in kernels)),
             "n_calls": n_calls, "kernels": kernels}
 
 
-def _session(fn, n_calls: int, torch) -> list:
-    """One profiler session of ``n_calls`` calls; its device events (:func:`_device_events`)."""
-    from torch.profiler import ProfilerActivity, profile
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(n_calls):
-            fn()
-        torch.cuda.synchronize()
-    return list(_device_events(prof))
-
-
-def _device_events(prof):
-    """(name, duration in microseconds) of each device activity of a finished session, read
-    from the profiler's raw results: the same events and durations ``key_averages`` sums
-    (device events, neither asynchronous nor hidden), without building its Python event
-    tree, which cost about 8 ms of the ~13 ms a session took at the sweep's 720 sessions a
-    process (``scripts/sweep_cost_probe.py``; ``benchmarks/readme-command/``)."""
+def device_activities(prof):
+    """The device activities of a finished session that ``key_averages`` sums (device
+    events, neither asynchronous nor hidden), read from the profiler's raw results without
+    building its Python event tree, which cost about 8 ms of the ~13 ms a session took at
+    the sweep's 720 sessions a process (``scripts/sweep_cost_probe.py``;
+    ``benchmarks/readme-command/``). Kineto's event objects, with ``name()``,
+    ``start_ns()`` and ``end_ns()``; the profiler's own activity is among them."""
     from torch.autograd import DeviceType
     for evt in prof.profiler.kineto_results.events():
         if evt.device_type() != DeviceType.CUDA or evt.is_async() \
                 or evt.start_thread_id() != evt.end_thread_id() \
                 or getattr(evt, "is_hidden_event", lambda: False)():
             continue
+        yield evt
+
+
+def _device_events(prof):
+    """(name, duration in microseconds) of each of :func:`device_activities`."""
+    for evt in device_activities(prof):
         yield evt.name(), (evt.end_ns() - evt.start_ns()) / 1e3
 
 
