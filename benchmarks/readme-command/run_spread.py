@@ -17,24 +17,19 @@ import pandas as pd
 from attn_analysis import record
 
 
-def gpu_model(run: Path) -> str:
-    """The GPU the run was measured on, as the package names it (``Run.device``)."""
-    return record.load(run).device
-
-
-def run_medians(run: Path) -> pd.Series:
-    """Median over graph mode's placements of each (config, candidate)'s placement median."""
-    frame = pd.read_parquet(Path(run) / "placements.parquet")
-    frame = frame[frame["mode"] == "graph"]
-    return frame.groupby(["config", "candidate"])["median_ms"].median()
+def run_medians(run: Path) -> pd.DataFrame:
+    """Median over graph mode's placements of each (config, candidate)'s placement median
+    (``ms``), with the GPU the run was measured on (``gpu``, as ``Run.device`` names it)."""
+    loaded = record.load(run)
+    frame = loaded.placements[loaded.placements["mode"] == "graph"]
+    medians = frame.groupby(["config", "candidate"])["median_ms"].median()
+    return medians.rename("ms").reset_index().assign(gpu=loaded.device, run=str(run))
 
 
 def spread(runs: list[Path]) -> pd.DataFrame:
     """Max over min of the runs' medians, a row per (GPU, config), a column per candidate,
     with the number of runs of each GPU model."""
-    parts = [run_medians(run).rename("ms").reset_index().assign(gpu=gpu_model(run), run=str(run))
-             for run in runs]
-    data = pd.concat(parts)
+    data = pd.concat([run_medians(run) for run in runs])
     ratio = data.groupby(["gpu", "config", "candidate"])["ms"].agg(lambda s: s.max() / s.min())
     table = ratio.unstack("candidate")
     table.insert(0, "runs", data.groupby(["gpu", "config"])["run"].nunique())
