@@ -1,20 +1,13 @@
 """The profile at each placement: ``profiler.PLACEMENT_CALLS`` calls whatever a call lasts
 (a shorter profile for long calls was tried on the GPU and dropped), recorded beside the
-kernel time (``kernel_calls``); and the probe that split a profile session into its calls
-(``scripts/profile_calls_probe.py``)."""
+kernel time (``kernel_calls``). The probe behind that decision is tested in
+``test_scripts.py``."""
 
 from __future__ import annotations
 
-import sys
 import types
-from pathlib import Path
-
-import pytest
 
 from attn_analysis.measure import profiler, trial
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-import profile_calls_probe  # noqa: E402
 
 
 def _worker(device="cuda", kernel_times=True):
@@ -54,13 +47,3 @@ def test_the_schema_takes_the_calls_and_refuses_a_bad_count():
     assert not any("kernel_calls" in p for p in record.unit_problems(older))
     bad = dict(unit, placements=[dict(place, kernel_calls=2.5)])
     assert any("kernel_calls" in p for p in record.unit_problems(bad))
-
-
-def test_the_probe_splits_a_session_into_equal_calls_by_start_time():
-    # (start_ns, duration_us), out of order: two calls of two kernels each
-    events = [(30, 500.0), (10, 2000.0), (20, 1000.0), (40, 250.0)]
-    assert profile_calls_probe.per_call_ms(events, 2) == [3.0, 0.75]
-    with pytest.raises(ValueError, match="3 kernels do not split into 2 equal calls"):
-        profile_calls_probe.per_call_ms(events[:3], 2)
-    with pytest.raises(ValueError, match="do not split"):
-        profile_calls_probe.per_call_ms([], 1)

@@ -320,3 +320,14 @@ def test_cold_start_probe_refuses_unknown_parts_and_times_a_child_that_imports_t
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert lines[1]["part"] == "warm" and lines[1]["import_torch_s"] > 0
     assert lines[1]["mapped_libraries"] > 0 and lines[-1]["mapped_library_bytes"] > 0
+
+
+def test_profile_calls_probe_splits_a_session_into_equal_calls_by_start_time():
+    probe = load(ROOT / "scripts" / "profile_calls_probe.py")
+    # (start_ns, duration_us), out of order: two calls of two kernels each
+    events = [(30, 500.0), (10, 2000.0), (20, 1000.0), (40, 250.0)]
+    assert probe.per_call_ms(events, 2) == [3.0, 0.75]
+    with pytest.raises(ValueError, match="3 kernels do not split into 2 equal calls"):
+        probe.per_call_ms(events[:3], 2)
+    with pytest.raises(ValueError, match="do not split"):
+        probe.per_call_ms([], 1)
