@@ -1,6 +1,8 @@
 """Graph mode's calls per replay: the CUDA timer sizes them on a replay (capturing twice when
 the eager estimate was too long) unless told how many, and a trial sizes them at a unit's
-first placement and keeps that number at the others, so later placements capture once.
+first placement and keeps that number at the others, so later placements capture once. A
+graph is replayed once to upload it, three more times only where those replays size the
+calls, then once per sample.
 
 The CUDA timer runs here against a fake ``torch.cuda`` whose clock advances by a fixed host
 time per eager call and a fixed device time per replayed call."""
@@ -20,7 +22,7 @@ class _FakeCuda:
 
     def __init__(self, host_ms: float, device_ms: float):
         self.host_ms, self.device_ms, self.now = host_ms, device_ms, 0.0
-        self.capturing, self.captures = None, []
+        self.capturing, self.captures, self.graphs = None, [], []
         fake = self
 
         class Event:
@@ -35,9 +37,11 @@ class _FakeCuda:
 
         class CUDAGraph:
             def __init__(self):
-                self.calls = 0
+                self.calls, self.replays = 0, 0
+                fake.graphs.append(self)
 
             def replay(self):
+                self.replays += 1
                 fake.now += self.calls * fake.device_ms
 
         self.Event, self.CUDAGraph = Event, CUDAGraph
@@ -86,6 +90,19 @@ def test_sizing_on_a_replay_captures_twice_when_the_estimate_was_too_long(fake_c
     assert fake_cuda.captures == [20, 100]
     assert r.calls_per_sample == 100
     assert r.times_ms == pytest.approx((0.01,) * 5)
+    # the first graph: its upload and the three replays that sized the calls; the second:
+    # its upload and the five samples (its replays size nothing)
+    assert [g.replays for g in fake_cuda.graphs] == [1 + 3, 1 + 5]
+
+
+def test_sizing_that_keeps_the_estimate_captures_once_and_samples_after_its_timed_replays(
+        monkeypatch):
+    # host time no longer than the device's: the replay confirms the estimate's 100 calls
+    cuda = _FakeCuda(host_ms=0.01, device_ms=0.01)
+    monkeypatch.setattr(timing, "_torch", lambda: types.SimpleNamespace(cuda=cuda))
+    r = timing.measure(cuda.call, "graph", device="cuda", n_samples=5, warmup_ms=0.0)
+    assert cuda.captures == [100] and r.calls_per_sample == 100
+    assert [g.replays for g in cuda.graphs] == [1 + 3 + 5]
 
 
 def test_given_calls_per_replay_capture_once(fake_cuda):
@@ -93,6 +110,8 @@ def test_given_calls_per_replay_capture_once(fake_cuda):
                        calls_per_sample=100)
     assert fake_cuda.captures == [100]
     assert r.calls_per_sample == 100 and r.times_ms == pytest.approx((0.01,) * 5)
+    # told its calls, the timer times no replay before the samples: the upload, then them
+    assert [g.replays for g in fake_cuda.graphs] == [1 + 5]
 
 
 def _worker(device="cpu"):

@@ -273,16 +273,26 @@ class _CudaTimer:
                 self.fn()
         self.torch.cuda.synchronize()
 
-    def _capture(self, k):
-        """Capture ``k`` calls; return the median of three replays after the upload (ms)."""
+    def _capture(self, k, sizing: bool):
+        """Capture ``k`` calls and replay them once (the first replay uploads the graph: too
+        slow to size ``k`` on). With ``sizing``, also time three replays and return their
+        median (ms), which :meth:`setup` sizes ``k`` on; without it, return None.
+
+        Those three replays are timed only where they size ``k``. At a placement told its
+        calls per replay they sized nothing and were only GPU time before the samples:
+        10.6 s of an H100's README command (``benchmarks/readme-command/``, "Three replays
+        that sized nothing"), where ``scripts/settle_replays_probe.py`` measured what they
+        did to the samples that followed."""
         cuda = self.torch.cuda
         self.graph = cuda.CUDAGraph()
         with cuda.graph(self.graph):
             for _ in range(k):
                 self.fn()
         cuda.synchronize()
-        self.graph.replay()  # the first replay uploads the graph: too slow to size k on
+        self.graph.replay()  # the upload
         cuda.synchronize()
+        if not sizing:
+            return None
         pairs = self._event_pairs(3)
         for s, e in pairs:
             s.record()
@@ -302,12 +312,12 @@ class _CudaTimer:
             self.buf.zero_()
             self.flush_bytes = flush_bytes
         elif self.mode == "graph":
-            replay_ms = self._capture(k)
+            replay_ms = self._capture(k, sizing=auto_k)
             if auto_k and _calls_for(replay_ms / k) > k:
                 # the eager estimate holds host time (a compiled call's guards, a Python
                 # wrapper) that graph replay removes: size k on the replay, once
                 k = _calls_for(replay_ms / k)
-                self._capture(k)
+                self._capture(k, sizing=False)
         torch.cuda.synchronize()
         self.k = k
         return k
