@@ -1,8 +1,8 @@
 """Graph mode's calls per replay: the CUDA timer sizes them on a replay (capturing twice when
 the eager estimate was too long) unless told how many, and a trial sizes them at a unit's
 first placement and keeps that number at the others, so later placements capture once. A
-graph is replayed once to upload it, three more times only where those replays size the
-calls, then once per sample.
+graph is replayed once to upload it, three more times where those replays size the calls
+or the graph holds one call, then once per sample.
 
 The CUDA timer runs here against a fake ``torch.cuda`` whose clock advances by a fixed host
 time per eager call and a fixed device time per replayed call."""
@@ -171,3 +171,14 @@ def test_timing_unit_keeps_every_placement_or_records_the_failure():
     empty = unit_records.timing_unit("B1-H2-S32-D64-fp16", "sdpa", "graph", 1, {},
                                      dict(entry, placements=[]), protocol=2)
     assert empty["status"] == "error" and empty["gpu_state_start"] is None
+
+
+def test_a_one_call_graph_told_its_calls_still_replays_three_times_before_its_samples(
+        monkeypatch):
+    # a long call: one call a replay, told (a unit's later placement)
+    cuda = _FakeCuda(host_ms=5.0, device_ms=5.0)
+    monkeypatch.setattr(timing, "_torch", lambda: types.SimpleNamespace(cuda=cuda))
+    r = timing.measure(cuda.call, "graph", device="cuda", n_samples=5, warmup_ms=0.0,
+                       calls_per_sample=1)
+    assert cuda.captures == [1] and r.calls_per_sample == 1
+    assert [g.replays for g in cuda.graphs] == [1 + 3 + 5]

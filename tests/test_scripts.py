@@ -333,23 +333,30 @@ def test_profile_calls_probe_splits_a_session_into_equal_calls_by_start_time():
         probe.per_call_ms([], 1)
 
 
-def test_settle_replays_probe_summarizes_paired_arms_and_refuses_bad_counts():
+def test_settle_replays_probe_balances_the_order_of_its_arms_and_refuses_bad_counts():
     script = load(ROOT / "scripts" / "settle_replays_probe.py")
 
-    def row(config, cand, upload, three, first=1.0):
-        return {"config": config, "candidate": cand,
-                "upload": {"median_ms": upload, "first_over_median": first},
+    def row(config, cand, upload, three, first="upload", lead=1.0):
+        order = ["upload", "three"] if first == "upload" else ["three", "upload"]
+        return {"config": config, "candidate": cand, "k": 2, "order": order,
+                "upload": {"median_ms": upload, "first_over_median": lead},
                 "three": {"median_ms": three, "first_over_median": 1.0}}
-    rows = [row("A", "sdpa", 1.0, 1.02, first=1.5), row("A", "sdpa", 2.0, 2.0),
-            row("A", "sdpa", 1.0, 1.01), row("B", "flex", 1.0, 0.99)]
+    # the arm that runs second is 10 % slower whichever it is: no effect of the arm, and
+    # three placements of one order against one of the other must not hide that
+    rows = [row("A", "sdpa", 1.0, 1.1, "upload", lead=1.5), row("A", "sdpa", 1.0, 1.1, "upload"),
+            row("A", "sdpa", 1.0, 1.1, "upload"), row("A", "sdpa", 1.1, 1.0, "three"),
+            row("B", "flex", 1.0, 1.02, "upload")]
     got = script.summarize(rows)
-    assert got["n_pairs"] == 2 and got["pairs_above_1"] == 1
     a = next(p for p in got["pairs"] if p["config"] == "A")
-    assert a["placements"] == 3 and a["three_over_upload"] == pytest.approx(1.01)
-    assert a["range"] == pytest.approx([1.0, 1.02])
-    assert a["first_over_median_upload"] == 1.0 and a["first_over_median_three"] == 1.0
-    assert got["median_of_pair_medians"] == pytest.approx(1.0)
-    assert got["range_of_pair_medians"] == pytest.approx([0.99, 1.01])
+    assert a["placements"] == 4 and a["orders"] == {"upload_first": 3, "three_first": 1}
+    assert a["three_over_upload"] == pytest.approx(1.0)
+    assert a["range"] == pytest.approx([1 / 1.1, 1.1])
+    assert a["first_over_median_upload"] == 1.0 and a["k"] == [2]
+    b = next(p for p in got["pairs"] if p["config"] == "B")
+    assert b["three_over_upload"] == pytest.approx(1.02)  # one order only: that order's
+    assert got["n_pairs"] == 2 and got["pairs_above_1"] == 1
+    assert got["median_of_pair_ratios"] == pytest.approx(1.01)
+    assert got["range_of_pair_ratios"] == pytest.approx([1.0, 1.02])
     with pytest.raises(ValueError, match="rows"):
         script.summarize([])
     with pytest.raises(SystemExit, match="placements"):
