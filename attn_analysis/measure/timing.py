@@ -282,12 +282,12 @@ class _CudaTimer:
         Those three replays ran after every capture; at a placement told its calls per
         replay they sized nothing (``benchmarks/readme-command/``, "Three replays that sized
         nothing"). ``scripts/settle_replays_probe.py`` measured what they did to the samples
-        that followed, on an H100: the placements' medians did not move; with a graph of
-        two calls or more the first sample moved by at most 0.6 %; with a graph of
-        one call (``sdpa_math`` and ``eager`` at B32 H8 S2048) it read 6-9 % above its
-        placement's median after the upload alone and 0.0-0.1 % after the three replays.
-        So they stay for one-call graphs, sized or told, and the samples that follow them
-        are as before."""
+        that followed, on an H100 and an H200: the placements' medians did not move; with
+        a graph of two calls or more the first sample moved by at most 0.7 %; with a graph
+        of one call, on the H100, the first sample of ``sdpa_math`` and ``eager`` at B32 H8
+        S2048 read 6-9 % above its placement's median after the upload alone and 0.0-0.1 %
+        after the three replays. So they stay for one-call graphs, sized or told, and the
+        samples that follow them are as before."""
         cuda = self.torch.cuda
         self.graph = cuda.CUDAGraph()
         with cuda.graph(self.graph):
