@@ -19,11 +19,11 @@ import argparse
 import importlib.util
 import json
 import os
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
+
+from attn_analysis.measure.fresh_interpreter import run_record
 
 CHILD = r"""
 import json, sys, time
@@ -75,18 +75,6 @@ def read_ahead(files) -> list[threading.Thread]:
     return threads
 
 
-def child(device: str) -> dict:
-    started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", CHILD, device], capture_output=True,
-                          text=True, check=False)
-    wall = time.perf_counter() - started
-    if done.returncode != 0:
-        return {"error": done.stderr[-1500:], "wall_s": wall}
-    out = json.loads(done.stdout.strip().splitlines()[-1])
-    out["wall_s"] = wall
-    return out
-
-
 PARTS = ("cold", "warm", "ahead")
 
 
@@ -106,7 +94,7 @@ def main(argv=None) -> None:
         if part in ("cold", "ahead"):
             advise(files, os.POSIX_FADV_DONTNEED)
         threads = read_ahead(files) if part == "ahead" else []
-        record = child(args.device)
+        record = run_record(CHILD, args.device)
         ahead_s = None
         if threads:
             t = time.perf_counter()

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
-import time
+
+from attn_analysis.measure.fresh_interpreter import run_record
 
 CHILD = r"""
 import cProfile, io, json, pstats, time
@@ -47,18 +47,6 @@ print(json.dumps({"import_torch_s": t1 - t0, "import_measure_s": t2 - t1, "lock_
 """
 
 
-def _child() -> dict:
-    started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True,
-                          env=dict(os.environ), check=False)
-    wall = time.perf_counter() - started
-    if done.returncode != 0:
-        return {"error": done.stderr[-1500:], "wall_s": wall}
-    record = json.loads(done.stdout.strip().splitlines()[-1])
-    record["wall_s"] = wall
-    return record
-
-
 def _persistence() -> str:
     done = subprocess.run(["nvidia-smi", "--query-gpu=name,persistence_mode,driver_version",
                            "--format=csv,noheader"], capture_output=True, text=True,
@@ -77,7 +65,7 @@ def main() -> int:
             import pynvml
             pynvml.nvmlInit()
             pynvml.nvmlDeviceGetHandleByIndex(0)
-        rows = [_child() for _ in range(args.children)]
+        rows = [run_record(CHILD) for _ in range(args.children)]
         for i, row in enumerate(rows):
             shown = {k: (round(v, 3) if isinstance(v, float) else v)
                      for k, v in row.items() if k != "lock_profile"}

@@ -25,10 +25,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
-import sys
 import tempfile
 import time
+
+from attn_analysis.measure.fresh_interpreter import run_record
 
 CONFIG_KEYS = ("B32-H8-S128-D64-fp16", "B32-H8-S512-D64-fp16", "B32-H8-S2048-D64-fp16")
 CANDIDATES = ("sdpa", "sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "sdpa_math", "eager",
@@ -68,25 +68,11 @@ print(json.dumps({"start_s": t1 - t0, "rows": rows, "total_s": time.perf_counter
 """
 
 
-def _child(code: str, env_extra: dict | None = None, base: dict | None = None) -> dict:
-    """Run ``code`` in a fresh interpreter (environment ``base``, default this one's, plus
-    ``env_extra``); its last stdout line is a JSON record, to which ``wall_s`` is added."""
-    env = dict(os.environ if base is None else base, **(env_extra or {}))
-    started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env=env, check=False)
-    wall = time.perf_counter() - started
-    if done.returncode != 0:
-        return {"error": done.stderr[-2000:], "wall_s": wall}
-    record = json.loads(done.stdout.strip().splitlines()[-1])
-    record["wall_s"] = wall
-    return record
-
-
 def part_imports() -> dict:
     prefix = tempfile.mkdtemp(prefix="pyc-")
-    return {"plain": [_child(IMPORT_CHILD) for _ in range(3)],
-            "prefix": [_child(IMPORT_CHILD, {"PYTHONPYCACHEPREFIX": prefix}) for _ in range(3)]}
+    return {"plain": [run_record(IMPORT_CHILD) for _ in range(3)],
+            "prefix": [run_record(IMPORT_CHILD, env_extra={"PYTHONPYCACHEPREFIX": prefix})
+                       for _ in range(3)]}
 
 
 def _summarise_builds(record: dict) -> dict:
@@ -100,9 +86,10 @@ def _summarise_builds(record: dict) -> dict:
 
 def part_builds() -> dict:
     code = BUILD_CHILD.replace("KEYS", repr(CONFIG_KEYS)).replace("CANDS", repr(CANDIDATES))
-    return {"cold": _summarise_builds(_child(code)),
-            "warm": _summarise_builds(_child(code)),
-            "warm_threads1": _summarise_builds(_child(code, {"TORCHINDUCTOR_COMPILE_THREADS": "1"}))}
+    return {"cold": _summarise_builds(run_record(code)),
+            "warm": _summarise_builds(run_record(code)),
+            "warm_threads1": _summarise_builds(run_record(
+                code, env_extra={"TORCHINDUCTOR_COMPILE_THREADS": "1"}))}
 
 
 def _place(r: int, built, config, rng):
@@ -245,7 +232,7 @@ def part_pycache() -> dict:
     prefix = tempfile.mkdtemp(prefix="pyc-")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPYCACHEPREFIX"] = prefix
-    return {"write_prefix": [_child(IMPORT_CHILD, base=env) for _ in range(3)]}
+    return {"write_prefix": [run_record(IMPORT_CHILD, base_env=env) for _ in range(3)]}
 
 
 def part_profile2(rounds: int = 6) -> dict:
@@ -374,7 +361,7 @@ def part_builds2() -> dict:
         else:
             env["TRITON_CACHE_DIR"] = last["TRITON_CACHE_DIR"]
             env["TORCHINDUCTOR_CACHE_DIR"] = last["TORCHINDUCTOR_CACHE_DIR"]
-        out[label] = _summarise_builds(_child(code, base=env))
+        out[label] = _summarise_builds(run_record(code, base_env=env))
         out[label].pop("rows", None)
     return out
 

@@ -26,9 +26,9 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
-import sys
 import time
+
+from attn_analysis.measure.fresh_interpreter import run_record
 
 CONFIG_KEYS = ("B32-H8-S512-D64-fp16", "B32-H8-S2048-D64-fp16")
 
@@ -90,22 +90,8 @@ print(json.dumps(steps))
 """
 
 
-def _child(code: str) -> dict:
-    started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=False)
-    wall = time.perf_counter() - started
-    lines = done.stdout.strip().splitlines()
-    try:
-        record = json.loads(lines[-1])
-    except (IndexError, json.JSONDecodeError):
-        return {"error": (done.stdout + done.stderr)[-1500:], "wall_s": wall}
-    record["wall_s"] = wall
-    return record
-
-
 def part_forksafe() -> dict:
-    return {"runs": [_child(FORK_CHILD) for _ in range(2)]}
+    return {"runs": [run_record(FORK_CHILD) for _ in range(2)]}
 
 
 def part_onetime() -> dict:
@@ -114,7 +100,7 @@ def part_onetime() -> dict:
                          ("builds_first_2", False)):
         code = (ONETIME_CHILD.replace("KEYS_FIRST", repr(first))
                 .replace("CONFIG_KEYS", repr(CONFIG_KEYS)))
-        out[label] = _child(code)
+        out[label] = run_record(code)
     return out
 
 

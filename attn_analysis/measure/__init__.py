@@ -19,6 +19,7 @@ kernels check their tensors with :mod:`.attention_args`),
 compiled and tuned, kept for the next sweep), :mod:`.compile_settings` (Inductor's
 settings for the compiled candidates), :mod:`.forkserver_warm` (what the fork server does
 once for every trial), :mod:`.budget` (where a process's time goes),
+:mod:`.fresh_interpreter` (code run in a new interpreter, for the start-up probes),
 :mod:`.sweep` (the resumable runner), :mod:`.trial` (one trial process: the randomized
 rounds) and :mod:`.unit_records` (the journal units a trial builds from what it
 measured). It writes through :mod:`attn_analysis.record` and nothing below it imports it (``tests/test_layers.py``). Import the modules themselves; torch is
@@ -28,4 +29,5 @@ imported by the modules that need it, not here.
 __all__ = ["env", "machine", "timing", "processes", "profiler", "placement", "candidates", "peers", "controls", "triton_attention", "triton_kernels",
            "gluon_attention", "gluon_config", "gluon_kernels", "gluon_tile", "attention_args",
            "ceilings", "run_lock", "plan", "device_memory", "prebuild", "tuning_cache",
-           "compile_settings", "budget", "sweep", "trial", "unit_records"]
+           "compile_settings", "forkserver_warm", "budget", "fresh_interpreter", "sweep", "trial",
+           "unit_records"]

@@ -277,17 +277,12 @@ class _CudaTimer:
         """Capture ``k`` calls and replay them once (the first replay uploads the graph: too
         slow to size ``k`` on). With ``sizing``, or where the graph holds one call, time
         three more replays and return their median (ms), which :meth:`setup` sizes ``k``
-        on; otherwise return None.
-
-        Those three replays ran after every capture; at a placement told its calls per
-        replay they sized nothing (``benchmarks/readme-command/``, "Three replays that sized
-        nothing"). ``scripts/settle_replays_probe.py`` measured what they did to the samples
-        that followed, on an H100 and an H200: the placements' medians did not move; with
-        a graph of two calls or more the first sample moved by at most 0.7 %; with a graph
-        of one call, on the H100, the first sample of ``sdpa_math`` and ``eager`` at B32 H8
-        S2048 read 6-9 % above its placement's median after the upload alone and 0.0-0.1 %
-        after the three replays. So they stay for one-call graphs, sized or told, and the
-        samples that follow them are as before."""
+        on; otherwise return None. Those replays once followed every capture; told ``k``
+        they sized nothing (``benchmarks/readme-command/``, "Three replays that sized
+        nothing"). Without them (``scripts/settle_replays_probe.py``, H100 and H200) no
+        placement median moved and the first sample moved by at most 0.7 %, but with one
+        call a replay the first sample of ``sdpa_math`` and ``eager`` at B32 H8 S2048 read
+        6-9 % above its placement's median (H100), so one-call graphs keep them."""
         cuda = self.torch.cuda
         self.graph = cuda.CUDAGraph()
         with cuda.graph(self.graph):
