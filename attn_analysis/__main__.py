@@ -21,7 +21,7 @@ def _shape(text: str):
 
 def build_parser() -> argparse.ArgumentParser:
     from .measure import sweep  # torch-free at import, unlike candidates
-    from .analyse.stats import DEFAULT_MARGIN  # torch-free
+    from .analyse.margin import DEFAULT_MARGIN  # torch- and scipy-free
     from .configs import BASELINE, DEVICES, MATRICES, MODES
     parser = argparse.ArgumentParser(prog="python -m attn_analysis",
                                      description="Measure, verify and show attention runs.")

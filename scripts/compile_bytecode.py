@@ -23,9 +23,14 @@ import time
 from pathlib import Path
 
 # Top-level packages a sweep imports, by modules imported (torch's compile stack pulls
-# sympy, networkx and mpmath), and the measuring package itself.
+# sympy, networkx and mpmath; torch imports torchgen; the timers' intervals import
+# scipy.stats, which imports charset_normalizer), and the measuring package itself.
+# scipy, torchgen and charset_normalizer were missing until 2026-11-27: a fresh H100's
+# command line compiled about 450 modules from source (benchmarks/readme-command/, "What
+# the command line did before the sweep").
 SWEEP_PACKAGES = ("torch", "triton", "sympy", "pandas", "networkx", "numpy", "mpmath",
-                  "jinja2", "dateutil", "pyarrow", "tqdm", "filelock", "attn_analysis")
+                  "jinja2", "dateutil", "pyarrow", "tqdm", "filelock", "scipy", "torchgen",
+                  "charset_normalizer", "attn_analysis")
 # Folders a sweep never imports: test suites (not torch.testing._internal, which dynamo
 # imports); in the standard library also its tools and the installed packages' folder
 # inside it (those are compiled as packages, or not at all).

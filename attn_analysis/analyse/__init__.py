@@ -2,7 +2,7 @@
 GPU, no files but the package's own tables (``hardware.json``, ``data/reference/``).
 
 The verdict rule and its intervals: :mod:`.stats` (a speedup judged against the
-equivalence margin; ``Verdict``, ``DEFAULT_MARGIN``), :mod:`.intervals` (the t-interval
+equivalence margin of :mod:`.margin`, ``DEFAULT_MARGIN``; ``Verdict``), :mod:`.intervals` (the t-interval
 over processes), :mod:`.bootstrap`, :mod:`.simulation` (which interval, by simulation),
 :mod:`.reports_statistics` (the original reports' statistics). Comparisons:
 :mod:`.comparisons` (call, kernel and attention speedups: the one speedup table),
@@ -16,7 +16,7 @@ Import the modules themselves; ``tests/test_layers.py`` keeps this stage torch-f
 """
 
 __all__ = ["bootstrap", "calibration", "catalog", "comparisons", "design", "findings",
-           "gpu_time", "intervals", "kernel_evidence", "latency_tables", "machine_level",
+           "gpu_time", "intervals", "kernel_evidence", "latency_tables", "machine_level", "margin",
            "protocols",
            "provenance", "reference", "replay_cost", "reports_statistics", "sample_groups",
            "simulation", "stats", "timing_fidelity", "variance", "workload"]

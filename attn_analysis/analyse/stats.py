@@ -18,16 +18,14 @@ import enum
 from .. import _validate
 from . import bootstrap
 from .intervals import RatioCI, as_ratio_ci, log_ratio_t
+from .margin import DEFAULT_MARGIN, MARGIN_RANGE, margin_iv
 
 __all__ = ["INTERVAL_METHODS", "DEFAULT_INTERVAL", "DEFAULT_MARGIN", "MARGIN_RANGE",
            "PRINT_PRECISION", "MC_Z", "TOSTResult", "Verdict", "VERDICT_ORDER", "Comparison",
            "margin_iv", "tost_ratio", "decide", "compare"]
 
-# The equivalence margin on a speedup: "no difference" means the interval lies inside
-# (1 - margin, 1 + margin). Every function that judges by it defaults to DEFAULT_MARGIN and
-# accepts a margin in the open interval MARGIN_RANGE (checked by :func:`margin_iv`).
-DEFAULT_MARGIN = 0.02
-MARGIN_RANGE = (0.0, 1.0)
+# The equivalence margin on a speedup (DEFAULT_MARGIN, MARGIN_RANGE, margin_iv) is
+# :mod:`.margin`'s, named here too: every function below that judges by it defaults to it.
 
 # The intervals ``compare`` can judge by: the t-interval over processes (the default, chosen
 # by ``simulation.interval_study``) and the hierarchical percentile bootstrap it replaced.
@@ -72,11 +70,6 @@ class Verdict(enum.Enum):
 # The verdicts in reading order (the declaration order above): tables and sentences list
 # them so, from the clearest win to the open outcomes.
 VERDICT_ORDER = tuple(v.value for v in Verdict)
-
-
-def margin_iv(margin, name: str = "margin") -> float:
-    """Check an equivalence margin: a number in the open interval ``MARGIN_RANGE``."""
-    return _validate.number_in(name, margin, *MARGIN_RANGE)
 
 
 @dataclasses.dataclass(frozen=True)
