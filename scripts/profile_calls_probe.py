@@ -58,14 +58,9 @@ def _pair(key: str, cand: str, args, torch) -> dict:
     built = cands.build(cand, config, "cuda")
     calls, first_host_ms = [], []
     with built.context():
-        for p in range(args.placements):
-            placement.release("cuda")
-            pl = placement.place(p, lambda: cands.make_inputs(
-                config, "cuda", seed=1 + p, layout=built.layout), "cuda", rng)
-            q, k, v = pl.inputs
-
-            def fn(q=q, k=k, v=v):
-                return built.fn(q, k, v)
+        for _, fn in placement.placed_calls(
+                args.placements, lambda i: cands.make_inputs(
+                    config, "cuda", seed=1 + i, layout=built.layout), built.fn, "cuda", rng):
             for w in range(args.warm):
                 t0 = time.perf_counter()
                 fn()
@@ -73,7 +68,6 @@ def _pair(key: str, cand: str, args, torch) -> dict:
                 if w == 0:
                     first_host_ms.append((time.perf_counter() - t0) * 1e3)
             calls.append(per_call_ms(_session_events(fn, args.calls, torch), args.calls))
-            del fn, q, k, v, pl
     later = statistics.median(c for row in calls for c in row[1:])
     return {"config": key, "candidate": cand, "warm": args.warm, "placements": len(calls),
             "later_calls_median_ms": later,

@@ -114,14 +114,9 @@ def _pair(key: str, cand: str, args, rng: random.Random) -> list[dict]:
     built = cands.build(cand, config, "cuda")
     rows, k = [], None
     with built.context():
-        for p in range(args.placements):
-            placement.release("cuda")
-            pl = placement.place(p, lambda: cands.make_inputs(
-                config, "cuda", seed=1 + p, layout=built.layout), "cuda", rng)
-            q, kk, v = pl.inputs
-
-            def call(q=q, k=kk, v=v):
-                return built.fn(q, k, v)
+        for p, call in placement.placed_calls(
+                args.placements, lambda i: cands.make_inputs(
+                    config, "cuda", seed=1 + i, layout=built.layout), built.fn, "cuda", rng):
             if k is None:  # the unit's first placement sizes, as a trial's does
                 k = timing.measure(call, "graph", device="cuda", n_samples=args.samples,
                                    warmup_ms=args.warmup_ms).calls_per_sample
@@ -131,8 +126,6 @@ def _pair(key: str, cand: str, args, rng: random.Random) -> list[dict]:
             for arm in order:
                 row[arm] = _arm(call, k, arm, args.samples, args.warmup_ms, timing)
             rows.append(row)
-            del call, q, kk, v, pl
-    placement.release("cuda")
     return rows
 
 

@@ -17,7 +17,7 @@ import dataclasses
 import random
 
 __all__ = ["MAX_PAD_BYTES", "PAD_ALIGN_BYTES", "Placement", "pad_bytes_for", "release",
-           "place"]
+           "place", "placed_calls"]
 
 # Pads are drawn uniformly in [0, MAX_PAD_BYTES) and rounded down to the allocator's 512-byte
 # granularity. 256 MiB spans many of the allocator's 2 MiB segments and the driver's pages.
@@ -64,3 +64,21 @@ def place(index: int, make_inputs, device: str, rng: random.Random) -> Placement
     size = pad_bytes_for(rng)
     pad = torch.empty(max(size, 1), dtype=torch.uint8, device=device)
     return Placement(index, size, tuple(make_inputs()), pad)
+
+
+def placed_calls(n: int, make_inputs, fn, device: str, rng: random.Random):
+    """Yield ``(index, call)`` for ``n`` placements made one after another as a trial makes
+    them (:func:`release`, then :func:`place`), for the probes that time or profile a
+    candidate the way a sweep does: ``make_inputs(index)`` returns a placement's inputs and
+    ``call()`` runs ``fn(*inputs)`` on them. When the next placement is asked for, the last
+    one's tensors are let go (a ``call`` the caller still holds has none left) before the
+    allocator is released and the next drawn; after the last, the allocator is released."""
+    for index in range(n):
+        release(device)
+        held = [place(index, lambda: make_inputs(index), device, rng)]
+
+        def call(held=held):
+            return fn(*held[0].inputs)
+        yield index, call
+        held.clear()
+    release(device)
