@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 
 
 def _shape(text: str):
@@ -216,7 +217,8 @@ def cmd_sweep(args) -> int:
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         summary = sweep.run(args.out, plan, progress=not args.quiet,
-                            prebuild=False if args.no_prebuild else None)
+                            prebuild=False if args.no_prebuild else None,
+                            command_started=getattr(args, "started", None))
     finally:
         signal.signal(signal.SIGTERM, previous)
     not_timed = ", ".join(f"{k} {v}" for k, v in sorted(summary["not_timed"].items()))
@@ -351,7 +353,9 @@ def main(argv=None) -> int:
     torch for ``sweep``, a run that does not verify, or a sweep in which a unit errored or
     crashed: finalized, with the failures recorded), 2 bad command line (argparse),
     130 interrupted."""
+    started = time.monotonic()  # the sweep records its start-up from here (run.json)
     args = build_parser().parse_args(argv)
+    args.started = started
     try:
         return COMMANDS[args.verb](args)
     except KeyboardInterrupt:

@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -259,7 +260,13 @@ def test_a_finished_run_says_so_and_an_errored_unit_exits_1_after_finalizing(tmp
     args = ["sweep", "--out", str(out), "--shape", "1,2,16", "--modes", "per_call",
             "--candidates", "fake_compile_error", "sdpa", "--plugin", "fake_candidates",
             *_IN_PROCESS]
+    began = time.monotonic()
     assert main(args) == 1  # the compile failure: recorded, the rest measured, finalized
+    took = time.monotonic() - began
+    info = json.loads((out / "run.json").read_text())
+    # the command line's start-up before the sweep's clock: recorded, inside the command
+    startup = info["command_to_sweep_s_last_invocation"]
+    assert 0 <= startup and startup + info["sweep_wall_s_last_invocation"] <= took
     std = capsys.readouterr()
     assert "recorded 1 of 2 timing units with samples" in std.out and "error 1" in std.out
     assert std.err.strip() == (

@@ -121,7 +121,7 @@ def _summary(out_dir: Path, expected: dict, outcome: dict, wall_s: float) -> dic
 
 
 def run(out_dir, plan: Plan, *, progress: bool = True, max_restarts: int = 3,
-        prebuild: bool | None = None) -> dict:
+        prebuild: bool | None = None, command_started: float | None = None) -> dict:
     """Run (or resume) a sweep into ``out_dir`` and finalize it; return a summary dict.
 
     Before writing anything it runs :func:`preflight` (the folder, the device, memory,
@@ -131,7 +131,10 @@ def run(out_dir, plan: Plan, *, progress: bool = True, max_restarts: int = 3,
     Before the first trial process it compiles the compiled candidates of the
     configurations still to measure in parallel (:mod:`.prebuild`; ``prebuild`` None: on
     a GPU only, False: never) and records what that did in ``run.json``
-    (``prebuild_last_invocation``).
+    (``prebuild_last_invocation``). ``command_started`` (a ``time.monotonic()`` reading
+    the command line took when it began) adds to ``run.json`` the seconds from then to the
+    start of the sweep's own clock (``command_to_sweep_s_last_invocation``): the command
+    line's start-up, which ``sweep_wall_s_last_invocation`` leaves out.
     A run in which no timing unit recorded a sample is not finalized (SweepError). Units
     that errored or crashed are recorded and the run finalized; the summary counts them
     (``errored``, ``first_error``), and the command line then exits 1.
@@ -144,11 +147,11 @@ def run(out_dir, plan: Plan, *, progress: bool = True, max_restarts: int = 3,
     out_dir = run_lock.make_run_folder(out_dir)
     with run_lock.hold(out_dir):
         return _run_locked(out_dir, plan, progress=progress, max_restarts=max_restarts,
-                           prebuild=prebuild)
+                           prebuild=prebuild, command_started=command_started)
 
 
 def _run_locked(out_dir: Path, plan: Plan, *, progress: bool, max_restarts: int,
-                prebuild: bool = False) -> dict:
+                prebuild: bool = False, command_started: float | None = None) -> dict:
     """The body of ``run``, inside the folder's lock."""
     finished = finished_summary(out_dir, plan)  # finalized while we waited for the lock
     if finished is not None:
@@ -197,6 +200,8 @@ def _run_locked(out_dir: Path, plan: Plan, *, progress: bool, max_restarts: int,
             "finished_utc": _now(), "sweep_wall_s_last_invocation": time.monotonic() - started}
     if prebuilt is not None:
         info["prebuild_last_invocation"] = prebuilt
+    if command_started is not None:
+        info["command_to_sweep_s_last_invocation"] = started - command_started
     record.finalize(out_dir, info)
     return _summary(out_dir, expected, outcome, wall_s=time.monotonic() - started)
 
