@@ -83,13 +83,8 @@ def _three_replays_before_samples(timing):
 
     def setup(self, k, flush_bytes, auto_k):
         k = original(self, k, flush_bytes, auto_k)
-        if k == 1:  # the timer itself replays a one-call graph three times
-            return k
-        for start, end in self._event_pairs(3):
-            start.record()
-            self.graph.replay()
-            end.record()
-        self.torch.cuda.synchronize()
+        if k > 1:  # the timer itself replays a one-call graph three times
+            self._time_replays()
         return k
     timing._CudaTimer.setup = setup
     try:

@@ -291,14 +291,16 @@ class _CudaTimer:
         cuda.synchronize()
         self.graph.replay()  # the upload
         cuda.synchronize()
-        if not (sizing or k == 1):
-            return None
+        return self._time_replays() if sizing or k == 1 else None
+
+    def _time_replays(self) -> float:
+        """Time three replays of the captured graph; return their median (ms)."""
         pairs = self._event_pairs(3)
         for s, e in pairs:
             s.record()
             self.graph.replay()
             e.record()
-        cuda.synchronize()
+        self.torch.cuda.synchronize()
         return sorted(s.elapsed_time(e) for s, e in pairs)[1]
 
     def setup(self, k, flush_bytes, auto_k) -> int:
