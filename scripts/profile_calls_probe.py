@@ -36,19 +36,13 @@ def per_call_ms(events, n_calls: int) -> list[float]:
     return [sum(us for _, us in events[i * per:(i + 1) * per]) / 1e3 for i in range(n_calls)]
 
 
-def _session_events(fn, n_calls, torch):
+def _session_events(fn, n_calls):
     """``(start_ns, duration_us)`` of the kernels of one profiler session of ``n_calls``
-    calls: the activities ``profiler.profile_device_time`` reads, less the profiler's own."""
-    from torch.profiler import ProfilerActivity, profile
-
+    calls (the session ``profiler.profile_device_time`` runs), less the profiler's own."""
     from attn_analysis.measure import profiler
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(n_calls):
-            fn()
-        torch.cuda.synchronize()
     return [(e.start_ns(), (e.end_ns() - e.start_ns()) / 1e3)
-            for e in profiler.device_activities(prof)
-            if e.name() not in profiler._PROFILER_OVERHEAD]
+            for e in profiler.device_activities(profiler.profile_session(fn, n_calls))
+            if e.name() not in profiler.PROFILER_OVERHEAD]
 
 
 def _pair(key: str, cand: str, args, torch) -> dict:
@@ -67,7 +61,7 @@ def _pair(key: str, cand: str, args, torch) -> dict:
                 torch.cuda.synchronize()
                 if w == 0:
                     first_host_ms.append((time.perf_counter() - t0) * 1e3)
-            calls.append(per_call_ms(_session_events(fn, args.calls, torch), args.calls))
+            calls.append(per_call_ms(_session_events(fn, args.calls), args.calls))
     later = statistics.median(c for row in calls for c in row[1:])
     return {"config": key, "candidate": cand, "warm": args.warm, "placements": len(calls),
             "later_calls_median_ms": later,

@@ -11,8 +11,8 @@ import numpy as np
 from .. import _validate
 from .timing import _cuda_available, _torch
 
-__all__ = ["PLACEMENT_CALLS", "profile_device_time", "device_activities", "kernels_per_call",
-           "capture_graph", "profile_graph"]
+__all__ = ["PLACEMENT_CALLS", "PROFILER_OVERHEAD", "profile_device_time", "profile_session",
+           "device_activities", "kernels_per_call", "capture_graph", "profile_graph"]
 
 # The calls of the profile at each placement of a sweep (the kernel time beside its
 # samples), whatever a call lasts. Fewer calls for long calls were tried and dropped: one
@@ -22,7 +22,7 @@ __all__ = ["PLACEMENT_CALLS", "profile_device_time", "device_activities", "kerne
 PLACEMENT_CALLS = 10
 
 # Profiler activity that is the profiler's own work, not the call's.
-_PROFILER_OVERHEAD = ("Activity Buffer Request",)
+PROFILER_OVERHEAD = ("Activity Buffer Request",)
 # Whether this process has had its one unrecorded profiling pass (the profiler's start-up:
 # CUPTI is initialised once per process, so later sessions need no warm-up of their own).
 _started = False
@@ -45,20 +45,29 @@ def profile_device_time(fn, n_calls=20) -> dict:
     if not _cuda_available():
         raise ValueError("`profile_device_time` needs CUDA, which is not available here.")
     torch = _torch()
-    from torch.profiler import ProfilerActivity, profile
 
     global _started
     fn()
     torch.cuda.synchronize()
     for _ in range(1 if _started else 2):
         _started = True
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            for _ in range(n_calls):
-                fn()
-            torch.cuda.synchronize()
+        prof = profile_session(fn, n_calls)
     kernels = kernels_per_call(_device_events(prof), n_calls)
     return {"device_ms_per_call": float(sum(r["ms_per_call"] for r in kernels)),
             "n_calls": n_calls, "kernels": kernels}
+
+
+def profile_session(fn, n_calls: int):
+    """One ``torch.profiler`` session (``ProfilerActivity.CUDA``) of ``n_calls`` calls of
+    ``fn``, ended once the GPU has finished them; the finished profile, for
+    :func:`device_activities`. No warm-up of its own: :func:`profile_device_time` adds it.
+    CUDA only (the caller checks)."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(n_calls):
+            fn()
+        _torch().cuda.synchronize()
+    return prof
 
 
 def device_activities(prof):
@@ -86,12 +95,12 @@ def _device_events(prof):
 def kernels_per_call(events, n_calls: int) -> list[dict]:
     """Group ``(name, duration_us)`` device events of ``n_calls`` calls by name: one row per
     kernel with ``ms_per_call`` and ``count_per_call``, longest first; the profiler's own
-    activity (``_PROFILER_OVERHEAD``) is left out, memsets and copies are kept."""
+    activity (``PROFILER_OVERHEAD``) is left out, memsets and copies are kept."""
     n_calls = _validate.integer("n_calls", n_calls)
     total_us: dict[str, float] = {}
     count: dict[str, int] = {}
     for name, us in events:
-        if name in _PROFILER_OVERHEAD:
+        if name in PROFILER_OVERHEAD:
             continue
         total_us[name] = total_us.get(name, 0.0) + float(us)
         count[name] = count.get(name, 0) + 1
@@ -156,7 +165,7 @@ def profile_graph(graph, n_calls, n_replays=10) -> dict:
             graph.replay()
         torch.cuda.synchronize()
     kernels = sorted((e for e in prof.events() if e.device_type.name == "CUDA"
-                      and e.name not in _PROFILER_OVERHEAD), key=lambda e: e.time_range.start)
+                      and e.name not in PROFILER_OVERHEAD), key=lambda e: e.time_range.start)
     per = len(kernels) // n_replays
     busy, span = [], []
     for r in range(n_replays):
