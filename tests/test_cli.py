@@ -362,8 +362,6 @@ def test_building_the_parser_imports_neither_torch_nor_scipy():
     """The sweep starts its trial processes' server after the parser is built: what the
     parser imports delays that server on every run (scipy.stats, for the margin's default,
     took 3.6 s of a fresh H100's command under the profiler)."""
-    import subprocess
-    import sys
     code = ("import sys, attn_analysis.__main__ as m; m.build_parser(); "
             "print(sorted(k for k in ('torch', 'scipy', 'scipy.stats') if k in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
