@@ -242,11 +242,31 @@ GLUON_PLANS = {
                    "plugins": ("attn_analysis.peers",)},
 }
 
+# The peer campaigns of issue 42 (scripts/sota_campaign.sh names their runs PREFIX-sota-CAMPAIGN):
+# FlashAttention-3's Hopper build, PyTorch's two switches to FlashAttention-4 (FlexAttention's
+# FLASH backend; SDPA after activating FA4) and FA4 on its own (B, S, H, D) layout, beside
+# SDPA's default (cuDNN on Hopper), cuDNN called directly, FA4 and the A/A twin, at the
+# target and across the long grid; four processes each, the calibrated design. sdpa_fa4
+# needs the flash-attn-4 release torch 2.11's wrapper expects (requirements-peers.txt), so
+# it has plans of its own, run under that environment (PEERS_PYTHONPATH_FA4B18).
+PEER_PLANS = {
+    "peers2-target": {"matrix": "fixed-v1", "trials": 4, "modes": ("graph",),
+                      "candidates": ("sdpa", "sdpa_cudnn", "cudnn_frontend", "fa4", "fa4_bshd",
+                                     "fa3", "flex_flash", "sdpa_twin")},
+    "peers2-long": {"matrix": "long-grid-v1", "trials": 4, "modes": ("graph",),
+                    "candidates": ("sdpa", "fa4", "fa4_bshd", "fa3", "flex_flash")},
+    "peers2-sdpa-fa4-target": {"matrix": "fixed-v1", "trials": 4, "modes": ("graph",),
+                               "candidates": ("sdpa", "fa4", "sdpa_fa4", "sdpa_twin")},
+    "peers2-sdpa-fa4-long": {"matrix": "long-grid-v1", "trials": 4, "modes": ("graph",),
+                             "candidates": ("sdpa", "fa4", "sdpa_fa4")},
+}
+
 
 def sweep_arguments(campaign: str) -> list[str]:
     """The ``python -m attn_analysis sweep`` arguments of ``campaign`` (a key of
-    ``CAMPAIGN_PLANS``, ``CALIBRATION_PLANS`` or ``GLUON_PLANS``), without ``--out``."""
-    plans = {**CAMPAIGN_PLANS, **CALIBRATION_PLANS, **GLUON_PLANS}
+    ``CAMPAIGN_PLANS``, ``CALIBRATION_PLANS``, ``GLUON_PLANS`` or ``PEER_PLANS``), without
+    ``--out``."""
+    plans = {**CAMPAIGN_PLANS, **CALIBRATION_PLANS, **GLUON_PLANS, **PEER_PLANS}
     plan = plans[_validate.choice("campaign", campaign, sorted(plans))]
     args = [arg for plugin in plan.get("plugins", PLUGINS) for arg in ("--plugin", plugin)]
     return args + ["--matrix", plan["matrix"], "--trials", str(plan["trials"]),

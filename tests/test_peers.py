@@ -293,3 +293,176 @@ def test_xformers_built_for_another_pytorch_is_unsupported_with_why(monkeypatch)
     with pytest.raises(cands.Unsupported, match=r"built for: PyTorch 2\.10\.0\+cu128"):
         peers._build_xformers(TINY, "cpu")
 
+
+
+# ---------------------------------------------------- the peers of issue 42 (fa3 and co.)
+
+NEW = ("fa3", "flex_flash", "sdpa_fa4", "fa4_bshd")
+
+
+def test_new_candidates_are_registered_with_family_pattern_and_origin():
+    fa4_family = cands.get("fa4").meta.family
+    expected = {"fa3": ("peer", "FlashAttention-3 (C++)"), "flex_flash": ("peer", fa4_family),
+                "sdpa_fa4": ("peer", fa4_family), "fa4_bshd": ("control", fa4_family)}
+    for name, (origin, family) in expected.items():
+        meta = cands.get(name).meta
+        assert (meta.origin, meta.family) == (origin, family), name
+        assert meta.kernel_pattern and cands.get(name).devices == ("cuda",)
+    assert cands.get("fa3").min_capability == (9, 0)
+    assert set(NEW) <= set(peers.PEER_NAMES + peers.CONTROL_NAMES)
+    assert not set(NEW) & set(cands.DEFAULT_CANDIDATES)
+
+
+def test_fa3_kernel_pattern_tells_fa3_from_fa4_and_xformers():
+    import re
+    fa3_name = ("void cutlass::device_kernel<flash::enable_sm90_or_later<flash::"
+                "FlashAttnFwdSm90<flash::CollectiveMainloopFwdSm90<2, cute::tuple<")
+    assert re.search(cands.get("fa3").meta.kernel_pattern, fa3_name, re.I)
+    for other in ("fa4", "xformers"):
+        assert not re.search(cands.get(other).meta.kernel_pattern, fa3_name, re.I)
+
+
+@pytest.mark.parametrize("name", NEW)
+def test_new_candidates_on_a_cpu_are_unsupported_with_a_reason(name):
+    with pytest.raises(cands.Unsupported, match=f"{name} runs on cuda only"):
+        cands.build(name, TINY, "cpu")
+
+
+def _fake_fa3(monkeypatch, module="flash_attn_interface", config_module="flash_attn_config"):
+    calls = []
+
+    def flash_attn_func(q, k, v, causal=False):
+        calls.append((tuple(q.shape), q.stride()))
+        return _sdpa_bshd(q, k, v, causal)  # FA3 returns the output alone by default
+
+    mod = types.ModuleType(module)
+    mod.flash_attn_func = flash_attn_func
+    _install(monkeypatch, module, mod)
+    cfg = types.ModuleType(config_module)
+    cfg.CONFIG = {"build_flags": {"FLASHATTENTION_DISABLE_BACKWARD": True,
+                                  "FLASHATTENTION_DISABLE_FP16": False}}
+    _install(monkeypatch, config_module, cfg)
+    return calls
+
+
+def _hide(monkeypatch, *modules):
+    """Make ``modules`` fail to import, whatever this machine has installed."""
+    for module in modules:
+        monkeypatch.setitem(sys.modules, module, None)
+
+
+@pytest.mark.parametrize("config", [TINY, TINY_CAUSAL])
+def test_fa3_gets_bshd_views_records_its_build_and_passes_the_gate(monkeypatch, config):
+    calls = _fake_fa3(monkeypatch)
+    built = peers._build_fa3(config, "cpu")
+    assert cands.check(built, config, "cpu", seed=21, name="fa3").passed
+    shape, stride = calls[-1]
+    assert shape == (config.batch, config.seq_len, config.heads, config.head_dim)
+    assert stride[1] == config.head_dim  # a view of (B, H, S, D) memory, not a copy
+    assert built.info["package"] == "tokenspeed-fa3"
+    assert built.info["implementation"] == "flash_attn_interface.flash_attn_func"
+    assert built.info["build_flags"]["FLASHATTENTION_DISABLE_BACKWARD"] is True
+
+
+def test_fa3_falls_back_to_the_forward_only_wheel(monkeypatch):
+    _hide(monkeypatch, "flash_attn_interface")
+    _fake_fa3(monkeypatch, "fa3_fwd_interface", "fa3_fwd_config")
+    built = peers._build_fa3(TINY, "cpu")
+    assert built.info["package"] == "fa3-fwd"
+    assert built.info["implementation"] == "fa3_fwd_interface.flash_attn_func"
+
+
+def test_fa3_missing_is_unsupported_naming_both_wheels(monkeypatch):
+    _hide(monkeypatch, "flash_attn_interface", "fa3_fwd_interface")
+    with pytest.raises(cands.Unsupported, match=r"tokenspeed-fa3 is not importable.*; "
+                                                r"fa3-fwd is not importable"):
+        peers._build_fa3(TINY, "cpu")
+
+
+def test_fa4_bshd_runs_on_contiguous_bshd_memory(monkeypatch):
+    calls = _fake_fa4(monkeypatch)
+    built = peers._build_fa4_bshd(TINY, "cpu")
+    assert built.layout == "BSHD" and "contiguous" in built.info["inputs"]
+    assert cands.check(built, TINY, "cpu", seed=23, name="fa4_bshd").passed
+    shape, stride = calls[-1]
+    assert shape == (2, 33, 3, 64)
+    assert stride == (33 * 3 * 64, 3 * 64, 64, 1)  # contiguous (B, S, H, D)
+    # fa4 itself keeps the transposed views of (B, H, S, D) memory
+    assert peers._build_fa4(TINY, "cpu").layout == "BHSD"
+
+
+@pytest.mark.parametrize("name", ["flex_flash", "sdpa_fa4"])
+def test_the_switches_without_flash_attn_4_are_unsupported(monkeypatch, name):
+    _hide(monkeypatch, "flash_attn", "flash_attn.cute", "flash_attn.cute.interface")
+    builder = {"flex_flash": peers._build_flex_flash, "sdpa_fa4": peers._build_sdpa_fa4}[name]
+    with pytest.raises(cands.Unsupported, match="flash-attn-4 is not importable"):
+        builder(TINY, "cpu")
+
+
+def test_sdpa_fa4_on_a_torch_without_the_switch_is_unsupported(monkeypatch):
+    import torch.nn.attention as attention
+    monkeypatch.delattr(attention, "activate_flash_attention_impl", raising=False)
+    with pytest.raises(cands.Unsupported, match="has no torch.nn.attention."
+                                                "activate_flash_attention_impl"):
+        peers._build_sdpa_fa4(TINY, "cpu")
+
+
+def test_a_failing_switch_is_unsupported_with_its_first_line():
+    def fn(q, k, v):
+        raise ValueError("too many values to unpack (expected 2)\nmore text")
+    with pytest.raises(cands.Unsupported, match=r"^ValueError: too many values to unpack "
+                                                r"\(expected 2\)$"):
+        peers._switch_first_call(fn, TINY, "cpu")
+
+
+def test_sdpa_fa4_activates_fa4_only_inside_its_context(monkeypatch):
+    import torch.nn.attention as attention
+    events = []
+    _fake_fa4(monkeypatch)
+    _install(monkeypatch, "flash_attn.cute.interface", types.ModuleType("flash_attn.cute.interface"))
+    monkeypatch.setattr(attention, "list_flash_attention_impls", lambda: ["FA3", "FA4"])
+    monkeypatch.setattr(attention, "activate_flash_attention_impl",
+                        lambda impl: events.append(("activate", impl)))
+    monkeypatch.setattr(attention, "restore_flash_attention_impl",
+                        lambda _raise_warn=True: events.append(("restore",)))
+    built = peers._build_sdpa_fa4(TINY, "cpu")
+    assert events == [("activate", "FA4"), ("restore",)] * 2  # the two first calls
+    assert cands.check(built, TINY, "cpu", seed=29, name="sdpa_fa4").passed
+    assert events[-2:] == [("activate", "FA4"), ("restore",)]
+    assert built.info["backend_selection"] == "outside the timed call"
+
+
+# ------------------------------------------------- scripts/peers_check.py: one file of parts
+
+def _peers_check_script():
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[1] / "scripts" / "peers_check.py"
+    spec = importlib.util.spec_from_file_location("peers_check_script", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_peers_check_combines_its_environments_into_one_sealed_file(tmp_path):
+    from attn_analysis.record import checks
+    script = _peers_check_script()
+    assert set(NEW) <= set(script.NAMES)
+    for env, rows in (("main", [{"candidate": "fa3", "config": "B32-H8-S512-D64-fp16",
+                                 "status": "ok"}]),
+                      ("xformers", [{"candidate": "xformers", "config": "B32-H8-S512-D64-fp16",
+                                     "status": "unsupported", "reason": "built for PyTorch 2.10"}])):
+        script._write_json(str(tmp_path / f"peers_part_{env}.json"),
+                           {"env": env, "gpu": "NVIDIA H100 80GB HBM3", "fingerprint": {"x": 1},
+                            "pythonpath": f"/tmp/site-{env}", "versions": {"torch": "2.11.0"},
+                            "candidates": [rows[0]["candidate"]], "rows": rows,
+                            "complete": env == "main"})
+    path = script.combine(str(tmp_path))
+    assert path.endswith("peers2_check_h100.json")
+    doc = checks.read(path, kind="peers_check")
+    assert [(r["env"], r["candidate"]) for r in doc["rows"]] == [("main", "fa3"),
+                                                                ("xformers", "xformers")]
+    assert doc["environments"]["xformers"]["pythonpath"] == "/tmp/site-xformers"
+    assert doc["complete"] is False  # one part was cut short
+    with pytest.raises(ValueError, match="`out_dir`"):
+        script.combine(str(tmp_path / "empty"))

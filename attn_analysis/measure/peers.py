@@ -17,7 +17,25 @@ Load with ``python -m attn_analysis sweep --plugin attn_analysis.peers ...``. It
   its output memset is in the call. Which engine served the graph is recorded.
 - ``xformers``: xFormers' ``memory_efficient_attention_forward`` with its default operator
   dispatch.
+- ``fa3``: FlashAttention-3's Hopper forward (the C++/CUTLASS build of flash-attention's
+  ``hopper/``, ``flash_attn_interface.flash_attn_func``) from the binary wheel
+  ``tokenspeed-fa3`` (torch's stable C ABI, CUDA 13, sm90a; forward only); where it does
+  not import, the forward-only wheel ``fa3-fwd`` (``fa3_fwd_interface``, no fp16 kernels).
+  The build flags the wheel records (``flash_attn_config.CONFIG``) go into ``info``.
+- ``flex_flash``: FlexAttention under ``torch.compile`` with ``kernel_options={"BACKEND":
+  "FLASH"}``, which lowers to FlashAttention-4's CuTe DSL kernel (needs flash-attn-4).
+- ``sdpa_fa4``: SDPA's flash backend after ``torch.nn.attention.activate_flash_attention_impl
+  ("FA4")``. torch 2.11's wrapper unpacks ``(out, lse)`` from ``_flash_attn_fwd``, which
+  flash-attn-4 returns up to 4.0.0b18 (b19 on return more values).
+- ``fa4_bshd`` (a control): ``fa4`` on contiguous (B, S, H, D) memory (``Built.layout``), the
+  layout FlashAttention-4's API is written for, beside ``fa4`` fed transposed views.
 - ``sdpa_bshd`` (a control): SDPA's default dispatch on inputs in (B, S, H, D) memory.
+
+``flex_flash`` and ``sdpa_fa4`` are switches a PyTorch user turns on; any failure of their
+first call (a compile error, a wrapper at odds with the installed FA4) makes them
+``Unsupported`` with the exception's first line, since that failure is the finding.
+``sdpa_fa4`` activates FA4 only inside its ``Built.context`` and restores PyTorch's own
+flash kernel on leaving it, so no other candidate in the process sees the swap.
 
 Nothing is tuned against a peer and none of its settings is changed from its default:
 each is called as its documentation shows, built (compiled, planned) once outside any
@@ -28,6 +46,7 @@ makes the candidate ``Unsupported`` with the reason, and the sweep goes on.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.metadata
 import math
@@ -36,10 +55,12 @@ import os
 import torch
 import torch.nn.functional as F
 
-from . import candidates as cands
+from . import candidates as cands, compile_settings
+from ..analyse import catalog
 from ..configs import Config
 
-__all__ = ["PACKAGES", "FLASHINFER_WORKSPACE_BYTES", "package", "PEER_NAMES"]
+__all__ = ["PACKAGES", "FALLBACKS", "FLASHINFER_WORKSPACE_BYTES", "package", "PEER_NAMES",
+           "CONTROL_NAMES", "SDPA_FA4_RELEASE", "META"]
 
 # candidate -> (module to import, distribution whose version is recorded, how to install)
 PACKAGES = {
@@ -47,7 +68,19 @@ PACKAGES = {
     "flashinfer": ("flashinfer", "flashinfer-python", "pip install flashinfer-python"),
     "cudnn_frontend": ("cudnn", "nvidia-cudnn-frontend", "pip install nvidia-cudnn-frontend"),
     "xformers": ("xformers", "xformers", "pip install xformers"),
+    "fa3": ("flash_attn_interface", "tokenspeed-fa3", "pip install tokenspeed-fa3"),
+    # PyTorch's two switches run FlashAttention-4's kernel: its package is what they need
+    "flex_flash": ("flash_attn.cute", "flash-attn-4", "pip install flash-attn-4"),
+    "sdpa_fa4": ("flash_attn.cute.interface", "flash-attn-4",
+                 "pip install flash-attn-4==4.0.0b18"),
 }
+# candidate -> packages tried, in order, when the first one does not import
+FALLBACKS = {
+    "fa3": (("fa3_fwd_interface", "fa3-fwd", "pip install fa3-fwd"),),
+}
+# The flash-attn-4 release whose _flash_attn_fwd returns the (out, lse) pair that torch
+# 2.11's FA4 wrapper (torch/nn/attention/_fa4.py) unpacks: the last before b19.
+SDPA_FA4_RELEASE = "4.0.0b18"
 # Exceptions a peer raises when it does not support a configuration (an assertion or a
 # ValueError on a shape or dtype, a NotImplementedError); others (a TypeError from a
 # wrong call, a CUDA error) are recorded by the sweep as errors, not as unsupported.
@@ -60,14 +93,8 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {lines[0][:300] if lines else ''}"
 
 
-def package(candidate: str):
-    """Import the package of peer ``candidate``; return (module, {"package", "version"}).
-
-    Raises ``Unsupported`` naming the package, the reason and how to install it.
-    """
-    if candidate not in PACKAGES:
-        raise ValueError(f"`candidate` must be one of {sorted(PACKAGES)}; got {candidate!r}.")
-    module, dist, install = PACKAGES[candidate]
+def _import(module: str, dist: str, install: str):
+    """Import ``module``; return (module, {"package", "version"}) or raise Unsupported."""
     try:
         mod = importlib.import_module(module)
     except Exception as exc:  # ImportError, or a package that fails while importing
@@ -78,6 +105,24 @@ def package(candidate: str):
     except importlib.metadata.PackageNotFoundError:
         version = str(getattr(mod, "__version__", "unknown"))
     return mod, {"package": dist, "version": version}
+
+
+def package(candidate: str):
+    """Import the package of peer ``candidate``; return (module, {"package", "version"}).
+
+    Where the first package does not import, those of ``FALLBACKS[candidate]`` are tried in
+    order. Raises ``Unsupported`` naming each package tried, the reason and how to install
+    it.
+    """
+    if candidate not in PACKAGES:
+        raise ValueError(f"`candidate` must be one of {sorted(PACKAGES)}; got {candidate!r}.")
+    reasons = []
+    for module, dist, install in (PACKAGES[candidate], *FALLBACKS.get(candidate, ())):
+        try:
+            return _import(module, dist, install)
+        except cands.Unsupported as exc:
+            reasons.append(str(exc))
+    raise cands.Unsupported("; ".join(reasons))
 
 
 def _first_call(fn, config: Config, device: str, layout: str = "BHSD") -> None:
@@ -99,21 +144,131 @@ def _torch_dtype(config: Config):
 
 # ------------------------------------------------------------------------------ fa4
 
-def _build_fa4(config: Config, device: str) -> cands.Built:
-    cute, pkg = package("fa4")
-    causal = config.causal
-
+def _bshd_call(func, causal: bool):
+    """fn(q, k, v) handing ``func`` (B, S, H, D) views of our logical (B, H, S, D) tensors
+    (no copy: on (B, S, H, D) memory the views are contiguous) and returning its output
+    seen as (B, H, S, D). ``func`` may return the output alone or (output, lse, ...)."""
     def fn(q, k, v):
-        out = cute.flash_attn_func(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
-                                   causal=causal)
+        out = func(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), causal=causal)
         out = out[0] if isinstance(out, tuple) else out
         return out.transpose(1, 2)
-    _first_call(fn, config, device)  # the CuTe DSL compile happens here
-    _first_call(fn, config, device)
+    return fn
+
+
+def _fa4_built(config: Config, device: str, layout: str) -> cands.Built:
+    cute, pkg = package("fa4")
+    fn = _bshd_call(cute.flash_attn_func, config.causal)
+    _first_call(fn, config, device, layout=layout)  # the CuTe DSL compile happens here
+    _first_call(fn, config, device, layout=layout)
     cache = os.environ.get("FLASH_ATTENTION_CUTE_DSL_CACHE_ENABLED", "0") == "1"
+    inputs = ("contiguous (B, S, H, D) tensors" if layout == "BSHD"
+              else "(B, S, H, D) views of (B, H, S, D) tensors")
     return cands.Built(fn, {"implementation": "flash_attn.cute.flash_attn_func", **pkg,
+                            "inputs": inputs,
+                            "compiled_kernel_cache": "disk" if cache else "process"},
+                       layout=layout)
+
+
+def _build_fa4(config: Config, device: str) -> cands.Built:
+    return _fa4_built(config, device, "BHSD")
+
+
+def _build_fa4_bshd(config: Config, device: str) -> cands.Built:
+    """FA4 on its own (B, S, H, D) layout: the layout control beside ``fa4``."""
+    return _fa4_built(config, device, "BSHD")
+
+
+# ------------------------------------------------------------------------------ fa3
+
+def _build_fa3(config: Config, device: str) -> cands.Built:
+    fa3, pkg = package("fa3")
+    fn = _bshd_call(fa3.flash_attn_func, config.causal)
+    _first_call(fn, config, device)
+    _first_call(fn, config, device)
+    flags = {}
+    config_module = {"flash_attn_interface": "flash_attn_config",
+                     "fa3_fwd_interface": "fa3_fwd_config"}.get(fa3.__name__)
+    with contextlib.suppress(Exception):  # the wheel's record of its build, where it has one
+        flags = dict(importlib.import_module(config_module).CONFIG.get("build_flags", {}))
+    return cands.Built(fn, {"implementation": f"{fa3.__name__}.flash_attn_func", **pkg,
                             "inputs": "(B, S, H, D) views of (B, H, S, D) tensors",
-                            "compiled_kernel_cache": "disk" if cache else "process"})
+                            "build_flags": {k: bool(v) for k, v in flags.items()}})
+
+
+# -------------------------------------------------------- PyTorch's switches to FA4
+
+def _switch_first_call(fn, config: Config, device: str, context=contextlib.nullcontext) -> None:
+    """First call of a PyTorch switch: any failure is the finding, recorded as Unsupported."""
+    try:
+        cands._try_once(fn, config, device, context)
+    except cands.Unsupported:
+        raise
+    except Exception as exc:
+        raise cands.Unsupported(_first_line(exc)) from None
+
+
+def _build_flex_flash(config: Config, device: str) -> cands.Built:
+    """FlexAttention's FLASH backend under torch.compile, as torch's documentation shows."""
+    _, pkg = package("flex_flash")
+    try:
+        from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+    except ImportError as exc:
+        raise cands.Unsupported(f"torch {torch.__version__} has no FlexAttention: {exc}") from None
+    threads = compile_settings.prepare()
+    compiled = torch.compile(flex_attention, dynamic=False)
+    block_mask = None
+    if config.causal:
+        def causal_mask(b, h, q_idx, kv_idx):
+            return q_idx >= kv_idx
+        block_mask = create_block_mask(causal_mask, B=None, H=None, Q_LEN=config.seq_len,
+                                       KV_LEN=config.seq_len, device=device)
+    options = {"BACKEND": "FLASH"}
+
+    def fn(q, k, v):
+        return compiled(q, k, v, block_mask=block_mask, kernel_options=options)
+    _switch_first_call(fn, config, device)  # compiles here
+    _switch_first_call(fn, config, device)
+    return cands.Built(fn, {"implementation": "torch.compile(flex_attention), "
+                            "kernel_options BACKEND=FLASH", "torch": torch.__version__,
+                            **pkg, "dynamic": False,
+                            "block_mask": "causal" if config.causal else None,
+                            "compile_threads": threads})
+
+
+def _fa4_sdpa_context():
+    """A context factory: FA4 activated into SDPA's flash backend, and that backend forced;
+    PyTorch's own flash kernel is restored on leaving."""
+    from torch.nn.attention import (SDPBackend, activate_flash_attention_impl,
+                                    restore_flash_attention_impl, sdpa_kernel)
+
+    @contextlib.contextmanager
+    def context():
+        activate_flash_attention_impl("FA4")
+        try:
+            with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+                yield
+        finally:
+            restore_flash_attention_impl(_raise_warn=False)
+    return context
+
+
+def _build_sdpa_fa4(config: Config, device: str) -> cands.Built:
+    attention = importlib.import_module("torch.nn.attention")
+    if not hasattr(attention, "activate_flash_attention_impl"):
+        raise cands.Unsupported(f"torch {torch.__version__} has no "
+                                "torch.nn.attention.activate_flash_attention_impl")
+    _, pkg = package("sdpa_fa4")
+    if "FA4" not in attention.list_flash_attention_impls():
+        raise cands.Unsupported(f"torch {torch.__version__} lists no FA4 impl "
+                                f"({attention.list_flash_attention_impls()})")
+    context = _fa4_sdpa_context()
+    fn = cands._sdpa_fn(config)
+    _switch_first_call(fn, config, device, context)  # the CuTe DSL compile happens here
+    _switch_first_call(fn, config, device, context)
+    return cands.Built(fn, {"implementation": "SDPA flash backend after "
+                            "activate_flash_attention_impl('FA4')", "torch": torch.__version__,
+                            **pkg, "backend_selection": "outside the timed call"},
+                       context=context)
 
 
 # ------------------------------------------------------------------------ flashinfer
@@ -220,20 +375,45 @@ def _build_sdpa_bshd(config: Config, device: str) -> cands.Built:
                             "backend": "default dispatch"}, layout="BSHD")
 
 
-PEER_NAMES = ("fa4", "flashinfer", "cudnn_frontend", "xformers")
+PEER_NAMES = ("fa4", "flashinfer", "cudnn_frontend", "xformers", "fa3", "flex_flash",
+              "sdpa_fa4")
+CONTROL_NAMES = ("fa4_bshd", "sdpa_bshd")
 _BUILDERS = {"fa4": _build_fa4, "flashinfer": _build_flashinfer,
-             "cudnn_frontend": _build_cudnn_frontend, "xformers": _build_xformers}
+             "cudnn_frontend": _build_cudnn_frontend, "xformers": _build_xformers,
+             "fa3": _build_fa3, "flex_flash": _build_flex_flash, "sdpa_fa4": _build_sdpa_fa4,
+             "fa4_bshd": _build_fa4_bshd}
 _DESCRIPTIONS = {
     "fa4": "FlashAttention-4 (CuTe DSL; the FA3 design on Hopper), as shipped",
     "flashinfer": "FlashInfer batch prefill, ragged KV, backend auto, as shipped",
     "cudnn_frontend": "cuDNN SDPA graph through the cuDNN Python frontend, as shipped",
     "xformers": "xFormers memory_efficient_attention_forward, default dispatch, as shipped",
+    "fa3": "FlashAttention-3's Hopper forward (C++ build, flash_attn_interface), as shipped",
+    "flex_flash": "FlexAttention with kernel_options BACKEND=FLASH (FA4's kernel), as shipped",
+    "sdpa_fa4": "SDPA flash backend after activate_flash_attention_impl('FA4'), as shipped",
+    "fa4_bshd": "control: FlashAttention-4 on contiguous (B, S, H, D) memory",
 }
+# Candidates the catalog (analyse.catalog.CATALOG) does not know carry their own metadata.
+_FA3_KERNEL = r"FlashAttnFwdSm90"
+META = {
+    "fa3": catalog.Meta("FlashAttention-3 (Hopper C++)", "peer", "FlashAttention-3 (C++)",
+                        _FA3_KERNEL),
+    "flex_flash": catalog.Meta("FlexAttention, FLASH backend", "peer",
+                               "FlashAttention-4 (CuTe DSL)", catalog.CATALOG["fa4"].kernel_pattern),
+    "sdpa_fa4": catalog.Meta("SDPA with FA4 activated", "peer", "FlashAttention-4 (CuTe DSL)",
+                             catalog.CATALOG["fa4"].kernel_pattern),
+    "fa4_bshd": catalog.Meta("FlashAttention-4 on (B, S, H, D) memory", "control",
+                             "FlashAttention-4 (CuTe DSL)", catalog.CATALOG["fa4"].kernel_pattern),
+}
+# FA3's Hopper kernels and PyTorch's FA4 route need sm90 or later; the others sm80.
+_MIN_CAPABILITY = {"fa3": (9, 0), "sdpa_fa4": (9, 0), "flex_flash": (9, 0),
+                   "fa4_bshd": (8, 0)}
 
-for _name in PEER_NAMES:
+for _name in PEER_NAMES + ("fa4_bshd",):
     if _name not in cands.CANDIDATES:
         cands.register(cands.Candidate(_name, _DESCRIPTIONS[_name], _BUILDERS[_name],
-                                       devices=("cuda",), min_capability=(8, 0)))
+                                       devices=("cuda",),
+                                       min_capability=_MIN_CAPABILITY.get(_name, (8, 0)),
+                                       meta=META.get(_name)))
 if "sdpa_bshd" not in cands.CANDIDATES:
     cands.register(cands.Candidate("sdpa_bshd", "control: SDPA default dispatch on (B, S, H, D) "
                                    "memory", _build_sdpa_bshd))
