@@ -8,10 +8,10 @@ tokens of B = 32, S = 512 held fixed), and writes one JSON.
 
 Usage, on an sm90 GPU from the repository root, after ``source scripts/peers_install.sh``::
 
-    python3 scripts/crossover_ncu.py run            # -> $OUT/crossover_ncu.json
+    python3 scripts/crossover_ncu.py run            # -> $OUT/crossover_ncu_<gpu>.json
 
 ``run`` starts ``ncu`` (``--profile-from-start off``, ``--set full``, ``--clock-control
-none``) on this script's ``launch`` step, which builds every candidate as the sweep does
+none``, kernels matched on their demangled names) on this script's ``launch`` step, which builds every candidate as the sweep does
 (compile, plan, first calls: none of it profiled), then makes one profiled call of each
 between ``cudaProfilerStart`` and ``cudaProfilerStop``; ``-k`` keeps the attention kernels
 (the catalog's patterns). A candidate that does not build is recorded with its reason.
@@ -139,7 +139,10 @@ def run(out_dir: str) -> int:
     log_path = os.path.join(out_dir, "crossover_ncu_log.txt")
     t0 = time.monotonic()
     cmd = [ncu, "--profile-from-start", "off", "--set", "full", "--clock-control", "none",
-           "-k", f"regex:{kernel_regex()}", "-f", "-o", rep, sys.executable, __file__, "launch"]
+           # FA3's kernel is a template (cutlass::device_kernel<flash::FlashAttnFwdSm90<..>>):
+           # match the demangled name, not the bare function name ncu uses by default
+           "--kernel-name-base", "demangled", "-k", f"regex:{kernel_regex()}",
+           "-f", "-o", rep, sys.executable, __file__, "launch"]
     with open(log_path, "w") as log:
         proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT)
     text = Path(log_path).read_text(errors="replace")
@@ -160,7 +163,8 @@ def run(out_dir: str) -> int:
     import torch
     doc["gpu"] = torch.cuda.get_device_name() if torch.cuda.is_available() else None
     doc["torch"] = torch.__version__
-    path = os.path.join(out_dir, "crossover_ncu.json")
+    match = re.search(r"\b([A-Z]\d{1,4}[A-Za-z]?)\b", doc["gpu"] or "")
+    path = os.path.join(out_dir, f"crossover_ncu_{match.group(1).lower() if match else 'gpu'}.json")
     from attn_analysis.record.journal import atomic_write_bytes
     atomic_write_bytes(path, json.dumps(doc, indent=1, default=str).encode())
     print(f"wrote {path}: {len(doc['kernels'])} kernels, skipped {skipped}")
