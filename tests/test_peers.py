@@ -466,3 +466,19 @@ def test_peers_check_combines_its_environments_into_one_sealed_file(tmp_path):
     assert doc["complete"] is False  # one part was cut short
     with pytest.raises(ValueError, match="`out_dir`"):
         script.combine(str(tmp_path / "empty"))
+
+
+def test_requirements_pin_what_the_stage_script_reads():
+    import re
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    text = (root / "requirements-peers.txt").read_text()
+    stage = (root / "scripts" / "peers_stage.sh").read_text()
+    asked = re.findall(r"\$\(pin '?([^')]+?)'?\)", stage)
+    assert {"flash-attn-4", "nvidia-cutlass-dsl", "tokenspeed-fa3", "fa3-fwd", "xformers",
+            "# sdpa_fa4: flash-attn-4", "# sdpa_fa4: quack-kernels"} <= set(asked)
+    for name in asked:  # the stage script's pin(): "^NAME([extra])?==VERSION"
+        assert re.search(rf"^{re.escape(name)}(\[\w+\])?==\S+", text, re.M), name
+    b18 = re.search(r"^# sdpa_fa4: flash-attn-4==(\S+)", text, re.M).group(1)
+    assert b18 == peers.SDPA_FA4_RELEASE
+    assert "sdpa_fa4" in peers.PACKAGES and b18 in peers.PACKAGES["sdpa_fa4"][2]
