@@ -1,4 +1,4 @@
-"""Command line: ``python -m attn_analysis sweep | verify | show``.
+"""Command line: ``python -m attn_analysis sweep | verify | show | merge | ...``.
 
 Building the parser imports nothing that needs torch (``configs`` and ``sweep`` are
 torch-free at import), so ``--help`` works on a machine without it; the verbs import what
@@ -88,11 +88,25 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--deterministic", action="store_true",
                     help="time under torch.use_deterministic_algorithms(True) (changes SDPA's "
                          "dispatch; default off, as for a user who never asked)")
+    sw.add_argument("--gpus", default=None,
+                    help="GPU indices to spread the trial processes over, e.g. 0,1, or 'all' "
+                         "(default on cuda: every visible GPU), one process per GPU at a time, "
+                         "each pinned with CUDA_VISIBLE_DEVICES")
+    sw.add_argument("--one-at-a-time", action="store_true",
+                    help="run one trial process at a time, trial t on the t-th GPU of --gpus "
+                         "in turn (the control for neighbours' effect)")
+    sw.add_argument("--shard", default=None,
+                    help="K/N: record shard K of N only (the trials t with t %% N == K-1); "
+                         "`merge` joins the N shard runs into one run")
     sw.add_argument("--quiet", action="store_true", help="no progress bar")
 
     ve = sub.add_parser("verify", help="check a run's schema and checksums, or check files'")
     ve.add_argument("runs", nargs="+", help="run folders, check files or their folder "
                                             "(data/checks)")
+
+    me = sub.add_parser("merge", help="join the shard runs of one plan into one run")
+    me.add_argument("out", help="new run folder, e.g. data/runs/<run-id>")
+    me.add_argument("shards", nargs="+", help="the finalized shard run folders, 1..N")
 
     sh = sub.add_parser("show", help="summarise a run and warn about unstable data")
     sh.add_argument("run", help="run folder")
@@ -159,6 +173,8 @@ def cmd_sweep(args) -> int:
     from .measure.plan import _timing_iv
     run_lock.check_run_folder(args.out, "--out")
     _validate.distinct("--modes", args.modes, "a mode")
+    from .record import shard_iv
+    shard = None if args.shard is None else shard_iv(args.shard, "--shard")
     if args.candidates is not None:
         _validate.distinct("--candidates", args.candidates, "a name")
     # the trial processes' server and the child that reads the GPU's memory import torch
@@ -204,7 +220,8 @@ def cmd_sweep(args) -> int:
                       allow_mixed=args.allow_mixed, deterministic=args.deterministic,
                       placements=args.placements, kernel_times=not args.no_kernel_times,
                       process_warmup_ms=args.process_warmup_ms,
-                      start_method=args.start_method)
+                      start_method=args.start_method, shard=shard)
+    pins = _sweep_gpus(args, device)
     finished = sweep.preflight(args.out, plan, "--out")  # writes nothing
     if finished is not None:
         print(f"{args.out} is a finished run (finalized {finished['finished_utc']}): nothing "
@@ -218,7 +235,8 @@ def cmd_sweep(args) -> int:
     try:
         summary = sweep.run(args.out, plan, progress=not args.quiet,
                             prebuild=False if args.no_prebuild else None,
-                            command_started=getattr(args, "started", None))
+                            command_started=getattr(args, "started", None),
+                            gpus=pins, one_at_a_time=args.one_at_a_time)
     finally:
         signal.signal(signal.SIGTERM, previous)
     not_timed = ", ".join(f"{k} {v}" for k, v in sorted(summary["not_timed"].items()))
@@ -230,6 +248,28 @@ def cmd_sweep(args) -> int:
               f"{summary['first_error']}); the rest was measured and the run finalized with "
               f"them recorded", file=sys.stderr)
         return 1
+    return 0
+
+
+def _sweep_gpus(args, device: str) -> tuple:
+    """The GPU pins of a sweep's trial processes (``--gpus``; on cuda every visible GPU by
+    default, none on cpu), said on one line."""
+    from .measure import gpus
+    if device != "cuda":
+        if args.gpus is not None:
+            raise ValueError("`--gpus` spreads trial processes over GPUs; this sweep runs on "
+                             "the cpu.")
+        return ()
+    pins = gpus.select_gpus(args.gpus, gpus.visible_gpus(), "--gpus")
+    at_once = 1 if args.one_at_a_time else len(pins)
+    print(f"gpus: {len(pins)} ({', '.join(pins)}); {at_once} trial process(es) at a time")
+    return pins
+
+
+def cmd_merge(args) -> int:
+    from . import record
+    out = record.merge(args.out, args.shards)
+    print(f"merged {len(args.shards)} shard runs into {out}; it verifies")
     return 0
 
 
@@ -344,7 +384,7 @@ def cmd_calibrate(args) -> int:
     return 0
 
 
-COMMANDS = {"sweep": cmd_sweep, "verify": cmd_verify, "show": cmd_show,
+COMMANDS = {"sweep": cmd_sweep, "verify": cmd_verify, "show": cmd_show, "merge": cmd_merge,
             "compare": cmd_compare, "calibrate": cmd_calibrate}
 
 

@@ -83,7 +83,8 @@ def test_default_candidates_resolved_when_the_sweep_runs(tmp_path, monkeypatch):
     assert cli.build_parser().parse_args(["sweep", "--out", "x"]).candidates is None
     plans, prebuilds = [], []
 
-    def fake_run(out, plan, progress, prebuild, command_started):
+    def fake_run(out, plan, progress, prebuild, command_started, gpus=(), one_at_a_time=False):
+        assert gpus == () and one_at_a_time is False  # a cpu sweep pins nothing
         plans.append(plan)
         prebuilds.append(prebuild)
         return {"units": 0, "out": out, "wall_s": 0.0, "timing_units": 0, "timed": 0,
@@ -104,7 +105,7 @@ def test_sweep_defaults_are_the_calibrated_design(tmp_path, monkeypatch):
     """Without flags a sweep measures protocol 2's calibrated design (2 processes x 8
     placements x 20 samples, 10 ms warm-up); --ci-target switches to the adaptive rule."""
     plans = []
-    monkeypatch.setattr(sweep, "run", lambda out, plan, progress, prebuild, command_started:
+    monkeypatch.setattr(sweep, "run", lambda out, plan, progress, prebuild, command_started, **_:
                         plans.append(plan) or {
         "units": 0, "out": out, "wall_s": 0.0, "timing_units": 0, "timed": 0, "not_timed": {},
         "errored": 0, "first_error": "", "finished": False})

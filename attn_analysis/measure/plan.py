@@ -17,7 +17,7 @@ __all__ = ["SETTINGS_THAT_MUST_MATCH", "PROTOCOL", "DEFAULT_TRIALS", "DEFAULT_PL
            "DEFAULT_TIMING", "START_METHODS", "SweepError", "Plan", "plan_units"]
 
 SETTINGS_THAT_MUST_MATCH = ("device", "timing", "seed", "deterministic", "placements",
-                            "kernel_times", "start_method")
+                            "kernel_times", "start_method", "shard")
 # Measurement protocol written into every timing unit. 1 (runs before 2026-11-24): one
 # allocation of the inputs per candidate per process, candidates one after another.
 # 2: ``placements`` fresh allocations per unit behind a random pad, candidates interleaved
@@ -70,6 +70,9 @@ class Plan:
     kernel_times: bool = True
     process_warmup_ms: float = 500.0
     start_method: str = START_METHODS[0]
+    # (K, N): this plan records shard K of N only, the trials t with t % N == K - 1
+    # (record.shard_trials); None records every trial. ``merge`` joins the N shard runs.
+    shard: tuple | None = None
 
     def __post_init__(self):
         from . import candidates as cands
@@ -113,6 +116,11 @@ class Plan:
         for key in ("profile", "ceilings", "allow_mixed", "deterministic"):
             _validate.flag(key, getattr(self, key))
         _validate.choice("start_method", self.start_method, START_METHODS)
+        if self.shard is not None:
+            object.__setattr__(self, "shard", record.shard_iv(self.shard))
+            if not record.shard_trials(self.trials, self.shard):
+                raise ValueError(f"`shard` {self.shard[0]}/{self.shard[1]} holds no trial of "
+                                 f"{self.trials}: N must not exceed `trials`.")
         _timing_iv(self.timing)
 
     def to_json(self) -> dict:
@@ -120,7 +128,15 @@ class Plan:
         d["configs"] = [c.key for c in self.configs]
         d["candidates"], d["modes"], d["plugins"] = (list(self.candidates), list(self.modes),
                                                      list(self.plugins))
+        if self.shard is None:
+            del d["shard"]  # an unsharded plan reads as every plan recorded before shards
+        else:
+            d["shard"] = list(self.shard)
         return d
+
+    def unsharded(self) -> "Plan":
+        """This plan with every trial: the run that ``merge`` makes of its shards."""
+        return dataclasses.replace(self, shard=None)
 
     @classmethod
     def from_json(cls, d: dict) -> "Plan":
@@ -128,6 +144,8 @@ class Plan:
         d["configs"] = tuple(Config.from_key(k) for k in d["configs"])
         for key in ("candidates", "modes", "plugins"):
             d[key] = tuple(d[key])
+        if d.get("shard") is not None:
+            d["shard"] = tuple(d["shard"])
         return cls(**d)
 
 

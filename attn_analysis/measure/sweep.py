@@ -121,7 +121,8 @@ def _summary(out_dir: Path, expected: dict, outcome: dict, wall_s: float) -> dic
 
 
 def run(out_dir, plan: Plan, *, progress: bool = True, max_restarts: int = 3,
-        prebuild: bool | None = None, command_started: float | None = None) -> dict:
+        prebuild: bool | None = None, command_started: float | None = None,
+        gpus=None, one_at_a_time: bool = False) -> dict:
     """Run (or resume) a sweep into ``out_dir`` and finalize it; return a summary dict.
 
     Before writing anything it runs :func:`preflight` (the folder, the device, memory,
@@ -138,8 +139,17 @@ def run(out_dir, plan: Plan, *, progress: bool = True, max_restarts: int = 3,
     A run in which no timing unit recorded a sample is not finalized (SweepError). Units
     that errored or crashed are recorded and the run finalized; the summary counts them
     (``errored``, ``first_error``), and the command line then exits 1.
+
+    ``gpus``: the ``CUDA_VISIBLE_DEVICES`` pins (:mod:`.gpus`) the trial processes are
+    spread over, one process per GPU at a time, each pinned to its GPU (None or empty: one
+    process at a time, not pinned). ``one_at_a_time`` runs one process at a time even
+    so, trial t on ``gpus[t % len(gpus)]``: the control that shows whether running
+    neighbours move the results. Each trial unit records its pin and how many processes
+    ran at once; ``run.json`` records both for the last invocation.
     """
     from . import prebuild as _prebuild
+    gpus = _gpus_iv(gpus)
+    _validate.flag("one_at_a_time", one_at_a_time)
     prebuild = _prebuild.wanted(plan, prebuild)
     finished = preflight(out_dir, plan)
     if finished is not None:
@@ -147,11 +157,25 @@ def run(out_dir, plan: Plan, *, progress: bool = True, max_restarts: int = 3,
     out_dir = run_lock.make_run_folder(out_dir)
     with run_lock.hold(out_dir):
         return _run_locked(out_dir, plan, progress=progress, max_restarts=max_restarts,
-                           prebuild=prebuild, command_started=command_started)
+                           prebuild=prebuild, command_started=command_started, gpus=gpus,
+                           one_at_a_time=one_at_a_time)
+
+
+def _gpus_iv(gpus) -> tuple:
+    """``gpus`` as a tuple of non-empty pin strings (None: none)."""
+    if gpus is None:
+        return ()
+    if isinstance(gpus, str) or not all(isinstance(g, str) and g.strip() and "," not in g
+                                        for g in gpus):
+        raise ValueError(f"`gpus` must be a sequence of CUDA_VISIBLE_DEVICES entries, one "
+                         f"GPU each (measure.gpus.select_gpus); got {gpus!r}.")
+    _validate.distinct("gpus", gpus, "a GPU")
+    return tuple(gpus)
 
 
 def _run_locked(out_dir: Path, plan: Plan, *, progress: bool, max_restarts: int,
-                prebuild: bool = False, command_started: float | None = None) -> dict:
+                prebuild: bool = False, command_started: float | None = None,
+                gpus: tuple = (), one_at_a_time: bool = False) -> dict:
     """The body of ``run``, inside the folder's lock."""
     finished = finished_summary(out_dir, plan)  # finalized while we waited for the lock
     if finished is not None:
@@ -173,23 +197,8 @@ def _run_locked(out_dir: Path, plan: Plan, *, progress: bool, max_restarts: int,
     try:
         if prebuild:
             prebuilt = _prebuild_missing(ctx, plan, expected, done, bar)
-        for trial, names in expected.items():
-            restarts = 0
-            while True:
-                done |= record.finished_units(out_dir, names)[0]  # this trial's units only
-                missing = [n for n in names if n not in done]
-                if not missing:
-                    break
-                code = _run_worker(ctx, out_dir, plan, trial, bar)
-                if code == 0:
-                    continue
-                if code == _FATAL:
-                    raise SweepError(record.read_fatal(out_dir))
-                restarts += 1
-                _record_crash(out_dir, plan, trial, code)
-                if restarts > max_restarts:
-                    raise SweepError(f"trial {trial}: worker crashed {restarts} times; "
-                                     f"last exit code {code}")
+        _run_trials(ctx, out_dir, plan, expected, done, bar, gpus=gpus,
+                    one_at_a_time=one_at_a_time, max_restarts=max_restarts)
     finally:
         bar.close()
     outcome = _timing_outcome(out_dir, expected)
@@ -202,6 +211,8 @@ def _run_locked(out_dir: Path, plan: Plan, *, progress: bool, max_restarts: int,
         info["prebuild_last_invocation"] = prebuilt
     if command_started is not None:
         info["command_to_sweep_s_last_invocation"] = started - command_started
+    info["gpus_last_invocation"] = list(gpus)
+    info["concurrent_processes_last_invocation"] = _width(gpus, one_at_a_time)
     record.finalize(out_dir, info)
     return _summary(out_dir, expected, outcome, wall_s=time.monotonic() - started)
 
@@ -324,31 +335,102 @@ def _check_resume(out_dir: Path, plan: Plan) -> None:
     record.write_plan(out_dir, plan.to_json())
 
 
-def _run_worker(ctx, out_dir: Path, plan: Plan, trial: int, bar) -> int:
-    """Start one trial's process and move the progress bar as its units land."""
+def _width(gpus: tuple, one_at_a_time: bool) -> int:
+    """How many trial processes run at once: one per GPU, or one."""
+    return 1 if one_at_a_time or not gpus else len(gpus)
+
+
+def _run_trials(ctx, out_dir: Path, plan: Plan, expected: dict, done: set, bar, *,
+                gpus: tuple, one_at_a_time: bool, max_restarts: int) -> None:
+    """Run every trial with units still missing, up to one process per GPU at a time.
+
+    Trials start in plan order, each on a free GPU (``one_at_a_time``: trial t waits for
+    ``gpus[t % len(gpus)]`` and nothing else runs). A process that ends with units missing
+    is run again; one that crashes is recorded (:func:`_record_crash`) and run again, up
+    to ``max_restarts`` times; one that gives up (``_FATAL``) stops the sweep. On any
+    exit but success every running process is stopped first.
+    """
+    width = _width(gpus, one_at_a_time)
+    pending = list(expected)
+    restarts = dict.fromkeys(expected, 0)
+    active = {}  # pin (None: not pinned) -> (process, trial, its message queue)
+    try:
+        while pending or active:
+            for trial in list(pending):
+                if len(active) >= width:
+                    break
+                pin = _free_pin(gpus, active, trial, one_at_a_time)
+                if pin is _BUSY:
+                    continue
+                pending.remove(trial)
+                done |= record.finished_units(out_dir, expected[trial])[0]  # its units only
+                if all(n in done for n in expected[trial]):
+                    continue
+                active[pin] = _start_worker(ctx, out_dir, plan, trial, pin, width)
+            _drain(active, bar, timeout=0.2)
+            for pin, (proc, trial, messages) in list(active.items()):
+                if proc.is_alive():
+                    continue
+                proc.join()
+                _drain({pin: (proc, trial, messages)}, bar, timeout=0)
+                del active[pin]
+                code = proc.exitcode
+                if code == _FATAL:
+                    raise SweepError(record.read_fatal(out_dir))
+                if code != 0:
+                    restarts[trial] += 1
+                    _record_crash(out_dir, plan, trial, code)
+                    if restarts[trial] > max_restarts:
+                        raise SweepError(f"trial {trial}: worker crashed {restarts[trial]} "
+                                         f"times; last exit code {code}")
+                pending.insert(0, trial)  # finished units are skipped when it is taken up
+    except BaseException:
+        for proc, _, _ in active.values():
+            proc.terminate()
+        for proc, _, _ in active.values():
+            proc.join(10)
+        # a worker stopped inside an atomic write leaves its temporary file behind
+        record.clean_temporaries(out_dir)
+        raise
+
+
+_BUSY = object()
+
+
+def _free_pin(gpus: tuple, active: dict, trial: int, one_at_a_time: bool):
+    """The pin trial ``trial`` may start on now, or ``_BUSY``."""
+    if not gpus:
+        return _BUSY if None in active else None
+    if one_at_a_time:
+        pin = gpus[trial % len(gpus)]
+        return _BUSY if active else pin
+    return next((g for g in gpus if g not in active), _BUSY)
+
+
+def _start_worker(ctx, out_dir: Path, plan: Plan, trial: int, pin, width: int) -> tuple:
+    """Start trial ``trial``'s process, pinned to ``pin`` (None: not pinned)."""
     messages = ctx.Queue()
     proc = ctx.Process(target=_worker_main, args=(str(out_dir), plan.to_json(), trial, messages,
-                                                  os.getpid(), time.time()),
+                                                  os.getpid(), time.time(), pin, width),
                        name=f"attn-trial-{trial}")
     proc.start()
-    try:
-        while proc.is_alive() or not messages.empty():
+    return proc, trial, messages
+
+
+def _drain(active: dict, bar, timeout: float) -> None:
+    """Move the progress bar for the messages the running processes sent; wait up to
+    ``timeout`` seconds for the first."""
+    deadline = time.monotonic() + timeout
+    for proc, trial, messages in list(active.values()):
+        while True:
             try:
-                kind, payload = messages.get(timeout=0.5)
+                kind, payload = messages.get(timeout=max(0.0, deadline - time.monotonic()))
             except _queue.Empty:
-                continue
+                break
             if kind == "done":
                 bar.update(1)
             elif kind == "status":
                 bar.set_postfix_str(payload, refresh=False)
-    except KeyboardInterrupt:
-        proc.terminate()
-        proc.join(10)
-        # a worker stopped inside an atomic write leaves its temporary file behind
-        record.clean_temporaries(out_dir)
-        raise
-    proc.join()
-    return proc.exitcode
 
 
 def _record_crash(out_dir: Path, plan: Plan, trial: int, code: int) -> None:

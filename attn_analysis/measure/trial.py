@@ -43,10 +43,16 @@ def _write_failure(out_dir, name, status, reason) -> None:
 
 
 def _worker_main(out_dir: str, plan_json: dict, trial: int, messages, parent_pid: int,
-                 spawned_at: float | None = None) -> None:
+                 spawned_at: float | None = None, pin: str | None = None,
+                 concurrent: int = 1) -> None:
     """Entry point of a trial process; it dies with the sweep ``parent_pid``: its parent when
     spawned (``run_lock.die_with_parent``), else through ``run_lock.die_with_process``.
-    ``spawned_at`` is the parent's clock at the start, the start of this process's budget."""
+    ``spawned_at`` is the parent's clock at the start, the start of this process's budget.
+    ``pin`` (a ``CUDA_VISIBLE_DEVICES`` entry) is set before anything can start CUDA (the
+    fork server never does), so the process sees one GPU, as its device 0; ``concurrent``
+    is how many trial processes the sweep runs at once. Both go into the trial unit."""
+    if pin is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = pin
     clock = PhaseClock(spawned_at)
     parent = os.getppid()
     run_lock.die_with_parent(parent)
@@ -55,7 +61,9 @@ def _worker_main(out_dir: str, plan_json: dict, trial: int, messages, parent_pid
     try:
         with clock.phase("import"):  # the plan imports the candidates (torch) and plugins
             plan = Plan.from_json(plan_json)
-        _Worker(Path(out_dir), plan, trial, messages, clock).run()
+        _Worker(Path(out_dir), plan, trial, messages, clock,
+                placement={"cuda_visible_devices": pin,
+                           "concurrent_processes": int(concurrent)}).run()
     except SweepError as exc:
         record.write_fatal(out_dir, str(exc))
         sys.exit(_FATAL)
@@ -65,8 +73,10 @@ class _Worker:
     """Runs one trial: every configuration and candidate of the plan, in a shuffled order."""
 
     def __init__(self, out_dir: Path, plan: Plan, trial: int, messages,
-                 clock: PhaseClock | None = None):
+                 clock: PhaseClock | None = None, placement: dict | None = None):
         self.out, self.plan, self.trial, self.messages = out_dir, plan, trial, messages
+        # where the sweep ran this process: its GPU pin and the processes run at once
+        self.placement = dict(placement or {})
         self.clock = clock or PhaseClock()
         # set in run(): the machine's fingerprint, and the measuring code's hash when a
         # tuning key is first needed (both key the per-machine tuning cache)
@@ -111,7 +121,8 @@ class _Worker:
             trial_unit = {"kind": "trial", "trial": self.trial, "fingerprint": fp,
                           "started_utc": _now(), "pid": os.getpid(),
                           # what the fork server's warm-up left it (None: spawned)
-                          "preloaded": getattr(sys.modules.get(_WARM), "WARMED", None)}
+                          "preloaded": getattr(sys.modules.get(_WARM), "WARMED", None),
+                          **self.placement}
             self._write(trial_unit)  # sets its measurement_id, kept when it is rewritten
         if self.trial == 0 and self.plan.ceilings and \
                 record.unit_name("ceilings") not in self.done:

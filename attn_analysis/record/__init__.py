@@ -55,8 +55,10 @@ from .consolidate import (CORRECTNESS_COLUMNS, CORRECTNESS_TABLE, KERNEL_COLUMNS
                           placements_from_samples, table_columns, write_manifest)
 from .journal import (atomic_write_bytes, candidate_unit_names, clean_temporaries, clear_current,
                       finished_units, journal_paths, parse_unit_name, plan_unit_names,
-                      read_current, read_fatal, read_plan, read_unit, unit_name, unit_path,
+                      read_current, read_fatal, read_plan, read_unit, shard_iv, shard_trials,
+                      unit_name, unit_path,
                       write_current, write_fatal, write_plan, write_unit)
+from .merge import merge
 from .run import Run, distinct_runs, find_runs, load
 from .schema import (CURRENT_PREFIX, FATAL, IDENTITY_FORMAT, JOURNAL, JSON_VIEWS,
                      KNOWN_FORMAT_VERSIONS, MANIFEST, PLAN, RECORD_FORMAT_VERSION,

@@ -22,6 +22,7 @@ from .schema import (CURRENT_PREFIX, FATAL, JOURNAL, KNOWN_FORMAT_VERSIONS, PLAN
                      RecordError, unit_problems)
 
 __all__ = ["unit_name", "parse_unit_name", "candidate_unit_names", "plan_unit_names",
+           "shard_trials", "shard_iv",
            "unit_path", "journal_paths", "read_plan", "write_plan", "write_fatal", "read_fatal",
            "write_current", "read_current", "clear_current", "canonical_json",
            "atomic_write_bytes", "write_unit", "read_unit", "finished_units", "read_journal",
@@ -82,7 +83,7 @@ def plan_unit_names(plan: dict) -> dict[int, list[str]]:
     """Every journal unit a sweep plan (its JSON form, as in ``plan.json``) calls for, by
     trial; the sweep measures them and ``verify`` checks the journal against them."""
     out = {}
-    for t in range(int(plan["trials"])):
+    for t in shard_trials(int(plan["trials"]), plan.get("shard")):
         names = [unit_name("trial", trial=t)]
         if t == 0 and plan.get("ceilings"):
             names.append(unit_name("ceilings"))
@@ -92,6 +93,37 @@ def plan_unit_names(plan: dict) -> dict[int, list[str]]:
                                               bool(plan.get("profile")))
         out[t] = names
     return out
+
+
+def shard_trials(trials: int, shard=None) -> list[int]:
+    """The trials of shard ``shard`` = (K, N) of a plan of ``trials`` processes: those with
+    ``t % N == K - 1`` (every trial when ``shard`` is None).
+
+    Deterministic and independent of where or when a shard runs, so N machines (a Slurm
+    array, a Kubernetes job) each record one shard, and ``merge`` joins them into the run
+    the unsharded plan records: trial t is seeded as it would be there, and shard 1 holds
+    trial 0 (the ceilings and the profiler's evidence).
+    """
+    if shard is None:
+        return list(range(trials))
+    k, n = shard_iv(shard)
+    return [t for t in range(trials) if t % n == k - 1]
+
+
+def shard_iv(shard, name: str = "shard") -> tuple[int, int]:
+    """``shard`` as (K, N) with 1 <= K <= N, from a pair or the text "K/N"; ValueError
+    naming ``name`` otherwise."""
+    pair = shard
+    if isinstance(shard, str):
+        parts = shard.split("/")
+        pair = tuple(int(p) for p in parts) if (
+            len(parts) == 2 and all(p.strip().isdigit() for p in parts)) else None
+    ok = (isinstance(pair, (tuple, list)) and len(pair) == 2
+          and all(isinstance(x, int) and not isinstance(x, bool) for x in pair)
+          and 1 <= pair[0] <= pair[1])
+    if not ok:
+        raise ValueError(f"`{name}` must be K/N with 1 <= K <= N (shard K of N); got {shard!r}.")
+    return int(pair[0]), int(pair[1])
 
 
 # ------------------------------------------------------------------ the run folder

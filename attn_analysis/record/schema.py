@@ -142,7 +142,11 @@ UNIT_SCHEMA: dict[str, tuple[Field, ...]] = {
               # torch.cuda.memory_allocated() after each configuration, in plan order
               Field("allocated_after_config_bytes", (list,), items=(int,)),
               # seconds of the build phase per candidate, over the process's configurations
-              Field("build_s_by_candidate", (dict,))),
+              Field("build_s_by_candidate", (dict,)),
+              # the CUDA_VISIBLE_DEVICES the sweep pinned this process to (None: not
+              # pinned) and how many trial processes the sweep ran at once on the host
+              Field("cuda_visible_devices", (str,), nullable=True),
+              Field("concurrent_processes", (int,))),
     "ceilings": (Field("ceilings", (dict,), True),),  # ceilings.measure_ceilings()
 }
 UNIT_SCHEMA = {kind: (_KIND, *fields, *_COMMON) for kind, fields in UNIT_SCHEMA.items()}
