@@ -11,12 +11,13 @@ over processes), :mod:`.bootstrap`, :mod:`.simulation` (which interval, by simul
 design: :mod:`.variance`, :mod:`.machine_level` (the spread between GPUs of one model), :mod:`.design`, :mod:`.protocols`, :mod:`.calibration`,
 :mod:`.gpu_time`. The vocabulary: :mod:`.catalog` (who each candidate is), :mod:`.workload`
 (FLOPs, bytes, roofline), :mod:`.reference` (the reports' transcribed figures),
-:mod:`.provenance` (where a run was measured), :mod:`.sample_groups`.
+:mod:`.provenance` (where a run was measured), :mod:`.inventory` (which GPU ran which
+run: labels and counts of ``data/runs``), :mod:`.sample_groups`.
 Import the modules themselves; ``tests/test_layers.py`` keeps this stage torch-free.
 """
 
 __all__ = ["bootstrap", "calibration", "catalog", "comparisons", "design", "findings",
-           "gpu_time", "intervals", "kernel_evidence", "latency_tables", "machine_level", "margin",
+           "gpu_time", "intervals", "inventory", "kernel_evidence", "latency_tables", "machine_level", "margin",
            "protocols",
            "provenance", "reference", "replay_cost", "reports_statistics", "sample_groups",
            "simulation", "stats", "timing_fidelity", "variance", "workload"]

@@ -1,0 +1,216 @@
+"""The inventory of the recorded data (``analyse.inventory``): GPU labels stable under added
+runs, counts, roles and git times, on synthetic run folders and on ``data/runs``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from attn_analysis import record
+from attn_analysis.analyse import inventory as inv
+
+ROOT = Path(__file__).resolve().parents[1]
+RUNS = ROOT / "data" / "runs"
+H100 = "NVIDIA H100 80GB HBM3"
+H200 = "NVIDIA H200"
+
+
+def make_run(runs_dir: Path, name: str, trials, *, plan=None, fingerprint_only=False) -> Path:
+    """A run folder with run.json, plan.json and one journal trial unit per ``trials``
+    entry ``(gpu_name, uuid, started_utc)``."""
+    plan = plan or {"configs": ["B32-H8-S512-D64-fp16"], "candidates": ["sdpa", "triton"],
+                    "modes": ["graph"], "trials": len(trials), "placements": 8,
+                    "timing": {"n_samples": 20}, "matrix": "fixed-v1"}
+    run = runs_dir / name
+    (run / "journal").mkdir(parents=True)
+    (run / "plan.json").write_text(json.dumps(plan))
+    (run / "run.json").write_text(json.dumps({"run_id": name, "plan": plan,
+                                              "finished_utc": "2026-11-25T00:00:00+00:00"}))
+    fps = {}
+    for t, (gpu, uuid, start) in enumerate(trials):
+        fp = {"gpu_name": gpu, "gpu_uuid": uuid, "device_kind": "cuda" if gpu else "cpu"}
+        fps[str(t)] = fp
+        if not fingerprint_only:
+            unit = {"kind": "trial", "trial": t, "fingerprint": fp, "started_utc": start}
+            (run / "journal" / record.unit_name("trial", trial=t)).write_text(json.dumps(unit))
+    (run / "fingerprint.json").write_text(json.dumps({"trials": fps}))
+    return run
+
+
+def ts(hour: int) -> str:
+    return f"2026-11-24T{hour:02d}:00:00+00:00"
+
+
+@pytest.fixture
+def runs(tmp_path):
+    d = tmp_path / "runs"
+    make_run(d, "h200-one", [(H200, "GPU-bbbb0000-1", ts(3)), (H200, "GPU-bbbb0000-1", ts(4))])
+    make_run(d, "h100-one", [(H100, "aaaa0000-1", ts(5))])
+    make_run(d, "h200-two", [(H200, "cccc0000-1", ts(1)), (H200, "dddd0000-1", ts(6))])
+    make_run(d, "h100-old", [(H100, None, ts(0))] * 3,
+             plan={"candidates": ["sdpa", "sdpa_twin", "sdpa_spin1000"], "trials": 3,
+                   "timing": {"n_samples": 100}})
+    return d
+
+
+def test_labels_follow_each_models_first_trial(runs):
+    labels = inv.gpu_labels(runs)
+    assert labels == {"cccc0000-1": "H200-a", "bbbb0000-1": "H200-b",
+                      "dddd0000-1": "H200-c", "aaaa0000-1": "H100-a"}
+    assert inv.gpu_label("GPU-bbbb0000-1", runs) == "H200-b"
+    assert inv.gpu_label("dddd0000", runs) == "H200-c"  # a unique 8-character prefix
+    for bad in ("", "abc", "ffff0000-1", None):
+        with pytest.raises(ValueError, match="`uuid`"):
+            inv.gpu_label(bad, runs)
+
+
+def test_a_run_added_later_relabels_no_gpu(runs):
+    before = inv.gpu_labels(runs)
+    make_run(runs, "h200-new", [(H200, "0000eeee-1", ts(9)), (H200, "bbbb0000-1", ts(10))])
+    after = inv.gpu_labels(runs)
+    assert {k: after[k] for k in before} == before
+    assert after["0000eeee-1"] == "H200-d"
+    assert inv.gpu_inventory(runs).set_index("label").loc["H200-b", "runs"] == \
+        ["h200-new", "h200-one"]
+
+
+def test_gpu_table_rows_and_unrecorded_uuids(runs):
+    g = inv.gpu_inventory(runs)
+    assert list(g.columns)[:6] == ["label", "model", "uuid", "runs", "n_runs", "processes"]
+    assert g["label"].tolist() == ["H100-a", "H200-a", "H200-b", "H200-c",
+                                   f"H100 ({inv.UNRECORDED}, h100-old)"]
+    row = g.set_index("label").loc["H200-b"]
+    assert (row["uuid"], row["runs"], row["n_runs"], row["processes"]) == \
+        ("bbbb0000-1", ["h200-one"], 1, 2)
+    assert g["uuid"].iloc[-1] is None and g["processes"].iloc[-1] == 3
+
+
+def test_run_table(runs):
+    r = inv.run_inventory(runs).set_index("run")
+    assert r.index.tolist() == ["h100-old", "h200-two", "h200-one", "h100-one"]  # first entry
+    assert r.loc["h200-two", "gpus"] == ["H200-a", "H200-c"]
+    assert r.loc["h200-two", "processes"] == 2
+    assert r.loc["h200-one", ["placements_per_unit", "samples", "candidates", "configs",
+                              "protocol", "matrix"]].tolist() == [8, 20, 2, 1, 2, "fixed-v1"]
+    assert r.loc["h100-old", ["placements_per_unit", "protocol", "role"]].tolist() == \
+        [1, 1, "calibration"]
+    assert r.loc["h200-one", "role"] == "exploratory"
+    assert r.loc["h200-two", "first_entry_utc"] == ts(1)
+    # tmp_path is no git checkout: no commit times
+    assert r["plan_committed_utc"].isna().all() and r["plan_committed_utc"].iloc[0] is None
+
+
+def test_counts(runs):
+    c = inv.counts(runs)
+    assert c["n_runs"] == 4 and c["n_processes"] == 8
+    assert (c["n_gpus"], c["n_gpus_h100"], c["n_gpus_h200"]) == (4, 1, 3)
+    assert (c["n_runs_h100"], c["n_runs_h200"]) == (2, 2)
+    assert (c["n_processes_h100"], c["n_processes_h200"]) == (4, 4)
+    assert c["n_runs_unidentified_gpu"] == 1 and c["n_models"] == 2
+    assert (c["n_runs_calibration"], c["n_runs_exploratory"], c["n_runs_confirmatory"]) == \
+        (1, 3, 0)
+
+
+def test_fingerprint_json_when_the_journal_has_no_trial_units(tmp_path):
+    make_run(tmp_path, "r", [(H200, "ffff0000-9", ts(1))] * 2, fingerprint_only=True)
+    g = inv.gpu_inventory(tmp_path)
+    assert g["label"].tolist() == ["H200-a"] and g["processes"].tolist() == [2]
+
+
+def test_cpu_runs_have_no_gpu(tmp_path):
+    make_run(tmp_path, "cpu-run", [(None, None, ts(1))])
+    assert inv.gpu_inventory(tmp_path).empty
+    r = inv.run_inventory(tmp_path)
+    assert r["model"].tolist() == ["CPU"] and r["gpus"].tolist() == [[]]
+    assert inv.counts(tmp_path)["n_gpus"] == 0
+
+
+def test_roles():
+    assert inv.run_role("x", {"matrix": "confirm-v1"}) == "confirmatory"
+    assert inv.run_role("x", {"candidates": ["sdpa", "sdpa_twin", "sdpa_spin2000e2"]}) == \
+        "calibration"
+    assert inv.run_role("h200-controls-final", {"candidates": ["sdpa", "triton"]}) == \
+        "calibration"
+    assert inv.run_role("x", {"candidates": ["sdpa", "triton"]}) == "exploratory"
+    assert inv.run_role("x", {"matrix": "confirm-v1"}, {"role": "pilot"}) == "pilot"
+
+
+def test_label_letters_and_models():
+    assert [inv.label_letters(i) for i in (0, 1, 25, 26, 27, 701, 702)] == \
+        ["a", "b", "z", "aa", "ab", "zz", "aaa"]
+    for bad in (-1, 1.0, True, "a"):
+        with pytest.raises(ValueError, match="`index`"):
+            inv.label_letters(bad)
+    assert inv.gpu_model(H100) == "H100" and inv.gpu_model(H200) == "H200"
+    assert inv.gpu_model("NVIDIA L4") == "L4" and inv.gpu_model(None) == "CPU"
+
+
+def test_invalid_runs_dir(tmp_path):
+    with pytest.raises(ValueError, match="`runs_dir`"):
+        inv.run_inventory(tmp_path / "missing")
+
+
+def _git(cwd, *args, when=None):
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t", "HOME": str(cwd), "PATH": "/usr/bin:/bin"}
+    if when:
+        env.update(GIT_AUTHOR_DATE=when, GIT_COMMITTER_DATE=when)
+    subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True)
+
+
+def test_git_times_of_plan_and_results(tmp_path):
+    make_run(tmp_path / "data" / "runs", "r", [(H200, "ffff0000-9", ts(1))])
+    _git(tmp_path, "init", "-q")
+    _git(tmp_path, "add", "data/runs/r/plan.json")
+    _git(tmp_path, "commit", "-qm", "plan", when="2026-11-24T00:30:00+00:00")
+    _git(tmp_path, "add", "data")
+    _git(tmp_path, "commit", "-qm", "results", when="2026-11-24T05:00:00+01:00")
+    r = inv.run_inventory(tmp_path / "data" / "runs").iloc[0]
+    assert r["plan_committed_utc"] == "2026-11-24T00:30:00+00:00"
+    assert r["results_committed_utc"] == "2026-11-24T04:00:00+00:00"  # in UTC
+
+
+# ------------------------------------------------------------------ the recorded data
+
+def test_real_data_counts_agree_with_the_runs():
+    start = time.perf_counter()
+    g, r, c = inv.gpu_inventory(RUNS), inv.run_inventory(RUNS), inv.counts(RUNS)
+    assert time.perf_counter() - start < 5
+    folders = sorted(p.name for p in RUNS.iterdir() if (p / "run.json").is_file())
+    assert sorted(r["run"]) == folders and c["n_runs"] == len(folders)
+    processes = {p: len(json.loads((RUNS / p / "fingerprint.json").read_text())["trials"])
+                 for p in folders}
+    assert dict(zip(r["run"], r["processes"])) == processes
+    assert c["n_processes"] == sum(processes.values()) == g["processes"].sum()
+    assert c["n_gpus"] == g["uuid"].notna().sum() == c["n_gpus_h100"] + c["n_gpus_h200"]
+    assert g["label"].is_unique and g["uuid"].dropna().is_unique
+    # every UUID a fingerprint records has a label, and a run names the GPUs it used
+    uuids = {fp["gpu_uuid"].removeprefix("GPU-") for p in folders for fp in json.loads(
+        (RUNS / p / "fingerprint.json").read_text())["trials"].values() if fp.get("gpu_uuid")}
+    assert set(inv.gpu_labels(RUNS)) == uuids
+    # the confirmatory runs are the confirm matrix's
+    assert set(r.loc[r["role"] == "confirmatory", "run"]) == \
+        {p for p in folders if json.loads((RUNS / p / "plan.json").read_text())
+         .get("matrix", "").startswith("confirm")}
+
+
+def test_real_data_agrees_with_a_loaded_and_verified_run():
+    name = "h200-kernel-target-p2"
+    run = record.load(RUNS / name)  # verifies the run
+    row = inv.run_inventory(RUNS).set_index("run").loc[name]
+    assert row["processes"] == len(run.fingerprint["trials"])
+    uuid = next(iter(run.fingerprint["trials"].values()))["gpu_uuid"]
+    assert row["gpus"] == [inv.gpu_label(uuid, RUNS)]
+
+
+def test_no_torch_import():
+    code = ("import sys; from attn_analysis.analyse import inventory as i; "
+            f"i.counts({str(RUNS)!r}); print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=ROOT, check=True)
+    assert out.stdout.strip() == "False"
