@@ -25,7 +25,8 @@ from .configs import Config
 from .analyse.stats import Verdict
 
 __all__ = ["VERDICT_COLORS", "AXIS_LABELS", "MODE_LABELS", "MODE_TITLES", "PAGE_WIDTH_IN",
-           "STYLE", "near_one_window"]
+           "STYLE", "near_one_window", "MAX_SPAN_RATIO", "MIN_NEEDED_SPAN", "check_span",
+           "interval_window"]
 
 
 VERDICT_COLORS = {Verdict.FASTER.value: "#1b9e77", Verdict.FASTER_WITHIN_MARGIN.value: "#66c2a5",
@@ -113,9 +114,54 @@ def near_one_window(low, high, margin: float, cap: float = 0.12) -> tuple[float,
     return 1 - half, 1 + half
 
 
+# A linear axis may span at most this many times what its points (and reference lines)
+# need; a span below MIN_NEEDED_SPAN counts as that much (a single point, or points at one).
+MAX_SPAN_RATIO = 6.0
+MIN_NEEDED_SPAN = 0.1
+
+
+def check_span(limits, points, reference=(), name: str = "x"):
+    """Raise ``ValueError`` where a linear axis ``limits`` = (low, high) spans far more than
+    its ``points`` (the plotted values, not their intervals) and ``reference`` values (a
+    line at one) need: more than ``MAX_SPAN_RATIO`` times their extent, at least
+    ``MIN_NEEDED_SPAN``. An interval as wide as 1e11 must be clipped at the edge, never
+    stretch the axis until every point sits at zero. Returns ``limits``."""
+    low, high = (float(v) for v in limits)
+    vals = np.asarray([*np.ravel(np.asarray(points, dtype=float)), *reference], dtype=float)
+    vals = vals[np.isfinite(vals)]
+    if not np.isfinite([low, high]).all() or high <= low:
+        raise ValueError(f"`{name}` limits must be finite and increasing; got {limits!r}.")
+    if vals.size == 0:
+        return limits
+    needed = max(float(vals.max() - vals.min()), MIN_NEEDED_SPAN)
+    if high - low > MAX_SPAN_RATIO * needed:
+        raise ValueError(f"`{name}` axis spans {low:.3g} to {high:.3g}, more than "
+                         f"{MAX_SPAN_RATIO:g} times the {needed:.3g} its points need "
+                         f"({vals.min():.3g} to {vals.max():.3g}): clip the intervals.")
+    return limits
+
+
+def interval_window(points, low, high, reference: float = 1.0) -> tuple[float, float]:
+    """Linear limits that show every point and ``reference``, and the intervals as far as
+    they stay within one more such span (at least ``MIN_NEEDED_SPAN``) on each side; a
+    wider interval is clipped at the edge. Padded by 6 % of the width."""
+    pts = np.asarray(points, dtype=float)
+    pts = np.r_[pts[np.isfinite(pts)], reference]
+    p_lo, p_hi = float(pts.min()), float(pts.max())
+    reach = max(p_hi - p_lo, MIN_NEEDED_SPAN)
+    lows = np.asarray(low, dtype=float)
+    highs = np.asarray(high, dtype=float)
+    lo = max(min(float(np.nanmin(lows, initial=p_lo)), p_lo), p_lo - reach)
+    hi = min(max(float(np.nanmax(highs, initial=p_hi)), p_hi), p_hi + reach)
+    pad = 0.06 * (hi - lo) or 0.05
+    return lo - pad, hi + pad
+
+
 def _speedup_points(ax, d, y, xlim, colors=VERDICT_COLORS):
     """Speedups with their intervals on a linear axis limited to ``xlim``: a point outside
-    is drawn as an arrow head at the edge, labelled with its value."""
+    is drawn as an arrow head at the edge, labelled with its value; an interval beyond
+    the edge is clipped there. ``xlim`` is checked against the points (:func:`check_span`)."""
+    check_span(xlim, d["speedup"], reference=(1.0,))
     lo_lim, hi_lim = xlim
     for verdict, color in colors.items():
         sel = (d["verdict"] == verdict).to_numpy()

@@ -25,6 +25,7 @@ from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter
 from .configs import Config
 from .analyse.stats import Verdict, margin_iv
 from .figure_style import (_err, _figure, _finish, _frame_iv, _label_iv, _legend_below,
+                           interval_window,
                            MODE_LABELS, MODE_TITLES, near_one_window, PAGE_WIDTH_IN,
                            _short, _speedup_points, _styled, _title, VERDICT_COLORS)
 
@@ -174,8 +175,9 @@ def trial_spread(trials: pd.DataFrame, device_label: str, config: str | None = N
 @_styled
 def kernel_vs_library(table: pd.DataFrame, device_label: str) -> Figure:
     """Speedup of one kernel over the fastest library backend per configuration, with its
-    CI, on a linear axis that includes one; points coloured by verdict and each shape
-    labelled with that backend."""
+    CI, on a linear axis that includes one and every point (intervals reaching further
+    are clipped at the edge, :func:`figure_style.interval_window`); points coloured by
+    verdict and each shape labelled with that backend."""
     df = _frame_iv("table", table, ("config", "kernel", "library", "speedup", "ci_low",
                                     "ci_high", "verdict"))
     label = _label_iv(device_label)
@@ -184,12 +186,12 @@ def kernel_vs_library(table: pd.DataFrame, device_label: str) -> Figure:
     fig = _figure(PAGE_WIDTH_IN, 0.3 * len(configs) + 1.9)
     ax = fig.subplots()
     y = np.arange(len(configs))
-    lo = min(float(d["ci_low"].min()), 1.0)
-    hi = max(float(d["ci_high"].max()), 1.0)
-    pad = 0.06 * (hi - lo) or 0.05
+    # the limits follow the points: an interval of a two-process family can reach 1e11
+    # (a t quantile with one degree of freedom), and is clipped at the edge instead
+    xlim = interval_window(d["speedup"], d["ci_low"], d["ci_high"])
     ax.axvline(1.0, color="black", lw=0.8, ls="--")
-    _speedup_points(ax, d, y, (lo - pad, hi + pad))
-    ax.set_xlim(lo - pad, hi + pad)
+    _speedup_points(ax, d, y, xlim)
+    ax.set_xlim(*xlim)
     ax.set_yticks(y, [f"{_short(k)}  (vs {lib})" for k, lib in zip(configs, d["library"])])
     ax.set_ylim(-0.6, len(configs) - 0.4)
     ax.invert_yaxis()

@@ -183,3 +183,55 @@ def test_every_verdict_has_one_colour():
     from attn_analysis.analyse.stats import VERDICT_ORDER
     assert sorted(figure_style.VERDICT_COLORS) == sorted(VERDICT_ORDER)
     assert len(set(figure_style.VERDICT_COLORS.values())) == len(VERDICT_ORDER)
+
+
+def test_axis_limits_follow_the_points_not_an_exploding_interval():
+    # figure fig-triton-vs-library: with two processes, a family-wide t interval reaches
+    # 1e11; the axis once ran to it, with every point squeezed at zero
+    table = pd.DataFrame({"config": [TARGET, "B8-H8-S512-D64-fp16"], "kernel": "triton",
+                          "library": "sdpa", "speedup": [0.93, 1.09],
+                          "ci_low": [1e-9, 0.70], "ci_high": [1.2e11, 1.68],
+                          "verdict": "inconclusive"})
+    fig = P.kernel_vs_library(table, LABEL)
+    low, high = fig.axes[0].get_xlim()
+    assert low < 0.93 and high > 1.09  # every point and one are shown
+    assert high - low < figure_style.MAX_SPAN_RATIO * figure_style.MIN_NEEDED_SPAN * 2
+    figure_style.check_span((low, high), table["speedup"], reference=(1.0,))
+
+
+def test_check_span_raises_on_an_axis_far_wider_than_its_points():
+    with pytest.raises(ValueError, match="`x` axis spans"):
+        figure_style.check_span((-6e9, 1.3e11), [0.93, 1.09], reference=(1.0,))
+    with pytest.raises(ValueError, match="finite and increasing"):
+        figure_style.check_span((1.0, np.inf), [1.0])
+    assert figure_style.check_span((0.8, 1.2), [0.9, 1.1]) == (0.8, 1.2)
+    # a single point needs MIN_NEEDED_SPAN, not zero
+    figure_style.check_span((0.8, 1.2), [1.0])
+    with pytest.raises(ValueError):
+        figure_style.check_span((0.0, 2.0), [1.0])
+    # the helper that draws the points checks the limits it is given
+    d = pd.DataFrame({"speedup": [1.0], "ci_low": [0.9], "ci_high": [1e11],
+                      "verdict": ["inconclusive"]})
+    fig = figure_style._figure(4, 2)
+    with pytest.raises(ValueError, match="axis spans"):
+        figure_style._speedup_points(fig.subplots(), d, [0], (0.0, 1e11))
+
+
+def test_interval_window_clips_intervals_beyond_one_more_span():
+    lo, hi = figure_style.interval_window([0.9, 1.1], [0.85, 0.0], [1.15, 1e11])
+    assert lo < 0.85 and 1.3 < hi < 1.3 + 0.06 * 0.6 + 1e-9  # one span (0.2) beyond, padded
+    lo, hi = figure_style.interval_window([1.0], [0.99], [1.01])
+    assert lo < 0.99 and hi > 1.01 and hi - lo < 0.1
+
+
+def test_triton_vs_library_figure_of_the_recorded_run():
+    from pathlib import Path
+    from attn_analysis import record
+    from attn_analysis.analyse import comparisons
+    run = Path(__file__).resolve().parents[1] / "data" / "runs" / "h200-triton-p2"
+    samples = record.load(run).samples
+    vs = comparisons.kernel_vs_library(samples, mode="graph", n_resamples=200, n_comparisons=64)
+    assert vs["ci_high"].max() > 100  # the interval that once stretched the axis
+    fig = P.kernel_vs_library(vs, LABEL)
+    low, high = fig.axes[0].get_xlim()
+    assert high < vs["speedup"].max() + 1 and low > vs["speedup"].min() - 1
