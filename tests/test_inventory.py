@@ -214,3 +214,82 @@ def test_no_torch_import():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=ROOT, check=True)
     assert out.stdout.strip() == "False"
+
+
+# ------------------------------------------------------------------ software and commands
+
+from attn_analysis.analyse import software  # noqa: E402
+
+
+def test_cudnn_and_peer_versions():
+    assert software.cudnn_version(91900) == "9.19.0"
+    assert software.cudnn_version("91002") == "9.10.2"
+    assert software.cudnn_version(8902) == "8.9.2"
+    assert software.cudnn_version(None) == "" and software.cudnn_version("9.1.0") == "9.1.0"
+    infos = [json.dumps({"package": "flash-attn-4", "version": "4.0.0b36"}), None, "",
+             {"package": "flashinfer-python", "version": "0.7.2"}, {"implementation": "x"},
+             {"package": "flash-attn-4", "version": "4.0.0b36"}]
+    assert software.peer_versions(infos) == ["flash-attn-4 4.0.0b36", "flashinfer-python 0.7.2"]
+
+
+def test_software_table_of_synthetic_runs(tmp_path):
+    import pandas as pd
+    run = make_run(tmp_path, "r", [(H200, "ffff0000-9", ts(1)), (H200, "ffff0000-9", ts(2))])
+    fps = {str(t): {"gpu_name": H200, "gpu_uuid": "ffff0000-9", "torch_version": "2.11.0",
+                    "cuda_version": "13.0", "cudnn_version": 91900, "driver_version": d,
+                    "triton_version": "3.6.0", "python_version": "3.12.3"}
+           for t, d in enumerate(("580.1", "580.2"))}
+    (run / "fingerprint.json").write_text(json.dumps({"trials": fps}))
+    pd.DataFrame({"info": [json.dumps({"package": "flash-attn-4", "version": "4.0.0b36"}),
+                           json.dumps({})]}).to_parquet(run / "units.parquet")
+    row = software.software_table(tmp_path).iloc[0]
+    assert (row["run"], row["GPU"], row["cuDNN"], row["peers"]) == \
+        ("r", "H200-a", "9.19.0", "flash-attn-4 4.0.0b36")
+    assert row["driver"] == "580.1, 580.2"  # processes that differ show every value
+    with pytest.raises(ValueError, match="`runs_dir`"):
+        software.software_table(tmp_path / "none")
+
+
+def test_software_table_of_the_recorded_runs():
+    table = software.software_table(RUNS)
+    assert sorted(table["run"]) == sorted(inv.run_inventory(RUNS)["run"])
+    for col in ("torch", "CUDA", "cuDNN", "driver", "Triton"):
+        assert (table[col] != "?").all(), col
+    # the runs of the peers record each peer's version
+    assert table.set_index("run").loc["h100-sota-confirm", "peers"].count("flash-attn-4") == 1
+
+
+def _section(path: Path, heading: str) -> str:
+    """The text of the Markdown section ``heading`` of ``path``, up to the next heading of
+    the same or a higher level."""
+    lines = path.read_text().splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.lstrip("#").strip() == heading)
+    level = len(lines[start]) - len(lines[start].lstrip("#"))
+    end = next((i for i in range(start + 1, len(lines))
+                if lines[i].startswith("#") and
+                len(lines[i]) - len(lines[i].lstrip("#")) <= level), len(lines))
+    return "\n".join(lines[start:end]).replace("**", "")
+
+
+def test_every_command_duration_is_in_the_section_it_cites():
+    df = software.command_durations()
+    commands = set(df["command"])
+    assert any(c.startswith("README command 1") for c in commands)
+    assert any(c.startswith("README command 2") for c in commands)
+    assert any(c.startswith("GPU command") for c in commands)
+    for row in df.itertuples():
+        path, heading = (s.strip() for s in row.source.split("§"))
+        text = _section(ROOT / path, heading)
+        assert f"{row.wall_s:g} s" in text, (row.command, row.wall_s, row.source)
+        assert row.commit in text
+
+
+def test_command_durations_refuse_a_bad_file(tmp_path):
+    bad = tmp_path / "d.csv"
+    bad.write_text("command,wall_s\nx,1\n")
+    with pytest.raises(ValueError, match="`durations`"):
+        software.command_durations(bad)
+    good = software.command_durations().head(1).assign(wall_s=-1.0)
+    good.to_csv(bad, index=False)
+    with pytest.raises(ValueError, match="positive"):
+        software.command_durations(bad)

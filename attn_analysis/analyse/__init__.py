@@ -12,7 +12,8 @@ design: :mod:`.variance`, :mod:`.machine_level` (the spread between GPUs of one 
 :mod:`.gpu_time`. The vocabulary: :mod:`.catalog` (who each candidate is), :mod:`.workload`
 (FLOPs, bytes, roofline), :mod:`.reference` (the reports' transcribed figures),
 :mod:`.provenance` (where a run was measured), :mod:`.inventory` (which GPU ran which
-run: labels and counts of ``data/runs``), :mod:`.sample_groups`.
+run: labels and counts of ``data/runs``), :mod:`.software` (each run's software, the
+commands' durations), :mod:`.sample_groups`.
 Import the modules themselves; ``tests/test_layers.py`` keeps this stage torch-free.
 """
 
@@ -20,4 +21,4 @@ __all__ = ["bootstrap", "calibration", "catalog", "comparisons", "design", "find
            "gpu_time", "intervals", "inventory", "kernel_evidence", "latency_tables", "machine_level", "margin",
            "protocols",
            "provenance", "reference", "replay_cost", "reports_statistics", "sample_groups",
-           "simulation", "stats", "timing_fidelity", "variance", "workload"]
+           "simulation", "software", "stats", "timing_fidelity", "variance", "workload"]
