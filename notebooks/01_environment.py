@@ -17,7 +17,7 @@
 # This section shows that every recorded timing was taken with TF32 off and the
 # environment checked, and that the check catches the original reports' TF32 ordering
 # bug when it is replayed. It lists the recorded runs and the lock state of each; the
-# hardware and software of each run are in {doc}`../book/reproducibility`.
+# hardware and software of each run are in {doc}`10_reproducibility`.
 
 # %% tags=["parameters", "hide-input"]
 runs_dir = "data/runs"    # recorded runs, relative to the repository root

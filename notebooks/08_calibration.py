@@ -302,7 +302,7 @@ tables.show(wide, f"Coverage of the true speedup and A/A false-positive rate of 
 # ## The controls under the latest code
 #
 # The package was refactored after the calibration runs (one validation layer, the run
-# folder's unit schema; {doc}`../book/reproducibility` says which code measured which run).
+# folder's unit schema; {doc}`10_reproducibility` lists the runs and their software).
 # Run {glue:text}`cal2_check_run:s` ({glue:text}`cal2_check_label:s`) re-ran the A/A twin
 # and the spin controls at the target under the refactored code, in one family of
 # call-level comparisons with the default dispatch: the twin is

@@ -10,7 +10,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.parametrize("doc", ["README.md", "book/reproducibility.md"])
+@pytest.mark.parametrize("doc", ["README.md", "notebooks/10_reproducibility.py"])
 def test_documented_papermill_commands_write_the_notebook_outside_the_repository(doc):
     outputs = re.findall(r"\bpapermill - (\S+)", (REPO / doc).read_text())
     assert outputs, f"{doc} documents no papermill command"

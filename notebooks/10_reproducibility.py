@@ -1,0 +1,181 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Reproducibility
+#
+# This chapter says which GPU measured which run, with what software, and how long the
+# documented commands take. Every table is computed from `data/runs/` and
+# `benchmarks/command-durations.csv` when the book is built.
+
+# %% tags=["parameters", "hide-input"]
+runs_dir = "data/runs"    # recorded runs, relative to the repository root
+
+# %% tags=["remove-cell"]
+import pathlib, sys  # this repository's package first, whichever copy is installed
+sys.path.insert(0, str(next(p for p in pathlib.Path("_").resolve().parents if (p / "attn_analysis").is_dir())))
+from attn_analysis import notebook_support as nbs
+
+root, params = nbs.parameters(globals())
+
+import pandas as pd
+
+from attn_analysis import tables
+from attn_analysis.analyse import inventory, software
+
+RUNS = params["runs_dir"]
+gpus = inventory.gpu_inventory(RUNS)
+run_table = inventory.run_inventory(RUNS)
+counts = inventory.counts(RUNS)
+nbs.glue_values("rep_", counts)
+
+
+def _minute(stamp) -> str:
+    """'2026-11-24 16:21' from an ISO time in UTC; '-' where none is recorded."""
+    return pd.Timestamp(stamp).strftime("%Y-%m-%d %H:%M") if isinstance(stamp, str) else "-"
+
+
+# %% [markdown]
+# ## The GPUs
+#
+# The runs come from {glue:text}`rep_n_gpus_h100:d` H100 and {glue:text}`rep_n_gpus_h200:d`
+# H200 GPUs, told apart by the UUID each process records
+# ({glue:text}`rep_n_runs:d` runs, {glue:text}`rep_n_processes:d` processes). Each GPU has a
+# label, lettered per model in the order of its first process; the chapters name GPUs by
+# these labels. Runs that recorded no UUID have a row of their own.
+
+# %% tags=["remove-input"]
+shown = gpus.assign(runs=gpus["runs"].map(", ".join))
+tables.show(shown[["label", "model", "uuid", "n_runs", "processes", "runs"]],
+            "Every GPU of the recorded runs: its label, UUID, the runs it measured and their "
+            "processes (trial processes).",
+            name="tbl-gpu-inventory", csv="gpu_inventory.csv",
+            labels={"label": "label", "model": "model", "uuid": "UUID", "n_runs": "runs",
+                    "processes": "processes", "runs": "run ids"},
+            formats={"n_runs": ".0f", "processes": ".0f"})
+
+# %% tags=["remove-cell"]
+confirm = run_table[run_table["role"] == "confirmatory"]
+late = [r for r in confirm.itertuples()
+        if r.plan_committed_utc and r.first_entry_utc and r.plan_committed_utc > r.first_entry_utc]
+with_results = [r for r in confirm.itertuples()
+                if r.plan_committed_utc and r.plan_committed_utc == r.results_committed_utc]
+nbs.glue_text("rep_n_confirm", len(confirm))
+nbs.glue_text("rep_n_confirm_late", len(late))
+nbs.glue_text("rep_n_confirm_with_results", len(with_results))
+nbs.glue_text("rep_confirm_runs", ", ".join(confirm["run"]) or "none")
+names = ", ".join(r.run for r in late)
+plan_note = " ".join([
+    f"The plans of the existing confirmatory runs ({names}) entered git "
+    + ("in the commit that added their results." if len(with_results) == len(late)
+       else "after their first process started."),
+    "So git cannot show that they were fixed before measuring.",
+    "Plans from now on are committed before their runs."]) if late else \
+    "Every confirmatory plan entered git before its run's first process."
+nbs.glue_text("rep_plan_note", plan_note)
+
+# %% [markdown]
+# ## The runs
+#
+# One row per run: its GPU, its role, its design, when its first process started and when
+# git first held its plan. {glue:text}`rep_plan_note:s`
+
+# %% tags=["remove-input"]
+rows = run_table.assign(
+    gpus=run_table["gpus"].map(lambda g: ", ".join(x if "not recorded" not in x else "?"
+                                                   for x in g) or "-"),
+    first=run_table["first_entry_utc"].map(_minute),
+    plan=run_table["plan_committed_utc"].map(_minute))
+cols = ["run", "gpus", "role", "processes", "placements_per_unit", "samples",
+        "candidates", "configs", "first", "plan"]
+labels = {"run": "run", "gpus": "GPU", "role": "role", "processes": "processes",
+          "placements_per_unit": "placements", "samples": "samples",
+          "candidates": "candidates", "configs": "shapes",
+          "first": "first process (UTC)", "plan": "plan in git (UTC)"}
+ints = {c: ".0f" for c in ("processes", "placements_per_unit", "samples", "candidates",
+                         "configs")}
+for model, part in rows.groupby("model", sort=True):
+    tables.show(part[cols],
+                f"The runs on {model} GPUs, in order of their first process (GPU '?': no "
+                f"UUID recorded). Plan in git: the commit that added the run's plan.json.",
+                name=f"tbl-runs-{model.lower()}", csv=f"runs_{model.lower()}.csv",
+                labels=labels, formats=ints,
+                full=run_table[run_table["model"] == model])
+
+# %% [markdown]
+# ## The software
+#
+# Runs that share every version share a row. Each peer package is recorded as shipped, by
+# the units that ran it.
+
+# %% tags=["remove-input"]
+soft = software.software_table(RUNS)
+keys = ["torch", "CUDA", "cuDNN", "driver", "Triton", "Python", "peers"]
+grouped = (soft.groupby(keys, sort=False, dropna=False)
+           .agg(n=("run", "size"), runs=("run", lambda r: ", ".join(sorted(r))))
+           .reset_index())
+grouped["peers"] = grouped["peers"].replace("", "none")
+tables.show(grouped[["n", *keys, "runs"]],
+            "The software of every run, from each process's fingerprint and each peer's "
+            "timing units. One row per distinct set of versions.",
+            name="tbl-software", csv="software.csv", full=soft,
+            labels={"n": "runs", "runs": "run ids"}, formats={"n": ".0f"})
+
+# %% [markdown]
+# ## The documented commands and their duration
+#
+# From a fresh clone, without a GPU, build the book, then run the tests:
+#
+# ```bash
+# python3 -m pip install -r requirements.txt && jupyter-book build . -W -n --keep-going
+# python3 -m pip install -r requirements.txt -r requirements-test.txt && python3 -m pytest
+# ```
+#
+# On a GPU, keep your CUDA build of torch, measure the reports' ten shapes, check the run
+# and rebuild; the new run joins the tables above:
+#
+# ```bash
+# python3 -m pip install -r requirements-core.txt
+# python3 -m attn_analysis sweep --out data/runs/my-gpu --matrix reports-v1 --modes graph
+# python3 -m attn_analysis verify data/runs/*/
+# ```
+#
+# `verify` checks each run against its SHA-256 manifest and rebuilds its tables from the
+# journal; the book refuses a run that fails. To re-execute a notebook with other
+# parameters:
+#
+# ```bash
+# jupytext --to ipynb -o - notebooks/03_matrix.py | papermill - /tmp/03_matrix.ipynb --cwd notebooks -p run h200-reports-p2-all -p mode per_call
+# ```
+#
+# The PDF needs TeX Live (`apt-get install -y --no-install-recommends
+# texlive-latex-recommended texlive-latex-extra texlive-fonts-recommended
+# texlive-fonts-extra texlive-xetex latexmk fonts-freefont-otf`); then
+# `jupyter-book build . --builder pdflatex` writes `_build/latex/book.pdf`. The README gives
+# the peers' and our Gluon kernel's campaigns.
+
+# %% tags=["remove-input"]
+dur = software.command_durations()
+shown = dur.assign(source=dur["source"].str.split("§").str[0].str.strip())
+tables.show(shown[["command", "scope", "machine", "commit", "wall_s", "source"]],
+            "Measured wall time of each documented command, with the benchmark file it "
+            "comes from (the section is in the CSV).",
+            name="tbl-command-durations", csv="command_durations.csv", full=dur,
+            labels={"wall_s": "wall (s)", "scope": "what it covers"},
+            formats={"wall_s": "g"})
+
+# %% [markdown]
+# ## Executed notebooks
+#
+# ```{nb-exec-table}
+# ```
