@@ -261,12 +261,52 @@ PEER_PLANS = {
                              "candidates": ("sdpa", "fa4", "sdpa_fa4")},
 }
 
+# The powered campaigns of issue 45, pre-registered here before any of their runs (commit
+# of this entry precedes every run named powered-v1-*). Each names its confirmatory family
+# (``family_candidates`` against SDPA's default, ``sdpa``, at every configuration of its
+# matrix, at each of ``levels``), so its size m (``family_size``) is fixed before a sample
+# is taken, and the rule every comparison in it is judged by:
+POWERED_RULE = ("stats.compare, process-t interval (paired by trial) at family-wise 95 % "
+                "(Bonferroni over the plan's family m), margin 2 %: faster / slower beyond "
+                "the margin, equivalent inside it, else inconclusive; the A/A twin is judged "
+                "at the same m and is not a member of the family")
+# The custom kernels the family compares with SDPA: ours and every peer as shipped.
+POWERED_FAMILY = ("triton", "fa4", "flashinfer", "cudnn_frontend", "fa3", "flex_flash")
+# Processes: sized with analyse.power.processes_needed (power 80 % against a candidate 1.5
+# margins faster, A/A "equivalent" 90 %, at the family's m) from the per-process SD of the
+# exploratory runs' comparisons with these kernels at 8 placements (analyse.power.
+# paired_components of the *-sota-target, *-sota-confirm and *-gluon-* runs): 24
+# processes decide at m = 120 for an SD up to 0.0088, about the 90th percentile of the
+# reports' shapes (0.004-0.010 by GPU model and level). The long grid's SDs are larger
+# (75th percentile 0.009-0.014, 90th 0.016-0.022) and no affordable design decides its
+# call level, so its family is the kernel level alone (m = 96), decided by 24 processes up
+# to an SD of 0.0088 (about its 75th percentile); its call level is reported as exploratory.
+# Each runs as ``shards`` shards (--shard K/N), one device call each on a 4-GPU host
+# (scripts/powered_campaign.sh), merged with `python -m attn_analysis merge`.
+POWERED_PLANS = {
+    "powered-v1-reports": {"matrix": "reports-v1", "trials": 24, "modes": ("graph",),
+                           "candidates": ("sdpa", *POWERED_FAMILY, "sdpa_twin"),
+                           "family_candidates": POWERED_FAMILY, "levels": ("call", "kernel"),
+                           "family_size": 120, "shards": 2, "rule": POWERED_RULE},
+    "powered-v1-long": {"matrix": "long-grid-v1", "trials": 24, "modes": ("graph",),
+                        "candidates": ("sdpa", *POWERED_FAMILY, "sdpa_twin"),
+                        "family_candidates": POWERED_FAMILY, "levels": ("kernel",),
+                        "family_size": 96, "shards": 3, "rule": POWERED_RULE},
+    # Whether running neighbours move the results: the A/A twin and the ~1.9-margin spin
+    # control at the target, run once with a process on every GPU at a time (--gpus all)
+    # and once one process at a time over the same GPUs (--one-at-a-time), on one host.
+    "neighbours-v1": {"matrix": "fixed-v1", "trials": 16, "modes": ("graph",),
+                      "candidates": ("sdpa", "sdpa_twin", "sdpa_spin1000"),
+                      "plugins": ("attn_analysis.controls",)},
+}
+
 
 def sweep_arguments(campaign: str) -> list[str]:
     """The ``python -m attn_analysis sweep`` arguments of ``campaign`` (a key of
-    ``CAMPAIGN_PLANS``, ``CALIBRATION_PLANS``, ``GLUON_PLANS`` or ``PEER_PLANS``), without
-    ``--out``."""
-    plans = {**CAMPAIGN_PLANS, **CALIBRATION_PLANS, **GLUON_PLANS, **PEER_PLANS}
+    ``CAMPAIGN_PLANS``, ``CALIBRATION_PLANS``, ``GLUON_PLANS``, ``PEER_PLANS`` or
+    ``POWERED_PLANS``), without ``--out``."""
+    plans = {**CAMPAIGN_PLANS, **CALIBRATION_PLANS, **GLUON_PLANS, **PEER_PLANS,
+             **POWERED_PLANS}
     plan = plans[_validate.choice("campaign", campaign, sorted(plans))]
     args = [arg for plugin in plan.get("plugins", PLUGINS) for arg in ("--plugin", plugin)]
     return args + ["--matrix", plan["matrix"], "--trials", str(plan["trials"]),

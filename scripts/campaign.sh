@@ -3,13 +3,15 @@
 #
 # Usage (on the GPU machine, from the repository root):
 #   bash scripts/campaign.sh RUN_ID [extra `python -m attn_analysis sweep` arguments]
-# Records into data/runs/RUN_ID (resuming whatever is already there) and leaves a tarball
-# of the run folder in $OUT (the device tool returns at most 8 files, 2 folders deep).
+# Records into $RUNS/RUN_ID (RUNS default data/runs; resuming whatever is already there) and
+# leaves a tarball of the run folder in $OUT (the device tool returns at most 8 files, 2
+# folders deep). The sweep spreads its processes over every visible GPU (--gpus to choose).
 # The sweep gets SIGINT before the call's limit, so a cut-short run still comes back
 # consistent and the next call resumes it.
 set -uo pipefail
 RUN=${1:?usage: campaign.sh RUN_ID [sweep args]}; shift
-DIR=data/runs/$RUN
+RUNS=${RUNS:-data/runs}
+DIR=$RUNS/$RUN
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 # The device image sets PYTHONDONTWRITEBYTECODE and its torch ships no bytecode, so every
@@ -31,7 +33,8 @@ code=$?
 echo "sweep exit code $code after $(( $(date +%s) - start )) s" | tee -a "$OUT/sweep.log"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu \
   --format=csv > "$OUT/nvidia-smi-end.csv" 2>&1 || true
-tar czf "$OUT/$RUN.tar.gz" -C data/runs "$RUN"
+tar czf "$OUT/$RUN.tar.gz" -C "$RUNS" "$RUN"
+ls -la "$OUT/$RUN.tar.gz"
 tail -c 3000 "$OUT/sweep.log" | tr '\r' '\n' | tail -20
 python3 -m attn_analysis verify "$DIR" && python3 -m attn_analysis show "$DIR" | tail -80
 exit 0

@@ -1,0 +1,137 @@
+"""The power of the comparison design at its family (analyse.power): the verdict rates
+against simulated campaigns with known variance components, the processes needed, the
+components read back from synthetic runs, and the pre-registered powered plans."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from attn_analysis import configs
+from attn_analysis.analyse import power as pw
+from attn_analysis.analyse import stats
+
+
+def _simulate(delta, sigma_inter, sd_place, processes, placements, family, n_reps, seed):
+    """Verdict shares of stats.compare over simulated campaigns: per process a shared
+    process effect, a process-by-candidate effect of SD ``sigma_inter`` and placements of
+    SD ``sd_place`` on each arm (one sample per placement: the placement's value)."""
+    rng = np.random.default_rng(seed)
+    counts = {}
+    for _ in range(n_reps):
+        base, cand = [], []
+        for _ in range(processes):
+            shared = rng.normal(0, 0.05)
+            inter = rng.normal(0, sigma_inter)
+            b = np.exp(shared + rng.normal(0, sd_place, placements))
+            c = np.exp(shared - delta + inter + rng.normal(0, sd_place, placements))
+            base.append([np.array([x]) for x in b])
+            cand.append([np.array([x]) for x in c])
+        v = stats.compare(base, cand, n_comparisons=family).verdict.value
+        counts[v] = counts.get(v, 0) + 1
+    return {k: v / n_reps for k, v in counts.items()}
+
+
+@pytest.mark.parametrize("delta,processes,family", [
+    (0.0, 4, 43), (0.0, 12, 120), (math.log(1.03), 8, 20), (math.log(1.03), 24, 120),
+    (math.log(0.97), 6, 10)])
+def test_verdict_rates_match_simulated_campaigns(delta, processes, family):
+    inter, place, m = 0.004, 0.006, 8
+    sigma = pw.diff_sd(inter, (place, place), m)
+    rates = pw.verdict_rates(delta, sigma, processes, family)
+    sim = _simulate(delta, inter, place, processes, m, family, n_reps=1500, seed=processes)
+    for verdict in ("faster", "slower", "equivalent"):
+        # 1500 replications: a binomial SD of at most 0.013; 4 SDs
+        assert abs(rates[verdict] - sim.get(verdict, 0.0)) < 0.052, (verdict, rates, sim)
+
+
+def test_rates_grow_with_processes_and_fall_with_the_family():
+    sigma = 0.006
+    powers = [pw.power(sigma, p, 120) for p in range(2, 40, 3)]
+    eqs = [pw.equivalence_rate(sigma, p, 120) for p in range(2, 40, 3)]
+    assert all(b >= a - 1e-9 for a, b in zip(powers, powers[1:]))
+    assert all(b >= a - 1e-3 for a, b in zip(eqs, eqs[1:]))  # quadrature noise at ~1
+    by_family = [pw.power(sigma, 12, m) for m in (1, 10, 100, 1000)]
+    assert all(b <= a + 1e-12 for a, b in zip(by_family, by_family[1:]))
+    assert by_family[-1] < by_family[0] - 0.1
+    # the A/A twin is never called faster or slower beyond the margin
+    r = pw.verdict_rates(0.0, sigma, 12, 120)
+    assert r["faster"] < 1e-6 and r["slower"] < 1e-6
+
+
+def test_processes_needed_is_the_fewest_that_reach_both_goals():
+    for sigma, family in ((0.003, 43), (0.006, 120), (0.009, 96)):
+        n = pw.processes_needed(sigma, family)
+        ok = lambda p: (pw.power(sigma, p, family) >= pw.POWER_GOAL and
+                        pw.equivalence_rate(sigma, p, family) >= pw.EQUIVALENCE_GOAL)
+        assert ok(n) and not ok(n - 1)
+    assert pw.processes_needed(0.05, 1000, max_processes=64) is None
+    # the issue's finding: 4 processes at m = 43 cannot decide at the calibration's SD
+    assert pw.processes_needed(0.0047, 43) > 4
+    assert pw.equivalence_rate(0.0047, 4, 43) < 0.5
+
+
+def test_invalid_input_names_the_parameter():
+    for kwargs, name in (({"sigma": 0.0}, "sigma"), ({"processes": 1}, "processes"),
+                         ({"family": 0}, "family"), ({"margin": 1.5}, "margin")):
+        args = dict(delta=0.0, sigma=0.01, processes=4, family=1)
+        args.update(kwargs)
+        with pytest.raises(ValueError, match=f"`{name}`"):
+            pw.verdict_rates(**args)
+    with pytest.raises(ValueError, match="`placements`"):
+        pw.diff_sd(0.01, (0.01,), 0)
+
+
+def _synthetic_placements(inter, place, processes=60, placements=8, seed=1):
+    rng = np.random.default_rng(seed)
+    rows = []
+    for t in range(processes):
+        shared, i = rng.normal(0, 0.05), rng.normal(0, inter)
+        for cand, extra in (("sdpa", 0.0), ("peer", i)):
+            for p in range(placements):
+                v = math.exp(shared + extra + rng.normal(0, place))
+                rows.append(dict(config="B1-H1-S16-D64-fp16", candidate=cand, mode="graph",
+                                 trial=t, placement=p, median_ms=v, kernel_ms=v * 0.9))
+    return pd.DataFrame(rows)
+
+
+def test_paired_components_recover_known_components():
+    frame = _synthetic_placements(inter=0.005, place=0.008, processes=400)
+    for level in ("call", "kernel"):
+        row = pw.paired_components(frame, level=level).iloc[0]
+        assert row.processes == 400 and row.placements == 8
+        assert row.sd_placement_base == pytest.approx(0.008, rel=0.05)
+        assert row.sd_interaction == pytest.approx(0.005, rel=0.15)
+        assert row.sd_diff == pytest.approx(pw.diff_sd(0.005, (0.008, 0.008), 8), rel=0.1)
+    comps = pw.paired_components(frame)
+    assert pw.family_sigma(comps, 8) == pytest.approx(comps.sd_diff.iloc[0], rel=0.1)
+
+
+def test_design_report_says_whether_a_design_decides():
+    report = pw.design_report(4, 43, {"call": 0.0047, "kernel": 0.0063})
+    assert [r.level for r in report] == ["call", "kernel"]
+    assert not any(r.decides for r in report)
+    text = pw.decidability_text(report)
+    assert "CANNOT DECIDE" in text and "m = 43" in text
+    ok = pw.design_report(24, 120, {"call": 0.006})[0]
+    assert ok.decides and ok.power >= 0.8 and ok.equivalence >= 0.9
+
+
+@pytest.mark.parametrize("name", sorted(configs.POWERED_PLANS))
+def test_powered_plans_state_their_family_and_are_sized_for_it(name):
+    plan = configs.POWERED_PLANS[name]
+    assert configs.sweep_arguments(name)  # a sweep can run it
+    if "family_candidates" not in plan:
+        return
+    assert plan["candidates"][0] == configs.BASELINE
+    assert set(plan["family_candidates"]) < set(plan["candidates"])
+    assert "sdpa_twin" in plan["candidates"]
+    m = len(configs.matrix(plan["matrix"])) * len(plan["family_candidates"]) * len(
+        plan["levels"])
+    assert plan["family_size"] == m
+    assert plan["trials"] % plan["shards"] == 0
+    assert "Bonferroni" in plan["rule"]
+    # sized as the comment above POWERED_PLANS says: decides up to an SD of 0.0088
+    needed = pw.processes_needed(0.0088, m)
+    assert needed is not None and needed <= plan["trials"]
