@@ -291,11 +291,11 @@ POWERED_PLANS = {
     "powered-v1-long": {"matrix": "long-grid-v1", "trials": 24, "modes": ("graph",),
                         "candidates": ("sdpa", *POWERED_FAMILY, "sdpa_twin"),
                         "family_candidates": POWERED_FAMILY, "levels": ("kernel",),
-                        "family_size": 96, "shards": 3, "rule": POWERED_RULE},
+                        "family_size": 96, "shards": 2, "rule": POWERED_RULE},
     # Whether running neighbours move the results: the A/A twin and the ~1.9-margin spin
     # control at the target, run once with a process on every GPU at a time (--gpus all)
     # and once one process at a time over the same GPUs (--one-at-a-time), on one host.
-    "neighbours-v1": {"matrix": "fixed-v1", "trials": 16, "modes": ("graph",),
+    "neighbours-v1": {"matrix": "fixed-v1", "trials": 12, "modes": ("graph",),
                       "candidates": ("sdpa", "sdpa_twin", "sdpa_spin1000"),
                       "plugins": ("attn_analysis.controls",)},
 }
