@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import datetime as _dt
 import re
+import subprocess
 import textwrap
 from pathlib import Path
 
 __all__ = ["CFF_NAME", "REQUIRED_KEYS", "MONTHS", "load_cff", "tex_escape", "cite_key",
-           "bibtex", "plain_text", "setup"]
+           "git_commit", "bibtex", "plain_text", "setup"]
 
 CFF_NAME = "CITATION.cff"
 REQUIRED_KEYS = ("cff-version", "title", "authors", "version", "date-released", "license")
@@ -62,6 +63,30 @@ def load_cff(path) -> dict:
             raise ValueError(f"`date-released` must be a YYYY-MM-DD date; got "
                              f"{released!r}.") from exc
     return {**cff, "date-released": released}
+
+
+def git_commit(path) -> str | None:
+    """The commit the checkout at ``path`` is at (12 hex digits), with ' plus uncommitted
+    changes' where its tracked files differ from it; None without git or outside a
+    checkout, so a build from an exported tree still cites the version and date."""
+    def git(*args):
+        return subprocess.run(["git", "-C", str(path), *args], capture_output=True,
+                              text=True, timeout=30)
+    try:
+        head = git("rev-parse", "--short=12", "HEAD")
+        if head.returncode or not head.stdout.strip():
+            return None
+        dirty = git("status", "--porcelain", "--untracked-files=no")
+    except (OSError, subprocess.SubprocessError):
+        return None
+    changed = dirty.returncode == 0 and bool(dirty.stdout.strip())
+    return head.stdout.strip() + (" plus uncommitted changes" if changed else "")
+
+
+def _release_note(cff: dict, released, commit: str | None) -> str:
+    """'Version 0.2.0, released 2026-11-28, commit abc123def456, license Apache-2.0'."""
+    at = f", commit {commit}" if commit else ""
+    return f"Version {cff['version']}, released {released}{at}, license {cff['license']}"
 
 
 def tex_escape(text: str) -> str:
@@ -116,7 +141,7 @@ def cite_key(cff: dict) -> str:
     return f"{word}_{year}"
 
 
-def bibtex(cff: dict, key: str | None = None) -> str:
+def bibtex(cff: dict, key: str | None = None, commit: str | None = None) -> str:
     """The artifact as a BibTeX ``@misc`` entry that standard BibTeX styles accept.
 
     Parameters
@@ -125,6 +150,8 @@ def bibtex(cff: dict, key: str | None = None) -> str:
         ``CITATION.cff`` as returned by :func:`load_cff`.
     key : str, optional
         The entry's key; default :func:`cite_key`.
+    commit : str, optional
+        The commit cited (:func:`git_commit`), added to ``note``; none without it.
 
     Returns
     -------
@@ -159,8 +186,7 @@ def bibtex(cff: dict, key: str | None = None) -> str:
         ("howpublished", "{Software, " + _identifier_text(cff) + "}"),
         ("year", "{" + str(released.year) + "}"),
         ("month", MONTHS[released.month - 1]),
-        ("note", "{" + tex_escape(f"Version {cff['version']}, released "
-                                  f"{released.isoformat()}, license {cff['license']}") + "}"),
+        ("note", "{" + tex_escape(_release_note(cff, released.isoformat(), commit)) + "}"),
     ]
     lines = []
     for name, value in fields:
@@ -173,8 +199,9 @@ def bibtex(cff: dict, key: str | None = None) -> str:
     return f"@misc{{{key or cite_key(cff)},\n{body}\n}}"
 
 
-def plain_text(cff: dict) -> str:
-    """A one-line citation: authors (year). Title. Version, license; where."""
+def plain_text(cff: dict, commit: str | None = None) -> str:
+    """A one-line citation: authors (year). Title. Version, date, commit (where given),
+    license; where."""
     cff = _cff_iv(cff)
     names = ", ".join(a.get("name") or " ".join(x for x in (a.get("given-names"),
                                                              a.get("family-names")) if x)
@@ -182,9 +209,8 @@ def plain_text(cff: dict) -> str:
     released = cff["date-released"]
     where = cff.get("repository-code") or cff.get("url") or next(
         (i["value"] for i in cff.get("identifiers") or [] if i.get("value")), "")
-    return (f"{names} ({str(released)[:4]}). {cff['title']}. Version {cff['version']}, "
-            f"released {released}, license {cff['license']}." + (f" {where}." if where
-                                                                 else ""))
+    return (f"{names} ({str(released)[:4]}). {cff['title']}. "
+            f"{_release_note(cff, released, commit)}." + (f" {where}." if where else ""))
 
 
 # --------------------------------------------------------------------------- Sphinx
@@ -192,7 +218,8 @@ def plain_text(cff: dict) -> str:
 def setup(app):
     """Register the ``attn-citation`` directive: the BibTeX (``:format: bibtex``, the
     default) or the one-line citation (``:format: text``) of the repository's
-    ``CITATION.cff``, read when the page is built. The page is rebuilt when the file
+    ``CITATION.cff``, read when the page is built, with the commit the source tree is at
+    (:func:`git_commit`; left out without git). The page is rebuilt when the file
     changes (a noted dependency)."""
     from docutils import nodes
     from docutils.parsers.rst import directives
@@ -206,11 +233,21 @@ def setup(app):
             path = Path(self.env.srcdir) / CFF_NAME
             self.env.note_dependency(str(path))
             cff = load_cff(path)
+            if not hasattr(self.env, "attn_citation_docs"):
+                self.env.attn_citation_docs = set()
+            self.env.attn_citation_docs.add(self.env.docname)
+            commit = git_commit(self.env.srcdir)
             if self.options.get("format", "bibtex") == "text":
-                return [nodes.paragraph(text=plain_text(cff))]
-            text = bibtex(cff)
+                return [nodes.paragraph(text=plain_text(cff, commit))]
+            text = bibtex(cff, commit=commit)
             block = nodes.literal_block(text, text, language="bibtex")
             return [block]
 
+    def always_outdated(app, env, added, changed, removed):
+        """The commit changes with every commit, which no file dependency sees: the pages
+        that cite are read again on every build."""
+        return sorted(getattr(env, "attn_citation_docs", set()) - set(removed))
+
     app.add_directive("attn-citation", CitationDirective)
+    app.connect("env-get-outdated", always_outdated)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

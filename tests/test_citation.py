@@ -20,8 +20,8 @@ def cff():
 
 
 def test_cff_release_version_and_license(cff):
-    assert cff["date-released"] == dt.date(2026, 11, 24)
-    assert str(cff["version"]) == __version__
+    assert cff["date-released"] >= dt.date(2026, 11, 28)  # data and text changed after 0.1.0
+    assert str(cff["version"]) == __version__ and __version__ != "0.1.0"
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert cff["license"] == pyproject["project"]["license"]["text"]
     assert "Apache License" in (ROOT / "LICENSE").read_text()[:200]
@@ -52,6 +52,26 @@ def test_plain_text_and_person_authors(cff):
                                  {"name-particle": "van", "family-names": "Dam"}]}
     assert "author       = {Doe, Jane and van Dam}" in C.bibtex(person)
     assert C.cite_key(person) == "doe_2026"
+
+
+def test_release_is_not_older_than_the_newest_run(cff):
+    from attn_analysis.analyse import inventory
+    runs = inventory.run_inventory(ROOT / "data" / "runs")
+    newest = max(dt.datetime.fromisoformat(t).date() for t in runs["finished_utc"].dropna())
+    assert cff["date-released"] >= newest, \
+        f"CITATION.cff's date {cff['date-released']} is older than the newest run ({newest}):" \
+        f" bump the version and the date"
+
+
+def test_the_citation_names_the_commit(cff, tmp_path):
+    commit = C.git_commit(ROOT)
+    assert commit and re.fullmatch(r"[0-9a-f]{12}( plus uncommitted changes)?", commit)
+    assert f"commit {commit}" in C.plain_text(cff, commit)
+    joined = re.sub(r"\n {17}", " ", C.bibtex(cff, commit=commit))
+    assert f"commit {commit}" in joined
+    # without git (an exported tree) the citation still renders, without a commit
+    assert C.git_commit(tmp_path) is None
+    assert "commit" not in C.plain_text(cff, None) and "commit" not in C.bibtex(cff)
 
 
 def test_tex_escape():
@@ -88,3 +108,25 @@ def test_standard_bibtex_styles_accept_the_entry(cff, tmp_path, style):
     assert proc.returncode == 0 and "Warning" not in log and "error" not in log.lower(), log
     bbl = (tmp_path / "doc.bbl").read_text()
     assert "Software, attn\\_analysis git repository" in bbl and "2026" in bbl
+
+
+def test_every_transcribed_value_links_to_a_cited_report():
+    import pandas as pd
+    from attn_analysis.analyse import reference
+    reports = pd.read_csv(ROOT / "data" / "reference" / "reports.csv")
+    assert sorted(reports["source_file"]) == sorted(reference.SEED_FILES)  # all five
+    values = pd.read_csv(ROOT / "data" / "reference" / "l4_reported.csv")
+    assert set(values["source_file"]) <= set(reports["source_file"])
+    bib = (ROOT / "book" / "references.bib").read_text()
+    entries = dict(re.findall(r"@\w+\{(\w+),(.*?)\n\}", bib, flags=re.S))
+    for row in reports.itertuples():
+        assert row.bib_key in entries, row.bib_key
+        entry = entries[row.bib_key]
+        assert row.url in entry and row.source_file.replace("_", r"\_") in entry
+        assert row.url == "https://github.com/GOATnote-Inc/periodicdent42"
+    # the cite page cites all five, and the FA3 figures name their paper, which is cited
+    cite = (ROOT / "book" / "cite.md").read_text()
+    assert all(k in cite for k in reports["bib_key"])
+    fa3 = pd.read_csv(ROOT / "data" / "reference" / "fa3_published.csv")
+    assert fa3["source"].str.contains("FlashAttention-3").all()
+    assert "shah2024flashattention3" in entries
