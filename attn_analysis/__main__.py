@@ -104,6 +104,26 @@ def build_parser() -> argparse.ArgumentParser:
     ve.add_argument("runs", nargs="+", help="run folders, check files or their folder "
                                             "(data/checks)")
 
+    pl = sub.add_parser("plan", help="what a design can decide at its family, before "
+                                     "anything is measured")
+    pl.add_argument("--power", action="store_true", required=True,
+                    help="the processes needed for 80%% power at 1.5 margins and a 90%% A/A "
+                         "'equivalent' rate at the plan's family m, per level")
+    what = pl.add_mutually_exclusive_group()
+    what.add_argument("--campaign", help="a named plan (configs: CAMPAIGN_PLANS, "
+                                         "POWERED_PLANS, ...)")
+    what.add_argument("--matrix", choices=sorted(MATRICES), help="a named matrix")
+    pl.add_argument("--candidates", nargs="+", default=None,
+                    help="with --matrix: the candidates (default: every built-in)")
+    pl.add_argument("--trials", type=int, default=None,
+                    help=f"processes (default: the plan's, else {sweep.DEFAULT_TRIALS})")
+    pl.add_argument("--gpu-model", default=None,
+                    help="GPU model whose recorded SDs to use, e.g. 'NVIDIA H200' "
+                         "(default: pooled over models)")
+    pl.add_argument("--sigma", nargs=2, type=float, metavar=("CALL", "KERNEL"), default=None,
+                    help="per-process SDs of the call and kernel levels instead of the "
+                         "recorded ones")
+
     me = sub.add_parser("merge", help="join the shard runs of one plan into one run")
     me.add_argument("out", help="new run folder, e.g. data/runs/<run-id>")
     me.add_argument("shards", nargs="+", help="the finalized shard run folders, 1..N")
@@ -223,6 +243,8 @@ def cmd_sweep(args) -> int:
                       start_method=args.start_method, shard=shard)
     pins = _sweep_gpus(args, device)
     finished = sweep.preflight(args.out, plan, "--out")  # writes nothing
+    if device == "cuda" and finished is None:
+        _power_warning(plan)
     if finished is not None:
         print(f"{args.out} is a finished run (finalized {finished['finished_utc']}): nothing "
               f"to measure, nothing changed; {finished['timed']} of "
@@ -264,6 +286,72 @@ def _sweep_gpus(args, device: str) -> tuple:
     at_once = 1 if args.one_at_a_time else len(pins)
     print(f"gpus: {len(pins)} ({', '.join(pins)}); {at_once} trial process(es) at a time")
     return pins
+
+
+def _plan_spec(args) -> dict:
+    """The plan ``plan --power`` judges: a named one, or a matrix with candidates."""
+    from . import configs
+    if args.campaign:
+        plans = {**configs.CAMPAIGN_PLANS, **configs.CALIBRATION_PLANS, **configs.GLUON_PLANS,
+                 **configs.PEER_PLANS, **configs.POWERED_PLANS}
+        spec = dict(plans[_choice("--campaign", args.campaign, tuple(sorted(plans)))])
+    else:
+        if args.candidates is None:
+            from .measure.candidates import DEFAULT_CANDIDATES
+            candidates = tuple(DEFAULT_CANDIDATES)
+        else:
+            candidates = tuple(args.candidates)
+        spec = {"matrix": args.matrix or "reports-v1", "candidates": candidates}
+    if args.trials is not None:
+        spec["trials"] = _positive_int("--trials", args.trials)
+    return spec
+
+
+def cmd_plan(args) -> int:
+    from . import configs
+    from .analyse import power
+    from .measure import sweep
+    spec = _plan_spec(args)
+    cfgs = configs.matrix(spec["matrix"])
+    trials = spec.get("trials", sweep.DEFAULT_TRIALS)
+    levels = tuple(spec.get("levels", ("call", "kernel")))
+    if args.sigma is not None:
+        sigmas = {"call": args.sigma[0], "kernel": args.sigma[1]}
+        source = "given with --sigma"
+    else:
+        sigmas = power.load_design_sigmas(device=args.gpu_model, configs=[c.key for c in cfgs])
+        if sigmas is None:
+            raise ValueError(f"no recorded design SDs ({power.DESIGN_SIGMAS}; "
+                             f"scripts/design_sigmas.py writes it): pass --sigma CALL KERNEL.")
+        source = (f"the {power.SIGMA_QUANTILE:.0%} quantile of recorded comparisons "
+                  f"({power.DESIGN_SIGMAS}, {args.gpu_model or 'GPU models pooled'})")
+    m, report, text = power.plan_decidability(
+        len(cfgs), spec["candidates"], trials, sigmas, levels=levels,
+        family=spec.get("family_size"))
+    print(f"plan: matrix {spec['matrix']} ({len(cfgs)} configurations), "
+          f"{len(spec['candidates'])} candidates, {trials} processes; family m = {m} "
+          f"({'pre-registered' if 'family_size' in spec else 'every candidate but sdpa x configurations x levels'})")
+    print(f"per-process SDs: {source}")
+    for r in report:
+        print(f"  {r.level}: needs {r.needed if r.needed is not None else 'more than 1024'} "
+              f"processes; {r.processes} give power {r.power:.0%}, A/A equivalent "
+              f"{r.equivalence:.0%}")
+    print(text)
+    return 0
+
+
+def _power_warning(plan) -> None:
+    """Warn (stderr) when a GPU sweep's design cannot decide at its family, per the
+    recorded design SDs; nothing where they are absent."""
+    from .analyse import power
+    sigmas = power.load_design_sigmas(configs=[c.key for c in plan.configs])
+    if sigmas is None:
+        return
+    m, report, text = power.plan_decidability(len(plan.configs), plan.candidates,
+                                              plan.trials, sigmas)
+    if not all(r.decides for r in report):
+        print(f"warning: this design cannot decide at its family (m = {m}); "
+              f"`python -m attn_analysis plan --power` says more.\n{text}", file=sys.stderr)
 
 
 def cmd_merge(args) -> int:
@@ -385,6 +473,7 @@ def cmd_calibrate(args) -> int:
 
 
 COMMANDS = {"sweep": cmd_sweep, "verify": cmd_verify, "show": cmd_show, "merge": cmd_merge,
+            "plan": cmd_plan,
             "compare": cmd_compare, "calibrate": cmd_calibrate}
 
 

@@ -135,3 +135,64 @@ def test_powered_plans_state_their_family_and_are_sized_for_it(name):
     # sized as the comment above POWERED_PLANS says: decides up to an SD of 0.0088
     needed = pw.processes_needed(0.0088, m)
     assert needed is not None and needed <= plan["trials"]
+
+
+def test_family_size_counts_every_comparison_with_sdpa():
+    assert pw.family_size(10, ("sdpa", "a", "b")) == 40
+    assert pw.family_size(10, ("sdpa", "a"), levels=("kernel",)) == 10
+    with pytest.raises(ValueError, match="`levels`"):
+        pw.family_size(1, ("a",), levels=())
+
+
+def test_recorded_design_sigmas_are_the_runs_and_pick_the_plan_shapes():
+    import subprocess
+    import sys
+    from conftest import ROOT
+    done = subprocess.run([sys.executable, "scripts/design_sigmas.py", "--check"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    reports = [c.key for c in configs.matrix("reports-v1")]
+    both = reports + [c.key for c in configs.matrix("long-grid-v1")]
+    r = pw.load_design_sigmas(ROOT / pw.DESIGN_SIGMAS, "NVIDIA H200", reports[:3])
+    a = pw.load_design_sigmas(ROOT / pw.DESIGN_SIGMAS, None, both)
+    assert set(r) == {"call", "kernel"} and r != a
+    assert pw.load_design_sigmas(ROOT / "no-such.json") is None
+
+
+def test_run_decidability_judges_a_recorded_run_at_its_family():
+    from attn_analysis import record
+    from conftest import ROOT
+    run = record.load(ROOT / "data" / "runs" / "h200-sota-target")
+    text = pw.run_decidability(run, sigmas={"call": 0.005, "kernel": 0.005})
+    m = pw.family_size(run.samples["config"].nunique(), run.samples["candidate"].unique())
+    assert f"family m = {m}" in text and "CANNOT DECIDE" in text  # 4 processes
+    assert "decides at its family" in pw.run_decidability(
+        run, sigmas={"call": 0.0005, "kernel": 0.0005})
+
+
+def test_cli_plan_power_prints_the_family_and_the_processes_needed(capsys):
+    from conftest import main_here
+    done = main_here(capsys, "plan", "--power", "--campaign", "powered-v1-reports",
+                     "--sigma", "0.005", "0.004")
+    assert done.returncode == 0, done.stderr
+    assert "family m = 120 (pre-registered)" in done.stdout
+    need = pw.processes_needed(0.005, 120)
+    assert f"call: needs {need} processes" in done.stdout
+    small = main_here(capsys, "plan", "--power", "--matrix", "reports-v1", "--candidates",
+                      "sdpa", "triton", "--trials", "2", "--sigma", "0.005", "0.005")
+    assert "family m = 20" in small.stdout and "CANNOT DECIDE" in small.stdout
+    bad = main_here(capsys, "plan", "--power", "--campaign", "nope")
+    assert bad.returncode == 1 and "`--campaign`" in bad.stderr
+
+
+def test_sweep_warns_when_its_design_cannot_decide(capsys):
+    from attn_analysis.__main__ import _power_warning
+    from attn_analysis.measure import sweep
+    plan = sweep.Plan(configs=configs.matrix("reports-v1"), candidates=("sdpa", "triton"),
+                      trials=2, device="cpu")
+    _power_warning(plan)
+    err = capsys.readouterr().err
+    assert "cannot decide at its family (m = 20)" in err
+    _power_warning(sweep.Plan(configs=configs.matrix("reports-v1"),
+                              candidates=("sdpa", "triton"), trials=64, device="cpu"))
+    assert capsys.readouterr().err == ""

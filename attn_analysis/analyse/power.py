@@ -275,3 +275,97 @@ def decidability_text(report: list[LevelDesign], margin: float = DEFAULT_MARGIN,
             f"rate of {r.equivalence:.0%}; {POWER_GOAL:.0%} and {EQUIVALENCE_GOAL:.0%} "
             f"need {need}: this design {verdict} at its family.")
     return "\n".join(lines)
+
+
+# ------------------------------------------------------------------ plans and runs
+
+DESIGN_SIGMAS = "data/reference/design_sigmas.json"  # scripts/design_sigmas.py writes it
+SIGMA_QUANTILE = 0.9  # the share of a family's comparisons a design is sized to decide
+
+
+def family_size(n_configs: int, candidates, baseline: str = "sdpa",
+                levels=("call", "kernel")) -> int:
+    """m of a plan judged as ``compare`` judges a run: every candidate but ``baseline``
+    at every configuration, at each level."""
+    n = _validate.integer("n_configs", n_configs, 1)
+    others = [c for c in candidates if c != baseline]
+    if not levels:
+        raise ValueError("`levels` must name at least one level.")
+    return n * len(others) * len(tuple(levels))
+
+
+def recorded_sigmas(runs, placements: int, quantile: float = SIGMA_QUANTILE,
+                    baseline: str = "sdpa", exclude=(), configs=None) -> dict:
+    """``{level: SD}`` for a design with ``placements`` placements: :func:`family_sigma` of
+    the comparisons with ``baseline`` in ``runs`` (loaded ``record.Run`` objects with at
+    least 3 processes), pooled, candidates in ``exclude`` left out, configurations in
+    ``configs`` (keys; None: all) only. A level with no comparison is left out."""
+    out = {}
+    for level in ("call", "kernel"):
+        frames = [paired_components(r.placements, baseline, level) for r in runs]
+        comps = pd.concat([f for f in frames if len(f)], ignore_index=True) \
+            if any(len(f) for f in frames) else pd.DataFrame()
+        if len(comps):
+            comps = comps[~comps["candidate"].isin(tuple(exclude))]
+        if len(comps) and configs is not None:
+            comps = comps[comps["config"].isin(tuple(configs))]
+        if len(comps):
+            out[level] = family_sigma(comps, placements, quantile)
+    return out
+
+
+def load_design_sigmas(path=None, device: str | None = None,
+                       configs=None) -> dict | None:
+    """The ``{level: SD}`` that ``scripts/design_sigmas.py`` recorded, or None where the
+    file is absent (a checkout without it: the caller says it cannot judge).
+
+    Its table is keyed by GPU model (or "all", pooled) and then by shape group: a named
+    matrix whose configurations hold all of ``configs`` (keys), else "all" shapes. The
+    GPU model ``device`` is used where the file has it, else the pooled models. ``path``
+    None: ``DESIGN_SIGMAS`` in the checkout this package lives in."""
+    import json
+    from pathlib import Path
+    p = Path(__file__).resolve().parents[2] / DESIGN_SIGMAS if path is None else Path(path)
+    if not p.is_file():
+        return None
+    doc = json.loads(p.read_text())
+    table = doc["sigmas"].get(device) or doc["sigmas"]["all"]
+    wanted = set(configs or ())
+    group = next((g for g, keys in doc["groups"].items()
+                  if wanted and wanted <= set(keys)), "all")
+    return dict(table[group])
+
+
+def plan_decidability(n_configs: int, candidates, processes: int, sigmas: dict,
+                      baseline: str = "sdpa", levels=("call", "kernel"),
+                      family: int | None = None, margin: float = DEFAULT_MARGIN
+                      ) -> tuple[int, list[LevelDesign], str]:
+    """What a plan can decide before it is measured: its family m (``family`` when the
+    plan pre-registers one, else :func:`family_size`), the :func:`design_report` of its
+    processes at that m per level of ``sigmas`` (only the ``levels`` judged), and the
+    text ``plan --power``, ``sweep`` and the notebooks print."""
+    m = family if family is not None else family_size(n_configs, candidates, baseline, levels)
+    sig = {lv: s for lv, s in sigmas.items() if lv in tuple(levels)}
+    report = design_report(processes, m, sig, margin)
+    return m, report, decidability_text(report, margin)
+
+
+def run_decidability(run, sigmas: dict | None = None, baseline: str = "sdpa",
+                     levels=("call", "kernel"), family: int | None = None,
+                     margin: float = DEFAULT_MARGIN) -> str:
+    """Whether a recorded run's design can decide at its own family: the notebooks call
+    this beside a run's verdicts. The family is every comparison with ``baseline`` in
+    the run at ``levels`` (or ``family``); the SDs are ``sigmas`` or, by default, the
+    recorded design SDs for the run's GPU model (:func:`load_design_sigmas`)."""
+    s = run.samples
+    configs = s["config"].nunique()
+    candidates = sorted(s["candidate"].unique())
+    processes = int(s.groupby(["config", "candidate"])["trial"].nunique().min())
+    if sigmas is None:
+        sigmas = load_design_sigmas(device=run.device, configs=s["config"].unique())
+    if not sigmas:
+        return (f"run {run.run_id}: no recorded design SDs ({DESIGN_SIGMAS}), so whether "
+                f"{processes} processes decide at its family cannot be said.")
+    m, _, text = plan_decidability(configs, candidates, processes, sigmas, baseline,
+                                   levels, family, margin)
+    return f"run {run.run_id} ({processes} processes, family m = {m}):\n{text}"
