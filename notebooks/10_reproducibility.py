@@ -167,11 +167,12 @@ tables.show(grouped[["n", *keys, "runs"]],
 # %% tags=["remove-input"]
 dur = software.command_durations()
 shown = dur.assign(source=dur["source"].str.split("§").str[0].str.strip())
-tables.show(shown[["command", "scope", "machine", "commit", "wall_s", "source"]],
-            "Measured wall time of each documented command, with the benchmark file it "
-            "comes from (the section is in the CSV).",
+tables.show(shown[["name", "scope", "commit", "wall_s", "source"]],
+            "Measured wall time of each documented command above, with the benchmark file "
+            "it comes from (the command, machine and section are in the CSV). Without a GPU: "
+            "a 2-core machine.",
             name="tbl-command-durations", csv="command_durations.csv", full=dur,
-            labels={"wall_s": "wall (s)", "scope": "what it covers"},
+            labels={"name": "command", "wall_s": "wall (s)", "scope": "what it covers"},
             formats={"wall_s": "g"})
 
 # %% [markdown]

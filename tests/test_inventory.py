@@ -4,6 +4,7 @@ runs, counts, roles and git times, on synthetic run folders and on ``data/runs``
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -273,10 +274,16 @@ def _section(path: Path, heading: str) -> str:
 
 def test_every_command_duration_is_in_the_section_it_cites():
     df = software.command_durations()
-    commands = set(df["command"])
-    assert any(c.startswith("README command 1") for c in commands)
-    assert any(c.startswith("README command 2") for c in commands)
-    assert any(c.startswith("GPU command") for c in commands)
+    # the README's two commands and its GPU command, as the README writes them
+    readme = (ROOT / "README.md").read_text()
+    names = set(df["name"])
+    assert {"README 1: install and build the book", "README 2: the test suite",
+            "GPU command"} <= names
+    for name in ("README 1: install and build the book", "README 2: the test suite"):
+        assert df.loc[df["name"] == name, "command"].iloc[0] in readme, name
+    gpu = df.loc[df["name"] == "GPU command", "command"].iloc[0]
+    assert re.search(r"python3 -m attn_analysis sweep --out \S+ --matrix reports-v1 --modes graph",
+                     readme) and gpu.endswith("--matrix reports-v1 --modes graph")
     for row in df.itertuples():
         path, heading = (s.strip() for s in row.source.split("§"))
         text = _section(ROOT / path, heading)

@@ -29,7 +29,7 @@ _FINGERPRINT_KEYS = {"torch": "torch_version", "CUDA": "cuda_version",
                      "Triton": "triton_version", "Python": "python_version"}
 SOFTWARE_COLUMNS = ["run", "GPU", *_FINGERPRINT_KEYS, "peers"]
 DURATIONS_FILE = Path(__file__).resolve().parents[2] / "benchmarks" / "command-durations.csv"
-DURATION_COLUMNS = ["command", "scope", "machine", "commit", "measured", "wall_s", "source"]
+DURATION_COLUMNS = ["name", "command", "scope", "machine", "commit", "measured", "wall_s", "source"]
 
 
 def cudnn_version(value) -> str:
@@ -89,7 +89,7 @@ def software_table(runs_dir=DEFAULT_RUNS_DIR) -> pd.DataFrame:
 
 def command_durations(path=DURATIONS_FILE) -> pd.DataFrame:
     """The measured wall time of each documented command (one row per measurement):
-    command, scope (what the time covers), machine, commit, measured (date), wall_s and
+    name (a short label), command, scope (what the time covers), machine, commit, measured (date), wall_s and
     source (the benchmark file and section it comes from)."""
     df = pd.read_csv(path, dtype={"commit": str})
     df = _validate.frame("durations", df, DURATION_COLUMNS, rows=True)
