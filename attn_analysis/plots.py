@@ -25,7 +25,7 @@ from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter
 from .configs import Config
 from .analyse.stats import Verdict, margin_iv
 from .figure_style import (_err, _figure, _finish, _frame_iv, _label_iv, _legend_below,
-                           interval_window,
+                           check_span, interval_window,
                            MODE_LABELS, MODE_TITLES, near_one_window, PAGE_WIDTH_IN,
                            _short, _speedup_points, _styled, _title, VERDICT_COLORS)
 
@@ -222,6 +222,7 @@ def speedup_summary(tables: dict, margin: float, title: str) -> Figure:
     cands = (both[both["level"] == "call"].groupby("candidate")["speedup"].mean()
              .sort_values().index.tolist())
     xlim = near_one_window(both["ci_low"], both["ci_high"], margin, cap=0.1)
+    check_span(xlim, both["speedup"], reference=(1.0,))
     fig = _figure(PAGE_WIDTH_IN, 0.55 + 0.32 * len(cands))
     axes = fig.subplots(1, 2, sharey=True)
     markers = ["o", "s", "^", "D"]
@@ -300,6 +301,7 @@ def speedup_by_seq_len(table: pd.DataFrame, margin: float, level: str = "call",
     # The axis follows the point estimates: an interval too wide to decide anything (one
     # degree of freedom at two processes) is cut at the edge instead of flattening the rest.
     span = max(float((df["speedup"] - 1).abs().max()), 2 * margin) * 1.25
+    check_span((1 - span, 1 + span), df["speedup"], reference=(1.0,), name="y")
     for row, machine in zip(axes, machines):
         m = df[df["machine"] == machine]
         single = int(m["n_processes"].min()) < 2
