@@ -343,10 +343,11 @@ def kernel_sentence(wins: pd.DataFrame) -> str:
 
 
 def machine_slug(machine: str) -> str:
-    """A glue-key prefix for a machine label: its GPU model, lower case ('h200')."""
+    """A glue-key prefix for a machine label: its GPU model, lower case ('h200' for
+    'H200-c' or 'H200 73c875d3')."""
     if not isinstance(machine, str) or not machine.strip():
         raise ValueError(f"`machine` must be a machine label; got {machine!r}.")
-    return machine.split()[0].lower()
+    return machine.split()[0].split("-")[0].lower()
 
 
 def target_sentence(machine: str, best: dict) -> str:
@@ -421,12 +422,28 @@ def controls_sentence(target_tables: dict, level: str = "call") -> str:
     verdicts at ``level``."""
     parts = []
     for cand, what in CONTROLS.items():
-        verdicts = []
+        by_verdict = {}
         for machine, t in target_tables.items():
             r = t[(t["candidate"] == cand) & (t["level"] == level)
                   & (t["config"] == TARGET.key)]
-            verdicts.append(f"{r['verdict'].iloc[0] if len(r) else 'not measured'} on the "
-                            f"{machine}")
-        parts.append(f"{what} came out {' and '.join(verdicts)}")
+            by_verdict.setdefault(r["verdict"].iloc[0] if len(r) else "not measured",
+                                  []).append(machine)
+        parts.append(f"{what} came out " + verdicts_phrase(by_verdict))
     return "; ".join(parts) + f" ({level} level)."
+
+
+def verdicts_phrase(by_verdict: dict) -> str:
+    """'equivalent on both the H100-b and the H200-g' where every machine gave one verdict,
+    else 'equivalent on the H100-b and slower on the H200-g' (``by_verdict``: verdict ->
+    machines), so the same word is never written twice in a row."""
+    if not by_verdict or not all(by_verdict.values()):
+        raise ValueError(f"`by_verdict` must map verdicts to machines; got {by_verdict!r}.")
+
+    def on(machines):
+        names = [f"the {m}" for m in machines]
+        if len(names) == 1:
+            return names[0]
+        both = "both " if len(names) == 2 else "all of "
+        return both + ", ".join(names[:-1]) + " and " + names[-1]
+    return " and ".join(f"{v} on {on(ms)}" for v, ms in by_verdict.items())
 

@@ -38,7 +38,8 @@ def toc_pages(toc: Path = ROOT / "_toc.yml") -> list[str]:
             pages.append(entry["file"])
             walk(entry.get("sections", ()))
 
-    walk(data["chapters"])
+    for part in data.get("parts", [{"chapters": data.get("chapters", [])}]):
+        walk(part["chapters"])
     return pages
 
 

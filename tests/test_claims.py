@@ -69,3 +69,19 @@ def test_claims_values_pastes_each_cell_and_counts_verdicts():
     assert (v["n_holds"], v["n_fails"], v["n_cannot_be_tested_here"]) == (1, 13, 0)
     with pytest.raises(ValueError, match="the claims' order changed"):
         claims.claims_values(rows[::-1])
+
+
+def test_a_claim_that_needs_an_unmeasured_gpu_cannot_be_tested_here():
+    # the audit's rule: a claim whose decision needs an L4 (or the A100 figure) is "cannot be
+    # tested here", whatever our evidence says; a claim decided on Hopper keeps its verdict
+    assert claim_table.decide("fails", ("L4",)) == "cannot be tested here"
+    assert claim_table.decide("holds", ("H100", "A100")) == "cannot be tested here"
+    assert claim_table.decide("fails", ("H100",)) == "fails"
+    assert claim_table.decide("holds") == "holds"
+    c = claim_table.Claim("c", "s", "m", "fails", "w", "e", needs=("L4",))
+    assert c.verdict == "cannot be tested here"
+    assert claim_table.Claim("c", "s", "m", "fails", "w", "e").verdict == "fails"
+    with pytest.raises(ValueError, match="`needs`"):
+        claim_table.decide("fails", "L4")
+    with pytest.raises(ValueError, match="`verdict`"):
+        claim_table.decide("maybe")

@@ -296,3 +296,14 @@ def test_call_anatomy_splits_the_call_into_kernels_and_gaps():
     assert us["base_other_us"] == pytest.approx(0.7) and us["base_gaps_us"] == pytest.approx(1.3)
     with pytest.raises(ValueError, match="attention"):
         comparisons.call_anatomy(pd.DataFrame(rows[:2]), "c", "x")
+
+
+def test_verdicts_phrase_never_repeats_a_verdict():
+    assert sota.verdicts_phrase({"equivalent": ["H100-b", "H200-g"]}) == \
+        "equivalent on both the H100-b and the H200-g"
+    assert sota.verdicts_phrase({"equivalent": ["H100-b"], "slower": ["H200-g"]}) == \
+        "equivalent on the H100-b and slower on the H200-g"
+    assert sota.verdicts_phrase({"faster": ["A", "B", "C"]}) == \
+        "faster on all of the A, the B and the C"
+    with pytest.raises(ValueError, match="`by_verdict`"):
+        sota.verdicts_phrase({})

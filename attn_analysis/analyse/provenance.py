@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 
+from pathlib import Path
+
 import pandas as pd
 
 from .. import _validate
@@ -29,19 +31,34 @@ def run_label(run) -> str:
 
 
 def machine_label(run) -> str:
-    """'H200 73c875d3': the GPU model without the vendor and the first block of its UUID,
-    which tells two GPUs of one model apart."""
-    return " ".join(p for p in (_model_name(run), _uuid8(run)) if p)
+    """'H200-c': the GPU's label in the data's inventory (``analyse.inventory``: model and
+    a letter per GPU of that model), so prose names a GPU as the inventory table does and
+    never by UUID. A run outside a folder of recorded runs, or whose GPU the inventory
+    does not know, falls back to the model and the first block of its UUID."""
+    return _inventory_label(run) or " ".join(p for p in (_model_name(run), _uuid8(run)) if p)
+
+
+def _inventory_label(run):
+    """The run's GPU label from the inventory of the folder the run lies in, or None."""
+    uuid = str(_first_fingerprint(run).get("gpu_uuid") or "")
+    path = getattr(run, "path", None)
+    if not uuid or path is None:
+        return None
+    from attn_analysis.analyse import inventory
+    try:
+        return inventory.gpu_label(uuid, runs_dir=Path(path).parent)
+    except ValueError:
+        return None
 
 
 def model_label(runs) -> str:
-    """'H200 (GPUs 6264489c, 13b7bd1e)': the model of runs pooled over GPUs of one model,
-    with each GPU's first UUID block, in the order first seen."""
+    """'H200 (GPUs H200-a, H200-b)': the model of runs pooled over GPUs of one model,
+    with each GPU's label (:func:`machine_label`), in the order first seen."""
     runs = list(runs)
     models = {_model_name(r) for r in runs}
     if len(models) != 1:
         raise ValueError(f"`runs` must come from one GPU model; got {sorted(models)}.")
-    uuids = list(dict.fromkeys(u for u in map(_uuid8, runs) if u))
+    uuids = list(dict.fromkeys(_inventory_label(r) or _uuid8(r) for r in runs if _uuid8(r)))
     word = "GPU" if len(uuids) == 1 else "GPUs"
     return f"{models.pop()} ({word} {', '.join(uuids)})" if uuids else models.pop()
 

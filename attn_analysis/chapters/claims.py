@@ -101,7 +101,7 @@ def tf32_claim(extras: dict, rep: Reported, a_fp, *, margin: float,
             f"{a_fp['rate']:.0%} of the time (calibration); TF32 is a mode of fp32 matrix "
             "products. We did not show 'no effect' (H100 timing inconclusive at the margin), "
             "and the L4 was not re-measured",
-            "audit-tf32"))
+            "audit-tf32", needs=("L4",)))
 
 
 def _device(run) -> str:
@@ -330,7 +330,7 @@ def a100_claim(rep: Reported) -> Finding:
             f"the {expected:.1f}x mixes the A100's tensor-core peak with the L4's CUDA-core "
             f"rate; the {a100_ms:.2f} ms A100 figure is unsourced in the reports and neither "
             "GPU was measured here",
-            "audit-a100"))
+            "audit-a100", needs=("L4", "A100")))
 
 
 def _cv(x) -> float:
@@ -370,7 +370,7 @@ def warmup_claim(extras: dict, lead, fid: pd.DataFrame, rep: Reported) -> Findin
             "the spread persists after warm-up and between processes; at S=128 a per-call "
             "figure is mostly host launch time, so its noise is host noise (the L4 run itself "
             "is not available to re-check)",
-            "audit-warmup"),
+            "audit-warmup", needs=("L4",)),
         data=(wu, first))
 
 

@@ -45,7 +45,7 @@ def peers_claim(target_tables: dict, not_run: dict, rep: Reported) -> Finding:
     flash, xf = _expected(rep, "flash-attn 2.3.3", 512), _expected(rep, "xFormers", 512)
     measured, values = [], {}
     for machine, t in target_tables.items():
-        slug = machine.split()[0].lower()
+        slug = sota.machine_slug(machine)
         for cand, name in (("fa4", "FlashAttention-4"), ("sdpa_flash", "PyTorch's FA2 copy")):
             r = _row(t, cand)
             if r is not None:
@@ -68,7 +68,7 @@ def peers_claim(target_tables: dict, not_run: dict, rep: Reported) -> Finding:
         "dispatch on every machine we had, because that dispatch chose cuDNN's kernel, which "
         "the reports' software could not; xFormers has no build for our PyTorch; the L4 was "
         "not measured",
-        "audit-peers"))
+        "audit-peers", needs=("L4",)))
 
 
 def custom_kernels_claim(tables: list, rep: Reported, *, reach: float = 1.10,
@@ -108,4 +108,4 @@ def custom_kernels_claim(tables: list, rep: Reported, *, reach: float = 1.10,
         f"claim fails on Hopper; it is a property of the shape, not of custom kernels: "
         f"{reach:.1f}x is reached at {where or 'no configuration'}; the claim concerns Ada "
         f"(L4), which we could not measure",
-        "audit-triton"))
+        "audit-triton", needs=("L4",)))
