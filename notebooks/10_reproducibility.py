@@ -66,23 +66,9 @@ tables.show(shown[["label", "model", "uuid", "n_runs", "processes", "runs"]],
 
 # %% tags=["remove-cell"]
 confirm = run_table[run_table["role"] == "confirmatory"]
-late = [r for r in confirm.itertuples()
-        if r.plan_committed_utc and r.first_entry_utc and r.plan_committed_utc > r.first_entry_utc]
-with_results = [r for r in confirm.itertuples()
-                if r.plan_committed_utc and r.plan_committed_utc == r.results_committed_utc]
 nbs.glue_text("rep_n_confirm", len(confirm))
-nbs.glue_text("rep_n_confirm_late", len(late))
-nbs.glue_text("rep_n_confirm_with_results", len(with_results))
 nbs.glue_text("rep_confirm_runs", ", ".join(confirm["run"]) or "none")
-names = ", ".join(r.run for r in late)
-plan_note = " ".join([
-    f"The plans of the existing confirmatory runs ({names}) entered git "
-    + ("in the commit that added their results." if len(with_results) == len(late)
-       else "after their first process started."),
-    "So git cannot show that they were fixed before measuring.",
-    "Plans from now on are committed before their runs."]) if late else \
-    "Every confirmatory plan entered git before its run's first process."
-nbs.glue_text("rep_plan_note", plan_note)
+nbs.glue_text("rep_plan_note", inventory.plan_statement(run_table))
 
 # %% [markdown]
 # ## The runs

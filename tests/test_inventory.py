@@ -300,3 +300,26 @@ def test_command_durations_refuse_a_bad_file(tmp_path):
     good.to_csv(bad, index=False)
     with pytest.raises(ValueError, match="positive"):
         software.command_durations(bad)
+
+
+def test_plan_statement():
+    import pandas as pd
+    row = {"run": "c1", "role": "confirmatory", "first_entry_utc": ts(1),
+           "plan_committed_utc": ts(5), "results_committed_utc": ts(5)}
+    said = inv.plan_statement(pd.DataFrame([row]))
+    assert "c1 entered git in the commit that added their results" in said
+    assert "cannot show" in said
+    later = inv.plan_statement(pd.DataFrame([{**row, "results_committed_utc": ts(7)}]))
+    assert "after their first process started" in later
+    before = inv.plan_statement(pd.DataFrame([{**row, "plan_committed_utc": ts(0)}]))
+    assert before.startswith("Every confirmatory plan entered git before")
+    # without git history nothing is claimed
+    none = inv.plan_statement(pd.DataFrame([{**row, "plan_committed_utc": None}]))
+    assert "no git history" in none and "before" not in none
+    assert inv.plan_statement(pd.DataFrame([{**row, "role": "exploratory"}])) == \
+        "No recorded run is confirmatory."
+    with pytest.raises(ValueError, match="`runs`"):
+        inv.plan_statement(pd.DataFrame({"run": ["x"]}))
+    # the recorded confirmatory runs: their plans entered git with their results
+    real = inv.plan_statement(inv.run_inventory(RUNS))
+    assert "in the commit that added their results" in real

@@ -32,7 +32,7 @@ from ..record.schema import PLAN, RUN_INFO
 
 __all__ = ["DEFAULT_RUNS_DIR", "FINGERPRINT", "UNRECORDED", "ROLES", "gpu_model",
            "label_letters", "run_role", "gpu_inventory", "run_inventory", "gpu_labels",
-           "gpu_label", "counts"]
+           "gpu_label", "counts", "plan_statement"]
 
 DEFAULT_RUNS_DIR = "data/runs"
 FINGERPRINT = "fingerprint.json"  # the consolidated fingerprints (record.JSON_VIEWS)
@@ -290,3 +290,31 @@ def counts(runs_dir=DEFAULT_RUNS_DIR) -> dict:
     for role in ROLES:
         out[f"n_runs_{role}"] = int((runs["role"] == role).sum())
     return out
+
+
+def plan_statement(runs: pd.DataFrame) -> str:
+    """What git shows of when the confirmatory plans were fixed, in plain sentences, from a
+    :func:`run_inventory` table: a plan committed after its run's first process (and
+    whether in the commit that added the results) is said so; without git history (no
+    commit times) nothing is claimed."""
+    need = ("run", "role", "first_entry_utc", "plan_committed_utc", "results_committed_utc")
+    missing = [c for c in need if c not in getattr(runs, "columns", ())]
+    if missing:
+        raise ValueError(f"`runs` must be a run_inventory table; missing {missing}.")
+    confirm = runs[runs["role"] == "confirmatory"]
+    if confirm.empty:
+        return "No recorded run is confirmatory."
+    unknown = [r.run for r in confirm.itertuples() if not isinstance(r.plan_committed_utc, str)]
+    if unknown:
+        return (f"This copy has no git history, so when the plans of the confirmatory runs "
+                f"({', '.join(unknown)}) entered git is not shown.")
+    late = [r for r in confirm.itertuples() if isinstance(r.first_entry_utc, str)
+            and pd.Timestamp(r.plan_committed_utc) > pd.Timestamp(r.first_entry_utc)]
+    if not late:
+        return "Every confirmatory plan entered git before its run's first process."
+    with_results = all(r.plan_committed_utc == r.results_committed_utc for r in late)
+    where = ("in the commit that added their results" if with_results
+             else "after their first process started")
+    return (f"The plans of the confirmatory runs {', '.join(r.run for r in late)} entered git "
+            f"{where}. So git cannot show that they were fixed before measuring. Plans from "
+            f"now on are committed before their runs.")
