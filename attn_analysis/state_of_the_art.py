@@ -27,6 +27,7 @@ import pandas as pd
 
 from . import _validate
 from .analyse import catalog, comparisons
+from .analyse import provenance
 from .analyse.provenance import machine_label  # re-exported: the chapters' GPU label
 from .analyse.stats import DEFAULT_MARGIN, Verdict
 from .configs import (BASELINE, CAMPAIGNS, CONFIG_FIELDS, FA3_HIDDEN, FA3_TOKENS, TARGET,
@@ -345,9 +346,7 @@ def kernel_sentence(wins: pd.DataFrame) -> str:
 def machine_slug(machine: str) -> str:
     """A glue-key prefix for a machine label: its GPU model, lower case ('h200' for
     'H200-c' or 'H200 73c875d3')."""
-    if not isinstance(machine, str) or not machine.strip():
-        raise ValueError(f"`machine` must be a machine label; got {machine!r}.")
-    return machine.split()[0].split("-")[0].lower()
+    return provenance.machine_model(machine).lower()
 
 
 def target_sentence(machine: str, best: dict) -> str:

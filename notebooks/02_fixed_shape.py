@@ -12,14 +12,12 @@
 # ---
 
 # %% [markdown]
-# # The fixed shape: every candidate against the default SDPA dispatch
+# # 3.1 The reports' shape
 #
-# This section decides the claim at its own shape, B=32, H=8, S=512, D=64 in fp16: every
-# candidate against `sdpa`, the default dispatch (what `F.scaled_dot_product_attention`
-# gives without asking for a backend), by the speedup `median(sdpa) / median(candidate)`
-# with a t-interval over independent processes, judged against a stated equivalence
-# margin. It then recomputes the original reports' statistics on the
-# same samples, and repeats the comparison in a second run with longer graph replays.
+# **At B=32, H=8, S=512, D=64 in fp16, nothing that PyTorch offers and none of our kernels
+# beats SDPA's default dispatch beyond the margin.** This section decides claim A for
+# PyTorch's paths and our Triton kernel. The public kernels at this shape are in
+# {doc}`06_state_of_the_art`.
 
 # %% tags=["parameters", "hide-input"]
 runs_dir = "data/runs"    # recorded runs, relative to the repository root
@@ -69,22 +67,12 @@ nbs.glue_text("fx_margin", float(margin))
 nbs.glue_text("fx_mode", main_mode)
 
 # %% [markdown]
-# Lead run {glue:text}`fx_run:s` ({glue:text}`fx_label:s`), configuration
-# {glue:text}`fx_config:s`, main timing mode {glue:text}`fx_mode:s` (see the methods
-# chapter for why).
-#
 # (fixed-two-levels)=
-# ## The answer at the call and at the kernel level, on two GPUs
+# ## The answer per call and per kernel
 #
-# Under protocol 2 every unit is measured at several memory placements, and the profiler's
-# kernel time is recorded at each, so each candidate gets two speedups over the default
-# dispatch: per call (what a user of the function gets, graph replay) and per kernel (the
-# sum of the profiler's kernel times per call). Both come from a t-interval over
-# independent processes (each process reduced to one log ratio over its placements; the
-# methods chapter says why); every interval is adjusted for the whole family of
-# comparisons of its run (Bonferroni: every candidate per call in each timing mode and per
-# kernel), and a candidate is called faster or slower only when its interval lies beyond
-# the margin.
+# Each candidate gets two speedups over the default dispatch: per call (graph replay) and
+# per kernel (the profiler's kernel time). Each interval is adjusted for its run's family
+# ({ref}`methods-interval`).
 
 # %% tags=["remove-cell"]
 from attn_analysis.analyse import comparisons
@@ -143,43 +131,29 @@ else:
 # ```{glue:figure} fx2_summary
 # :name: fig-fixed-summary
 #
-# Speedup of each candidate over the default SDPA dispatch at {glue:text}`fx_config:s`,
-# per call (left) and per kernel (right), on two NVIDIA H200 GPUs
-# ({glue:text}`fx2_gpu1:s`: {glue:text}`fx2_family1:s`; {glue:text}`fx2_gpu2:s`:
-# {glue:text}`fx2_family2:s`; each interval at {glue:text}`fx2_conf:.2%`). The band is
-# the ±{glue:text}`fx_margin:.0%` margin; the spin controls are left out (the audit uses
-# them), the A/A twin is kept.
+# Speedup of each candidate over the default SDPA dispatch at {glue:text}`fx_config:s`, per
+# call (left) and per kernel (right), on {glue:text}`fx2_gpu1:s`
+# ({glue:text}`fx2_family1:s`) and {glue:text}`fx2_gpu2:s` ({glue:text}`fx2_family2:s`);
+# each interval at {glue:text}`fx2_conf:.2%`. The band is the ±{glue:text}`fx_margin:.0%`
+# margin. The A/A twin is kept; the spin controls are in {doc}`12_calibration`.
 # ```
 #
-# The default dispatch took {glue:text}`fx2_sdpa_us1:.2f` µs per call on
-# {glue:text}`fx2_gpu1:s` ({glue:text}`fx2_procs1:d` processes ×
-# {glue:text}`fx2_places1:d` placements) and {glue:text}`fx2_sdpa_us2:.2f` µs on
-# {glue:text}`fx2_gpu2:s` ({glue:text}`fx2_procs2:d` × {glue:text}`fx2_places2:d`), a
-# difference between the two cards of {glue:text}`fx2_machine_pct:+.2f` %.
+# On {glue:text}`fx2_gpu1:s`: **{glue:text}`fx2_answer1:s`**. On {glue:text}`fx2_gpu2:s`:
+# **{glue:text}`fx2_answer2:s`**. The default dispatch took
+# {glue:text}`fx2_sdpa_us1:.2f` µs per call on {glue:text}`fx2_gpu1:s`
+# ({glue:text}`fx2_procs1:d` processes × {glue:text}`fx2_places1:d` placements) and
+# {glue:text}`fx2_sdpa_us2:.2f` µs on {glue:text}`fx2_gpu2:s`.
 #
-# - `eager_compiled`, which runs the default dispatch's own cuDNN kernels, is
-#   *{glue:text}`fx2_eager_compiled_call1_v:s`* per call (speedup
-#   {glue:text}`fx2_eager_compiled_call1:.3f`, interval
-#   {glue:text}`fx2_eager_compiled_call1_lo:.3f`–{glue:text}`fx2_eager_compiled_call1_hi:.3f`)
-#   and *{glue:text}`fx2_eager_compiled_kernel1_v:s`* per kernel
-#   ({glue:text}`fx2_eager_compiled_kernel1:.3f`,
-#   {glue:text}`fx2_eager_compiled_kernel1_lo:.3f`–{glue:text}`fx2_eager_compiled_kernel1_hi:.3f`);
-#   on the second GPU *{glue:text}`fx2_eager_compiled_call2_v:s`* and
-#   *{glue:text}`fx2_eager_compiled_kernel2_v:s`*. The lead it showed under the old
-#   protocol was the placement of its buffers, not its code (the audit's variance chapter).
 # - Our Triton kernel is *{glue:text}`fx2_triton_call1_v:s`* per call
 #   ({glue:text}`fx2_triton_call1:.3f`,
 #   {glue:text}`fx2_triton_call1_lo:.3f`–{glue:text}`fx2_triton_call1_hi:.3f`) and
-#   *{glue:text}`fx2_triton_kernel1_v:s`* per kernel
-#   ({glue:text}`fx2_triton_kernel1:.3f`,
-#   {glue:text}`fx2_triton_kernel1_lo:.3f`–{glue:text}`fx2_triton_kernel1_hi:.3f`).
+#   *{glue:text}`fx2_triton_kernel1_v:s`* per kernel ({glue:text}`fx2_triton_kernel1:.3f`).
+# - `eager_compiled` runs the default dispatch's own cuDNN kernels. It is
+#   *{glue:text}`fx2_eager_compiled_call1_v:s`* per call and
+#   *{glue:text}`fx2_eager_compiled_kernel1_v:s`* per kernel. Its earlier lead was the
+#   placement of its buffers ({ref}`variance-v2`).
 # - The A/A twin is *{glue:text}`fx2_sdpa_twin_call1_v:s`* per call
-#   ({glue:text}`fx2_sdpa_twin_call1:.3f`) and
-#   *{glue:text}`fx2_sdpa_twin_call2_v:s`* on the second GPU.
-#
-# Can a custom kernel beat the default dispatch at this shape, on these GPUs?
-# On {glue:text}`fx2_gpu1:s`: **{glue:text}`fx2_answer1:s`**. On
-# {glue:text}`fx2_gpu2:s`: **{glue:text}`fx2_answer2:s`**.
+#   ({glue:text}`fx2_sdpa_twin_call1:.3f`).
 
 # %% tags=["remove-input"]
 if two_level:
@@ -192,7 +166,7 @@ if two_level:
                 full=pd.concat([t.assign(run=r) for r, t in families.items()]))
 
 # %% [markdown]
-# ## Speedup over the default dispatch in each timing mode
+# ## Each timing mode
 
 # %% tags=["remove-cell"]
 speedups = comparisons.speedup_table(R.samples, mode=modes, margin=float(margin),
@@ -247,31 +221,18 @@ nbs.glue_figure("fx_spread", plots.trial_spread(sample_groups.trial_medians(R.sa
 # ```{glue:figure} fx_forest
 # :name: fig-fixed-forest
 #
-# Speedup of each candidate over the default SDPA dispatch at {glue:text}`fx_config:s`,
-# with its {glue:text}`fx_family_lead:s`, one panel per timing mode; the band is the
-# ±{glue:text}`fx_margin:.0%` equivalence margin. Measured on {glue:text}`fx_label:s`
-# (run {glue:text}`fx_run:s`).
+# Speedup of each candidate over the default SDPA dispatch at {glue:text}`fx_config:s`, with
+# its {glue:text}`fx_family_lead:s`, one panel per timing mode. The band is the
+# ±{glue:text}`fx_margin:.0%` margin. {glue:text}`fx_label:s`, run {glue:text}`fx_run:s`.
 # ```
 #
-# In {glue:text}`fx_mode:s` mode the default dispatch took {glue:text}`fx_sdpa_ms:.4f` ms
-# (95 % CI {glue:text}`fx_sdpa_lo:.4f`–{glue:text}`fx_sdpa_hi:.4f` ms over
-# {glue:text}`fx_n_trials:d` processes). {glue:text}`fx_finding:s`
-#
-# Two rows check the method rather than a kernel. The row `sdpa` compares the default
-# dispatch with itself, its processes taken as two independent samples: its interval,
-# {glue:text}`fx_self_lo:.3f`–{glue:text}`fx_self_hi:.3f`, is the resolution of this run,
-# and the smallest margin it could have shown equivalence within is
-# ±{glue:text}`fx_self_resolvable:.1%` (verdict at ±{glue:text}`fx_margin:.0%`:
-# *{glue:text}`fx_self_verdict:s`*). Independent measurements of identical code are the
-# harder test: {glue:text}`fx_twin:s`. The spread between processes, not the number of
-# samples, sets the width of every interval (figure below).
-#
-# Candidates that run exactly the kernels of the default dispatch (by `torch.profiler`'s
-# kernel names at this configuration): {glue:text}`fx_same_kernels:s`. A speedup of such a
-# candidate comes from outside the kernels (launch, allocation, gaps inside a graph
-# replay), which the last section examines.
+# In graph mode the default dispatch took {glue:text}`fx_sdpa_ms:.4f` ms
+# ({glue:text}`fx_sdpa_lo:.4f`–{glue:text}`fx_sdpa_hi:.4f` ms over
+# {glue:text}`fx_n_trials:d` processes). {glue:text}`fx_finding:s` The run resolves
+# ±{glue:text}`fx_self_resolvable:.1%`, and {glue:text}`fx_twin:s`. The per-call and
+# cold-cache panels include the host's launch cost.
 
-# %% tags=["remove-input"]
+# %% tags=["remove-cell"]
 cols = ["speedup", "ci_low", "ci_high", "tost_low", "tost_high", "verdict",
         "resolvable_margin", "n_processes"]
 tables.show(main.reset_index().sort_values("speedup", ascending=False)[
@@ -286,23 +247,10 @@ tables.show(main.reset_index().sort_values("speedup", ascending=False)[
             full=speedups.sort_values(["mode", "candidate"])[["mode", "candidate"] + cols])
 
 # %% [markdown]
-# ```{glue:figure} fx_spread
-# :name: fig-fixed-spread
+# ## The reports' statistics beside ours
 #
-# Median of each independent process (trial) relative to the median of the trial medians,
-# per candidate, at {glue:text}`fx_config:s` in {glue:text}`fx_mode:s` mode; the box
-# spans the middle half of the processes. Measured on {glue:text}`fx_label:s` (run
-# {glue:text}`fx_run:s`).
-# ```
-#
-# ## The reports' statistics, recomputed beside ours
-#
-# The reports compared one array of latencies with itself and reported a speedup of one,
-# Hedges' g of zero, Cliff's delta of zero and a Mann-Whitney p-value of one. Those
-# numbers follow from the comparison, not from the kernels. Below,
-# `reports_statistics.reports_protocol` applies their statistics (per-sample bootstrap CI of the median,
-# Hedges' g, Cliff's delta, Mann-Whitney) to our pooled samples of each candidate against
-# `sdpa`, next to our interval over processes and verdict.
+# The reports' statistics (bootstrap CI of the median, Hedges' g, Cliff's delta,
+# Mann-Whitney) are applied below to our pooled samples, beside our interval.
 
 # %% tags=["remove-cell"]
 side_by_side, protocol = fx.reports_side_by_side(R.samples, config, main_mode, others)
@@ -332,25 +280,14 @@ tables.show(side_by_side.reset_index()[["comparison", "speedup", "hedges_g", "p_
             full=side_by_side.reset_index())
 
 # %% [markdown]
-# On the same array the reports' protocol gives g = {glue:text}`fx_rp_same_g:.1f` and
-# p = {glue:text}`fx_rp_same_p:.1f` whatever the data. On real pairs it calls
-# {glue:text}`fx_rp_n_significant:d` differences significant (p < 0.05), among them
-# {glue:text}`fx_rp_n_sig_equivalent:d` of the {glue:text}`fx_rp_n_equivalent:d` pairs
-# that the interval over processes shows equivalent within the margin, because pooling
-# thousands of samples from a few processes treats them as independent; the interval
-# over processes shows {glue:text}`fx_rp_n_faster_ours:d` candidates faster. A large p-value or
-# overlapping intervals would in any case not show equivalence: only an equivalence test
-# with a margin can.
+# On one array against itself they give g = {glue:text}`fx_rp_same_g:.1f` and
+# p = {glue:text}`fx_rp_same_p:.1f`, whatever the data. On real pairs they call
+# {glue:text}`fx_rp_n_significant:d` differences significant. Among them are
+# {glue:text}`fx_rp_n_sig_equivalent:d` of the {glue:text}`fx_rp_n_equivalent:d` pairs our
+# interval shows equivalent. Pooling samples from few processes treats them as
+# independent. Neither a large p-value nor overlapping intervals shows equivalence.
 #
-# ## Same kernels, different times (protocol 1, H100)
-#
-# Candidates that launch the same kernels can still differ in graph mode, because a
-# replayed graph's time includes the idle gaps between its kernels and the placement of
-# its buffers. `scripts/graph_variability.py` looked at this directly on one machine: in a
-# single process it captured each candidate's graph afresh many times (interleaved) and
-# timed each capture, then replayed one graph under `torch.profiler` to read, per call,
-# the span from the first kernel's start to the last kernel's end and the time the
-# kernels were busy.
+# ## Replication on a second GPU
 
 # %% tags=["remove-cell"]
 import json
@@ -371,31 +308,13 @@ else:
         nbs.glue_text(key, "not recorded")
     nbs.glue_text("fx_gv_captures", 0)
 
-# %% tags=["remove-input"]
+# %% tags=["remove-cell"]
 if len(gv_table):
     tables.show(gv_table.reset_index(),
                 f"Graph-mode time per call over fresh captures in one process (min, median, "
                 f"max) and, from the profiler over one replayed graph, the span and busy time "
                 f"per call. {gv_label}; {graph_check}.", name="tbl-fixed-captures",
                 formats={"kernels_per_call": ".1f"})
-
-# %% [markdown]
-# On {glue:text}`fx_gv_label:s`, over {glue:text}`fx_gv_captures:d` captures in one
-# process the per-call times ranged {glue:text}`fx_gv_range:s`: the spread that separates
-# processes in the run above appears between captures of a single process too, so it
-# belongs to the capture (where its buffers and nodes land), not to the process. Inside one
-# replayed graph the profiler saw the kernels idle for {glue:text}`fx_gv_gap:s` of every
-# call (span minus busy time). That reading is an upper bound, because tracing stretches
-# the replay it observes; the audit ({ref}`audit-replay`) measures the wait from event
-# times instead, at S = 128, where it could be separated from drift.
-# Either way the profiler's kernel-time sum is not what graph replay measures; the
-# methods chapter says which one the results use.
-#
-# ## Replication on a second GPU
-#
-# The replication run repeats the lead run's plan on another GPU of the same model (another
-# UUID), in graph mode, with the per-mode table's method; k is the number of calls each
-# graph replay held (at least a millisecond of work per replay, {ref}`audit-replay`).
 
 # %% tags=["remove-cell"]
 # A new measured lead run (another shape, a CPU) has nothing to replicate: skip, say why.
@@ -444,7 +363,7 @@ else:
         nbs.glue_text(key, 0)
     both = pd.DataFrame()
 
-# %% tags=["remove-input"]
+# %% tags=["remove-cell"]
 if len(both):
     tables.show(fx.replication_table(both), f"Graph-mode speedup over sdpa at {config} (interval in "
                 f"parentheses, verdict at ±{margin:.0%}) in the lead run and the "
@@ -457,16 +376,10 @@ if len(both):
                 csv="fixed_shape_replication.csv", full=both.reset_index())
 
 # %% [markdown]
-# In run {glue:text}`fx_r2_run:s` ({glue:text}`fx_r2_label:s`,
-# {glue:text}`fx_r2_trials:d` processes) the graphs held k = {glue:text}`fx_r2_k:s` calls,
-# against {glue:text}`fx_r1_k:s` in the lead run, and the default dispatch took
-# {glue:text}`fx_r2_sdpa_ms:.4f` ms per call (95 % CI
-# {glue:text}`fx_r2_sdpa_lo:.4f`–{glue:text}`fx_r2_sdpa_hi:.4f` ms).
-# {glue:text}`fx_r2_finding:s` As a control, {glue:text}`fx_r2_twin:s`. The claim that
-# nothing beats the default dispatch here, judged on this run alone:
-# {glue:text}`fx_r2_claim:s`.
-#
-# ## What the original reports state for this shape (NVIDIA L4, as reported)
+# Run {glue:text}`fx_r2_run:s` ({glue:text}`fx_r2_label:s`, {glue:text}`fx_r2_trials:d`
+# processes) held k = {glue:text}`fx_r2_k:s` calls per replay, against
+# {glue:text}`fx_r1_k:s` in the lead run. {glue:text}`fx_r2_finding:s` Judged on this run
+# alone, the claim is {glue:text}`fx_r2_claim:s`.
 
 # %% tags=["remove-cell"]
 reported = reference.load_reported()
@@ -477,7 +390,7 @@ nbs.glue_text("fx_l4_software", str(reported["software"].mode().iloc[0]))
 nbs.glue_text("fx_l4_min", l4_here["value_ms"].min() if len(l4_here) else float("nan"))
 nbs.glue_text("fx_l4_max", l4_here["value_ms"].max() if len(l4_here) else float("nan"))
 
-# %% tags=["remove-input"]
+# %% tags=["remove-cell"]
 tables.show(l4_here[["source_file", "value_ms", "n_mentions", "status"]],
             f"Median latencies the original reports give for {config} on the NVIDIA L4, "
             f"as reported (not measured by us), with the report file that gives each.",
@@ -485,5 +398,5 @@ tables.show(l4_here[["source_file", "value_ms", "n_mentions", "status"]],
 
 # %% [markdown]
 # The reports give {glue:text}`fx_l4_n:d` distinct median latencies for this shape on the
-# L4, from {glue:text}`fx_l4_min:.4f` to {glue:text}`fx_l4_max:.4f` ms, **as reported**: we
-# had no L4 and did not measure one.
+# L4, from {glue:text}`fx_l4_min:.4f` to {glue:text}`fx_l4_max:.4f` ms, as reported.
+

@@ -12,14 +12,13 @@
 # ---
 
 # %% [markdown]
-# # The matrix: latency, throughput and the fastest candidate per configuration
+# # 3.2 Beyond the target: the reports' matrix (exploratory)
 #
-# This section shows, for the reports' ten configurations around the target, which
-# candidates beat the default SDPA dispatch and by how much, and how close the fastest
-# come to the device's measured ceilings. It then compares our own Triton kernel with the
-# fastest library backend on a wider set of shapes. Both runs measure under protocol 2 at
-# the design whose error rates the calibration chapter measures ({ref}`calibration-v2`);
-# each table is one family of comparisons with Bonferroni-adjusted intervals.
+# **These runs are exploratory.** They hold two processes per unit, so each interval has one
+# degree of freedom and most differences of a few percent stay inconclusive
+# ({ref}`methods-interval`). They show where to look. They are not the test of the reports'
+# matrix: the confirmatory runs at the shapes they pointed to are in
+# {doc}`06_state_of_the_art`.
 
 # %% tags=["parameters", "hide-input"]
 runs_dir = "data/runs"    # recorded runs, relative to the repository root
@@ -116,39 +115,32 @@ nbs.glue_text("mx_copy_ceiling", (R.ceilings.get("copy") or {}).get("gbs", np.na
 nbs.glue_figure("mx_heatmap", plots.speedup_heatmap(speedups, label, mode=mode))
 
 # %% [markdown]
-# Lead run {glue:text}`mx_run:s` ({glue:text}`mx_label:s`), mode
-# {glue:text}`mx_mode:s`: {glue:text}`mx_n_configs:d` configurations,
-# {glue:text}`mx_n_candidates:d` candidates. Of {glue:text}`mx_n_comparisons:d`
-# call-level comparisons with the default dispatch ({glue:text}`mx_family:s`),
-# {glue:text}`mx_n_faster:d` are faster by more than the margin of
-# {glue:text}`mx_margin:.0%` (the whole interval above one plus the margin),
-# {glue:text}`mx_n_equivalent:d` equivalent within it, {glue:text}`mx_n_slower:d` slower by
-# more than it and {glue:text}`mx_n_inconclusive:d` inconclusive;
-# {glue:text}`mx_n_faster_within_margin:d` are faster and
-# {glue:text}`mx_n_slower_within_margin:d` slower by a real amount smaller than the
-# margin, and {glue:text}`mx_n_undecided:d` are undecided at this precision (an interval
-# end within half a unit of the third decimal of a boundary). With two processes per
-# unit each interval has one degree of freedom, so most differences of a few percent
-# cannot be decided here (the methods chapter, {ref}`methods-interval`).
+# Run {glue:text}`mx_run:s` ({glue:text}`mx_label:s`) times {glue:text}`mx_n_candidates:d`
+# candidates at the reports' {glue:text}`mx_n_configs:d` configurations. Of
+# {glue:text}`mx_n_comparisons:d` call-level comparisons ({glue:text}`mx_family:s`),
+# {glue:text}`mx_n_faster:d` are faster beyond the margin, {glue:text}`mx_n_slower:d` slower,
+# {glue:text}`mx_n_equivalent:d` equivalent and {glue:text}`mx_n_inconclusive:d`
+# inconclusive.
 #
 # ```{glue:figure} mx_heatmap
 # :name: fig-matrix-heatmap
 #
-# Speedup of every candidate over the default SDPA dispatch at every configuration, with
-# its verdict ({glue:text}`mx_family:s`). Measured on {glue:text}`mx_label:s` (run
-# {glue:text}`mx_run:s`, mode {glue:text}`mx_mode:s`).
+# Speedup of every candidate over the default SDPA dispatch at every configuration, with its
+# verdict ({glue:text}`mx_family:s`). {glue:text}`mx_label:s`, run {glue:text}`mx_run:s`.
 # ```
 #
 # (matrix-kernel-level)=
 # ## Faster per call, or a faster kernel?
 #
-# A protocol-2 run records the profiler's kernel time at every placement, so each
-# comparison of the matrix also has a kernel-level speedup, judged by the same rule in one
-# family with the call level.
+# {glue:text}`mx_k_sentence:s` The attention level compares each side's attention kernel
+# alone, without the default dispatch's memset. There,
+# {glue:text}`mx_k_n_attention_faster:d` of {glue:text}`mx_k_n_attention:d` comparisons show
+# an attention kernel faster than cuDNN's beyond the margin.
 
 # %% tags=["remove-cell"]
 if len(two):
     nbs.glue_values("mx_k_", mx.level_split(two))
+    nbs.glue_text("mx_k_sentence", mx.leads_sentence(mx.level_split(two)))
     keep = two[two["verdict"] != stats.Verdict.SLOWER.value].sort_values("speedup",
                                                                          ascending=False)
 else:
@@ -158,28 +150,10 @@ else:
         nbs.glue_text(key, 0)
     for key in ("mx_k_only_call", "mx_k_both", "mx_k_split"):
         nbs.glue_text(key, f"not available: run {lead} is protocol {R.protocol} or mode {mode}")
+    nbs.glue_text("mx_k_sentence", f"Run {lead} recorded no kernel times, so no lead can "
+                  f"be read per kernel.")
 
-# %% [markdown]
-# Of the comparisons that came out *faster* per call, {glue:text}`mx_k_n_call_faster:d`
-# in all, {glue:text}`mx_k_n_kernel_faster:d` are also faster per kernel
-# ({glue:text}`mx_k_both:s`). Faster per call only: {glue:text}`mx_k_only_call:s`. A
-# call-level lead without a kernel-level one lies outside the kernels: the default
-# dispatch's graph replay holds a memset and a wait between its two kernels that a
-# one-kernel candidate does not pay, which weighs most where the kernel is shortest.
-# Intervals are family-wise over {glue:text}`mx_k_m:d` comparisons, the same family as
-# the heatmap's.
-#
-# The kernel level sums every kernel of a call, so it still counts the default dispatch's
-# memset. A third level, *attention*, compares the longest kernel of each side alone: each
-# placement's kernel time less that side's other kernels, as the run's profiler evidence
-# splits them (`kernel_evidence.kernel_split`), judged by the same rule in the same family.
-# Of the {glue:text}`mx_k_n_kernel_fast_all:d` comparisons faster per kernel, at the
-# attention level: {glue:text}`mx_k_split:s`. Over all
-# {glue:text}`mx_k_n_attention:d` attention-level comparisons,
-# {glue:text}`mx_k_n_attention_faster:d` show an attention kernel faster than cuDNN's by
-# more than the margin.
-
-# %% tags=["remove-input"]
+# %% tags=["remove-cell"]
 if len(keep):
     k = keep.assign(speedup=tables.with_interval(keep["speedup"], keep["ci_low"],
                                                  keep["ci_high"]))
@@ -191,17 +165,7 @@ if len(keep):
                 name="tbl-matrix-two-levels", labels={"speedup": "speedup (×)"},
                 csv="matrix_two_levels.csv", full=two)
 
-# %% [markdown]
-# ## The fastest candidate per configuration
-#
-# `fastest` is the lowest median; `verdict` says whether its lead over `sdpa` is
-# established; `established` lists every candidate shown faster than `sdpa` there. The
-# lowest median was the default dispatch itself at {glue:text}`mx_n_fastest_is_sdpa:d`
-# configurations and a library backend (default or forced) at
-# {glue:text}`mx_n_fastest_library:d`; a lead over the default dispatch is established at
-# {glue:text}`mx_n_established:d` of {glue:text}`mx_n_configs:d`.
-
-# %% tags=["remove-input"]
+# %% tags=["remove-cell"]
 show = ["fastest", "median_ms", "ci_low_ms", "ci_high_ms", "baseline_median_ms", "speedup",
         "speedup_ci_low", "speedup_ci_high", "verdict", "established"]
 tables.show(fastest[["config", "fastest", "median_ms", "speedup", "speedup_ci_low",
@@ -212,18 +176,7 @@ tables.show(fastest[["config", "fastest", "median_ms", "speedup", "speedup_ci_lo
             name="tbl-matrix-fastest", formats={"median_ms": ".4f"},
             csv="matrix_fastest.csv", full=fastest[["config"] + show])
 
-# %% [markdown]
-# ## Latency, TFLOP/s and fraction of the measured ceilings
-#
-# `tflops` counts the two matrix products (4·B·H·S²·D FLOP); `frac_matmul` is that rate
-# over the run's own measured fp16 matrix-product rate
-# ({glue:text}`mx_matmul_ceiling:.0f` TFLOP/s on this device), `eff_gbs` the minimum
-# traffic (Q, K, V read and O written once) over time, and `frac_copy` that over the
-# measured copy bandwidth ({glue:text}`mx_copy_ceiling:.0f` GB/s). The highest rate,
-# {glue:text}`mx_best_tflops:.0f` TFLOP/s ({glue:text}`mx_best_tflops_who:s`), is
-# {glue:text}`mx_best_frac_matmul:.0%` of the measured matrix-product ceiling.
-
-# %% tags=["remove-input"]
+# %% tags=["remove-cell"]
 cols = ["median_ms", "ci_low_ms", "ci_high_ms", "tflops", "frac_matmul", "frac_peak_tflops",
         "eff_gbs", "frac_copy", "trial_spread"]
 top = through.loc[through.groupby("config")["tflops"].idxmax()]
@@ -241,28 +194,12 @@ tables.show(top.reset_index()[["config", "candidate", "tflops", "frac_matmul",
 # %% [markdown]
 # ## Our Triton kernel against the fastest library backend
 #
-# Run {glue:text}`mx_tr_run:s` ({glue:text}`mx_tr_label:s`) timed our kernel
-# (`attn_analysis/measure/triton_attention.py`) and the four SDPA entry points on
-# {glue:text}`mx_tr_n_configs:d` shapes, including long sequences and head dimension 128.
-# Per configuration the kernel is compared with the fastest of them; a speedup above one
-# means ours is faster. Ours was shown faster at {glue:text}`mx_tr_n_faster:d`
-# configurations, slower at {glue:text}`mx_tr_n_slower:d`, and could not be told apart at
-# {glue:text}`mx_tr_n_inconclusive:d`. At the target shape it took
-# {glue:text}`mx_tr_target_ratio:.2f` times the time of {glue:text}`mx_tr_target_lib:s`
-# (speedup interval {glue:text}`mx_tr_target_lo:.3f`–{glue:text}`mx_tr_target_hi:.3f`;
-# {glue:text}`mx_tr_family:s`).
-#
-# Per kernel, against the default dispatch (the profiler's kernel time at every
-# placement, in the same family of {glue:text}`mx_tr_k_m:d` comparisons),
-# ours is faster by more than the margin at {glue:text}`mx_tr_k_n_faster:d` of
-# {glue:text}`mx_tr_k_n:d` shapes and slower at {glue:text}`mx_tr_k_n_slower:d`; at the
-# target its kernel speedup is {glue:text}`mx_tr_k_target:.3f`
-# ({glue:text}`mx_tr_k_target_lo:.3f`–{glue:text}`mx_tr_k_target_hi:.3f`). Against
-# cuDNN's attention kernel alone (the attention level: each side's longest kernel, without
-# the default dispatch's memset; {glue:text}`mx_tr_k_n_attention:d` comparisons in the same
-# family), ours is faster by more than the margin at
-# {glue:text}`mx_tr_n_beats_attention_kernel:d` shapes
-# ({glue:text}`mx_tr_beats_attention_kernel:s`).
+# Run {glue:text}`mx_tr_run:s` ({glue:text}`mx_tr_label:s`) times our kernel and the four
+# SDPA entry points on {glue:text}`mx_tr_n_configs:d` shapes. Per shape, ours is compared
+# with the fastest of them. It is faster at {glue:text}`mx_tr_n_faster:d`, slower at
+# {glue:text}`mx_tr_n_slower:d` and undecided at {glue:text}`mx_tr_n_inconclusive:d`. Against
+# cuDNN's attention kernel alone it is faster beyond the margin at
+# {glue:text}`mx_tr_n_beats_attention_kernel:d` of {glue:text}`mx_tr_k_n:d` shapes.
 
 # %% tags=["remove-cell"]
 tr_id = triton_run if triton_run in runs else ""
@@ -316,7 +253,7 @@ nbs.glue_figure("mx_tr_figure", fig_tr)
 # Measured on {glue:text}`mx_tr_label:s` (run {glue:text}`mx_tr_run:s`).
 # ```
 
-# %% tags=["remove-input"]
+# %% tags=["remove-cell"]
 if len(vs_lib):
     table, shown = mx.triton_table(vs_lib, tuning, tr_two)
     compact = table.reset_index()
@@ -338,17 +275,9 @@ if len(vs_lib):
 # (matrix-tuning)=
 # ### Which tuning each run measured
 #
-# Our kernel is autotuned, so which kernel a run measured depends on the tuner's pick. The
-# pick is fixed in advance within a run: the first process to build the kernel for a
-# shape tunes it, records the configuration with its timing units, and every later
-# process of the run reuses that configuration instead of tuning again (the sweep hands it
-# over; the units record `reused`). The interval over processes therefore measures one
-# kernel per run and shape, and does not sample the tuner's choice: a different pick is a
-# different kernel, and two runs that picked differently compare two kernels, not two
-# measurements of one. Over the {glue:text}`mx_tune_n_runs:d` runs that timed our kernel
-# ({glue:text}`mx_tune_n_cells:d` run-and-shape pairs), every later process reused the
-# first one's pick in {glue:text}`mx_tune_n_reused:d`, and ran the same configuration in
-# every process in {glue:text}`mx_tune_n_same:d`. Shapes that two runs tuned differently:
+# Over the {glue:text}`mx_tune_n_runs:d` runs that timed our kernel
+# ({glue:text}`mx_tune_n_cells:d` run-and-shape pairs), later processes reused the first
+# one's pick in {glue:text}`mx_tune_n_reused:d`. Shapes that two runs tuned differently:
 # {glue:text}`mx_tune_differ:s`.
 
 # %% tags=["remove-cell"]
@@ -358,7 +287,7 @@ tune = provenance.tuning_by_run(tune_runs)
 nbs.glue_values("mx_tune_", mx.tuning_values(tune))
 per_run = mx.tuning_per_run(tune)
 
-# %% tags=["remove-input"]
+# %% tags=["remove-cell"]
 if len(per_run):
     tables.show(per_run, "Our kernel's tuning per run: shapes timed, processes, the fewest "
                 "processes that reused the first one's pick at a shape, whether every "
@@ -373,13 +302,7 @@ if len(per_run):
 
 # %% [markdown]
 # (matrix-kernel-latest)=
-# ### The kernel's latest tuning at the target, and at FlashAttention-3's shapes
-#
-# A later campaign widened the kernel's tuning space (a persistent grid, two row halves
-# per program with a register cap, and leaving out the masked key loop when it is empty;
-# `notes/triton_kernel.md`, session i17) and measured what the tuner picked under the same
-# protocol. Each run is its own family of comparisons with the default dispatch, at the
-# call, kernel and attention levels.
+# ### The kernel's latest tuning
 
 # %% tags=["remove-cell"]
 latest_rows = []
@@ -420,7 +343,7 @@ else:
     nbs.glue_text("mx_fa3_run", "none")
     nbs.glue_text("mx_fa3_label", "no run")
 
-# %% tags=["remove-input"]
+# %% tags=["remove-cell"]
 if len(latest):
     show_lt = latest.assign(speedup=tables.with_interval(latest["speedup"], latest["ci_low"],
                                                          latest["ci_high"]))
@@ -432,24 +355,16 @@ if len(latest):
                 labels={"speedup": "speedup (×)"}, csv="kernel_latest.csv", full=latest)
 
 # %% [markdown]
-# At the target the latest tuning ({glue:text}`mx_lt_label:s`, runs
-# {glue:text}`mx_lt_runs:s`) is {glue:text}`mx_lt_call_v:s` per call
-# ({glue:text}`mx_lt_call:.3f`, {glue:text}`mx_lt_call_lo:.3f`–{glue:text}`mx_lt_call_hi:.3f`),
-# {glue:text}`mx_lt_kernel_v:s` per kernel ({glue:text}`mx_lt_kernel:.3f`,
-# {glue:text}`mx_lt_kernel_lo:.3f`–{glue:text}`mx_lt_kernel_hi:.3f`) and
-# {glue:text}`mx_lt_attention_v:s` per attention kernel ({glue:text}`mx_lt_attention:.3f`,
-# {glue:text}`mx_lt_attention_lo:.3f`–{glue:text}`mx_lt_attention_hi:.3f`);
-# {glue:text}`mx_lt_n_faster:d` of its {glue:text}`mx_lt_n:d` comparisons are faster.
-#
-# At the FlashAttention-3 paper's shapes (B·S = 16k, H·D = 2048; run
-# {glue:text}`mx_fa3_run:s`, {glue:text}`mx_fa3_label:s`), per kernel against the default
-# dispatch ours is equivalent within the margin at {glue:text}`mx_fa3_n_equivalent:d` of
-# {glue:text}`mx_fa3_n:d` shapes, slower at {glue:text}`mx_fa3_n_slower:d` and faster at
-# {glue:text}`mx_fa3_n_faster:d` (one family of {glue:text}`mx_fa3_m:d` comparisons). The
-# paper measured an H100 and its own kernel, which we did not; we give our two
-# measurements only.
+# At the target the latest tuning ({glue:text}`mx_lt_label:s`) is
+# *{glue:text}`mx_lt_call_v:s`* per call ({glue:text}`mx_lt_call:.3f`) and
+# *{glue:text}`mx_lt_kernel_v:s`* per kernel ({glue:text}`mx_lt_kernel:.3f`,
+# {glue:text}`mx_lt_kernel_lo:.3f`–{glue:text}`mx_lt_kernel_hi:.3f`). At FlashAttention-3's
+# shapes (run {glue:text}`mx_fa3_run:s`), per kernel, ours is equivalent at
+# {glue:text}`mx_fa3_n_equivalent:d` of {glue:text}`mx_fa3_n:d` shapes, slower at
+# {glue:text}`mx_fa3_n_slower:d` and faster at {glue:text}`mx_fa3_n_faster:d`. The
+# development log is `notes/triton_kernel.md`.
 
-# %% tags=["remove-input"]
+# %% tags=["remove-cell"]
 if len(fa3):
     tables.show(fa3.reset_index(),
                 f"TFLOP/s per call (graph replay, 4·B·H·S²·D over the median time) of the "
@@ -460,42 +375,3 @@ if len(fa3):
                                                 if c.endswith("_tflops")},
                 csv="fa3_shapes.csv")
 
-# %% [markdown]
-# ### How the kernel was developed, and what each step bought
-#
-# The development log is `notes/triton_kernel.md`; every step was predicted before it was
-# timed, and the timings of each step live in that log, not in this book's data. In order:
-#
-# - **First version**: a FlashAttention-style forward pass (one query tile per program,
-#   online softmax in base 2, one normalisation at the end), correct everywhere on the
-#   first GPU run and using Hopper's asynchronous tensor-core instructions for both
-#   products. It was slower than cuDNN's attention at most shapes; the time at long
-#   sequences was close to the *sum* of the matrix-product and exponential costs, so the
-#   two barely overlapped.
-# - **Tensor-memory (TMA) loads**: kept; a gain of a few percent, at the low end of the
-#   prediction.
-# - **Automatic warp specialisation**: compiled only with eight warps and gained nothing;
-#   dropped.
-# - **Source-level software pipelining** (next tile's scores before this tile's softmax):
-#   a loss, because the compiler waited on the product anyway and the extra tile cost
-#   registers; dropped.
-# - **Exponentials in fp16, two at a time**: predicted to help if the special-function unit
-#   were the limit; measured slower, so that unit is not the binding limit. Left as an
-#   opt-in tuning key.
-# - **Direct launch of the compiled kernel**: the host cost of a Python-level Triton call
-#   exceeded the GPU time at the target shape, so the candidate launches the compiled
-#   kernel directly, checked bit for bit against the full call at build time. The graph
-#   mode used here replays launches from a CUDA graph, which removes host cost for every
-#   candidate alike.
-# - **Tuning**: the tuner re-times its fastest block configurations with more repetitions,
-#   and later trials of a sweep reuse the first trial's choice (the table above).
-# - **A persistent grid, two row halves per program, a register cap, no empty masked
-#   loop** (session i17): each predicted from Nsight Compute's reading of where the time
-#   goes (neither kernel saturates a pipe; ours issues more instructions and its softmax
-#   barely overlaps the products); together a few percent, kept as tuning keys
-#   ({ref}`matrix-kernel-latest`). A conditional accumulator rescale and a polynomial
-#   exponential on the FMA pipes were slower and stay off.
-# - **What would be needed** to pass cuDNN here, by that reading: one warpgroup's softmax
-#   overlapping another's matrix products with a producer warp issuing the loads, which
-#   needs explicit warp and barrier placement (CUDA, CUTLASS or Triton's lower-level
-#   dialect) rather than what Triton 3.6 schedules itself.

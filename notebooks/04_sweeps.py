@@ -12,12 +12,11 @@
 # ---
 
 # %% [markdown]
-# # Sweeps: sequence length, batch and heads, and the roofline
+# # 3.3 Sweeps and the roofline (exploratory)
 #
-# This section shows how each candidate's latency grows along the three one-dimensional
-# sweeps of the reports' matrix (sequence length, batch, heads), and where each
-# configuration sits under the roofline of the device: the datasheet's peaks and the
-# rates the same run measured (an 8192³ fp16 matrix product and a large copy).
+# Each candidate's latency along the reports' three sweeps (sequence length, batch, heads),
+# and each configuration under the roofline. The run is the exploratory matrix run of
+# {doc}`03_matrix`; read it for shape, not for verdicts.
 
 # %% tags=["parameters", "hide-input"]
 runs_dir = "data/runs"    # recorded runs, relative to the repository root
@@ -64,8 +63,6 @@ for axis in latency_tables.SWEEP_AXES:
     nbs.glue_figure(f"sw_{axis}_figure", fig)
 
 # %% [markdown]
-# Lead run {glue:text}`sw_run:s` ({glue:text}`sw_label:s`), mode {glue:text}`sw_mode:s`.
-#
 # ```{glue:figure} sw_seq_len_figure
 # :name: fig-sweep-seq
 #
@@ -116,20 +113,15 @@ nbs.glue_text("sw_max_intensity", sel["intensity"].max())
 # :name: fig-roofline
 #
 # Achieved TFLOP/s (two matrix products per call) against arithmetic intensity (FLOP per
-# byte of minimum traffic), with {glue:text}`sw_datasheet:s`the roof of the rates measured
-# in the same run (solid); error bars from the latency intervals. Measured on
-# {glue:text}`sw_label:s` (run {glue:text}`sw_run:s`).
+# byte of minimum traffic), with {glue:text}`sw_datasheet:s`the roof of the rates measured in
+# the same run (solid). {glue:text}`sw_label:s`, run {glue:text}`sw_run:s`.
 # ```
 #
-# The configurations span intensities from {glue:text}`sw_min_intensity:.0f` to
-# {glue:text}`sw_max_intensity:.0f` FLOP/B; the measured roofs meet at
-# {glue:text}`sw_ridge:.0f` FLOP/B, so by this accounting the longer sequences are
-# compute-bound. The best point reaches {glue:text}`sw_max_frac_matmul:.0%` of the measured
-# matrix-product rate and {glue:text}`sw_max_frac_peak:.0%` of the datasheet peak. The
-# roofline counts only the two products: softmax (exponentials on the special-function
-# unit) is not in it, which is one reason attention stays well under the product roof.
+# The measured roofs meet at {glue:text}`sw_ridge:.0f` FLOP/B. The best point reaches
+# {glue:text}`sw_max_frac_matmul:.0%` of the measured matrix-product rate. The roofline
+# counts only the two products; the softmax's exponentials are outside it.
 
-# %% tags=["remove-input"]
+# %% tags=["remove-cell"]
 cols = ["intensity", "tflops", "frac_matmul", "frac_peak_tflops", "eff_gbs", "frac_copy",
         "frac_peak_bw"]
 best = sel.loc[sel.groupby("config")["tflops"].idxmax()]

@@ -12,13 +12,12 @@
 # ---
 
 # %% [markdown]
-# # Cross-device: every recorded run beside the reports' L4 figures
+# # 3.4 The reports' L4 figures beside ours
 #
-# This section shows the default SDPA dispatch on every recorded device next to the
-# latencies the original reports give for the NVIDIA L4, per configuration. The L4 values
-# are **as reported**: we had no L4, and the reports' timing differs from ours (one
-# process, a synchronisation after every call), so the comparison is of orders of
-# magnitude and of trends across shapes, not of percentages.
+# The default SDPA dispatch on every recorded GPU, next to the reports' L4 latencies. The L4
+# values are **as reported**: we had no L4. The reports timed one process with a
+# synchronisation after every call, so compare orders of magnitude and trends, not
+# percentages.
 
 # %% tags=["parameters", "hide-input"]
 runs_dir = "data/runs"    # recorded runs, relative to the repository root
@@ -93,28 +92,22 @@ nbs.glue_figure("xd_figure", latency_plots.cross_device(
     title_note=f"candidate {candidate}; L4 values as reported, not measured by us"))
 
 # %% [markdown]
-# {glue:text}`xd_n_runs:d` recorded runs on {glue:text}`xd_n_devices:d` devices
-# ({glue:text}`xd_devices:s`) hold {glue:text}`xd_candidate:s`. The reports give
-# {glue:text}`xd_n_l4_values:d` distinct L4 medians for
-# {glue:text}`xd_n_l4_configs:d` configurations (as reported). For the target shape they
-# range from {glue:text}`xd_l4_target_min:.4f` to {glue:text}`xd_l4_target_max:.4f` ms on
-# the L4 (as reported); where both exist, the reports' smallest L4 median is
-# {glue:text}`xd_ratio_min:.1f` to {glue:text}`xd_ratio_max:.1f` times our median on the
-# recorded devices.
+# The reports give {glue:text}`xd_n_l4_values:d` distinct L4 medians for
+# {glue:text}`xd_n_l4_configs:d` configurations. At the target they range from
+# {glue:text}`xd_l4_target_min:.4f` to {glue:text}`xd_l4_target_max:.4f` ms (as reported).
+# The reports' smallest L4 median is {glue:text}`xd_ratio_min:.1f` to
+# {glue:text}`xd_ratio_max:.1f` times our median.
 #
 # ```{glue:figure} xd_figure
 # :name: fig-cross-device
 #
-# Median latency of the default SDPA dispatch per configuration for every recorded run
-# (legend: device, torch version, run and timing mode), with the L4 medians of the
-# original reports drawn as hollow black markers from their smallest to their largest
-# value, **as reported** (PyTorch 2.2.1 on an NVIDIA L4, not measured by us). Runs:
-# {glue:text}`xd_runs:s`; filled markers graph replay, hollow per call. Drawn are the
-# configurations the reports give L4 values for and those of the lead run; the table's
-# CSV has every configuration of every run.
+# Median latency of the default SDPA dispatch per configuration for every recorded run, with
+# the reports' L4 medians as hollow black markers from smallest to largest, **as reported**
+# (PyTorch 2.2.1 on an NVIDIA L4). Runs: {glue:text}`xd_runs:s`; filled markers graph replay,
+# hollow per call.
 # ```
 
-# %% tags=["remove-input"]
+# %% tags=["remove-cell"]
 # One row per configuration, one column per run in its main mode (graph where recorded);
 # runs that measured only the target shape (the fixed-shape and calibration runs) and the
 # other modes are in the CSV.
@@ -148,7 +141,7 @@ tables.show(short, f"Median latency of {candidate} per configuration and run (ms
             csv="cross_device.csv", full=table)
 
 # %% [markdown]
-# ## The reports' L4 values, with their sources (as reported)
+# ## The reports' L4 values and their sources
 
 # %% tags=["remove-input"]
 by_cfg = (l4.groupby("config")

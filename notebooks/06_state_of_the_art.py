@@ -12,19 +12,18 @@
 # ---
 
 # %% [markdown]
-# # The title question against the state of the art
+# # 3.5 The state of the art
 #
-# Our own kernel is one answer to "can a custom kernel beat SDPA?", and not the strongest
-# one. This section puts the public kernels that kernel engineers would reach for beside
-# SDPA's default dispatch, each as its authors ship it: FlashAttention-4's CuTe DSL kernel
-# (on Hopper the FlashAttention-3 design), FlashInfer's batch prefill (its
-# FlashAttention-3 template on sm90), cuDNN's SDPA graph called directly through NVIDIA's
-# Python frontend (no SDPA dispatch in the call), and xFormers. Each is built (compiled,
-# planned) outside the timed region, passes the float64 gate on fresh random inputs at
-# every configuration and process, and is timed under protocol 2 with every other
-# candidate of its configuration, on an H100 and an H200. Three controls run with them:
-# SDPA's A/A twin, SDPA on inputs in the (B, S, H, D) memory order that FlashInfer's API
-# takes, and SDPA plus a spin kernel.
+# :::{div} glued-sentences
+# **{glue:text}`sa_claim_target:s`** **{glue:text}`sa_claim_general:s`**
+# :::
+#
+# This section decides claim B. The public kernels run beside SDPA's default dispatch, each
+# as its authors ship it: FlashAttention-4's CuTe DSL kernel (on Hopper, the
+# FlashAttention-3 design), FlashInfer's batch prefill (its FlashAttention-3 template) and
+# cuDNN's SDPA graph called directly. Each is built outside the timed region and passes the
+# float64 gate in every process. Three controls run with them: SDPA's A/A twin, SDPA on
+# (B, S, H, D) memory (FlashInfer's order) and SDPA plus a spin kernel.
 
 # %% tags=["parameters", "hide-input"]
 runs_dir = "data/runs"    # recorded runs, relative to the repository root
@@ -86,14 +85,9 @@ nbs.glue_text("sa_runs", ", ".join(r for v in chosen.values() for r in v))
 nbs.glue_text("sa_machines", "; ".join(sorted(set(every["machine"]))))
 
 # %% [markdown]
-# ## What ran, at which versions
-#
-# {glue:text}`sa_n_runs:d` recorded runs hold the peers ({glue:text}`sa_runs:s`), measured
-# on {glue:text}`sa_machines:s` (GPU model and the first block of its UUID). The table
-# lists what each peer's build recorded in the units of those runs; a peer that never ran
-# is listed with the reason its units recorded.
+# ## What ran
 
-# %% tags=["remove-input"]
+# %% tags=["remove-cell"]
 versions = sota.peer_versions({r: run for rs in chosen.values() for r, run in rs.items()})
 not_run = versions[versions["package"] == "not run"]
 nbs.glue_text("sa_untimed", ", ".join(sorted(set(not_run["candidate"]))) or "none")
@@ -105,19 +99,10 @@ tables.show(versions.drop(columns="run"),
             "the CSV.", name="tbl-sota-versions", csv="sota_versions.csv", full=versions)
 
 # %% [markdown]
-# Peers that never ran: {glue:text}`sa_untimed:s`, on {glue:text}`sa_untimed_machines:d`
-# machines (the reason each unit recorded is in the table). xFormers' newest wheel on PyPI (0.0.35) is
-# built for PyTorch 2.10 (its import warning, kept in `benchmarks/sota-logs/`, says so),
-# its compiled extensions do not load under the PyTorch 2.11 of our GPU machines, and its
-# import then fails; building xFormers from source for 2.11 would no longer be the package
-# as its authors ship it, so it is absent from every comparison below.
+# Peers that never ran: {glue:text}`sa_untimed:s` (xFormers has no build for PyTorch 2.11).
+# The version of every peer is in {doc}`10_reproducibility`.
 #
 # ## At the reports' shape
-#
-# The reports' claim is about B=32, H=8, S=512, D=64 in fp16. Every candidate is compared
-# with SDPA's default dispatch at three levels: the call (CUDA-graph replay, what a user
-# waits for), the kernel (the profiler's kernel time per call) and the attention kernel
-# alone (each side's longest kernel, so SDPA is not charged for cuDNN's small memset).
 
 # %% tags=["remove-input"]
 target_tables = {sota.machine_label(chosen["target"][r]): t for r, t in tabs["target"].items()}
@@ -157,9 +142,8 @@ nbs.glue_figure("sa_target_figure", plots.speedup_summary(
 # :name: fig-sota-target
 #
 # Speedup of every candidate over SDPA's default dispatch at the reports' shape, per call
-# (CUDA-graph replay, left) and per kernel (profiler kernel time, right), one marker per
-# machine, with family-wise intervals (each machine's run is one Bonferroni family, its
-# size in the tables below) and the ±{glue:text}`sa_margin:.0%` margin band. Machines:
+# (left) and per kernel (right), one marker per GPU, with family-wise intervals (each GPU's
+# run one Bonferroni family) and the ±{glue:text}`sa_margin:.0%` margin band. GPUs:
 # {glue:text}`sa_machines:s`.
 # ```
 #
@@ -167,31 +151,16 @@ nbs.glue_figure("sa_target_figure", plots.speedup_summary(
 # {glue:text}`sa_h100_target_sentence:s` {glue:text}`sa_h200_target_sentence:s`
 # :::
 #
-# The peers at the reports' shape, per call: FlashAttention-4
-# {glue:text}`sa_h100_fa4_call_speedup:.3f`× on the H100
-# ({glue:text}`sa_h100_fa4_call_ci_low:.3f`–{glue:text}`sa_h100_fa4_call_ci_high:.3f`,
-# {glue:text}`sa_h100_fa4_call_verdict:s`) and {glue:text}`sa_h200_fa4_call_speedup:.3f`×
-# on the H200 ({glue:text}`sa_h200_fa4_call_verdict:s`); FlashInfer
-# {glue:text}`sa_h100_flashinfer_call_speedup:.3f`× and
-# {glue:text}`sa_h200_flashinfer_call_speedup:.3f`× ({glue:text}`sa_h100_flashinfer_call_verdict:s`,
-# {glue:text}`sa_h200_flashinfer_call_verdict:s`). Per attention kernel the gap is wider:
-# FlashAttention-4's kernel runs at {glue:text}`sa_h100_fa4_attention_speedup:.3f`× and
-# {glue:text}`sa_h200_fa4_attention_speedup:.3f`× of cuDNN's.
-#
-# The controls say the instrument does not manufacture differences here: the A/A twin is
-# {glue:text}`sa_h100_sdpa_twin_call_verdict:s` and {glue:text}`sa_h200_sdpa_twin_call_verdict:s`
-# per call; cuDNN called directly, which runs SDPA's own cuDNN kernel (the profiler names
-# the same kernel, and the same memset, for both), is
-# {glue:text}`sa_h100_cudnn_frontend_call_verdict:s` and
-# {glue:text}`sa_h200_cudnn_frontend_call_verdict:s` per call
-# ({glue:text}`sa_h100_cudnn_frontend_call_speedup:.3f`×,
-# {glue:text}`sa_h200_cudnn_frontend_call_speedup:.3f`×), so SDPA's dispatch costs nothing
-# measurable inside a graph replay, and the memset belongs to cuDNN, not to SDPA; SDPA on
-# (B, S, H, D) memory is {glue:text}`sa_h100_sdpa_bshd_call_verdict:s` and
-# {glue:text}`sa_h200_sdpa_bshd_call_verdict:s`, so FlashInfer's memory order is not what
-# separates it from SDPA.
+# Per attention kernel, FlashAttention-4's kernel runs at
+# {glue:text}`sa_h100_fa4_attention_speedup:.3f`× (H100) and
+# {glue:text}`sa_h200_fa4_attention_speedup:.3f`× (H200) of cuDNN's. The controls show the
+# instrument makes no difference here. {glue:text}`sa_controls_sentence:s` So SDPA's
+# dispatch costs nothing measurable inside a graph replay. SDPA on (B, S, H, D) memory is
+# {glue:text}`sa_h100_sdpa_bshd_call_verdict:s` (H100) and
+# {glue:text}`sa_h200_sdpa_bshd_call_verdict:s` (H200): memory order does not separate
+# FlashInfer from SDPA.
 
-# %% tags=["remove-input"]
+# %% tags=["remove-cell"]
 for machine, t in target_tables.items():
     short = sota.level_cells(t)
     m = int(t["n_comparisons"].iloc[0])
@@ -208,18 +177,16 @@ for machine, t in target_tables.items():
 # %% [markdown]
 # ## Across sequence lengths: explored, then confirmed
 #
-# Away from the reports' shape the picture differs, and we looked for that in two steps.
-# The exploratory runs covered the reports' ten configurations and a long-sequence grid at
-# FlashAttention-3's evaluation geometry (16k tokens per batch, hidden size 2048, S from 128
-# to 8192 at D = 64 and 128, causal and not), with {glue:text}`sa_h100_explore_min_processes:d` (H100) and {glue:text}`sa_h200_explore_min_processes:d` (H200) processes per unit: enough
-# to see where a custom kernel might lead, not to decide it. Every shape where an
-# exploratory run put a custom kernel ahead of SDPA by more than the margin, per call or
-# per attention kernel, went into a confirmatory matrix, fixed before its data were taken
-# (`configs.MATRICES["confirm-v1"]`, with the target as anchor), which was measured with
+# The exploratory runs covered the reports' ten shapes and a long grid at FlashAttention-3's
+# geometry (16k tokens, hidden size 2048, S from 128 to 8192, D = 64 and 128, causal and
+# not). They had {glue:text}`sa_h100_explore_min_processes:d` (H100) and
+# {glue:text}`sa_h200_explore_min_processes:d` (H200) processes per unit: enough to see where
+# a custom kernel might lead, not to decide it. Every shape where they showed a lead went
+# into a confirmatory matrix (`configs.MATRICES["confirm-v1"]`). It was measured with
 # {glue:text}`sa_confirm_n_proc:d` processes on a second GPU of each model, one family of
-# {glue:text}`sa_confirm_m:d` comparisons per run. The findings below come from the
-# confirmatory runs ({glue:text}`sa_confirm_runs:s`); the exploratory runs are shown for
-# direction.
+# {glue:text}`sa_confirm_m:d` comparisons per run. Its plan entered git with its results
+# ({doc}`10_reproducibility`). The findings below come from these runs
+# ({glue:text}`sa_confirm_runs:s`).
 
 # %% tags=["remove-input"]
 explore = [t for c in ("reports", "long") for t in tabs[c].values()]
@@ -254,6 +221,8 @@ for _, row in wins.iterrows():
         nbs.glue_text(f"sa_{slug}_{key}", nbs.as_number(row[key]))
     nbs.glue_text(f"sa_{slug}_best_candidate", row["best_candidate"] or "none")
     nbs.glue_text(f"sa_{slug}_best_config", row["best_config"] or "none")
+    nbs.glue_text(f"sa_{slug}_where", row["where"] or "nowhere")
+    nbs.glue_text(f"sa_{slug}_machine_away", row["machine"])
 for _, row in (sota.wins_summary(explore, margin=params["margin"]) if explore
                else wins.iloc[:0]).iterrows():
     slug = sota.machine_slug(row["machine"])
@@ -279,14 +248,11 @@ for _, row in wins_att.iterrows():
 # :name: fig-sota-seq
 #
 # Speedup over SDPA's default dispatch against sequence length at FlashAttention-3's
-# geometry, one line per custom kernel, one row per machine and run kind (exploratory:
-# the long grid, {glue:text}`sa_h100_explore_min_processes:d` process(es) on the H100 and {glue:text}`sa_h200_explore_min_processes:d` on the H200; confirmatory: {glue:text}`sa_confirm_n_proc:d` processes, the shapes where the
-# exploration saw a lead) and one panel per head dimension and masking, with family-wise
-# intervals (each run one family) and the ±{glue:text}`sa_margin:.0%` margin band. An
-# interval over two processes has one degree of freedom and mostly spans the axis (it is
-# cut at the edge); a row drawn with hollow markers comes from a run that kept one
-# process: its narrow bars hold only the variation between memory placements inside that
-# process and are not findings.
+# geometry, one line per custom kernel. Rows: GPU and run kind (exploratory or
+# confirmatory); panels: head dimension and masking. Family-wise intervals (each run one
+# family) and the ±{glue:text}`sa_margin:.0%` margin band. Intervals over two processes
+# mostly span the axis and are cut at the edge; hollow markers mark one-process runs, which
+# are not findings.
 # ```
 #
 # :::{div} glued-sentences
@@ -294,20 +260,13 @@ for _, row in wins_att.iterrows():
 # {glue:text}`sa_h200_wins_sentence:s` {glue:text}`sa_h200_kernel_sentence:s`
 # :::
 #
-# The profiler shows what a per-call-only lead is made of. At B=32, H=8, S=128 on the
-# H200, SDPA's call takes {glue:text}`sa_h200_s128_base_call_us:.2f` µs: its cuDNN
-# attention kernel {glue:text}`sa_h200_s128_base_attention_us:.2f` µs, cuDNN's memset
-# kernel {glue:text}`sa_h200_s128_base_other_us:.2f` µs, and
-# {glue:text}`sa_h200_s128_base_gaps_us:.2f` µs outside any kernel; our kernel is one
-# kernel of {glue:text}`sa_h200_s128_cand_attention_us:.2f` µs and a call of
-# {glue:text}`sa_h200_s128_cand_call_us:.2f` µs (on the H100:
-# {glue:text}`sa_h100_s128_base_call_us:.2f` µs against
-# {glue:text}`sa_h100_s128_cand_call_us:.2f` µs). Where the attention kernel itself takes
-# a few microseconds, one extra kernel per call decides the comparison: a lead a user sees
-# per call, but not a faster attention kernel.
-#
-# The exploration pointed the same way, on the first GPU of each model:
-# {glue:text}`sa_h100_explore_sentence:s` {glue:text}`sa_h200_explore_sentence:s`
+# A per-call lead at short sequences is not a faster attention kernel. At B=32, H=8, S=128
+# on the H200, SDPA's call takes {glue:text}`sa_h200_s128_base_call_us:.2f` µs: cuDNN's
+# attention kernel {glue:text}`sa_h200_s128_base_attention_us:.2f` µs, its memset
+# {glue:text}`sa_h200_s128_base_other_us:.2f` µs and
+# {glue:text}`sa_h200_s128_base_gaps_us:.2f` µs between kernels. Our kernel's call takes
+# {glue:text}`sa_h200_s128_cand_call_us:.2f` µs. When the attention kernel takes a few
+# microseconds, one extra kernel per call decides the comparison.
 
 # %% tags=["remove-input"]
 for machine, rows in short.groupby("machine", sort=True):
@@ -328,9 +287,7 @@ for machine, rows in short.groupby("machine", sort=True):
 # %% [markdown]
 # ## The same candidates on a second GPU of each model
 #
-# The confirmatory runs measured the target too, on other GPUs than the target runs (the
-# UUID blocks differ), so the machine can be read as a level: how far one candidate's
-# speedup moves from one GPU of a model to another, beside the interval within one run.
+# The confirmatory runs measured the target too, on other GPUs than the target runs.
 # {glue:text}`sa_spread_sentence:s`
 
 # %% tags=["remove-input"]
@@ -350,21 +307,10 @@ if spread is not None and len(spread):
                 formats={"between_gpus": ".2f", "within_run": ".2f"}, csv="sota_machines.csv")
 
 # %% [markdown]
-# ## Our Gluon kernel, tuned per shape, beside cuDNN and FlashAttention-4
+# ## Our Gluon kernel beside cuDNN and FlashAttention-4
 #
-# Our second kernel is written in Gluon, Triton's low-level dialect, with the controls of
-# FlashAttention-3's Hopper schedule: a producer warp issuing TMA loads, two consumer
-# warpgroups in ping-pong, the softmax of one key tile overlapping the matrix product of
-# the previous one, a persistent grid (`attn_analysis/measure/gluon_*.py`;
-# `notes/gluon-plan.md` holds its checks and profiles). Each of its six variants has passed
-# the float64 grid on a GPU (`data/checks/gluon_check_*`), and in the runs below the
-# candidate passed the float64 gate at every shape in every process before it was timed,
-# as every candidate does. As a candidate it tunes itself on each
-# shape in the first process, timing every variant in graph mode, and the later processes
-# reuse that choice. The runs ({glue:text}`gl_runs:s`) measure it under protocol 2 with
-# {glue:text}`gl_n_proc:d` processes, at the reports' shape beside SDPA's default dispatch,
-# SDPA forced to cuDNN, our Triton kernel and the A/A twin, and on the long grid beside
-# FlashAttention-4, each run one family.
+# Our Gluon kernel follows FlashAttention-3's Hopper schedule ({doc}`../book/kernels`). Runs
+# {glue:text}`gl_runs:s` measure it with {glue:text}`gl_n_proc:d` processes.
 
 # %% tags=["remove-input"]
 from attn_analysis.chapters import gluon_kernel
@@ -379,23 +325,13 @@ for name, value in gluon_kernel.target_values(gl_tabs["target"], gl["target"]).i
     nbs.glue_text(name, nbs.as_number(value) if isinstance(value, float) else value)
 
 # %% [markdown]
-# At the reports' shape the Gluon kernel, tuned to its {glue:text}`gl_h100_target_variant:s`
-# variant on the H100 and {glue:text}`gl_h200_target_variant:s` on the H200, runs at
-# {glue:text}`gl_h100_gluon_kernel_speedup:.3f`× of SDPA's kernel time on the
-# {glue:text}`gl_h100_machine:s` ({glue:text}`gl_h100_gluon_kernel_ci_low:.3f`–{glue:text}`gl_h100_gluon_kernel_ci_high:.3f`,
-# {glue:text}`gl_h100_gluon_kernel_verdict:s`) and {glue:text}`gl_h200_gluon_kernel_speedup:.3f`×
-# on the {glue:text}`gl_h200_machine:s` ({glue:text}`gl_h200_gluon_kernel_ci_low:.3f`–{glue:text}`gl_h200_gluon_kernel_ci_high:.3f`,
-# {glue:text}`gl_h200_gluon_kernel_verdict:s`); per call
-# {glue:text}`gl_h100_gluon_call_speedup:.3f`× ({glue:text}`gl_h100_gluon_call_verdict:s`)
-# and {glue:text}`gl_h200_gluon_call_speedup:.3f`× ({glue:text}`gl_h200_gluon_call_verdict:s`).
-# Our Triton kernel in the same processes: {glue:text}`gl_h100_triton_kernel_speedup:.3f`×
-# and {glue:text}`gl_h200_triton_kernel_speedup:.3f`× per kernel. The controls, per call:
-# SDPA forced to cuDNN is {glue:text}`gl_h100_sdpa_cudnn_call_verdict:s` and
-# {glue:text}`gl_h200_sdpa_cudnn_call_verdict:s`, the A/A twin
-# {glue:text}`gl_h100_sdpa_twin_call_verdict:s` and {glue:text}`gl_h200_sdpa_twin_call_verdict:s`.
-# {glue:text}`gl_goal_sentence:s`
+# At the reports' shape it runs at {glue:text}`gl_h100_gluon_kernel_speedup:.3f`× of SDPA's
+# kernel time on the {glue:text}`gl_h100_machine:s`
+# ({glue:text}`gl_h100_gluon_kernel_verdict:s`) and
+# {glue:text}`gl_h200_gluon_kernel_speedup:.3f`× on the {glue:text}`gl_h200_machine:s`
+# ({glue:text}`gl_h200_gluon_kernel_verdict:s`). {glue:text}`gl_goal_sentence:s`
 
-# %% tags=["remove-input"]
+# %% tags=["remove-cell"]
 for t in gl_tabs["target"].values():
     machine = t["machine"].iloc[0]
     tables.show(sota.level_cells(t),
@@ -429,29 +365,18 @@ for name, value in gl_values.items():
 # :name: fig-gluon-seq
 #
 # Kernel-time speedup over SDPA's default dispatch against sequence length at
-# FlashAttention-3's geometry, for our Gluon kernel and FlashAttention-4 measured in the
-# same processes, one row per machine and one panel per head dimension and masking, with
-# family-wise intervals (each run one family against SDPA) and the
+# FlashAttention-3's geometry, for our Gluon kernel and FlashAttention-4 in the same
+# processes. Rows: GPU; panels: head dimension and masking. Family-wise intervals and the
 # ±{glue:text}`sa_margin:.0%` margin band.
 # ```
 #
-# Across the long grid the Gluon kernel is faster than SDPA's default dispatch per kernel
-# at {glue:text}`gl_h100_long_faster:d` of {glue:text}`gl_h100_long_n:d` configurations on
-# the H100 and {glue:text}`gl_h200_long_faster:d` of {glue:text}`gl_h200_long_n:d` on the
-# H200, and slower beyond the margin at {glue:text}`gl_h100_long_slower:d` and
-# {glue:text}`gl_h200_long_slower:d`. Against FlashAttention-4 directly, from S = 2048 on
-# (a family of {glue:text}`gl_h100_fa4_m:d` comparisons per run, FlashAttention-4 the
-# baseline):
-#
-# :::{div} glued-sentences
+# Across the long grid the Gluon kernel is faster than SDPA's kernel at
+# {glue:text}`gl_h100_long_faster:d` of {glue:text}`gl_h100_long_n:d` shapes on the H100 and
+# {glue:text}`gl_h200_long_faster:d` of {glue:text}`gl_h200_long_n:d` on the H200.
 # {glue:text}`gl_h100_fa4_sentence:s` {glue:text}`gl_h200_fa4_sentence:s`
-# :::
-#
-# {glue:text}`gl_fa4_goal_sentence:s` The variant each shape's tuning chose is in the last
-# table; `notes/gluon-plan.md` holds the kernel's profiles beside cuDNN's under Nsight
-# Compute, and what they show is still missing.
+# {glue:text}`gl_fa4_goal_sentence:s`
 
-# %% tags=["remove-input"]
+# %% tags=["remove-cell"]
 if len(versus):
     k = versus[versus["level"] == "kernel"]
     tables.show(k.assign(interval=tables.with_interval(k["speedup"], k["ci_low"], k["ci_high"]))

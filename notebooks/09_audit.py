@@ -12,23 +12,88 @@
 # ---
 
 # %% [markdown]
-# # Audit: calibrating the protocols, and every claim checked
+# (audit-claims)=
+# # 4 The reports' claims audited
 #
-# This section measures how often two comparison protocols call identical code different
-# and how often they detect slowdowns of known size, then checks each claim of the
-# original reports against recorded data, the L4 datasheet or the reports' own
-# arithmetic. The reports' protocol takes N samples of each arm in one process and applies
-# a two-sided Mann-Whitney U test; ours compares `k` independent processes per arm with a
-# t-interval of the speedup over processes, judged against a margin (`stats.compare`). The
-# controls are an A/A pair (the default SDPA call timed twice as two candidates: any
-# difference found is false) and SDPA followed by a spin kernel of known length.
+# Of {glue:text}`au_n_claims:d` claims of the original reports, {glue:text}`au_n_fails:d`
+# fail, {glue:text}`au_n_holds:d` hold and {glue:text}`au_n_cannot_be_tested_here:d`
+# cannot be tested here ({numref}`tbl-audit-claims`).
 #
-# The calibration runs of this chapter are protocol 1 (H100, one memory placement per
-# candidate per process): that part is the protocol's history, kept because it shows what
-# the earlier instrument could and could not resolve; the calibration of the design the
-# paper now uses (protocol 2, H200) is {ref}`calibration-v2`. The timing-fidelity, cache,
-# cost and claims sections read the protocol-2 matrix and kernel runs (H200), and the
-# instrument checks of `data/checks/` (H100), each named in its caption.
+# A claim *fails* when its own evidence or arithmetic does not support it, or our
+# measurement contradicts it. It *holds* when our evidence supports it. It *cannot be
+# tested here* when deciding it needs a measurement we do not have: an L4, or the cited
+# A100 figure. L4 figures are the reports' own, as reported.
+#
+# ```{list-table} The original reports' claims and our verdicts; the last column links to the section of the audit that decides each.
+# :header-rows: 1
+# :widths: 6 64 14 16
+# :name: tbl-audit-claims
+#
+# * - #
+#   - claim
+#   - verdict
+#   - evidence
+# * - 1
+#   - {glue:text}`au_c1_claim:s`
+#   - {glue:text}`au_c1_verdict:s`
+#   - {ref}`audit-tf32`
+# * - 2
+#   - {glue:text}`au_c2_claim:s`
+#   - {glue:text}`au_c2_verdict:s`
+#   - {ref}`audit-backends`
+# * - 3
+#   - {glue:text}`au_c3_claim:s`
+#   - {glue:text}`au_c3_verdict:s`
+#   - {ref}`audit-self`
+# * - 4
+#   - {glue:text}`au_c4_claim:s`
+#   - {glue:text}`au_c4_verdict:s`
+#   - {ref}`audit-ci`
+# * - 5
+#   - {glue:text}`au_c5_claim:s`
+#   - {glue:text}`au_c5_verdict:s`
+#   - {ref}`audit-flops`
+# * - 6
+#   - {glue:text}`au_c6_claim:s`
+#   - {glue:text}`au_c6_verdict:s`
+#   - {ref}`audit-bandwidth`
+# * - 7
+#   - {glue:text}`au_c7_claim:s`
+#   - {glue:text}`au_c7_verdict:s`
+#   - {ref}`audit-roofline`
+# * - 8
+#   - {glue:text}`au_c8_claim:s`
+#   - {glue:text}`au_c8_verdict:s`
+#   - {ref}`audit-seqlen`
+# * - 9
+#   - {glue:text}`au_c9_claim:s`
+#   - {glue:text}`au_c9_verdict:s`
+#   - {ref}`audit-chunking`
+# * - 10
+#   - {glue:text}`au_c10_claim:s`
+#   - {glue:text}`au_c10_verdict:s`
+#   - {ref}`audit-a100`
+# * - 11
+#   - {glue:text}`au_c11_claim:s`
+#   - {glue:text}`au_c11_verdict:s`
+#   - {ref}`audit-warmup`
+# * - 12
+#   - {glue:text}`au_c12_claim:s`
+#   - {glue:text}`au_c12_verdict:s`
+#   - {ref}`audit-calibration`
+# * - 13
+#   - {glue:text}`au_c13_claim:s`
+#   - {glue:text}`au_c13_verdict:s`
+#   - {ref}`audit-triton`
+# * - 14
+#   - {glue:text}`au_c14_claim:s`
+#   - {glue:text}`au_c14_verdict:s`
+#   - {ref}`audit-peers`
+# ```
+#
+# The verdicts rest on instrument checks (first) and on one subsection per claim (after
+# them). The instrument checks read the protocol-1 calibration runs, the matrix and kernel
+# runs and the checks in `data/checks/`, each named in its caption.
 
 # %% tags=["parameters", "hide-input"]
 runs_dir = "data/runs"                           # recorded runs, relative to the repository root
@@ -84,19 +149,17 @@ H = audit.header_values(CR, L, T, X, margin=margin, alpha=alpha)
 nbs.glue_values("au_", H)
 
 # %% [markdown]
-# (audit-calibration)=
-# ## Calibration: false positives and power of the two protocols
+# ## Instrument checks
 #
-# Runs {glue:text}`au_run_c:s` ({glue:text}`au_label_c:s`; {glue:text}`au_n_runs_c:d` runs) hold
-# {glue:text}`au_n_trials:d` fresh processes between them at {glue:text}`au_cfg:s`, each timing every arm for
-# {glue:text}`au_n_per_unit:d` samples per mode in shuffled order. Protocol (a) repeats the
-# reports' test once per process (per-call timing, Mann-Whitney U at
-# α = {glue:text}`au_alpha:.2f`). Protocol (b) runs `stats.compare` (graph mode, margin
-# ±{glue:text}`au_margin:.0%`) on disjoint groups of `k` consecutive processes of one run,
-# so no two replications share a process and none mixes machines. For the A/A pair a false positive is any claimed
-# difference: p < α under (a), a verdict of *faster* or *slower* under (b). For a spin
-# control a detection is a significant slowdown under (a), the verdict *slower* under (b).
-# Every rate carries a 95 % Clopper-Pearson interval.
+# (audit-calibration)=
+# ### The reports' test on identical code
+#
+# The reports' protocol times both arms in one process and applies a Mann-Whitney U test at
+# α = {glue:text}`au_alpha:.2f`. We repeated it on an A/A pair (SDPA timed twice as two
+# candidates) and on SDPA plus spin kernels of known length. The runs are the protocol-1
+# calibration runs {glue:text}`au_run_c:s` ({glue:text}`au_label_c:s`,
+# {glue:text}`au_n_trials:d` processes, one memory placement per process). Beside it runs
+# our comparison over k processes (`stats.compare`).
 
 # %% tags=["remove-cell"]
 cb = audit.calibrate(CR, K, margin=margin, alpha=alpha, n_resamples=n_resamples)
@@ -111,49 +174,22 @@ nbs.glue_figure("au_fig_rates", audit_plots.calibration_rates(
 # ```{glue:figure} au_fig_rates
 # :name: fig-audit-rates
 #
-# False-positive rate of the A/A pair (left; dashed line: α = {glue:text}`au_alpha:.2f`)
-# and power against the spin controls (right), with 95 % Clopper-Pearson intervals, for
-# the reports' protocol (one process, Mann-Whitney U) and ours (`stats.compare` over `k`
-# processes). Run {glue:text}`au_run_c:s`, {glue:text}`au_label_c:s`.
+# False-positive rate of the A/A pair (left; dashed: α = {glue:text}`au_alpha:.2f`) and
+# power against the spin controls (right), with 95 % Clopper-Pearson intervals, for the
+# reports' protocol and ours over k processes. Protocol-1 runs {glue:text}`au_run_c:s`.
 # ```
 #
-# Under the reports' protocol the A/A pair differs "significantly" in
-# {glue:text}`au_a_fp_events:d` of {glue:text}`au_a_fp_n:d` processes, a false-positive
-# rate of {glue:text}`au_a_fp:.0%` (95 % CI {glue:text}`au_a_fp_lo:.0%`–{glue:text}`au_a_fp_hi:.0%`)
-# where the test promises {glue:text}`au_alpha:.0%`. Its p-values are not valid for this
-# data. The test assumes independent draws from one distribution per arm; samples taken
-# back to back in one process are not that, and (our reading) the state of a process,
-# such as clocks, memory placement or which arm ran first, shifts one arm against the
-# other.
-#
-# Our protocol claims a difference between identical code in
-# {glue:text}`au_b3_fp:.0%` of replications with k = 3 processes per arm (95 % CI
-# {glue:text}`au_b3_fp_lo:.0%`–{glue:text}`au_b3_fp_hi:.0%`, {glue:text}`au_b3_fp_n:d`
-# replications), {glue:text}`au_b4_fp:.0%` with k = 4
-# ({glue:text}`au_b4_fp_lo:.0%`–{glue:text}`au_b4_fp_hi:.0%`, {glue:text}`au_b4_fp_n:d`)
-# and {glue:text}`au_b5_fp:.0%` with k = 5
-# ({glue:text}`au_b5_fp_lo:.0%`–{glue:text}`au_b5_fp_hi:.0%`, {glue:text}`au_b5_fp_n:d`).
-# The t-interval over processes takes the spread between them with k − 1 degrees of
-# freedom; the hierarchical bootstrap it replaced saw too little of that spread with a
-# handful of processes and came out too narrow ({ref}`calibration-interval`). How far the
-# rate could exceed the nominal 5 % at each k is what these intervals bound. The equivalence verdict, which needs the interval inside
-# ±{glue:text}`au_margin:.0%`, is reached for identical code in
-# {glue:text}`au_b3_aa_equivalent:.0%`, {glue:text}`au_b4_aa_equivalent:.0%` and
-# {glue:text}`au_b5_aa_equivalent:.0%` of replications (k = 3, 4, 5); the rest end
-# *inconclusive* ({glue:text}`au_b3_aa_inconclusive:.0%`,
-# {glue:text}`au_b4_aa_inconclusive:.0%`, {glue:text}`au_b5_aa_inconclusive:.0%`) or in a
-# false claim. At these sizes neither protocol can certify "no difference within the
-# margin"; ours says so instead of claiming it, and the fixed-shape run uses many more
-# processes for that reason.
-#
-# A single process's 95 % interval of the median contains the median over all
-# processes in only {glue:text}`au_cov_pc:.0%` of processes in per-call mode
-# ({glue:text}`au_cov_pc_lo:.0%`–{glue:text}`au_cov_pc_hi:.0%`) and
-# {glue:text}`au_cov_gr:.0%` in graph mode
-# ({glue:text}`au_cov_gr_lo:.0%`–{glue:text}`au_cov_gr_hi:.0%`): a per-process interval
-# describes that process, not the kernel.
+# On these runs the reports' test called the identical pair different in
+# {glue:text}`au_a_fp_events:d` of {glue:text}`au_a_fp_n:d` processes
+# ({glue:text}`au_a_fp:.0%`, 95 % CI {glue:text}`au_a_fp_lo:.0%`–{glue:text}`au_a_fp_hi:.0%`),
+# where it promises {glue:text}`au_alpha:.0%`. Samples taken back to back in one process are
+# not independent draws. With placements randomized (protocol 2) the same test still called
+# the pair different in {glue:text}`../notebooks/12_calibration.py::cal2_reports_fp:.0%` of
+# processes ({ref}`calibration-v2`). Our comparison claimed a difference in
+# {glue:text}`au_b3_fp:.0%`, {glue:text}`au_b4_fp:.0%` and {glue:text}`au_b5_fp:.0%` of
+# replications with k = 3, 4 and 5 processes.
 
-# %% tags=["remove-input"]
+# %% tags=["remove-cell"]
 for proto, name, what in (
         (protocols.PROTOCOL_A, "a", "the reports' protocol (Mann-Whitney U in one process, per call)"),
         (protocols.PROTOCOL_B, "b", "our protocol (stats.compare over k processes per arm, graph "
@@ -171,25 +207,10 @@ for proto, name, what in (
 # (audit-effects)=
 # ### How large the controls really are
 #
-# Pooling all {glue:text}`au_n_trials:d` processes, graph mode, the spin controls are
-# slower than `sdpa` by {glue:text}`au_eff_spin0:.1%`
-# ({glue:text}`au_eff_spin0_lo:.1%`–{glue:text}`au_eff_spin0_hi:.1%`; the spin of zero
-# cycles costs one extra kernel launch), {glue:text}`au_eff_spin1000:.1%`
-# ({glue:text}`au_eff_spin1000_lo:.1%`–{glue:text}`au_eff_spin1000_hi:.1%`),
-# {glue:text}`au_eff_spin2500:.1%`
-# ({glue:text}`au_eff_spin2500_lo:.1%`–{glue:text}`au_eff_spin2500_hi:.1%`) and
-# {glue:text}`au_eff_spin6000:.1%`
-# ({glue:text}`au_eff_spin6000_lo:.1%`–{glue:text}`au_eff_spin6000_hi:.1%`); the A/A
-# twin by {glue:text}`au_eff_twin:.2%`
-# ({glue:text}`au_eff_twin_lo:.2%`–{glue:text}`au_eff_twin_hi:.2%`). The profiler's time
-# for the spin kernel alone, over SDPA's {glue:text}`au_sdpa_dev_us:.1f` µs of kernel time
-# per call, predicts {glue:text}`au_prof_spin0:.1%`, {glue:text}`au_prof_spin1000:.1%`,
-# {glue:text}`au_prof_spin2500:.1%` and {glue:text}`au_prof_spin6000:.1%`. Power rises
-# with the effect: at k = 4 our protocol calls the controls slower in
-# {glue:text}`au_b4_pow_spin0:.0%`, {glue:text}`au_b4_pow_spin1000:.0%`,
-# {glue:text}`au_b4_pow_spin2500:.0%` and {glue:text}`au_b4_pow_spin6000:.0%` of
-# replications. The first control whose whole interval lies beyond the margin is
-# {glue:text}`au_first_above:s`.
+# Pooled over all processes, the spin controls are slower than `sdpa` by
+# {glue:text}`au_eff_spin0:.1%` to {glue:text}`au_eff_spin6000:.1%`; the A/A twin by
+# {glue:text}`au_eff_twin:.2%`. The first control whose whole interval lies beyond the
+# margin is {glue:text}`au_first_above:s`.
 
 # %% tags=["remove-cell"]
 nbs.glue_figure("au_fig_effects", audit_plots.control_effects(
@@ -199,27 +220,23 @@ nbs.glue_figure("au_fig_effects", audit_plots.control_effects(
 # ```{glue:figure} au_fig_effects
 # :name: fig-audit-effects
 #
-# Measured slowdown of each control (pooled median over all processes, 95 %
-# hierarchical-bootstrap interval) against the slowdown the profiler's kernel times
-# predict; shaded: the ±{glue:text}`au_margin:.0%` equivalence margin. Run
-# {glue:text}`au_run_c:s`, {glue:text}`au_label_c:s`.
+# Measured slowdown of each control against the slowdown the profiler's kernel times
+# predict; shaded: the ±{glue:text}`au_margin:.0%` margin. Run {glue:text}`au_run_c:s`.
 # ```
 #
 # (audit-fidelity)=
-# ## Timing fidelity: what each mode reads
+# ### What each timing mode reads
 #
-# For the ten configurations of run {glue:text}`au_run_l:s` ({glue:text}`au_label_l:s`),
-# the default dispatch's median per timing mode beside the profiler's device time per call.
-# Per-call timing (an event pair and a synchronise around each call, the reports' way) at
-# S = 128 is {glue:text}`au_fid_s128_pc_over_dev:.1f` times the kernel time: about
-# {glue:text}`au_fid_s128_host:.0%` of that figure is host launch and synchronisation, not
-# attention. Graph replay reads {glue:text}`au_fid_s128_gr_over_dev:.2f` times the kernel
-# time there, and {glue:text}`au_fid_s512_gr_over_dev:.2f` times at S = 512.
+# Per-call timing (the reports' way) at S = 128 reads
+# {glue:text}`au_fid_s128_pc_over_dev:.1f` times the kernel time: about
+# {glue:text}`au_fid_s128_host:.0%` of it is the host, not attention. Graph replay reads
+# {glue:text}`au_fid_s128_gr_over_dev:.2f` times the kernel time there, and
+# {glue:text}`au_fid_s512_gr_over_dev:.2f` times at S = 512 (run {glue:text}`au_run_l:s`).
 
 # %% tags=["remove-cell"]
 fid = found(audit.fidelity(L))
 
-# %% tags=["remove-input"]
+# %% tags=["remove-cell"]
 tables.show(fid[["config", "per_call", "graph", "device_ms", "per_call_over_device",
                  "graph_over_device", "host_share"]],
             f"Default SDPA: pooled median per timing mode, the profiler's kernel time per "
@@ -232,13 +249,9 @@ tables.show(fid[["config", "per_call", "graph", "device_ms", "per_call_over_devi
 # (audit-replay)=
 # ### Calls per graph replay
 #
-# Graph mode times a replay of k captured calls and divides by k, so whatever one replay
-# costs beyond its kernels reaches each call as a k-th share. `scripts/graph_anatomy.py`
-# measured that share on {glue:text}`au_label_rp:s`: in one process it captured graphs of
-# k = {glue:text}`au_rp_ks:s` calls for four candidates, timed
-# {glue:text}`au_rp_replays:d` replays of each in {glue:text}`au_rp_rounds:d` interleaved
-# rounds, and replayed each graph again under the profiler
-# (`data/checks/graph_anatomy_h100.json`).
+# Graph mode times a replay of k calls and divides by k. What one replay costs beyond its
+# kernels reaches each call as a k-th share. `scripts/graph_anatomy.py` measured that share
+# on {glue:text}`au_label_rp:s`.
 
 # %% tags=["remove-cell"]
 AT = found(audit.replay(A, L))
@@ -248,63 +261,34 @@ nbs.glue_figure("au_fig_replay", audit_plots.replay_curves(AT, audit.check_label
 # ```{glue:figure} au_fig_replay
 # :name: fig-audit-replay
 #
-# Event time per call against the number of calls captured in one graph, per candidate,
-# at two configurations; each point is the median of the replays of one graph. Measured
-# on {glue:text}`au_label_rp:s` (`data/checks/graph_anatomy_h100.json`).
+# Event time per call against the number of calls captured in one graph, per candidate, at
+# two configurations. {glue:text}`au_label_rp:s` (`data/checks/graph_anatomy_h100.json`).
 # ```
 #
-# At S = 128, where a call lasts a few microseconds, the replay's own cost dominates small
-# graphs: one call per replay reads {glue:text}`au_rp_s128_k1_lo:.0%` to
-# {glue:text}`au_rp_s128_k1_hi:.0%` above the time at k = {glue:text}`au_rp_kmax:d`, four
-# calls {glue:text}`au_rp_s128_k4_lo:.0%` to {glue:text}`au_rp_s128_k4_hi:.0%`, eight
-# {glue:text}`au_rp_s128_k8_lo:.1%` to {glue:text}`au_rp_s128_k8_hi:.1%` and sixteen
-# {glue:text}`au_rp_s128_k16_lo:.1%` to {glue:text}`au_rp_s128_k16_hi:.1%` (the range is
-# over the four candidates). The matrix run {glue:text}`au_run_l:s`, like every run
-# recorded before this check, sized its graphs by the earlier rule (k from an eager
-# estimate, checked against the slow uploading replay), which gave
-# k = {glue:text}`au_rp_rec_k128:s` at S = 128 and k = {glue:text}`au_rp_rec_k512:s` at
-# S = 512 for the four candidates of this check. Where k was eight or more the check
-# above bounds the share at {glue:text}`au_rp_s128_k8_hi:.1%`; a candidate that ran with fewer calls per replay than
-# its rival carries the larger share, a bias that can reach the equivalence margin at the
-# smallest shapes.
-# At S = 512 the curves do not level off monotonically: within this one process the times
-# moved by {glue:text}`au_rp_s512_lo:+.1%` to {glue:text}`au_rp_s512_hi:+.1%` around the
-# value at the largest k, with no order in k, a drift as large as the replay cost itself.
-# The timer now sizes a graph on a timed replay after the upload (the first replay of a
-# graph uploads it and is slow) and to at least {glue:text}`au_rp_target_ms:.1f` ms: in
-# this check it chose k = {glue:text}`au_rp_auto_k128:s` at S = 128, within
-# {glue:text}`au_rp_auto128_max:.1%` of the time at the largest fixed k, and
-# k = {glue:text}`au_rp_auto_k512:s` at S = 512. The fixed-shape chapter repeats its
-# comparison under this sizing.
-#
-# The same graphs also show what a replay costs per call beyond the kernels at S = 128:
-# for candidates of one kernel per call, {glue:text}`au_rp_beyond1:s`; for those of two (a
-# memset, then the cuDNN kernel that waits for it), {glue:text}`au_rp_beyond2:s`. That
-# wait between dependent nodes is why the default dispatch's graph time exceeds the
-# profiler's kernel sum at small shapes. The profiler cannot measure the wait itself:
-# under it, the span from the first kernel's start to the last kernel's end of a call of
-# two kernels exceeded the un-profiled event time per call by {glue:text}`au_rp_stretch:s`,
-# so tracing stretches the replay it observes.
+# At S = 128 one call per replay reads {glue:text}`au_rp_s128_k1_lo:.0%` to
+# {glue:text}`au_rp_s128_k1_hi:.0%` above the time at k = {glue:text}`au_rp_kmax:d`; eight
+# calls, {glue:text}`au_rp_s128_k8_lo:.1%` to {glue:text}`au_rp_s128_k8_hi:.1%`. The
+# matrix run {glue:text}`au_run_l:s` sized its graphs by the earlier rule
+# ({doc}`../book/protocol_history`): k = {glue:text}`au_rp_rec_k128:s` at S = 128. A
+# candidate with fewer calls per replay than its rival carries the larger share. At the
+# smallest shapes that bias can reach the margin. The current rule sizes a replay to at
+# least {glue:text}`au_rp_target_ms:.1f` ms; here it chose k =
+# {glue:text}`au_rp_auto_k128:s` at S = 128.
 
 # %% [markdown]
 # (audit-cache)=
-# ## Cache: hot against cold, and what "effective bandwidth" means
+# ### Hot and cold cache, and "effective bandwidth"
 #
-# Graph replay re-runs the call on the same tensors, so inputs that fit in L2 stay there
-# (hot); the cold-L2 mode flushes L2 before each call. Dividing the minimum traffic
-# (Q, K, V read once, O written once) by each time gives an effective rate. At S = 256
-# the working set is {glue:text}`au_ws_s256:.2f` of this GPU's L2, and hot it runs at
-# {glue:text}`au_hot_gbs_s256:.0f` GB/s ({glue:text}`au_hot_copy_s256:.0%` of the measured
-# copy ceiling, {glue:text}`au_copy_gbs:.0f` GB/s), cold at {glue:text}`au_cold_gbs_s256:.0f`
-# GB/s; the cold call takes {glue:text}`au_coldhot_s256:.2f` times as long. At S = 512 the
-# working set is {glue:text}`au_ws_s512:.2f` of L2 and cold/hot is
-# {glue:text}`au_coldhot_s512:.2f`. These are rates of useful bytes, not DRAM bandwidths;
-# where they stay below the copy ceiling they say nothing about L2 at all.
+# Graph replay keeps inputs that fit in L2 hot; the cold-L2 mode flushes L2 before each
+# call. At S = 256 the working set is {glue:text}`au_ws_s256:.2f` of this GPU's L2. The
+# cold call takes {glue:text}`au_coldhot_s256:.2f` times as long as the hot one; at S = 512,
+# {glue:text}`au_coldhot_s512:.2f` times. Minimum traffic over time is a rate of useful
+# bytes, not a DRAM bandwidth.
 
 # %% tags=["remove-cell"]
 cache, copy_gbs = found(audit.cache(L))
 
-# %% tags=["remove-input"]
+# %% tags=["remove-cell"]
 tables.show(cache[["config", "hot_ms", "cold_ms", "cold_over_hot", "working_set_over_l2",
                    "hot_gbs", "hot_over_copy"]],
             f"Default SDPA hot (graph) and cold (L2 flushed): medians, working set over L2, "
@@ -314,27 +298,10 @@ tables.show(cache[["config", "hot_ms", "cold_ms", "cold_over_hot", "working_set_
             labels={"hot_ms": "hot (ms)", "cold_ms": "cold (ms)"}, csv="audit_cache.csv",
             full=cache)
 
-# %% [markdown]
-# (audit-cost)=
-# ## What a calibrated protocol costs in GPU time
-#
-# A timing unit of {glue:text}`au_n_per_unit:d` graph-mode samples took a median of
-# {glue:text}`au_unit_ms:.0f` ms of wall time (warm-up included); each fresh process
-# added {glue:text}`au_overhead_s:.2f` s outside its timing units (start-up, CUDA context,
-# building and checking candidates, profiling, teardown), the median over the processes
-# of run {glue:text}`au_run_cost:s` by the units' own clocks. One comparison
-# with k = {glue:text}`au_k1:d` processes per arm therefore costs about
-# {glue:text}`au_cost_k1_s:.1f` s of GPU time if each process times both arms, almost all
-# of it process overhead; calibrating it on one shape with one A/A and
-# {glue:text}`au_n_controls:d` positive controls at {glue:text}`au_k1_reps:d` replications
-# each costs about {glue:text}`au_calib_min:.1f` min of GPU time. The reports'
-# whole matrix in our run {glue:text}`au_run_l:s` used {glue:text}`au_lead_units_s:.0f` s
-# of timing units.
-
 # %% tags=["remove-cell"]
 costs = found(audit.cost(CR, L, K))
 
-# %% tags=["remove-input"]
+# %% tags=["remove-cell"]
 tables.show(costs[["k", "unit_s", "process_overhead_s", "comparison_s", "replications",
                    "calibration_s"]],
             f"GPU wall time of one two-arm comparison over k processes, and of "
@@ -342,12 +309,7 @@ tables.show(costs[["k", "unit_s", "process_overhead_s", "comparison_s", "replica
             f"times and wall time. {CR.label}.", name="tbl-audit-cost")
 
 # %% [markdown]
-# ## Checking the claims
-#
-# The subsections below take the reports' claims one by one; the table of all verdicts
-# is in the audit chapter ({ref}`audit-claims`). L4 values are the reports' own,
-# **as reported** (we had no L4); L4 peaks come from the datasheet figures in
-# `workload.HARDWARE`.
+# ## The claims, one by one
 
 # %% tags=["remove-cell"]
 rep = claims.Reported()  # the reports' values, as reported
@@ -535,8 +497,7 @@ nbs.glue_figure("au_fig_warmup", audit_plots.warmup_traces(wu, n_warmup, H["labe
 # (audit-mw)=
 # ### Mann-Whitney U within one process
 #
-# See {ref}`audit-calibration`: on identical code the reports' test is significant in
-# {glue:text}`au_a_fp:.0%` of processes.
+# See {ref}`audit-calibration`.
 
 # %% tags=["remove-cell"]
 found(claims.mann_whitney_claim(A_AA, rep, alpha=alpha))
@@ -588,12 +549,5 @@ not_run = {r["candidate"]: f"{r['status']}: {r['reason']}"
            for run in sota_by_campaign["target"].values()
            for _, r in sota.untimed(run).iterrows()}
 found(kernel_claims.peers_claim(target_tables, not_run, rep))
-glue("au_claims_md", Markdown(claim_table.claims_markdown(claim_rows)), display=False)
 nbs.glue_values("au_", claims.claims_values(claim_rows))
 
-# %% [markdown]
-# ## Summary
-#
-# Of {glue:text}`au_n_claims:d` claims checked, {glue:text}`au_n_fails:d` fail,
-# {glue:text}`au_n_holds:d` hold and {glue:text}`au_n_cannot_be_tested_here:d` cannot be
-# tested here (see the claims table above).

@@ -39,10 +39,12 @@ def test_the_chapter_list_is_the_table_of_contents():
 
 
 def test_notebook_numbers_follow_the_table_of_contents():
-    # a reader who meets 06 after 05 in the book finds it after 05 in notebooks/ too
+    # a reader who meets 06 after 05 in the book finds it after 05 in notebooks/ too; the
+    # appendices' notebooks are numbered after the main text's (11, 12), so numbers rise
+    # with the book's order without being consecutive
     numbers = [int(page.split("/")[1].split("_")[0]) for page in CHAPTERS
                if page.startswith("notebooks/")]
-    assert numbers == list(range(1, len(numbers) + 1)), numbers
+    assert numbers[0] == 1 and numbers == sorted(set(numbers)), numbers
 
 
 def test_build_has_every_chapter(built_book):

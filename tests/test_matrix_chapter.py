@@ -89,3 +89,25 @@ def test_latest_values_at_the_target():
     assert (v["n_faster"], v["n"], v["runs"], v["label"]) == (2, 3, "r", "H200")
     none = mx.latest_values(pd.DataFrame(), T, [])
     assert math.isnan(none["call"]) and none["runs"] == "none" and none["label"] == "no run"
+
+
+def test_leads_sentence_words_each_outcome():
+    import pytest
+    from attn_analysis.chapters import matrix as mx
+    base = {"both": "a at x", "only_call": "b at y"}
+    none = mx.leads_sentence({**base, "n_call_faster": 0, "n_kernel_faster": 0})
+    assert "0 of" not in none and none.startswith("No comparison")
+    assert mx.leads_sentence({**base, "n_call_faster": 3, "n_kernel_faster": 3}).startswith(
+        "All 3 per-call leads")
+    assert mx.leads_sentence({**base, "n_call_faster": 1, "n_kernel_faster": 1}).startswith(
+        "The one per-call lead is faster")
+    assert "None of the 2" in mx.leads_sentence({**base, "n_call_faster": 2,
+                                                  "n_kernel_faster": 0})
+    assert "is not a faster kernel" in mx.leads_sentence({**base, "n_call_faster": 1,
+                                                          "n_kernel_faster": 0})
+    assert mx.leads_sentence({**base, "n_call_faster": 3, "n_kernel_faster": 1}).startswith(
+        "1 of the 3")
+    with pytest.raises(ValueError, match="`split`"):
+        mx.leads_sentence({**base, "n_call_faster": 1, "n_kernel_faster": 2})
+    with pytest.raises(ValueError, match="`split`"):
+        mx.leads_sentence({})

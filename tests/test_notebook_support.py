@@ -48,7 +48,7 @@ def test_measuring_notebooks_declare_measure_and_call_the_prelude_once(notebook)
     assert text.count("nbs.prelude(") == 1 and "_given" not in text
 
 
-@pytest.mark.parametrize("notebook", ("09_audit.py", "07_variance.py", "08_calibration.py"))
+@pytest.mark.parametrize("notebook", ("09_audit.py", "11_variance.py", "12_calibration.py"))
 def test_reading_notebooks_call_parameters_once(notebook):
     text = (NOTEBOOKS / notebook).read_text()
     assert text.count("nbs.parameters(") == 1 and "_given" not in text
@@ -159,8 +159,8 @@ def test_prelude_leads_with_the_requested_run_in_the_requested_mode(in_repo, tmp
         nbs.prelude(dict(ns, mode="per_call"), mode=nbs.mode_iv)
 
 
-@pytest.mark.parametrize("notebook", ("02_fixed_shape.py", "09_audit.py", "07_variance.py",
-                                      "08_calibration.py", "06_state_of_the_art.py"))
+@pytest.mark.parametrize("notebook", ("02_fixed_shape.py", "09_audit.py", "11_variance.py",
+                                      "12_calibration.py", "06_state_of_the_art.py"))
 def test_each_notebooks_margin_is_the_analysis_default(notebook):
     # the margin is declared in each parameters cell (papermill needs a literal); it must be
     # the one default of the analysis

@@ -307,3 +307,18 @@ def test_verdicts_phrase_never_repeats_a_verdict():
         "faster on all of the A, the B and the C"
     with pytest.raises(ValueError, match="`by_verdict`"):
         sota.verdicts_phrase({})
+
+
+def test_gpu_name_is_the_inventory_label_or_the_uuid_block(tmp_path):
+    from attn_analysis.analyse import inventory, provenance
+    uuid, label = next(iter(inventory.gpu_labels("data/runs").items()))
+    assert provenance.gpu_name(uuid, "data/runs") == label
+    assert provenance.gpu_name("GPU-0123456789ab-unknown", "data/runs") == "01234567"
+
+
+def test_machine_model_reads_labels_and_uuid_blocks():
+    from attn_analysis.analyse.provenance import machine_model
+    assert machine_model("H100-a") == machine_model("H100 7b2bbc03") == "H100"
+    assert sota.machine_slug("H200-j") == "h200"
+    with pytest.raises(ValueError, match="`machine`"):
+        machine_model("")

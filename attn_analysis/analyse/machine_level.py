@@ -11,6 +11,7 @@ import pandas as pd
 from .. import _validate
 from ..configs import BASELINE, TARGET
 from . import comparisons
+from .provenance import machine_model
 
 __all__ = ["machine_spread", "spread_sentence"]
 
@@ -28,7 +29,7 @@ def machine_spread(tables: list, config: str = TARGET.key, level: str = "call") 
     df = pd.concat(tables, ignore_index=True)
     df = df[(df["config"] == config) & (df["level"] == level)
             & (df["candidate"] != BASELINE)]
-    df = df.assign(model=[m.split()[0] for m in df["machine"]])
+    df = df.assign(model=[machine_model(m) for m in df["machine"]])
     rows = []
     for (model, label), g in df.groupby(["model", "label"], sort=True):
         if g["machine"].nunique() < 2:

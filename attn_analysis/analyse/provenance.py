@@ -14,7 +14,7 @@ import pandas as pd
 from .. import _validate
 from .sample_groups import with_config_fields
 
-__all__ = ["run_label", "machine_label", "model_label", "fingerprint_table", "choose_lead",
+__all__ = ["run_label", "machine_label", "machine_model", "gpu_name", "model_label", "fingerprint_table", "choose_lead",
            "tuning_table", "TUNING_BOOKKEEPING", "tuning_by_run"]
 
 
@@ -36,6 +36,24 @@ def machine_label(run) -> str:
     never by UUID. A run outside a folder of recorded runs, or whose GPU the inventory
     does not know, falls back to the model and the first block of its UUID."""
     return _inventory_label(run) or " ".join(p for p in (_model_name(run), _uuid8(run)) if p)
+
+
+def machine_model(machine: str) -> str:
+    """The GPU model of a machine label: 'H100' for 'H100-a' (inventory label) and for
+    'H100 7b2bbc03' (model and UUID block)."""
+    if not isinstance(machine, str) or not machine.strip():
+        raise ValueError(f"`machine` must be a machine label; got {machine!r}.")
+    return machine.split()[0].split("-")[0]
+
+
+def gpu_name(uuid, runs_dir) -> str:
+    """A GPU's name for prose: its inventory label ('H200-c') among the runs of
+    ``runs_dir``, or the first block of its UUID where the inventory does not know it."""
+    from attn_analysis.analyse import inventory
+    try:
+        return inventory.gpu_label(uuid, runs_dir=runs_dir)
+    except ValueError:
+        return str(uuid or "").removeprefix("GPU-")[:8]
 
 
 def _inventory_label(run):

@@ -1,6 +1,6 @@
 """The calibration chapter's "design at the margin": the calibration runs pooled per GPU
 model, the rates at each number of processes, the design chosen from them, and the
-sentences and tables the chapter pastes (``notebooks/08_calibration.py``). The statistics
+sentences and tables the chapter pastes (``notebooks/12_calibration.py``). The statistics
 are :mod:`attn_analysis.analyse.design_calibration`'s; this module only puts them in words.
 """
 

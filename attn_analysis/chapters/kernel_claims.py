@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from .. import state_of_the_art as sota
+from ..analyse.provenance import machine_model
 from ..configs import TARGET
 from . import claim_table
 from .audit import Finding
@@ -86,7 +87,7 @@ def custom_kernels_claim(tables: list, rep: Reported, *, reach: float = 1.10,
     reached = custom[custom["ci_low"] >= reach]
     best = custom.loc[custom["speedup"].idxmax()]
     where = sota.where_text(reached.assign(label=reached["label"] + " on the "
-                                           + reached["machine"].str.split().str[0]))
+                                           + reached["machine"].map(machine_model)))
     values = {"ck_n": len(custom), "ck_n_reached": len(reached), "ck_where": where or "nowhere",
               "ck_best": float(best["speedup"]), "ck_best_lo": float(best["ci_low"]),
               "ck_best_hi": float(best["ci_high"]), "ck_best_label": best["label"],

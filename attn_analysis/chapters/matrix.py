@@ -21,7 +21,7 @@ from ..analyse import comparisons, workload
 from ..analyse.stats import Verdict
 from ..configs import Config
 
-__all__ = ["TUNING_PICK", "level_split", "triton_levels", "triton_values", "triton_table",
+__all__ = ["TUNING_PICK", "level_split", "leads_sentence", "triton_levels", "triton_values", "triton_table",
            "attention_answer", "tuning_values", "tuning_per_run", "latest_values",
            "fa3_table"]
 
@@ -55,6 +55,33 @@ def level_split(two: pd.DataFrame) -> dict:
             f"{c} at {cfg} is {wide.loc[(cfg, c)].get('attention', 'not compared')}"
             for cfg, c in kernel_fast.index) or "none",
         "n_attention": len(att), "n_attention_faster": int((att["verdict"] == _FASTER).sum())}
+
+
+def leads_sentence(split: dict) -> str:
+    """One sentence on the per-call leads of :func:`level_split`'s ``split`` and how many
+    are faster kernels too, worded for each outcome (no lead, all, none, some), so the book
+    never reads "0 of the 0 per-call leads"."""
+    try:
+        n, k = int(split["n_call_faster"]), int(split["n_kernel_faster"])
+        both, only = str(split["both"]), str(split["only_call"])
+    except (KeyError, TypeError, ValueError):
+        raise ValueError(f"`split` must be a level_split() dict; got {split!r}.") from None
+    if n < 0 or not 0 <= k <= n:
+        raise ValueError(f"`split` must have 0 <= n_kernel_faster <= n_call_faster; got "
+                         f"{k} and {n}.")
+    if n == 0:
+        return ("No comparison is faster per call beyond the margin, so none is a faster "
+                "kernel either.")
+    if k == n:
+        return (f"{'The one per-call lead is' if n == 1 else f'All {n} per-call leads are'} "
+                f"faster per kernel too ({both}).")
+    if k == 0:
+        return (f"{'The one per-call lead is' if n == 1 else f'None of the {n} per-call leads is'}"
+                f"{' not' if n == 1 else ''} a faster kernel ({only}). Such a lead lies "
+                f"outside the kernels: the default dispatch's memset and the wait between "
+                f"its two kernels.")
+    return (f"{k} of the {n} per-call leads are faster per kernel too ({both}). Faster per "
+            f"call only: {only}.")
 
 
 def triton_levels(tr_two: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:

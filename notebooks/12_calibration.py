@@ -13,14 +13,11 @@
 
 # %% [markdown]
 # (calibration-v2)=
-# # Protocol 2, calibrated: false positives and power of the design the paper uses
+# # B Calibration of the design
 #
-# This chapter measures how often the paper's comparison design calls identical code
-# different, and how often it detects a slowdown of known size, from many independent
-# replications of the design on an H200, with the original reports' test beside it. The
-# A/A control is the default SDPA call built and timed twice as two candidates; the
-# positive controls are the same call followed by a spin kernel of a few hundred clock
-# cycles, whose true cost every process pooled measures.
+# How often does the design call identical code different, and how often does it detect a
+# slowdown of known size? The A/A control is the default SDPA call built and timed twice as
+# two candidates. The positive controls add a spin kernel of known length.
 
 # %% tags=["parameters", "hide-input"]
 runs_dir = "data/runs"   # recorded runs, relative to the repository root
@@ -79,7 +76,9 @@ uuids = sorted({fp.get("gpu_uuid") or "unknown" for r in CR
                 for fp in r.fingerprint["trials"].values()})
 nbs.glue_text("cal2_label", label)
 nbs.glue_text("cal2_runs", ", ".join(r.run_id for r in CR))
-nbs.glue_text("cal2_gpus", ", ".join(u.replace("GPU-", "")[:8] for u in uuids))
+from attn_analysis.analyse import provenance as _prov
+_runs_dir = pathlib.Path(CR[0].path).resolve().parent
+nbs.glue_text("cal2_gpus", ", ".join(_prov.gpu_name(u, _runs_dir) for u in uuids))
 nbs.glue_text("cal2_processes", processes)
 nbs.glue_text("cal2_family", family)
 nbs.glue_text("cal2_n_processes", int(samples["trial"].nunique()))
@@ -138,49 +137,24 @@ nbs.glue_text("cal2_fp_bound", (
     f"the 95 % interval of the rate is {twin['ci_low']:.1%}–{twin['ci_high']:.1%}"))
 
 # %% [markdown]
-# Runs {glue:text}`cal2_runs:s` ({glue:text}`cal2_label:s`, GPU
-# {glue:text}`cal2_gpus:s`): {glue:text}`cal2_n_processes:d` fresh processes, each timing
-# the default dispatch, its A/A twin and spin controls at
-# {glue:text}`cal2_placements:d` memory placements in graph mode. One replication of the
-# design is {glue:text}`cal2_processes:d` processes (the design of these runs' time; the
-# calibration at the margin, {ref}`calibration-design`, moved the default to
-# {glue:text}`cal3_choice:s`); disjoint groups give {glue:text}`cal2_reps:d` replications.
+# Runs {glue:text}`cal2_runs:s` ({glue:text}`cal2_gpus:s`) hold
+# {glue:text}`cal2_n_processes:d` processes at {glue:text}`cal2_placements:d` placements,
+# in graph mode. One replication is {glue:text}`cal2_processes:d` processes; disjoint
+# groups give {glue:text}`cal2_reps:d` replications.
 #
-# **The calibration goal is {glue:text}`cal2_goal:s`.** The A/A twin was called different
-# {glue:text}`cal2_fp_events:d` times in {glue:text}`cal2_reps:d` replications;
-# {glue:text}`cal2_fp_bound:s`. The smallest positive control,
-# {glue:text}`cal2_small:s`, is slower by {glue:text}`cal2_sdpa_spin0_slowdown_pct:.1f` %
-# per call (the profiler's extra kernel time is {glue:text}`cal2_sdpa_spin0_extra_pct:.1f` %
-# of the default dispatch's: in a graph replay the spin kernel also adds a launch and a
-# wait), and the design called it slower beyond the margin in a share
-# {glue:text}`cal2_sdpa_spin0_power:.2f` of replications (95 % lower bound
-# {glue:text}`cal2_sdpa_spin0_power_lo:.2f`); with every interval widened for the
-# family of the target run {glue:text}`cal2_family_run:s` ({glue:text}`cal2_family:d`
-# comparisons), the share is
-# {glue:text}`cal2_sdpa_spin0_power_family:.2f`.
-#
-# Judged by the t-interval over processes (the interval every verdict of the book uses,
-# {ref}`calibration-interval`), a replication of two processes has one degree of freedom:
-# its interval is honest but wide, which is what costs the power. The interval held each
-# control's true speedup (every process pooled) in {glue:text}`cal2_cov_events:d` of
-# {glue:text}`cal2_cov_n:d` replications ({glue:text}`cal2_cov:.1%`, 95 % interval
-# {glue:text}`cal2_cov_lo:.1%`–{glue:text}`cal2_cov_hi:.1%`). The same replications judged
-# by the hierarchical bootstrap it replaced: {glue:text}`cal2_boot_fp_events:d` false
-# positives, power {glue:text}`cal2_boot_small_power:.2f` against the smallest control, and
-# coverage {glue:text}`cal2_boot_cov:.1%`; its narrower intervals are not honest when
-# processes differ more than on these GPUs (next section). To bound a false-positive rate
-# below 5 % with none observed takes {glue:text}`cal2_n_reps_for_5pct:d` replications;
-# the kernel level was not calibrated here (kernel times were off in these runs), and
-# `python -m attn_analysis calibrate --level kernel` calibrates it from runs that record
-# them.
+# **The A/A twin was called different {glue:text}`cal2_fp_events:d` times in
+# {glue:text}`cal2_reps:d` replications** ({glue:text}`cal2_fp_bound:s`). The smallest
+# positive control, {glue:text}`cal2_small:s`, is slower by
+# {glue:text}`cal2_sdpa_spin0_slowdown_pct:.1f` % per call. The design called it slower
+# beyond the margin in a share {glue:text}`cal2_sdpa_spin0_power:.2f` of replications. The
+# interval held each control's true speedup in {glue:text}`cal2_cov:.1%` of replications.
+# The kernel level was not calibrated in these runs; the next sections do it.
 #
 # The reports' test (Mann-Whitney U on one process's samples) called the identical twin
-# different in a share {glue:text}`cal2_reports_fp:.2f` of {glue:text}`cal2_reports_n:d`
-# processes (95 % interval {glue:text}`cal2_reports_fp_lo:.2f`–{glue:text}`cal2_reports_fp_hi:.2f`):
-# with placement randomized, thousands of samples from one process still differ between
-# two builds of the same call, and a per-sample test reads that as a kernel difference.
+# different in {glue:text}`cal2_reports_fp:.0%` of {glue:text}`cal2_reports_n:d` processes
+# (95 % interval {glue:text}`cal2_reports_fp_lo:.0%`–{glue:text}`cal2_reports_fp_hi:.0%`).
 
-# %% tags=["remove-input"]
+# %% tags=["remove-cell"]
 show = per.assign(
     slowdown=lambda d: (d["slowdown"] - 1) * 100,
     extra_share=lambda d: d["extra_share"] * 100,
@@ -206,57 +180,23 @@ tables.show(show[["protocol", "candidate", "role", "slowdown", "extra_share", "o
 
 # %% [markdown]
 # (calibration-interval)=
-# ## Which interval, and why: a simulation against the measured components
+# ## Which interval: a simulation against the measured components
 #
-# A replication of the design holds few processes, and a process is the independent unit:
-# what it fixes (clocks, compiled code, the autotuner's pick, the allocator's state) is
-# shared by all its placements and samples. `simulation.interval_study` drew runs of
-# 2, 4 and 8 processes (8 placements of 20 samples each, or one kernel time per placement)
-# from the nested model `log t = process + placement + replay`, with the components the
-# variance chapter measured ({ref}`variance-v2`: the default dispatch at the target, per
-# call and per kernel, and the largest process component of any cell) and with process
-# components of 0.3 % and 0.6 % per arm (the last also with the two arms' process effects
-# anti-correlated), {glue:text}`sim_n_reps:d` runs per cell, and asked five intervals for
-# their coverage of the true speedup (at a true slowdown of one margin) and their A/A
-# false-positive rate (an interval excluding 1), each at 95 % for one comparison:
+# `simulation.interval_study` drew runs of 2, 4 and 8 processes from the nested model
+# `log t = process + placement + replay`, with the measured components
+# ({ref}`variance-v2`) and with larger process components. It asked five intervals for
+# their coverage of the true speedup and their A/A false-positive rate: the paired
+# t-interval over processes (process-t), Welch's, the hierarchical bootstrap, a cluster
+# bootstrap and a hybrid. An interval is *honest* when no scenario's coverage is
+# significantly below 95 % and no A/A rate significantly above 5 %.
 #
-# - **process-t**: the t-interval over per-process log ratios, paired (each process's
-#   value the mean over its placements of the log median), `P - 1` degrees of freedom;
-# - **welch**: the same values, the arms taken as independent samples (Welch);
-# - **bootstrap**: the hierarchical percentile bootstrap (processes, placements, samples)
-#   that `stats.compare` used before;
-# - **cluster-bootstrap**: a percentile bootstrap of the per-process log ratios;
-# - **hybrid**: the t-interval with the placements' degrees of freedom whenever the
-#   processes agree better than their placements predict.
-#
-# An interval is *honest* when no cell's coverage is significantly below 95 % and no A/A
-# rate significantly above 5 % (one-sided binomial tests at 0.001). Honest in every
-# scenario at every number of processes: **{glue:text}`sim_honest:s`**; that is the
-# interval `stats.compare` now uses for every verdict of the book, analytic, so no verdict
-# depends on a seed. With the measured components, two processes and the t-interval
-# covered in {glue:text}`sim_process_t_measured_call_p2_cov:.1%` of runs (A/A false
-# positives {glue:text}`sim_process_t_measured_call_p2_fpr:.1%`), the bootstrap in
-# {glue:text}`sim_bootstrap_measured_call_p2_cov:.1%`
-# ({glue:text}`sim_bootstrap_measured_call_p2_fpr:.1%`); with a process component of 0.6 %
-# the bootstrap's coverage fell to {glue:text}`sim_bootstrap_p06_p2_cov:.1%` at two
-# processes, {glue:text}`sim_bootstrap_p06_p4_cov:.1%` at four and
-# {glue:text}`sim_bootstrap_p06_p8_cov:.1%` at eight (A/A false positives
-# {glue:text}`sim_bootstrap_p06_p2_fpr:.1%`, {glue:text}`sim_bootstrap_p06_p4_fpr:.1%`,
-# {glue:text}`sim_bootstrap_p06_p8_fpr:.1%`), while the t-interval kept
-# {glue:text}`sim_process_t_p06_p2_cov:.1%`, {glue:text}`sim_process_t_p06_p4_cov:.1%` and
-# {glue:text}`sim_process_t_p06_p8_cov:.1%` ({glue:text}`sim_process_t_p06_p2_fpr:.1%`,
-# {glue:text}`sim_process_t_p06_p4_fpr:.1%`, {glue:text}`sim_process_t_p06_p8_fpr:.1%`).
-# Welch's interval fails only when the arms' process effects are anti-correlated
-# (coverage {glue:text}`sim_welch_p06_neg_p8_cov:.1%` at eight processes), the hybrid when
-# process effects are large and processes few ({glue:text}`sim_hybrid_p06_p2_cov:.1%` at
-# two). Honesty has a price at two processes: with the measured components the
-# t-interval's median half-width is {glue:text}`sim_process_t_measured_call_p2_hw:.2%`
-# at two processes, {glue:text}`sim_process_t_measured_call_p4_hw:.2%` at four and
-# {glue:text}`sim_process_t_measured_call_p8_hw:.2%` at eight (one comparison; a family
-# widens it further), so its power to call a 3 % slowdown "slower" is
-# {glue:text}`sim_process_t_measured_call_p2_power:.0%`,
-# {glue:text}`sim_process_t_measured_call_p4_power:.0%` and
-# {glue:text}`sim_process_t_measured_call_p8_power:.0%`.
+# Honest in every scenario: **{glue:text}`sim_honest:s`**. With a process component of 0.6 %
+# the bootstrap covered {glue:text}`sim_bootstrap_p06_p2_cov:.1%` at two processes and
+# {glue:text}`sim_bootstrap_p06_p8_cov:.1%` at eight; the t-interval
+# {glue:text}`sim_process_t_p06_p2_cov:.1%` and {glue:text}`sim_process_t_p06_p8_cov:.1%`.
+# The price is width. With the measured components its power to call a 3 % slowdown
+# "slower" is {glue:text}`sim_process_t_measured_call_p2_power:.0%` at two processes and
+# {glue:text}`sim_process_t_measured_call_p8_power:.0%` at eight.
 
 # %% tags=["remove-cell"]
 study = pd.read_csv(params["simulation"])
@@ -275,7 +215,7 @@ for name in study["scenario"].unique():
         nbs.glue_text(base + "_hw", r.median_half_width)
         nbs.glue_text(base + "_power", r.power)
 
-# %% tags=["remove-input"]
+# %% tags=["remove-cell"]
 shown = study[study["scenario"].isin(["measured, call", "process 0.6%"])]
 wide = shown.pivot_table(index=["scenario", "method"], columns="processes",
                          values=["coverage", "fpr"]).reset_index()
@@ -301,11 +241,7 @@ tables.show(wide, f"Coverage of the true speedup and A/A false-positive rate of 
 # (calibration-recheck)=
 # ## The controls under the latest code
 #
-# The package was refactored after the calibration runs (one validation layer, the run
-# folder's unit schema; {doc}`10_reproducibility` lists the runs and their software).
-# Run {glue:text}`cal2_check_run:s` ({glue:text}`cal2_check_label:s`) re-ran the A/A twin
-# and the spin controls at the target under the refactored code, in one family of
-# call-level comparisons with the default dispatch: the twin is
+# Run {glue:text}`cal2_check_run:s` re-ran the controls after a refactoring: the twin is
 # {glue:text}`cal2_check_twin:s`, and the spin controls are {glue:text}`cal2_check_spins:s`.
 
 # %% tags=["remove-cell"]
@@ -335,65 +271,23 @@ else:
 
 # %% [markdown]
 # (calibration-design)=
-# ## The design at the margin, at both levels, on the H100 and the H200
+# ## The design at the margin, on the H100 and the H200
 #
 # Runs {glue:text}`cal3_runs:s` time the default dispatch, its A/A twin and positive
-# controls at the target, one process per trial with its own seed:
-# {glue:text}`cal3_processes:s`. The controls put a spin kernel after every call, or after
-# every second or third call only, so that their true cost falls near 0.5, 1 and 1.5
-# margins at the call level (an extra kernel costs more than the margin per call, so the
-# smaller sizes share one spin between calls); the `-v4` runs add a longer spin after every
-# call, meant to exceed 1.5 margins at the kernel level too (the sizes measured are in
-# {numref}`tbl-design-rates`). Each control's
-# size is measured from every process of a GPU model pooled: at the call level from the
-# timed samples, at the kernel level from the profiler. An earlier idea, extra heads inside
-# SDPA's own kernel, was measured and dropped: at the target they cost nothing until a
-# wave of thread blocks overflows, then far more than the margin
-# (`benchmarks/calibration-logs/`).
+# controls near 0.5, 1 and 1.5 margins, at the call and kernel levels:
+# {glue:text}`cal3_processes:s`. A replication of a k-process design takes k consecutive
+# processes of one run. Processes that repeat another run's random draws:
+# {glue:text}`cal3_seeds:s`.
 #
-# The runs of one GPU model are pooled, and a replication of a k-process design takes k
-# consecutive processes of one run: replications never span runs or GPUs, one run answers
-# every k (with fewer replications as k grows), and a control that only the `-v4` runs hold
-# has only their replications. A process's random draws (its inputs, pads and the order of
-# the candidates in each round) follow from the run's seed and the process's number; the
-# `-v3` and `-v4` runs of a model were given the same seed, so their first processes repeat
-# each other's draws on another GPU, while the last H100 run was given a seed past every
-# other run's processes. Processes that share their draws with a process of another pooled
-# run: {glue:text}`cal3_seeds:s`. They are still separate processes on separate GPUs; what
-# repeats is the sequence of pads and inputs, not the timing noise. The `-v3` runs spawned a fresh interpreter per process; the
-# `-v4` runs forked each process from a server that had imported the measuring code, which
-# saves each process its imports. Each process still starts its own CUDA context, memory
-# and generators. If forking made the processes less independent, the forked runs would
-# show less spread between processes. {numref}`tbl-start-spread` gives the standard
-# deviation between processes: {glue:text}`cal3_spread:s`. Each pair of runs was measured
-# on two different GPUs, so this is a check for a large effect, not a controlled comparison.
-# {numref}`fig-design-power` and {numref}`tbl-design-rates` give the rates.
-#
-# The rule puts into practice the goal set before these runs were measured (power of at
-# least 80 % at 1.5 margins). It was written down with the analysis of the `-v3` runs,
-# after they were measured, and this page applies it at each level that has a control of at
-# least {glue:text}`cal3_min_size:.1f` margins on every GPU model: the fewest processes
-# whose power to call every such control "slower" reaches {glue:text}`cal3_goal:.0%` on
-# every model. The design takes the largest of those choices, since the paper gives
-# verdicts at both levels. At the call level the rule gives {glue:text}`cal3_choice_call:s`
-# processes, and at the kernel level {glue:text}`cal3_choice_kernel:s`; the design is
-# therefore **{glue:text}`cal3_choice:s`** processes. No control was sized at exactly 1.5
-# margins. At that design the power of the controls on either side of it (called
-# "slower", with the control's measured size) was {glue:text}`cal3_near_goal:s`: a control
-# just short of 1.5 margins is not held to the goal by the rule, and its power is what the
-# design gives there. At two processes the interval of one
-# degree of freedom is honest (coverage {glue:text}`cal3_cov_k2:s`), but it finds the
-# largest control only {glue:text}`cal3_power_k2:s` of the time. A difference of about one
-# margin at the kernel level is still below what the design resolves reliably
-# ({glue:text}`cal3_kernel_one:s`), and the book's kernel-level verdicts are read with that
-# power. The A/A twin's claimed differences (any verdict but "equivalent" or
-# "inconclusive") at the chosen design were {glue:text}`cal3_aa:s`. A claimed difference
-# is an interval that excludes no change, however small the difference: the 95 % interval
-# makes it a 5 % event for a pair that does not differ, so its rate checks that the
-# interval is honest (about 5 %, not more), and its upper bound falls below 5 % only if
-# none occurs in enough replications. The claim a finding of this paper makes is a
-# difference beyond the margin; the A/A twin was given one in
-# {glue:text}`cal3_aa_beyond:s`.
+# The rule: at each level with a control of at least {glue:text}`cal3_min_size:.1f` margins,
+# take the fewest processes whose power to call every such control "slower" reaches
+# {glue:text}`cal3_goal:.0%` on every GPU model. The rule was written after the `-v3` runs
+# were measured. It gives {glue:text}`cal3_choice_call:s` processes at the call level and
+# {glue:text}`cal3_choice_kernel:s` at the kernel level, so the design is
+# **{glue:text}`cal3_choice:s`** processes. Two processes find the largest control only
+# {glue:text}`cal3_power_k2:s` of the time. A kernel-level difference of one margin stays
+# hard to detect ({glue:text}`cal3_kernel_one:s`). At the chosen design the A/A twin was
+# given a difference beyond the margin in {glue:text}`cal3_aa_beyond:s`.
 
 # %% tags=["remove-cell"]
 from attn_analysis import audit_plots
@@ -406,7 +300,7 @@ rates, ks, k_shown = cal3.rates, cal3.ks, cal3.k_shown
 for name, value in design_chapter.design_texts(cal3).items():
     nbs.glue_text(name, value)
 
-# %% tags=["remove-input"]
+# %% tags=["remove-cell"]
 spread, spread_sentence = design_chapter.spread_table(cal3)
 nbs.glue_text("cal3_spread", spread_sentence)
 tables.show(spread,
@@ -431,12 +325,10 @@ nbs.glue_figure("fig-design-power", fig)
 # ```{glue:figure} fig-design-power
 # :name: fig-design-power
 #
-# Power (verdict "slower": the interval beyond the margin) of each positive control, with
-# its measured size in margins at the end of its line, and the A/A twin's rate of claimed
-# differences, against the processes per replication, with Clopper-Pearson 95 % intervals.
-# One comparison per replication (family of one), process-t interval. Rows: call level
-# (event time) and kernel level (profiler time); columns: the GPU model, its runs pooled
-# (each panel names its GPUs).
+# Power (verdict "slower") of each positive control, labelled with its measured size in
+# margins, and the A/A twin's rate of claimed differences, against processes per
+# replication, with Clopper-Pearson 95 % intervals. Rows: call and kernel level; columns:
+# GPU model, its runs pooled.
 # ```
 
 # %% tags=["remove-input"]

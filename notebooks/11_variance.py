@@ -13,14 +13,12 @@
 
 # %% [markdown]
 # (variance-v2)=
-# # Where the variance comes from: machine, process, placement, replay
+# # A Variance decomposition
 #
-# This section splits the spread of protocol v2's timings into nested components (the GPU,
-# the process on it, the memory placement within the process, and replay-to-replay noise
-# within a placement), at call level and at the profiler's kernel level. It then answers
-# two questions the protocol was built for: does placement explain the spread between
-# processes that the old one-placement protocol saw, and does `eager_compiled`'s lead over
-# `sdpa` survive randomized placement? The components also size the design used.
+# The spread of protocol 2's timings splits into nested components: the GPU, the process on
+# it, the memory placement within the process, and replay noise within a placement. The
+# components answer two questions. Does placement explain the spread between processes?
+# Does `eager_compiled`'s old lead over `sdpa` survive randomized placement?
 
 # %% tags=["parameters", "hide-input"]
 runs_dir = "data/runs"                                   # recorded runs, relative to the repository root
@@ -59,7 +57,14 @@ g = nbs.glue_text
 label = "; ".join(dict.fromkeys(provenance.run_label(r) for r in [*DR.values(), *TR.values()]))
 d_names, t_names = ", ".join(DR), ", ".join(TR)
 gpus = sorted(set(DP["machine"]) | set(TP["machine"]))
-gpu_names = [variance.machine_label(u) for u in gpus]
+runs_dir = pathlib.Path(next(iter(DR.values())).path).resolve().parent
+
+
+def gpu_name(uuid):
+    return provenance.gpu_name(uuid, runs_dir)
+
+
+gpu_names = [gpu_name(u) for u in gpus]
 cfg = TARGET.key
 cfg_short = tables.short_config(cfg)
 g("var_label", label)
@@ -132,8 +137,8 @@ for r in TR.values():
     fam_m.update({u: m for u in uuids})
 spd = variance.speedup_by_level(TP, TS, cfg, baseline="sdpa", candidate="eager_compiled",
                                 margin=margin, n_resamples=n_resamples, n_comparisons=fam_m)
-g("var_b_family", "; ".join(f"{variance.machine_label(u)}: m = {m}" for u, m in sorted(fam_m.items())))
-spd["gpu"] = spd["machine"].map(variance.machine_label)
+g("var_b_family", "; ".join(f"{gpu_name(u)}: m = {m}" for u, m in sorted(fam_m.items())))
+spd["gpu"] = spd["machine"].map(gpu_name)
 g("var_b_n", len(spd))
 g("var_margin", margin)
 decisive = spd[(spd["level"] == "kernel") | (spd["mode"] == "graph")]
@@ -149,7 +154,7 @@ g("var_b_n_host", len(host))
 g("var_b_n_host_slower", int((host["verdict"] == Vd.SLOWER.value).sum()))
 g("var_b_host_max", float(host["speedup"].max()) if len(host) else np.nan)
 g("var_t_n_place", int(TP.groupby(["run", "trial", "candidate", "mode"]).size().median()))
-g("var_t_n_proc", " and ".join(f"{n} on {variance.machine_label(m)}" for m, n in
+g("var_t_n_proc", " and ".join(f"{n} on {gpu_name(m)}" for m, n in
                                zip(spd.drop_duplicates("machine")["machine"],
                                    spd.drop_duplicates("machine")["n_processes"])))
 
@@ -192,25 +197,20 @@ nbs.glue_figure("var_figure", audit_plots.variance_components(comp, label, runs=
                                                         mode=d_mode))
 
 # %% [markdown]
-# The decomposition runs ({glue:text}`var_d_runs:s`; {glue:text}`var_label:s`) hold
-# {glue:text}`var_n_proc:d` fresh processes between {glue:text}`var_n_gpus:d` GPUs
-# ({glue:text}`var_gpus:s`, named by the first digits of their UUIDs), each timing
-# {glue:text}`var_n_cands:d` candidates at {glue:text}`var_n_configs:d` configurations
-# ({glue:text}`var_mode:s` mode) at {glue:text}`var_n_place:d` placements of
-# {glue:text}`var_n_samp:d` samples. `attn_analysis.variance.decompose` fits the nested
-# model on the log times by the method of moments; each standard deviation is of the
-# natural log of the time, which for small values is the relative spread. Of the
-# {glue:text}`var_n_cells:d` estimates (cells x levels), {glue:text}`var_n_clamped:d` had at
-# least one component come out negative and reported as 0.
+# The decomposition runs ({glue:text}`var_d_runs:s`) hold {glue:text}`var_n_proc:d`
+# processes on {glue:text}`var_gpus:s`. Each times {glue:text}`var_n_cands:d` candidates at
+# {glue:text}`var_n_configs:d` configurations, at {glue:text}`var_n_place:d` placements of
+# {glue:text}`var_n_samp:d` samples. `variance.decompose` fits the nested model on log times
+# by the method of moments. Each standard deviation is of the log time: a relative spread.
 #
 # At {glue:text}`var_cfg:s`, `sdpa`'s call-level components are: machine
 # {glue:text}`var_sdpa_call_machine:.2%`, process {glue:text}`var_sdpa_call_process:.2%`,
 # placement {glue:text}`var_sdpa_call_placement:.2%`, replay
-# {glue:text}`var_sdpa_call_replay:.2%`. At kernel level they are machine
-# {glue:text}`var_sdpa_kernel_machine:.2%`, process {glue:text}`var_sdpa_kernel_process:.2%`
-# and placement {glue:text}`var_sdpa_kernel_placement:.2%`.
+# {glue:text}`var_sdpa_call_replay:.2%`. At kernel level: machine
+# {glue:text}`var_sdpa_kernel_machine:.2%`, process {glue:text}`var_sdpa_kernel_process:.2%`,
+# placement {glue:text}`var_sdpa_kernel_placement:.2%`.
 
-# %% tags=["remove-input"]
+# %% tags=["remove-cell"]
 shown = comp[comp["config"] == cfg].merge(
     one[["config", "candidate", "mode", "level", "sd_one_placement"]],
     on=["config", "candidate", "mode", "level"])
@@ -237,68 +237,40 @@ tables.show(shown[cols],
 # :name: fig-variance-components
 #
 # Standard deviation of each nested component of the log time, per candidate and
-# configuration: call level ({glue:text}`var_mode:s` mode) on the left, the profiler's
-# kernel time per placement on the right. Measured on {glue:text}`var_label:s` (runs
-# {glue:text}`var_d_runs:s`).
+# configuration: call level on the left, kernel level on the right. Runs
+# {glue:text}`var_d_runs:s`.
 # ```
 #
-# ## Does placement explain the spread between processes?
+# ## Placement and the spread between processes
 #
-# The old protocol timed each process at one placement, so the spread of its process
-# medians mixed a process effect with that placement's effect. Taking placement 0 only, the
-# per-process values of `sdpa` at {glue:text}`var_cfg:s` spread by
-# {glue:text}`var_sdpa_call_one:.2%` at call level ({glue:text}`var_one_df:d` degrees of
-# freedom, pooled within GPUs), while the process component of the full model is
-# {glue:text}`var_sdpa_call_process:.2%`: {glue:text}`var_sdpa_call_share:.0%` of that
-# variance is placement and replay noise, not a property of the process. At kernel level
-# the numbers are {glue:text}`var_sdpa_kernel_one:.2%` against
-# {glue:text}`var_sdpa_kernel_process:.2%` ({glue:text}`var_sdpa_kernel_share:.0%`). Over
-# all {glue:text}`var_a_n:d` cells, placement and replay noise make up more than half of the
-# one-placement spread in {glue:text}`var_a_n_mostly:d` (median share
-# {glue:text}`var_a_median_share:.0%`; median one-placement spread
-# {glue:text}`var_a_median_one:.2%` against a median process component of
-# {glue:text}`var_a_median_proc:.2%`). Each one-placement spread rests on few processes, so
-# single cells are rough; the pattern across cells is the finding.
+# With one placement per process (protocol 1), the process medians of `sdpa` spread by
+# {glue:text}`var_sdpa_call_one:.2%` at call level. The process component of the full model
+# is {glue:text}`var_sdpa_call_process:.2%`. So {glue:text}`var_sdpa_call_share:.0%` of that
+# variance was placement and replay noise, not the process. Over all
+# {glue:text}`var_a_n:d` cells, placement and replay make up more than half in
+# {glue:text}`var_a_n_mostly:d`.
 #
-# ## The machine component
-#
-# Between the {glue:text}`var_n_gpus:d` GPUs ({glue:text}`var_gpus:s`), `sdpa`'s machine
-# component at {glue:text}`var_cfg:s` is {glue:text}`var_sdpa_call_machine:.2%` at call
-# level and {glue:text}`var_sdpa_kernel_machine:.2%` at kernel level; the median over all
-# cells is {glue:text}`var_machine_median:.2%`, the largest
-# {glue:text}`var_machine_max:.1%` ({glue:text}`var_machine_max_who:s`). With
-# {glue:text}`var_n_gpus:d` GPUs each machine component rests on
+# Between the GPUs, `sdpa`'s machine component is {glue:text}`var_sdpa_call_machine:.2%`
+# per call; the median over all cells is {glue:text}`var_machine_median:.2%`. It rests on
 # {glue:text}`var_machine_df:d` degree(s) of freedom: it says whether these GPUs differed,
-# not how much GPUs of this model differ in general.
+# not how GPUs of a model differ in general.
 #
-# ## Does `eager_compiled`'s lead over `sdpa` survive randomized placement?
+# ## `eager_compiled` under randomized placement
 #
-# The target runs ({glue:text}`var_t_runs:s`; processes: {glue:text}`var_t_n_proc:s`;
-# every candidate at {glue:text}`var_t_n_place:d` placements per process) give the speedup
-# `sdpa / eager_compiled` on each GPU, in each timing mode at call level and at kernel level,
-# with the t-interval of `stats.compare` over processes (each process one log ratio over
-# its placements; margin ±{glue:text}`var_margin:.0%`). These
-# {glue:text}`var_b_n:d` comparisons belong to their runs' families in the fixed-shape
-# chapter (every candidate per call in each mode and per kernel; Bonferroni over
-# {glue:text}`var_b_family:s`), and are the same intervals as there. Where the GPU does the work (graph mode and kernel
-# level, {glue:text}`var_b_n_decisive:d` comparisons), `eager_compiled` was shown faster by
-# more than the margin in {glue:text}`var_b_n_faster:d`, and within the margin of `sdpa`
-# (equivalent, or a difference smaller than the margin) in
-# {glue:text}`var_b_n_equivalent:d`; every such interval lies within
-# {glue:text}`var_b_lo:.3f`–{glue:text}`var_b_hi:.3f`. With the host in the timed span
-# (per_call and cold_l2), `eager_compiled` was slower in {glue:text}`var_b_n_host_slower:d`
-# of {glue:text}`var_b_n_host:d` comparisons (speedup at most
-# {glue:text}`var_b_host_max:.2f`); these modes time host work too, which graph replay
-# removes.
+# The target runs ({glue:text}`var_t_runs:s`) give `sdpa / eager_compiled` on each GPU, per
+# call and per kernel, with the t-interval over processes. Where the GPU does the work
+# (graph mode and kernel level), `eager_compiled` was faster beyond the margin in
+# {glue:text}`var_b_n_faster:d` of {glue:text}`var_b_n_decisive:d` comparisons, and within
+# the margin in {glue:text}`var_b_n_equivalent:d`. Its protocol-1 lead was placement.
 
-# %% tags=["remove-input"]
+# %% tags=["remove-cell"]
 tables.show(spd[["gpu", "level", "mode", "n_processes", "speedup", "ci_low", "ci_high",
                  "verdict"]],
             f"Speedup sdpa / eager_compiled at {cfg_short} on each GPU, call level per "
             f"timing mode and kernel level (profiler time per placement, mode not "
             f"applicable), with the family-wise 95 % t-interval over processes (Bonferroni "
             f"over each run's family in the fixed-shape chapter: "
-            f"{'; '.join(f'{variance.machine_label(u)}: m = {m}' for u, m in sorted(fam_m.items()))}) "
+            f"{'; '.join(f'{gpu_name(u)}: m = {m}' for u, m in sorted(fam_m.items()))}) "
             f"and the verdict against a ±{margin:.0%} margin. {label}, runs {t_names}.",
             name="tbl-variance-speedup",
             labels={"gpu": "GPU (UUID prefix)", "level": "level",
@@ -307,21 +279,12 @@ tables.show(spd[["gpu", "level", "mode", "n_processes", "speedup", "ci_low", "ci
 # %% [markdown]
 # ## What the components say about the design
 #
-# From `sdpa`'s and `eager_compiled`'s call-level components at {glue:text}`var_cfg:s`,
-# the standard error of the log speedup on one GPU with P processes, M placements and N
-# samples per arm is the square root of the sum over both arms of
-# process² / P + placement² / (P M) + replay² / (P M N) (`variance.log_speedup_se`). The
-# design used, P = {glue:text}`var_p_used:d` processes x M = {glue:text}`var_m_used:d`
-# placements x N = {glue:text}`var_n_used:d` samples, gives
-# {glue:text}`var_se_used:.2%`; with one placement per process (the old layout) it would be
-# {glue:text}`var_se_one:.2%`. A process costs {glue:text}`var_overhead_s:.0f` s of fixed
-# overhead (start-up, compilation, correctness checks; median over the runs) and a
-# placement of one arm {glue:text}`var_placement_s:.2f` s, so the design costs
-# {glue:text}`var_cost_used:.0f` s per comparison against {glue:text}`var_cost_one:.0f` s
-# with one placement: one process costs as much as {glue:text}`var_proc_in_places:.0f`
-# placements. For a standard error of {glue:text}`var_target_se:.2%` (a 95 % half-width of
-# half the margin), the cheapest design with at least two processes is
-# {glue:text}`var_best:s` ({glue:text}`var_best_cost:.0f` s, standard error
-# {glue:text}`var_best_se:.2%`). Reaching the design's own standard error with one placement
-# per process would take {glue:text}`var_by_proc:s` ({glue:text}`var_by_proc_cost:.0f` s
-# against {glue:text}`var_cost_used:.0f` s for the design used).
+# The standard error of the log speedup with P processes, M placements and N samples per
+# arm follows from the components (`variance.log_speedup_se`). The design used (P =
+# {glue:text}`var_p_used:d`, M = {glue:text}`var_m_used:d`, N = {glue:text}`var_n_used:d`)
+# gives {glue:text}`var_se_used:.2%` for {glue:text}`var_cost_used:.0f` s of device time.
+# One placement per process would give {glue:text}`var_se_one:.2%` for
+# {glue:text}`var_cost_one:.0f` s. One process costs as much as
+# {glue:text}`var_proc_in_places:.0f` placements. So placements buy precision cheaply, but
+# only processes give the interval degrees of freedom.
+
