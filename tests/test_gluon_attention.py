@@ -11,6 +11,7 @@ Nothing here runs the kernel: that needs an sm90 GPU (``scripts/gluon_check.py``
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -233,7 +234,7 @@ def test_builder_turns_unavailability_into_unsupported(monkeypatch):
 def test_tuning_space_holds_each_variant_once_checked():
     for d in gc.HEAD_DIMS:
         space = gc.tuning_space(d)
-        assert list(space) == list(gc.VARIANTS)  # today every variant differs at each D
+        assert list(space) == list(gc.CHECKED_VARIANTS)  # only variants whose grid passed
         assert all(gc.full_config(cfg, d) == cfg for cfg in space.values())
         assert all(gc.variant_of(cfg, d) == name for name, cfg in space.items())
     assert gc.variant_of({"STAGES": 4}, 64) == "custom"
@@ -379,7 +380,8 @@ def _ws_ptx(variant: str, head_dim: int = 64) -> list[str]:
 
 @pytest.mark.slow
 @pytest.mark.usefixtures("sm90a_compiler")
-@pytest.mark.parametrize("variant", ["warp_spec", "pingpong", "fa3"])
+@pytest.mark.parametrize("variant", ["warp_spec", "pingpong", "fa3", "ws_q2", "pp_gemms",
+                                     "pp_exp", "cudnn_tile"])
 def test_warp_specialised_releases_are_partition_synchronised(variant):
     """Risks 1 and 4 of notes/gluon-plan.md as Triton 3.6 lowers them: every plain
     mbarrier.arrive (a K/V slot, the Q buffer or a ping-pong turn released) comes right after
@@ -415,7 +417,8 @@ def test_ping_pong_consumers_get_equal_register_budgets():
 
 # --------------------------------------------- the schedule in torch (no Gluon code)
 
-@pytest.mark.parametrize("variant", ["plain", "pingpong"])
+@pytest.mark.parametrize("variant", ["plain", "pingpong", "overlap_exp", "fa3_exp",
+                                     "cudnn_exp"])
 @pytest.mark.parametrize("S, D, causal, dtype", [
     (1, 64, False, torch.float16), (1, 128, True, torch.bfloat16),
     (17, 64, True, torch.float16), (127, 128, False, torch.float16),
@@ -439,3 +442,119 @@ def test_the_schedule_agrees_with_float64_attention(variant, S, D, causal, dtype
 def test_the_schedule_is_checked_like_the_kernel():
     with pytest.raises(ValueError, match="`causal` must be True or False"):
         ga.emulate(*qkv(), causal="no")
+
+
+# ------------------------------------------------------- issue 43: the new variants
+
+def test_issue43_variants_are_in_the_ablation_and_not_yet_tuned():
+    assert set(gc.ABLATION_VARIANTS) <= set(gc.VARIANTS)
+    new = set(gc.VARIANTS) - set(gc.CHECKED_VARIANTS)
+    assert new and new <= set(gc.ABLATION_VARIANTS)
+    for d in gc.HEAD_DIMS:
+        assert not new & set(gc.tuning_space(d))
+
+
+def test_cudnn_tile_is_the_engines_shape_at_d64():
+    """cuDNN's sm90 engine at D64: two consumer warpgroups of 64 query rows (a 128-row
+    tile), 128 keys a step, two K/V slots, two Q buffers, one program per SM."""
+    cfg = gc.config_for(64, "cudnn_tile")
+    p = gc.plan((32, 8, 512, 64), False, cfg, num_sms=132)
+    assert (p["rows_per_tile"], cfg["BLOCK_N"], cfg["STAGES"], cfg["QBUF"]) == (128, 128, 2, 2)
+    assert p["n_tiles"] == 1024 and p["grid"] == (132,) and p["kv_tiles_first"] == 4
+    assert p["warps"] == 9 and cfg["PP_TURN"] == 2
+
+
+def test_q_double_buffer_counts_in_shared_memory():
+    one, two = gc.config_for(64, "warp_spec"), gc.config_for(64, "ws_q2")
+    assert gc.shared_bytes(two, 64) - gc.shared_bytes(one, 64) == 128 * 64 * 2
+
+
+@pytest.mark.parametrize("config, message", [
+    ({"QBUF": 2}, "QBUF"),
+    ({"PERSIST": 1, "WARP_SPEC": True, "PINGPONG": True, "OVERLAP": True, "BLOCK_M": 64,
+      "num_warps": 4, "PP_TURN": 2}, "PP_TURN"),
+    ({"PERSIST": 1, "WARP_SPEC": True, "PP_TURN": 1}, "PP_TURN"),
+    ({"EXP_SPLIT": 3}, "EXP_SPLIT"),
+    ({"QBUF": True}, "QBUF"),
+])
+def test_issue43_switches_are_checked(config, message):
+    with pytest.raises(ValueError, match=message):
+        gc.full_config(config, 64)
+
+
+def test_polynomial_exp2_is_accurate_and_safe():
+    """The kernel's polynomial 2**x: relative error under 1e-4 (fp16 rounds P at 4.9e-4)
+    over the normal range, exactly 0 at and below -127 (masked keys, -inf included), and
+    never NaN; a wrong coefficient would fail the bound."""
+    x = torch.linspace(-126, 0, 400_001)
+    ref = torch.exp2(x.double())
+    y = gluon_tile.exp2_poly_reference(x)
+    assert float(((y.double() - ref) / ref).abs().max()) < 1e-4
+    low = gluon_tile.exp2_poly_reference(torch.tensor([-127.0, -300.0, float("-inf")]))
+    assert low.tolist() == [0.0, 0.0, 0.0]
+    assert gluon_tile.exp2_poly_reference(torch.zeros(1)).item() == 1.0
+    assert bool(torch.isfinite(gluon_tile.exp2_poly_reference(torch.linspace(-1e4, 0, 999))).all())
+    bad = gluon_tile.EXP2_POLY[:3] + (gluon_tile.EXP2_POLY[3] * 1.05,)
+    f = torch.linspace(0, 0.999, 1000)
+    p = ((bad[3] * f + bad[2]) * f + bad[1]) * f + bad[0]
+    assert float((p / torch.exp2(f) - 1).abs().max()) > 1e-4
+
+
+@pytest.mark.parametrize("split, n_poly", [(0, 0), (1, 32), (2, 16)])
+def test_the_exp_split_picks_its_columns(split, n_poly):
+    x = torch.full((2, 64), -0.5)
+    y = ga._exp2_split(x, split)
+    differs = (y != torch.exp2(x))[0]
+    assert int(differs.sum()) == n_poly
+    if split == 2:
+        assert differs.nonzero().flatten().tolist()[:4] == [9, 11, 13, 15]
+
+
+# ------------------------------------------------------- scripts/gluon_ablation.py
+
+def _ablation():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("gluon_ablation",
+                                                  ROOT / "scripts" / "gluon_ablation.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_ablation_placements_rotate_and_reverse():
+    orders = _ablation().placement_orders(["a", "b", "c"], 4)
+    assert orders == [["a", "b", "c"], ["a", "c", "b"], ["c", "a", "b"], ["c", "b", "a"]]
+    assert all(sorted(o) == ["a", "b", "c"] for o in orders)
+    with pytest.raises(ValueError, match="`rounds`"):
+        _ablation().placement_orders(["a"], 0)
+
+
+def test_ablation_summary_pairs_rounds():
+    s = _ablation().summarise({"sdpa": [1.0, 2.0, 1.0], "x": [0.5, 4.0, 1.0]})
+    assert s["sdpa"]["ratio_median"] == 1.0
+    assert (s["x"]["ratio_min"], s["x"]["ratio_median"], s["x"]["ratio_max"]) == (0.5, 1.0, 2.0)
+    assert s["x"]["median_ms"] == 1.0
+    with pytest.raises(ValueError, match="base"):
+        _ablation().summarise({"x": [1.0]})
+
+
+def test_ablation_reads_ncu_csv():
+    mod = _ablation()
+    head = ",".join(f'"{h}"' for h in ["ID", "Kernel Name", *mod.NCU_METRICS])
+    units = ",".join(['""', '""'] + ['"%"'] * len(mod.NCU_METRICS))
+    row = ",".join(['"0"', '"_gluon_attn_fwd"'] + ['"41.5"'] * (len(mod.NCU_METRICS) - 1)
+                   + ['"n/a"'])
+    rows = mod.parse_ncu_csv("==PROF== noise\n" + "\n".join([head, units, row]))
+    assert len(rows) == 1 and rows[0]["kernel"] == "_gluon_attn_fwd"
+    assert rows[0][mod.NCU_METRICS[0]] == 41.5 and rows[0][mod.NCU_METRICS[-1]] is None
+    assert mod.parse_ncu_csv("nothing") == []
+
+
+def test_ablation_refuses_unknown_variants_and_writes_why_not_here(tmp_path, monkeypatch):
+    mod = _ablation()
+    with pytest.raises(SystemExit):
+        mod.main(["--variants", "nope"])
+    monkeypatch.setenv("OUT", str(tmp_path))
+    assert mod.main(["--variants", "ws_q2"]) == 1  # no GPU here: recorded, not run
+    doc = json.loads((tmp_path / "gluon_ablation.json").read_text())
+    assert doc["unavailable"] and doc["ablation"] and doc["check"] == "gluon_check"

@@ -135,7 +135,8 @@ def _constexprs(head_dim: int, causal: bool, cfg: dict) -> dict:
     return dict(HEAD_DIM=head_dim, BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"],
                 STAGES=cfg["STAGES"], CAUSAL=causal, PERSIST=bool(cfg["PERSIST"]),
                 WARP_SPEC=cfg["WARP_SPEC"], PINGPONG=cfg["PINGPONG"],
-                OVERLAP=cfg["OVERLAP"])
+                OVERLAP=cfg["OVERLAP"], QBUF=cfg["QBUF"], PP_TURN=cfg["PP_TURN"],
+                EXP_SPLIT=cfg["EXP_SPLIT"])
 
 
 def _kernel_args(q, k, v, out, causal, cfg, num_sms):
@@ -270,8 +271,8 @@ def emulate(q, k, v, *, causal=False, config=None) -> torch.Tensor:
     tiles of ``gluon_config.plan``, causal ones reversed), the same key range per tile
     (``n_kv`` key tiles of BLOCK_N, zero rows past S), the same mask rule (only key tiles
     reaching ``mask_from``; keys past S and, causal, after the query set to -inf), the
-    online softmax in fp32 base 2 with P rounded to the input dtype before PV, and one
-    division by the row sum. With PINGPONG each consumer's BLOCK_M rows walk the whole
+    online softmax in fp32 base 2 (the EXP_SPLIT columns through the kernel's polynomial)
+    with P rounded to the input dtype before PV, and one division by the row sum. With PINGPONG each consumer's BLOCK_M rows walk the whole
     tile's key range, as on the GPU.
 
     It checks the schedule's arithmetic and masking against the float64 reference at any
@@ -308,13 +309,25 @@ def emulate(q, k, v, *, causal=False, config=None) -> torch.Tensor:
                         keep = keep & (offs_m[:, None] >= cols[None, :])
                     s = torch.where(keep, s, -math.inf)
                 m_new = torch.maximum(m, s.max(1).values * qk_scale)
-                pr = torch.exp2(s * qk_scale - m_new[:, None])
+                pr = _exp2_split(s * qk_scale - m_new[:, None], cfg["EXP_SPLIT"])
                 alpha = torch.exp2(m - m_new)
                 l = l * alpha + pr.sum(1)
                 acc = acc * alpha[:, None] + pr.to(q.dtype).float() @ vt.to(q.dtype).float()
                 m = m_new
             out[bh, r0:r0 + BM] = acc / l[:, None]
     return out[:, :S].to(q.dtype).reshape(B, H, S, D)
+
+
+def _exp2_split(x, split: int) -> torch.Tensor:
+    """2**x of a [rows, BLOCK_N] tile as the kernel's EXP_SPLIT computes it: ex2 (here
+    torch.exp2) on every column but the polynomial ones (``gluon_tile._exp2_mixed``):
+    split 1 the odd columns, split 2 the odd columns with bit 3 of their index set."""
+    y = torch.exp2(x)
+    if split:
+        cols = torch.arange(x.shape[1])
+        poly = (cols % 2 == 1) & ((cols >> 3) % 2 == 1 if split == 2 else True)
+        y[:, poly] = gluon_tile.exp2_poly_reference(x[:, poly])
+    return y
 
 
 def compile_only(head_dim: int, dtype, causal: bool, cfg: dict, arch: int = 90):

@@ -20,7 +20,19 @@ launcher (:mod:`.gluon_attention`) a GPU. The keys are the kernel's constexpr sw
   the PV product of tile j-1, so the exponentials of tile j overlap PV of tile j-1 (FA3's
   intra-warpgroup overlap; P of one tile is kept in registers across an iteration).
 
-All four are off in the default, "plain", variant; ``BLOCK_M``, ``BLOCK_N``, ``STAGES``
+* ``QBUF`` (issue 43; needs WARP_SPEC): Q buffers per consumer; 2 lets the producer load
+  the next tile's Q while this tile's last products still read the other (cuDNN's
+  sm90 engine holds two).
+* ``PP_TURN`` (issue 43; needs PINGPONG, not OVERLAP): what a ping-pong turn covers. 0: the
+  scores' product only (the ``pingpong`` variant); 1: both products, one turn around each
+  product's issue (FlashAttention-3's order without the intra-warpgroup overlap); 2: the
+  exponentials (cuDNN's engine: the two warpgroups take turns on the SFU, and the products
+  run outside the turn). With OVERLAP one turn already covers both products.
+* ``EXP_SPLIT`` (issue 43): 0: every exponential on the SFU (``ex2``); 1: odd key columns
+  through a polynomial on the FMA pipe (half); 2: a quarter of the columns
+  (:mod:`.gluon_tile`'s ``_exp2_poly``, FlashAttention-4's idea on Hopper).
+
+All of these are off in the default, "plain", variant; ``BLOCK_M``, ``BLOCK_N``, ``STAGES``
 (slots of the K/V ring), ``num_warps`` and ``MAXNREG`` (0: the compiler's register count)
 complete a configuration.
 """
@@ -30,27 +42,31 @@ from __future__ import annotations
 import torch
 
 __all__ = ["HEAD_DIMS", "DTYPES", "CONFIG_KEYS", "SMEM_BYTES", "DEFAULT_CONFIGS", "VARIANTS",
+           "CHECKED_VARIANTS", "ABLATION_VARIANTS",
            "config_for", "tuning_space", "variant_of", "shared_bytes", "full_config", "cdiv",
            "plan"]
 
 HEAD_DIMS = (64, 128)
 DTYPES = (torch.float16, torch.bfloat16)
 CONFIG_KEYS = ("BLOCK_M", "BLOCK_N", "STAGES", "num_warps", "PERSIST", "WARP_SPEC",
-               "PINGPONG", "OVERLAP", "MAXNREG")
+               "PINGPONG", "OVERLAP", "MAXNREG", "QBUF", "PP_TURN", "EXP_SPLIT")
 _FLAGS = ("WARP_SPEC", "PINGPONG", "OVERLAP")
 _ALLOWED = {"BLOCK_M": (64, 128), "BLOCK_N": (64, 128), "STAGES": (1, 2, 3, 4),
             "num_warps": (4, 8), "PERSIST": (0, 1, 2), "WARP_SPEC": (False, True),
             "PINGPONG": (False, True), "OVERLAP": (False, True),
-            "MAXNREG": (0, 128, 152, 168, 200, 232, 240)}
+            "MAXNREG": (0, 128, 152, 168, 200, 232, 240),
+            "QBUF": (1, 2), "PP_TURN": (0, 1, 2), "EXP_SPLIT": (0, 1, 2)}
 SMEM_BYTES = 227 * 1024  # usable shared memory per block on sm90 (H100, H200)
 
 # Default configuration per head dim: the plain variant, the one to test first.
 # One program per tile, 8 warps (two warpgroups, 64 rows each) over 128 query rows.
 DEFAULT_CONFIGS = {
     64: {"BLOCK_M": 128, "BLOCK_N": 64, "STAGES": 3, "num_warps": 8, "PERSIST": 0,
-         "WARP_SPEC": False, "PINGPONG": False, "OVERLAP": False, "MAXNREG": 0},
+         "WARP_SPEC": False, "PINGPONG": False, "OVERLAP": False, "MAXNREG": 0,
+         "QBUF": 1, "PP_TURN": 0, "EXP_SPLIT": 0},
     128: {"BLOCK_M": 128, "BLOCK_N": 64, "STAGES": 2, "num_warps": 8, "PERSIST": 0,
-          "WARP_SPEC": False, "PINGPONG": False, "OVERLAP": False, "MAXNREG": 0},
+          "WARP_SPEC": False, "PINGPONG": False, "OVERLAP": False, "MAXNREG": 0,
+         "QBUF": 1, "PP_TURN": 0, "EXP_SPLIT": 0},
 }
 # The ablation, in the order of the issue's schedule steps; each names the keys it changes
 # from the default of its head dim. "overlap_only" isolates the intra-warpgroup overlap on
@@ -64,7 +80,39 @@ VARIANTS = {
     "fa3": {"PERSIST": 1, "WARP_SPEC": True, "PINGPONG": True, "OVERLAP": True,
             "BLOCK_M": 64, "num_warps": 4, "MAXNREG": 168},
     "overlap_only": {"OVERLAP": True, "STAGES": 3},
+    # Issue 43's ablation (notes/kernel-schedules.md). Not in the tuning space until each
+    # has passed the float64 grid on a GPU (:data:`CHECKED_VARIANTS`). Register split of
+    # the warp-specialised launches: MAXNREG 168 over 3 warpgroups (the producer warp takes
+    # a whole warpgroup's allocation) is 64,512 registers; with the producer at 24 each
+    # consumer thread gets 240, which holds a 64 x 128 (PINGPONG) or 128 x 128 (8 warps)
+    # fp32 score tile (64 registers), its fp16 P (32) and O (32 at D64).
+    "ws_q2": {"PERSIST": 1, "WARP_SPEC": True, "MAXNREG": 168, "QBUF": 2},
+    "ws_n128": {"PERSIST": 1, "WARP_SPEC": True, "MAXNREG": 168, "BLOCK_N": 128,
+                "STAGES": 2, "QBUF": 2},
+    "pp_gemms": {"PERSIST": 1, "WARP_SPEC": True, "PINGPONG": True, "BLOCK_M": 64,
+                 "num_warps": 4, "MAXNREG": 168, "PP_TURN": 1},
+    "pp_exp": {"PERSIST": 1, "WARP_SPEC": True, "PINGPONG": True, "BLOCK_M": 64,
+               "num_warps": 4, "MAXNREG": 168, "PP_TURN": 2},
+    "cudnn_tile": {"PERSIST": 1, "WARP_SPEC": True, "PINGPONG": True, "BLOCK_M": 64,
+                   "num_warps": 4, "MAXNREG": 168, "BLOCK_N": 128, "STAGES": 2,
+                   "QBUF": 2, "PP_TURN": 2},
+    "fa3_n128": {"PERSIST": 1, "WARP_SPEC": True, "PINGPONG": True, "OVERLAP": True,
+                 "BLOCK_M": 64, "num_warps": 4, "MAXNREG": 168, "BLOCK_N": 128,
+                 "STAGES": 2, "QBUF": 2},
+    "cudnn_exp": {"PERSIST": 1, "WARP_SPEC": True, "PINGPONG": True, "BLOCK_M": 64,
+                  "num_warps": 4, "MAXNREG": 168, "BLOCK_N": 128, "STAGES": 2,
+                  "QBUF": 2, "PP_TURN": 2, "EXP_SPLIT": 2},
+    "overlap_exp": {"OVERLAP": True, "STAGES": 3, "EXP_SPLIT": 2},
+    "fa3_exp": {"PERSIST": 1, "WARP_SPEC": True, "PINGPONG": True, "OVERLAP": True,
+                "BLOCK_M": 64, "num_warps": 4, "MAXNREG": 168, "EXP_SPLIT": 1},
 }
+# The variants that have passed the float64 grid on a GPU: the tuning space of the
+# ``gluon`` candidate (issue 43's variants join once their grid has passed).
+CHECKED_VARIANTS = ("plain", "persist", "warp_spec", "pingpong", "fa3", "overlap_only")
+# Issue 43's ablation: each new variant beside the one it changes (for the ablation table).
+ABLATION_VARIANTS = ("warp_spec", "ws_q2", "ws_n128", "pingpong", "pp_gemms", "pp_exp",
+                     "cudnn_tile", "cudnn_exp", "fa3", "fa3_n128", "fa3_exp",
+                     "overlap_only", "overlap_exp")
 
 
 # --------------------------------------------------------------------------- configuration
@@ -96,7 +144,8 @@ def tuning_space(head_dim: int) -> dict:
     if head_dim not in HEAD_DIMS:
         raise ValueError(f"`head_dim` must be one of {HEAD_DIMS}; got {head_dim!r}.")
     space = {}
-    for name, changes in VARIANTS.items():
+    for name in CHECKED_VARIANTS:
+        changes = VARIANTS[name]
         cfg = full_config(changes, head_dim)
         if cfg not in space.values():
             space[name] = cfg
@@ -114,7 +163,7 @@ def shared_bytes(cfg: dict, head_dim: int) -> int:
     """Shared memory the kernel allocates for ``cfg`` (2-byte elements; barriers aside):
     Q and O buffers per consumer warpgroup, and the K/V ring."""
     consumers = 2 if cfg["PINGPONG"] else 1
-    q_and_o = consumers * 2 * cfg["BLOCK_M"] * head_dim * 2
+    q_and_o = consumers * (cfg["QBUF"] + 1) * cfg["BLOCK_M"] * head_dim * 2
     ring = cfg["STAGES"] * 2 * cfg["BLOCK_N"] * head_dim * 2
     return q_and_o + ring
 
@@ -146,6 +195,12 @@ def full_config(config, head_dim: int) -> dict:
             or full["BLOCK_M"] < 16 * full["num_warps"]:
         raise ValueError(f"`config['BLOCK_M']` must be a multiple of 16 * num_warps "
                          f"({16 * full['num_warps']}); got {full['BLOCK_M']}.")
+    if full["QBUF"] == 2 and not full["WARP_SPEC"]:
+        raise ValueError("`config['QBUF']` 2 needs WARP_SPEC (the producer warp loads the "
+                         "next Q while the consumers read this one).")
+    if full["PP_TURN"] and (not full["PINGPONG"] or full["OVERLAP"]):
+        raise ValueError("`config['PP_TURN']` 1 or 2 needs PINGPONG without OVERLAP (with "
+                         "OVERLAP one turn already covers both products).")
     if full["STAGES"] < 2 and full["WARP_SPEC"]:
         raise ValueError("`config['STAGES']` must be >= 2 with WARP_SPEC.")
     if full["STAGES"] < 3 and full["OVERLAP"] and not full["WARP_SPEC"]:

@@ -46,7 +46,8 @@ if GLUON_IMPORT_ERROR is None:
                           q_bar, ready_bars, S, qk_scale, n_m, n_tiles,
                           HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
                           BLOCK_N: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
-                          PERSIST: gl.constexpr, OVERLAP: gl.constexpr):
+                          PERSIST: gl.constexpr, OVERLAP: gl.constexpr,
+                          EXP_SPLIT: gl.constexpr):
         """Every warp loads and computes. Persistent: the next tile's Q and first K/V
         loads go out before this tile's epilogue, and its O store is left in flight."""
         if PERSIST:
@@ -72,7 +73,7 @@ if GLUON_IMPORT_ERROR is None:
             acc, l_i, cs, ld = _consume_tile(
                 q2, k_desc, v_desc, k_bufs, v_bufs, ready_bars, ready_bars, ready_bars, bh,
                 start_m, n_kv, S, qk_scale, cs, ld, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES,
-                CAUSAL, OVERLAP, False, False, 0)
+                CAUSAL, OVERLAP, False, False, 0, 0, EXP_SPLIT)
             cur_bh = bh
             cur_m = start_m
             nxt = tile + step
@@ -100,7 +101,8 @@ if GLUON_IMPORT_ERROR is None:
                   q_empty, ready_bars, empty_bars, pp_bars, S, qk_scale, n_m, n_tiles,
                   HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                   STAGES: gl.constexpr, CAUSAL: gl.constexpr, PERSIST: gl.constexpr,
-                  OVERLAP: gl.constexpr, CONSUMERS: gl.constexpr):
+                  OVERLAP: gl.constexpr, CONSUMERS: gl.constexpr, QBUF: gl.constexpr,
+                  PP_TURN: gl.constexpr, EXP_SPLIT: gl.constexpr):
         """One warp: for each tile of this program, Q (one box per consumer) once its
         buffer is released, then every key tile into the ring as slots are released."""
         ROWS: gl.constexpr = BLOCK_M * CONSUMERS
@@ -114,11 +116,13 @@ if GLUON_IMPORT_ERROR is None:
         t_local = 0
         for tile in range(first, n_tiles, step):
             bh, start_m = _tile_start(tile, n_m, ROWS, CAUSAL)
+            qb = t_local % QBUF  # Q buffer set of this tile; its use count gives the phase
             for c in gl.static_range(CONSUMERS):
-                mbarrier.wait(q_empty.index(c), (t_local & 1) ^ 1)
-                mbarrier.expect(q_ready.index(c), q_desc.block_type.nbytes)
+                qi = qb * CONSUMERS + c
+                mbarrier.wait(q_empty.index(qi), ((t_local // QBUF) & 1) ^ 1)
+                mbarrier.expect(q_ready.index(qi), q_desc.block_type.nbytes)
                 tma.async_copy_global_to_shared(q_desc, [bh, start_m + c * BLOCK_M, 0],
-                                                q_ready.index(c), q_bufs.index(c))
+                                                q_ready.index(qi), q_bufs.index(qi))
             n_kv = _n_kv(start_m, S, ROWS, BLOCK_N, CAUSAL)
             for j in range(0, n_kv):
                 slot = ld % STAGES
@@ -133,7 +137,8 @@ if GLUON_IMPORT_ERROR is None:
                   q_empty, ready_bars, empty_bars, pp_bars, S, qk_scale, n_m, n_tiles,
                   HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                   STAGES: gl.constexpr, CAUSAL: gl.constexpr, PERSIST: gl.constexpr,
-                  OVERLAP: gl.constexpr, CONSUMERS: gl.constexpr, WG: gl.constexpr):
+                  OVERLAP: gl.constexpr, CONSUMERS: gl.constexpr, QBUF: gl.constexpr,
+                  PP_TURN: gl.constexpr, EXP_SPLIT: gl.constexpr, WG: gl.constexpr):
         """Consumer warpgroup(s) WG: rows ``[start_m + WG * BLOCK_M, +BLOCK_M)`` of each tile;
         every consumer walks every key tile of the tile (the producer loads each once)."""
         ROWS: gl.constexpr = BLOCK_M * CONSUMERS
@@ -143,18 +148,20 @@ if GLUON_IMPORT_ERROR is None:
         else:
             first = gl.program_id(1) * n_m + gl.program_id(0)
             step = n_tiles
-        q2 = q_bufs.index(WG).reshape([BLOCK_M, HEAD_DIM])
         cs = 0
         t_local = 0
         for tile in range(first, n_tiles, step):
             bh, start_m = _tile_start(tile, n_m, ROWS, CAUSAL)
             n_kv = _n_kv(start_m, S, ROWS, BLOCK_N, CAUSAL)
-            mbarrier.wait(q_ready.index(WG), t_local & 1)
+            qi = (t_local % QBUF) * CONSUMERS + WG
+            q2 = q_bufs.index(qi).reshape([BLOCK_M, HEAD_DIM])
+            mbarrier.wait(q_ready.index(qi), (t_local // QBUF) & 1)
             acc, l_i, cs, _ = _consume_tile(
                 q2, k_desc, v_desc, k_bufs, v_bufs, ready_bars, empty_bars, pp_bars, bh,
                 start_m + WG * BLOCK_M, n_kv, S, qk_scale, cs, 0, HEAD_DIM, BLOCK_M,
-                BLOCK_N, STAGES, CAUSAL, OVERLAP, True, CONSUMERS == 2, WG)
-            mbarrier.arrive(q_empty.index(WG), count=1)  # all products have retired
+                BLOCK_N, STAGES, CAUSAL, OVERLAP, True, CONSUMERS == 2, WG, PP_TURN,
+                EXP_SPLIT)
+            mbarrier.arrive(q_empty.index(qi), count=1)  # all products have retired
             _epilogue(acc, l_i, o_bufs.index(WG), o_desc, bh, start_m + WG * BLOCK_M, BLOCK_M,
                       HEAD_DIM, PERSIST)
             t_local += 1
@@ -165,20 +172,24 @@ if GLUON_IMPORT_ERROR is None:
                    q_empty, ready_bars, empty_bars, pp_bars, S, qk_scale, n_m, n_tiles,
                    HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                    STAGES: gl.constexpr, CAUSAL: gl.constexpr, PERSIST: gl.constexpr,
-                   OVERLAP: gl.constexpr, CONSUMERS: gl.constexpr):
+                   OVERLAP: gl.constexpr, CONSUMERS: gl.constexpr, QBUF: gl.constexpr,
+                   PP_TURN: gl.constexpr, EXP_SPLIT: gl.constexpr):
         _consumer(q_desc, k_desc, v_desc, o_desc, q_bufs, o_bufs, k_bufs, v_bufs, q_ready,
                   q_empty, ready_bars, empty_bars, pp_bars, S, qk_scale, n_m, n_tiles,
-                  HEAD_DIM, BLOCK_M, BLOCK_N, STAGES, CAUSAL, PERSIST, OVERLAP, CONSUMERS, 0)
+                  HEAD_DIM, BLOCK_M, BLOCK_N, STAGES, CAUSAL, PERSIST, OVERLAP, CONSUMERS,
+                  QBUF, PP_TURN, EXP_SPLIT, 0)
 
     @gluon.jit
     def _consumer1(q_desc, k_desc, v_desc, o_desc, q_bufs, o_bufs, k_bufs, v_bufs, q_ready,
                    q_empty, ready_bars, empty_bars, pp_bars, S, qk_scale, n_m, n_tiles,
                    HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                    STAGES: gl.constexpr, CAUSAL: gl.constexpr, PERSIST: gl.constexpr,
-                   OVERLAP: gl.constexpr, CONSUMERS: gl.constexpr):
+                   OVERLAP: gl.constexpr, CONSUMERS: gl.constexpr, QBUF: gl.constexpr,
+                   PP_TURN: gl.constexpr, EXP_SPLIT: gl.constexpr):
         _consumer(q_desc, k_desc, v_desc, o_desc, q_bufs, o_bufs, k_bufs, v_bufs, q_ready,
                   q_empty, ready_bars, empty_bars, pp_bars, S, qk_scale, n_m, n_tiles,
-                  HEAD_DIM, BLOCK_M, BLOCK_N, STAGES, CAUSAL, PERSIST, OVERLAP, CONSUMERS, 1)
+                  HEAD_DIM, BLOCK_M, BLOCK_N, STAGES, CAUSAL, PERSIST, OVERLAP, CONSUMERS,
+                  QBUF, PP_TURN, EXP_SPLIT, 1)
 
     # ------------------------------------------------------------------------ the entry
 
@@ -187,7 +198,8 @@ if GLUON_IMPORT_ERROR is None:
                         HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                         STAGES: gl.constexpr, CAUSAL: gl.constexpr, PERSIST: gl.constexpr,
                         WARP_SPEC: gl.constexpr, PINGPONG: gl.constexpr,
-                        OVERLAP: gl.constexpr):
+                        OVERLAP: gl.constexpr, QBUF: gl.constexpr = 1,
+                        PP_TURN: gl.constexpr = 0, EXP_SPLIT: gl.constexpr = 0):
         """Grid (n_m, B*H) or, PERSIST, (programs,); descriptors over (B*H, S, D)."""
         dtype: gl.constexpr = q_desc.dtype
         k_bufs = gl.allocate_shared_memory(dtype, [STAGES] + k_desc.block_type.shape,
@@ -204,23 +216,23 @@ if GLUON_IMPORT_ERROR is None:
             mbarrier.init(q_bar, count=1)
             _single_partition(q_desc, k_desc, v_desc, o_desc, q_smem, o_smem, k_bufs, v_bufs,
                               q_bar, ready_bars, S, qk_scale, n_m, n_tiles, HEAD_DIM, BLOCK_M,
-                              BLOCK_N, STAGES, CAUSAL, PERSIST, OVERLAP)
+                              BLOCK_N, STAGES, CAUSAL, PERSIST, OVERLAP, EXP_SPLIT)
         else:
             CONSUMERS: gl.constexpr = 2 if PINGPONG else 1
-            q_bufs = gl.allocate_shared_memory(dtype, [CONSUMERS] + q_desc.block_type.shape,
+            q_bufs = gl.allocate_shared_memory(dtype, [QBUF * CONSUMERS] + q_desc.block_type.shape,
                                                q_desc.layout)
             o_bufs = gl.allocate_shared_memory(dtype, [CONSUMERS] + o_desc.block_type.shape,
                                                o_desc.layout)
             empty_bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1],
                                                    mbarrier.MBarrierLayout())
-            q_ready = gl.allocate_shared_memory(gl.int64, [CONSUMERS, 1],
+            q_ready = gl.allocate_shared_memory(gl.int64, [QBUF * CONSUMERS, 1],
                                                 mbarrier.MBarrierLayout())
-            q_empty = gl.allocate_shared_memory(gl.int64, [CONSUMERS, 1],
+            q_empty = gl.allocate_shared_memory(gl.int64, [QBUF * CONSUMERS, 1],
                                                 mbarrier.MBarrierLayout())
             pp_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
             for i in gl.static_range(STAGES):
                 mbarrier.init(empty_bars.index(i), count=CONSUMERS)
-            for c in gl.static_range(CONSUMERS):
+            for c in gl.static_range(QBUF * CONSUMERS):
                 mbarrier.init(q_ready.index(c), count=1)
                 mbarrier.init(q_empty.index(c), count=1)
             for c in gl.static_range(2):
@@ -233,24 +245,24 @@ if GLUON_IMPORT_ERROR is None:
                     (_consumer0, (q_desc, k_desc, v_desc, o_desc, q_bufs, o_bufs, k_bufs,
                                   v_bufs, q_ready, q_empty, ready_bars, empty_bars, pp_bars, S,
                                   qk_scale, n_m, n_tiles, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES,
-                                  CAUSAL, PERSIST, OVERLAP, CONSUMERS)),
+                                  CAUSAL, PERSIST, OVERLAP, CONSUMERS, QBUF, PP_TURN, EXP_SPLIT)),
                     (_consumer1, (q_desc, k_desc, v_desc, o_desc, q_bufs, o_bufs, k_bufs,
                                   v_bufs, q_ready, q_empty, ready_bars, empty_bars, pp_bars, S,
                                   qk_scale, n_m, n_tiles, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES,
-                                  CAUSAL, PERSIST, OVERLAP, CONSUMERS)),
+                                  CAUSAL, PERSIST, OVERLAP, CONSUMERS, QBUF, PP_TURN, EXP_SPLIT)),
                     (_producer, (q_desc, k_desc, v_desc, o_desc, q_bufs, o_bufs, k_bufs,
                                  v_bufs, q_ready, q_empty, ready_bars, empty_bars, pp_bars, S,
                                  qk_scale, n_m, n_tiles, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES,
-                                 CAUSAL, PERSIST, OVERLAP, CONSUMERS)),
+                                 CAUSAL, PERSIST, OVERLAP, CONSUMERS, QBUF, PP_TURN, EXP_SPLIT)),
                 ], [4, 1], [_CONSUMER_REGS, _PRODUCER_REGS])
             else:
                 gl.warp_specialize([
                     (_consumer0, (q_desc, k_desc, v_desc, o_desc, q_bufs, o_bufs, k_bufs,
                                   v_bufs, q_ready, q_empty, ready_bars, empty_bars, pp_bars, S,
                                   qk_scale, n_m, n_tiles, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES,
-                                  CAUSAL, PERSIST, OVERLAP, CONSUMERS)),
+                                  CAUSAL, PERSIST, OVERLAP, CONSUMERS, QBUF, PP_TURN, EXP_SPLIT)),
                     (_producer, (q_desc, k_desc, v_desc, o_desc, q_bufs, o_bufs, k_bufs,
                                  v_bufs, q_ready, q_empty, ready_bars, empty_bars, pp_bars, S,
                                  qk_scale, n_m, n_tiles, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES,
-                                 CAUSAL, PERSIST, OVERLAP, CONSUMERS)),
+                                 CAUSAL, PERSIST, OVERLAP, CONSUMERS, QBUF, PP_TURN, EXP_SPLIT)),
                 ], [1], [_PRODUCER_REGS])

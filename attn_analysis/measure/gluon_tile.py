@@ -14,7 +14,28 @@ grid (``notes/gluon-plan.md``).
 
 from __future__ import annotations
 
-__all__ = ["GLUON_IMPORT_ERROR", "TRITON_VERSION"]
+__all__ = ["GLUON_IMPORT_ERROR", "TRITON_VERSION", "EXP2_POLY", "exp2_poly_reference"]
+
+# 2**f on [0, 1) as 1 + c1 f + c2 f^2 + c3 f^3: a degree-3 fit of the relative error with
+# the constant held at 1 (Lawson's iteration on Chebyshev points, float32 coefficients).
+# Its largest relative error is 8.6e-5, under fp16's rounding of P (4.9e-4); holding c0 at 1
+# keeps p >= 1, so x = -127 gives exactly 0 and no exponent underflows into the sign bit.
+# tests/test_gluon_attention.py checks both.
+EXP2_POLY = (1.0, 0.6951168179512024, 0.22764495015144348, 0.077067069709301)
+
+
+def exp2_poly_reference(x):
+    """The kernel's polynomial ``2**x`` in torch float32 (for the CPU tests): x clamped to
+    >= -127, split into floor j and fraction f, 2**f from :data:`EXP2_POLY` by Horner,
+    and j added to the float's exponent bits (so x <= -127 gives 0)."""
+    import torch
+    x = torch.clamp(x.float(), min=-127.0)
+    j = torch.floor(x)
+    f = x - j
+    c0, c1, c2, c3 = (torch.tensor(c, dtype=torch.float32) for c in EXP2_POLY)
+    p = ((c3 * f + c2) * f + c1) * f + c0
+    bits = p.view(torch.int32) + (j.to(torch.int32) << 23)
+    return bits.view(torch.float32)
 
 GLUON_IMPORT_ERROR: str | None  # why Gluon's Hopper API is not importable, or None
 TRITON_VERSION: str | None  # triton.__version__ where Gluon imports, else None
@@ -81,21 +102,68 @@ if GLUON_IMPORT_ERROR is None:
             qk = gl.where(keep, qk, float("-inf"))
         return qk
 
+    _C0 = gl.constexpr(EXP2_POLY[0])
+    _C1 = gl.constexpr(EXP2_POLY[1])
+    _C2 = gl.constexpr(EXP2_POLY[2])
+    _C3 = gl.constexpr(EXP2_POLY[3])
+
     @gluon.jit
-    def _softmax(qk, m_i, l_i, qk_scale):
+    def _exp2_poly(x):
+        """2**x on the FMA and integer pipes (no SFU): :func:`exp2_poly_reference`."""
+        x = gl.maximum(x, -127.0)
+        j = gl.floor(x)
+        f = x - j
+        p = ((f * _C3 + _C2) * f + _C1) * f + _C0
+        bits = p.to(gl.int32, bitcast=True) + (j.to(gl.int32) << 23)
+        return bits.to(gl.float32, bitcast=True)
+
+    @gluon.jit
+    def _exp2_mixed(x, EXP_SPLIT: gl.constexpr):
+        """2**x of a [rows, cols] tile: EXP_SPLIT 0 all on the SFU (ex2); 1 odd columns
+        through :func:`_exp2_poly`; 2 a quarter of the columns (the odd columns whose
+        column index has bit 3 set). The splits pair columns a thread holds
+        (wgmma's accumulator gives a thread column pairs 2i, 2i+1 at strides of 8), so
+        they should need no data movement."""
+        if EXP_SPLIT == 0:
+            y = gl.exp2(x)
+        else:
+            R: gl.constexpr = x.shape[0]
+            C: gl.constexpr = x.shape[1]
+            ev, od = x.reshape([R, C // 2, 2]).split()
+            if EXP_SPLIT == 1:
+                od = _exp2_poly(od)
+            else:
+                lo, hi = od.reshape([R, C // 16, 2, 4]).permute((0, 1, 3, 2)).split()
+                od = gl.join(gl.exp2(lo), _exp2_poly(hi)).permute((0, 1, 3, 2)) \
+                    .reshape([R, C // 2])
+                od = gl.convert_layout(od, ev.type.layout)  # the same registers
+            y = gl.join(gl.exp2(ev), od).reshape([R, C])
+            y = gl.convert_layout(y, x.type.layout)
+        return y
+
+    @gluon.jit
+    def _softmax(qk, m_i, l_i, qk_scale, EXP_SPLIT: gl.constexpr = 0):
         """Online-softmax update from fp32 scores: (p, alpha, m_new, l_new)."""
         m_new = gl.maximum(m_i, gl.max(qk, 1) * qk_scale)
-        p = gl.exp2(qk * qk_scale - gl.expand_dims(m_new, 1))
+        p = _exp2_mixed(qk * qk_scale - gl.expand_dims(m_new, 1), EXP_SPLIT)
         alpha = gl.exp2(m_i - m_new)
         l_new = l_i * alpha + gl.sum(p, 1)
         return p, alpha, m_new, l_new
+
+    @gluon.jit
+    def _pp_take(pp_bars, t, WG: gl.constexpr):
+        """Wait for ping-pong turn ``t`` of warpgroup WG: warpgroup 0 takes turn t after
+        warpgroup 1 handed over turn t - 1 (its first turn is free), warpgroup 1 after
+        warpgroup 0 handed over turn t; each hand-over is an arrive on the other's barrier."""
+        mbarrier.wait(pp_bars.index(WG), (t & 1) ^ (1 - WG), pred=t > 0 - WG)
 
     @gluon.jit
     def _consume_tile(q_smem, k_desc, v_desc, k_bufs, v_bufs, ready_bars, empty_bars,
                       pp_bars, bh, start_m, n_kv, S, qk_scale, cs, ld,
                       HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                       STAGES: gl.constexpr, CAUSAL: gl.constexpr, OVERLAP: gl.constexpr,
-                      PRODUCER: gl.constexpr, PINGPONG: gl.constexpr, WG: gl.constexpr):
+                      PRODUCER: gl.constexpr, PINGPONG: gl.constexpr, WG: gl.constexpr,
+                      PP_TURN: gl.constexpr = 0, EXP_SPLIT: gl.constexpr = 0):
         """Walk key tiles 0..n_kv-1 for the BLOCK_M query rows at ``start_m`` (Q in
         ``q_smem``); return (acc, l, cs, ld) with acc unnormalised in the output layout.
 
@@ -103,7 +171,8 @@ if GLUON_IMPORT_ERROR is None:
         it), ``ld`` slots loaded. PRODUCER: a producer warp loads, this side releases each
         slot on ``empty_bars``; else this side prefetches ``STAGES - 1`` tiles ahead itself
         (the caller has issued the first ones). PINGPONG: warpgroup WG waits for its turn
-        on ``pp_bars`` before issuing products and hands the turn over after."""
+        on ``pp_bars`` before issuing products and hands the turn over after; PP_TURN says what
+        a turn covers (``gluon_config``), EXP_SPLIT where the exponentials run."""
         NW: gl.constexpr = gl.num_warps()
         dtype: gl.constexpr = k_desc.dtype
         qk_layout: gl.constexpr = gl.NVMMADistributedLayout(
@@ -133,18 +202,37 @@ if GLUON_IMPORT_ERROR is None:
                               j + STAGES - 1, ld, BLOCK_N, STAGES, pred=j + STAGES - 1 < n_kv)
                     ld += (j + STAGES - 1 < n_kv).to(gl.int32)
                 mbarrier.wait(ready_bars.index(slot), (cs // STAGES) & 1)
-                if PINGPONG:
-                    mbarrier.wait(pp_bars.index(WG), (cs & 1) ^ (1 - WG), pred=cs > 0 - WG)
+                if PINGPONG and PP_TURN == 0:
+                    _pp_take(pp_bars, cs, WG)
+                if PINGPONG and PP_TURN == 1:
+                    _pp_take(pp_bars, 2 * cs, WG)
                 qk = warpgroup_mma(q_smem, k_bufs.index(slot).reshape(KV).permute((1, 0)), qk0,
                                    use_acc=False, is_async=True)
+                if PINGPONG and PP_TURN == 1:
+                    mbarrier.arrive(pp_bars.index(1 - WG), count=1)
                 qk = warpgroup_mma_wait(0, deps=[qk])
-                if PINGPONG:
+                if PINGPONG and PP_TURN == 0:
                     mbarrier.arrive(pp_bars.index(1 - WG), count=1)
                 qk = _scores(qk, j * BLOCK_N, offs_m, mask_from, S, CAUSAL, BLOCK_N, qk_layout)
-                p, alpha, m_i, l_i = _softmax(qk, m_i, l_i, qk_scale)
+                if PINGPONG and PP_TURN == 2:
+                    # cuDNN's turn: the warpgroups take turns on the exponentials (SFU);
+                    # the products of one run while the other exponentiates.
+                    m_new = gl.maximum(m_i, gl.max(qk, 1) * qk_scale)
+                    _pp_take(pp_bars, cs, WG)
+                    p = _exp2_mixed(qk * qk_scale - gl.expand_dims(m_new, 1), EXP_SPLIT)
+                    mbarrier.arrive(pp_bars.index(1 - WG), count=1)
+                    alpha = gl.exp2(m_i - m_new)
+                    l_i = l_i * alpha + gl.sum(p, 1)
+                    m_i = m_new
+                else:
+                    p, alpha, m_i, l_i = _softmax(qk, m_i, l_i, qk_scale, EXP_SPLIT)
                 acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
                 p16 = gl.convert_layout(p.to(dtype), p_layout)
+                if PINGPONG and PP_TURN == 1:
+                    _pp_take(pp_bars, 2 * cs + 1, WG)
                 acc = warpgroup_mma(p16, v_bufs.index(slot).reshape(KV), acc, is_async=True)
+                if PINGPONG and PP_TURN == 1:
+                    mbarrier.arrive(pp_bars.index(1 - WG), count=1)
                 acc = warpgroup_mma_wait(0, deps=[acc])
                 if PRODUCER:
                     mbarrier.arrive(empty_bars.index(slot), count=1)
@@ -162,7 +250,7 @@ if GLUON_IMPORT_ERROR is None:
                 mbarrier.arrive(pp_bars.index(1 - WG), count=1)
             qk = warpgroup_mma_wait(0, deps=[qk])
             qk = _scores(qk, 0, offs_m, mask_from, S, CAUSAL, BLOCK_N, qk_layout)
-            p, alpha, m_i, l_i = _softmax(qk, m_i, l_i, qk_scale)
+            p, alpha, m_i, l_i = _softmax(qk, m_i, l_i, qk_scale, EXP_SPLIT)
             p16 = gl.convert_layout(p.to(dtype), p_layout)
             prev = slot
             cs += 1
@@ -189,7 +277,7 @@ if GLUON_IMPORT_ERROR is None:
                 qk = _scores(qk, j * BLOCK_N, offs_m, mask_from, S, CAUSAL, BLOCK_N,
                              qk_layout)
                 m_new = gl.maximum(m_i, gl.max(qk, 1) * qk_scale)
-                p = gl.exp2(qk * qk_scale - gl.expand_dims(m_new, 1))
+                p = _exp2_mixed(qk * qk_scale - gl.expand_dims(m_new, 1), EXP_SPLIT)
                 alpha = gl.exp2(m_i - m_new)
                 l_i = l_i * alpha + gl.sum(p, 1)
                 m_i = m_new
