@@ -7,7 +7,8 @@ per page, both of the article body (``<article>``), never of the theme around it
 
 ``prose``
     words of paragraphs and list items (``<p>``, ``<li>``), outside tables, figures (the
-    image and its caption), code and cell inputs: what the paper says in sentences;
+    image and its caption), code, cell inputs and bibliography entries: what the paper
+    says in sentences;
 ``visible``
     every word of the article a reader sees: prose, headings, tables, captions, admonitions
     and glued output, but no code cell input, script, style or heading anchor.
@@ -39,7 +40,8 @@ _HIDDEN_TAGS = ("script", "style", "noscript", "template", "button", "svg", "mat
 _HIDDEN_CLASSES = ("headerlink", "cell_input", "toggle-details__summary")
 # what is not prose: tables, figures, code
 _NOT_PROSE_TAGS = ("table", "figure", "pre")
-_NOT_PROSE_CLASSES = ("highlight", "math", "cell_output")
+_NOT_PROSE_CLASSES = ("highlight", "math", "cell_output", "citation")  # citation: a
+# bibliography entry (sphinxcontrib-bibtex), a reference rather than a sentence
 _REPR = re.compile(r"<IPython\.|<[\w.]+ object at 0x[0-9a-f]+>|\bobject at 0x[0-9a-f]+")
 _ZERO_OF_ZERO = re.compile(r"\b0 (?:of|out of) (?:the |these |those )?0\b")
 _DOUBLED = re.compile(r"\b([A-Za-z]{3,})\s+(?:and|or)\s+\1\b|\b([A-Za-z]{2,})\s+\2\b",

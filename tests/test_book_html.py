@@ -39,12 +39,13 @@ def test_prose_counts_paragraphs_and_list_items_only():
         "<figure><img src='x.png'/><figcaption><p>figure caption</p></figcaption></figure>"
         "<div class='cell_input'><div class='highlight'><pre>x = 1  # code</pre></div></div>"
         "<div class='cell_output'><div class='highlight'><pre>output text</pre></div></div>"
+        "<div class='citation' role='doc-biblioentry'><p>Dao. Flash.</p></div>"
         "<script>var hidden = 1;</script></section>")
     counts = W.page_words(html)
     assert counts["prose"] == 7  # One two three 4 five six seven
     # visible: the title (2), prose (7), table (4: caption of table, cell), figure caption
-    # (2), the output (2); no anchor, code input, script, style or theme
-    assert counts["visible"] == 2 + 7 + 4 + 2 + 2
+    # (2), the output (2), the bibliography entry (2); no anchor, code input, script, style
+    assert counts["visible"] == 2 + 7 + 4 + 2 + 2 + 2
     with pytest.raises(ValueError, match="`html`"):
         W.page_words(None)
 
