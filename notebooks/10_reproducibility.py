@@ -56,10 +56,11 @@ def _minute(stamp) -> str:
 
 # %% tags=["remove-input"]
 shown = gpus.assign(runs=gpus["runs"].map(", ".join))
-tables.show(shown[["label", "model", "uuid", "n_runs", "processes", "runs"]],
-            "Every GPU of the recorded runs: its label, UUID, the runs it measured and their "
-            "processes (trial processes).",
-            name="tbl-gpu-inventory", csv="gpu_inventory.csv",
+tables.show(shown[["label", "model", "uuid", "n_runs", "processes"]],
+            "Every GPU of the recorded runs: its label, UUID, how many runs it measured and "
+            "their processes (trial processes). The tables below name each run's GPU; the "
+            "CSV lists each GPU's runs.",
+            name="tbl-gpu-inventory", csv="gpu_inventory.csv", full=shown,
             labels={"label": "label", "model": "model", "uuid": "UUID", "n_runs": "runs",
                     "processes": "processes", "runs": "run ids"},
             formats={"n_runs": ".0f", "processes": ".0f"})
@@ -111,6 +112,8 @@ grouped = (soft.groupby(keys, sort=False, dropna=False)
            .agg(n=("run", "size"), runs=("run", lambda r: ", ".join(sorted(r))))
            .reset_index())
 grouped["peers"] = grouped["peers"].replace("", "none")
+largest = grouped["n"].idxmax()  # the largest group is named as the rest, not listed
+grouped.loc[largest, "runs"] = "every other run"
 tables.show(grouped[["n", *keys, "runs"]],
             "The software of every run, from each process's fingerprint and each peer's "
             "timing units. One row per distinct set of versions.",
