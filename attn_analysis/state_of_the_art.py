@@ -428,7 +428,8 @@ def controls_sentence(target_tables: dict, level: str = "call") -> str:
             by_verdict.setdefault(r["verdict"].iloc[0] if len(r) else "not measured",
                                   []).append(machine)
         parts.append(f"{what} came out " + verdicts_phrase(by_verdict))
-    return "; ".join(parts) + f" ({level} level)."
+    text = "; ".join(parts) + f" ({level} level)."
+    return text[:1].upper() + text[1:]
 
 
 def verdicts_phrase(by_verdict: dict) -> str:

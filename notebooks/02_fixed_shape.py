@@ -249,8 +249,8 @@ tables.show(main.reset_index().sort_values("speedup", ascending=False)[
 # %% [markdown]
 # ## The reports' statistics beside ours
 #
-# The reports' statistics (bootstrap CI of the median, Hedges' g, Cliff's delta,
-# Mann-Whitney) are applied below to our pooled samples, beside our interval.
+# We applied the reports' statistics (bootstrap CI of the median, Hedges' g, Cliff's
+# delta, Mann-Whitney) to our pooled samples (`fixed_shape.reports_side_by_side`).
 
 # %% tags=["remove-cell"]
 side_by_side, protocol = fx.reports_side_by_side(R.samples, config, main_mode, others)
@@ -267,7 +267,7 @@ equivalent = narrow[narrow["our_verdict"] == stats.Verdict.EQUIVALENT.value]
 nbs.glue_text("fx_rp_n_equivalent", len(equivalent))
 nbs.glue_text("fx_rp_n_sig_equivalent", int((equivalent["p_value"] < 0.05).sum()))
 
-# %% tags=["remove-input"]
+# %% tags=["remove-cell"]
 num = ["baseline_median_ms", "candidate_median_ms", "speedup", "hedges_g", "cliffs_delta",
        "our_ci_low", "our_ci_high"]
 tables.show(side_by_side.reset_index()[["comparison", "speedup", "hedges_g", "p_value",

@@ -318,30 +318,24 @@ rep = claims.Reported()  # the reports' values, as reported
 # (audit-tf32)=
 # ### TF32 and fp16 attention
 #
-# With TF32 re-enabled the reports' way and left off, alternating fresh processes
-# ({glue:text}`au_label_x:s`), the default dispatch ran {glue:text}`au_tf32_same:s` and the
-# speedup of "off" over "on" is {glue:text}`au_tf32_speedup:.3f` (95 % CI
-# {glue:text}`au_tf32_lo:.3f`–{glue:text}`au_tf32_hi:.3f`, verdict
-# *{glue:text}`au_tf32_verdict:s`* at ±{glue:text}`au_margin:.0%` over
-# {glue:text}`au_tf32_n:d` processes per setting). TF32 is a mode of fp32 matrix products;
-# fp16 inputs never use it.
+# With TF32 re-enabled the reports' way and left off, in alternating processes
+# ({glue:text}`au_label_x:s`), the default dispatch ran {glue:text}`au_tf32_same:s`. The
+# speedup of "off" over "on" is {glue:text}`au_tf32_speedup:.3f`
+# ({glue:text}`au_tf32_lo:.3f`–{glue:text}`au_tf32_hi:.3f`, *{glue:text}`au_tf32_verdict:s`*).
+# TF32 is a mode of fp32 matrix products; fp16 inputs never use it.
 
 # %% tags=["remove-cell"]
 found(claims.tf32_claim(X, rep, A_AA, margin=margin, n_resamples=n_resamples))
 
 # %% [markdown]
 # (audit-backends)=
-# ### Which backend the default dispatch runs, and how the backends compare now
+# ### Which backend the default dispatch runs
 #
-# On {glue:text}`au_label_l:s` the default dispatch at the target shape ran
-# {glue:text}`au_sdpa_family:s` (kernel {glue:text}`au_sdpa_kernel:s`), not
-# FlashAttention-2. Against it, the forced flash backend has speedup
-# {glue:text}`au_flash_speedup:.3f` ({glue:text}`au_flash_lo:.3f`–{glue:text}`au_flash_hi:.3f`,
-# *{glue:text}`au_flash_verdict:s`*) and the memory-efficient backend
-# {glue:text}`au_eff_speedup:.3f` ({glue:text}`au_eff_lo:.3f`–{glue:text}`au_eff_hi:.3f`,
-# *{glue:text}`au_eff_verdict:s`*), graph mode, {glue:text}`au_lead_trials:d` processes,
-# family-wise 95 % t-intervals over processes (Bonferroni over the matrix chapter's
-# m = {glue:text}`au_lead_m:d` comparisons of this run).
+# On {glue:text}`au_label_l:s` the default dispatch ran {glue:text}`au_sdpa_family:s` at the
+# target, not FlashAttention-2. The forced flash backend has speedup
+# {glue:text}`au_flash_speedup:.3f` (*{glue:text}`au_flash_verdict:s`*); the
+# memory-efficient backend {glue:text}`au_eff_speedup:.3f`
+# (*{glue:text}`au_eff_verdict:s`*).
 
 # %% tags=["remove-cell"]
 # The lead run's comparisons belong to the matrix chapter's family (call, kernel and
@@ -355,10 +349,8 @@ found(claims.backends_claim(L, rep, margin=margin, n_resamples=n_resamples,
 # (audit-self)=
 # ### The reports' headline statistics
 #
-# `stats.reports_protocol` applied to one process's samples of `sdpa` against the same
-# array gives speedup {glue:text}`au_self_speedup:.3f`, g = {glue:text}`au_self_g:.3f`,
-# p = {glue:text}`au_self_p:.3f`, for any data. Applied to `sdpa` against its A/A twin in
-# the same process it gives p < α in {glue:text}`au_a_fp:.0%` of processes.
+# One array against itself gives speedup {glue:text}`au_self_speedup:.3f`,
+# g = {glue:text}`au_self_g:.3f` and p = {glue:text}`au_self_p:.3f`, for any data.
 
 # %% tags=["remove-cell"]
 found(claims.self_claim(CR, rep))
@@ -367,10 +359,9 @@ found(claims.self_claim(CR, rep))
 # (audit-ci)=
 # ### Non-overlapping intervals between configurations
 #
-# Intervals of different configurations measure different workloads; that they do not
-# overlap says the workloads differ, not that a measurement is robust. What a per-process
-# interval is worth is measured above: it covers the median over processes in
-# {glue:text}`au_cov_pc:.0%` of processes (per call).
+# Intervals of different configurations measure different workloads. That they do not
+# overlap says the workloads differ. One process's interval covers the median over
+# processes in only {glue:text}`au_cov_pc:.0%` of processes.
 
 # %% tags=["remove-cell"]
 found(claims.ci_claim(cb, CR, rep))
@@ -379,13 +370,10 @@ found(claims.ci_claim(cb, CR, rep))
 # (audit-flops)=
 # ### Throughput against the L4's peak
 #
-# `workload.flops` counts 4·B·H·S²·D = {glue:text}`au_flops_512:.3e` FLOP at S = 512, the
-# reports' count. The reported {glue:text}`au_rep_tflops_512:.1f` TFLOP/s (as reported) is
-# {glue:text}`au_pct_fp32:.0%` of the {glue:text}`au_rep_peak30:.0f` TFLOP/s they divided by, which is the L4's
-# CUDA-core FP32 rate ({glue:text}`au_l4_fp32:.1f` TFLOP/s), but
-# {glue:text}`au_pct_dense:.0%` of its dense fp16 tensor-core peak
-# ({glue:text}`au_l4_fp16:.0f` TFLOP/s, half the datasheet's {glue:text}`au_l4_sparse:.0f` with
-# sparsity).
+# The reported {glue:text}`au_rep_tflops_512:.1f` TFLOP/s (as reported) is
+# {glue:text}`au_pct_fp32:.0%` of the {glue:text}`au_rep_peak30:.0f` TFLOP/s they divided by:
+# the L4's CUDA-core FP32 rate. It is {glue:text}`au_pct_dense:.0%` of the L4's dense fp16
+# tensor-core peak ({glue:text}`au_l4_fp16:.0f` TFLOP/s).
 
 # %% tags=["remove-cell"]
 found(claims.flops_claim(rep))
@@ -394,14 +382,10 @@ found(claims.flops_claim(rep))
 # (audit-bandwidth)=
 # ### "Bandwidth above the L4's peak"
 #
-# The reports' GB/s column is {glue:text}`au_implied_bytes:.3e` bytes over the time
-# (reported GB/s × reported ms at S = 256, as reported), which is
-# `workload.min_bytes` = {glue:text}`au_minbytes_256:.3e` B. At S = 256 those bytes are
-# {glue:text}`au_ws_l4_256:.2f` of the L4's {glue:text}`au_l4_l2:.0f` MiB L2 (at S = 512,
-# {glue:text}`au_ws_l4_512:.2f`): the inputs can stay in L2 between timed calls. The L4's
-# datasheet bandwidth is {glue:text}`au_l4_bw:.0f` GB/s, not {glue:text}`au_rep_bw242:.0f`. On our GPU the same rate
-# reaches {glue:text}`au_max_hot_copy:.0%` of the measured copy ceiling at most, hot
-# ({ref}`audit-cache`).
+# The reports' bytes are the minimum traffic. At S = 256 they are
+# {glue:text}`au_ws_l4_256:.2f` of the L4's L2, so inputs can stay in L2 between timed calls.
+# The L4's datasheet bandwidth is {glue:text}`au_l4_bw:.0f` GB/s, not
+# {glue:text}`au_rep_bw242:.0f` ({ref}`audit-cache`).
 
 # %% tags=["remove-cell"]
 found(claims.bandwidth_claim(rep))
@@ -410,13 +394,10 @@ found(claims.bandwidth_claim(rep))
 # (audit-roofline)=
 # ### The roofline table
 #
-# At S = 512 the reports list {glue:text}`au_rep_bytes_512:.3g` bytes and an intensity of
-# {glue:text}`au_rep_ai_512:.0f` FLOP/B (as reported). The minimum traffic is
-# {glue:text}`au_minbytes_512:.3e` B, so the intensity is at most
-# {glue:text}`au_ai_512:.0f` FLOP/B (S/2 for fp16). With the L4's dense tensor peak and
-# datasheet bandwidth the ridge point is {glue:text}`au_l4_ridge:.0f` FLOP/B, so by the
-# roofline S = 512 sits on the {glue:text}`au_l4_limiter:s` side; the "compute-bound" label
-# follows only from the {glue:text}`au_rep_peak30:.0f` TFLOP/s figure (ridge {glue:text}`au_l4_ridge_30:.0f` FLOP/B).
+# At S = 512 the reports list {glue:text}`au_rep_bytes_512:.3g` bytes (as reported). The
+# minimum traffic is {glue:text}`au_minbytes_512:.3e` B, so the intensity is at most
+# {glue:text}`au_ai_512:.0f` FLOP/B. With the L4's dense peak the ridge is at
+# {glue:text}`au_l4_ridge:.0f` FLOP/B: S = 512 is {glue:text}`au_l4_limiter:s`-bound.
 
 # %% tags=["remove-cell"]
 found(claims.roofline_claim(rep))
@@ -425,10 +406,9 @@ found(claims.roofline_claim(rep))
 # (audit-seqlen)=
 # ### "Speedup from sequence-length tuning"
 #
-# S = 128 does {glue:text}`au_work_ratio:.0f` times less work than S = 512. Per FLOP, the
-# reports' own L4 figures (as reported) make S = 128 {glue:text}`au_l4_perflop:.1f` times
-# *slower* than S = 512; on {glue:text}`au_label_l:s` (graph mode) the factor is
-# {glue:text}`au_lead_perflop:.1f`.
+# S = 128 does {glue:text}`au_work_ratio:.0f` times less work than S = 512. Per FLOP it is
+# {glue:text}`au_l4_perflop:.1f` times *slower* on the L4 (as reported) and
+# {glue:text}`au_lead_perflop:.1f` times on {glue:text}`au_label_l:s`.
 
 # %% tags=["remove-cell"]
 found(claims.seqlen_claim(L, rep))
@@ -437,16 +417,11 @@ found(claims.seqlen_claim(L, rep))
 # (audit-chunking)=
 # ### Chunking S = 512 into four chunks of 128
 #
-# Relative error against float64 attention and graph-mode time at S = 512
-# ({glue:text}`au_label_x:s`): cutting only the queries into four chunks, each attending
-# to all keys, is exact (error {glue:text}`au_err_q:.1e`, as full attention
-# {glue:text}`au_err_full:.1e`) and takes {glue:text}`au_t_q:.2f` times as long as full
-# attention ({glue:text}`au_t_q_lo:.2f`–{glue:text}`au_t_q_hi:.2f`). Cutting queries, keys
-# and values into four independent blocks computes a different function (error
-# {glue:text}`au_err_qkv:.2f`) and still takes {glue:text}`au_t_qkv:.2f` times as long
-# ({glue:text}`au_t_qkv_lo:.2f`–{glue:text}`au_t_qkv_hi:.2f`). The reports'
-# {glue:text}`au_rep_chunk_pct:.0f` % was arithmetic (four times the S = 128 time), not a
-# measurement.
+# Cutting only the queries into chunks is exact (error {glue:text}`au_err_q:.1e`) and takes
+# {glue:text}`au_t_q:.2f` times as long as full attention ({glue:text}`au_label_x:s`).
+# Cutting queries, keys and values together computes another function (error
+# {glue:text}`au_err_qkv:.2f`). The reports' {glue:text}`au_rep_chunk_pct:.0f` % was
+# arithmetic, not a measurement.
 
 # %% tags=["remove-cell"]
 found(claims.chunking_claim(X, rep, n_resamples=n_resamples))
@@ -455,13 +430,9 @@ found(claims.chunking_claim(X, rep, n_resamples=n_resamples))
 # (audit-a100)=
 # ### The L4 against an A100
 #
-# Both shapes hold B·H = {glue:text}`au_bh:d` heads of S = 512, D = 64, so "per unit of
-# work" is just the ratio of the two times: {glue:text}`au_l4_a100:.2f` (as reported; the
-# A100's {glue:text}`au_a100_ms:.2f` ms is attributed to a paper and was not measured by the reports). The
-# "expected" {glue:text}`au_rep_expected:.1f` divides the A100's tensor-core peak by the L4's non-tensor rate; with
-# dense tensor-core peaks on both sides the expected ratio is
-# {glue:text}`au_peak_ratio:.2f`, and the implied fractions of peak are
-# {glue:text}`au_a100_frac:.0%` (A100) and {glue:text}`au_l4_frac:.0%` (L4).
+# The time ratio is {glue:text}`au_l4_a100:.2f` (as reported; the A100 figure is cited, not
+# measured). The "expected" {glue:text}`au_rep_expected:.1f` divides a tensor-core peak by a
+# CUDA-core rate. Dense tensor peaks give {glue:text}`au_peak_ratio:.2f`.
 
 # %% tags=["remove-cell"]
 found(claims.a100_claim(rep))
@@ -470,15 +441,11 @@ found(claims.a100_claim(rep))
 # (audit-warmup)=
 # ### Variance at S = 128 and warm-up
 #
-# Per-call samples at S = 128 with no warm-up, {glue:text}`au_wu_n:d` per process in
-# {glue:text}`au_wu_procs:d` fresh processes ({glue:text}`au_label_x:s`): the first {glue:text}`au_rep_warmup:d`
-# calls have a coefficient of variation of {glue:text}`au_cv_first:.0%` (median over
-# processes); the next {glue:text}`au_rep_n:d`, what the reports timed after their
-# warm-up, still {glue:text}`au_cv_after:.0%`; the last {glue:text}`au_late_n:d`,
-# {glue:text}`au_cv_late:.0%`. The process
-# medians themselves differ by a factor {glue:text}`au_wu_spread:.2f`. In graph replay the
-# same shape's spread between processes is {glue:text}`au_graph_spread_128:.1%`
-# ({glue:text}`au_run_l:s`).
+# Per call at S = 128 without warm-up ({glue:text}`au_label_x:s`), the first
+# {glue:text}`au_rep_warmup:d` calls vary by {glue:text}`au_cv_first:.0%` (coefficient of
+# variation). The next {glue:text}`au_rep_n:d`, what the reports timed, still vary by
+# {glue:text}`au_cv_after:.0%`. Process medians differ by a factor
+# {glue:text}`au_wu_spread:.2f`.
 
 # %% tags=["remove-cell"]
 wu, n_warmup = found(claims.warmup_claim(X, L, fid, rep))
@@ -489,7 +456,7 @@ nbs.glue_figure("au_fig_warmup", audit_plots.warmup_traces(wu, n_warmup, H["labe
 # ```{glue:figure} au_fig_warmup
 # :name: fig-audit-warmup
 #
-# Every per-call sample of three fresh processes timing SDPA at S = 128 with no warm-up
+# Every per-call sample of {glue:text}`au_wu_procs:d` fresh processes timing SDPA at S = 128 with no warm-up
 # (the reports' per-call protocol); dashed: the end of the reports' warm-up. Measured on
 # {glue:text}`au_label_x:s` (`data/checks/audit_extras_h100.json`).
 # ```
@@ -514,17 +481,11 @@ every_sota = [t for ts in sota_tables.values() for t in ts]
 # (audit-triton)=
 # ### Custom kernels against SDPA
 #
-# Every custom kernel (ours, FlashAttention-4, FlashInfer; {doc}`06_state_of_the_art`)
-# against SDPA's default dispatch per call, in the state-of-the-art runs of at least two
-# processes: {glue:text}`au_ck_n_reached:d` of {glue:text}`au_ck_n:d` comparisons reach
-# 1.1× with family-wise confidence ({glue:text}`au_ck_where:s`). The largest speedup is
-# {glue:text}`au_ck_best_label:s` on the {glue:text}`au_ck_best_machine:s` at
-# {glue:text}`au_ck_best_cfg:s`, {glue:text}`au_ck_best:.3f`
-# ({glue:text}`au_ck_best_lo:.3f`–{glue:text}`au_ck_best_hi:.3f`); at the reports' shape the
-# best is {glue:text}`au_ck_target_label:s` on the {glue:text}`au_ck_target_machine:s`,
-# {glue:text}`au_ck_target:.3f`. Our Triton kernel alone against the fastest library backend
-# per shape, run {glue:text}`au_run_t:s` ({glue:text}`au_label_t:s`), is in
-# {doc}`03_matrix`.
+# Of {glue:text}`au_ck_n:d` custom-kernel comparisons in the state-of-the-art runs,
+# {glue:text}`au_ck_n_reached:d` reach 1.1× with family-wise confidence
+# ({glue:text}`au_ck_where:s`). At the reports' shape the best is
+# {glue:text}`au_ck_target_label:s` at {glue:text}`au_ck_target:.3f`
+# ({doc}`06_state_of_the_art`). The claim concerns the L4.
 
 # %% tags=["remove-cell"]
 found(kernel_claims.custom_kernels_claim(every_sota, rep))
@@ -533,14 +494,11 @@ found(kernel_claims.custom_kernels_claim(every_sota, rep))
 # (audit-peers)=
 # ### flash-attn and xFormers, expected and measured
 #
-# Report 004 expected, from the literature and without running either library, flash-attn
-# at {glue:text}`au_pe_flash_l4:.3f` ms and xFormers at {glue:text}`au_pe_xformers_l4:.3f` ms
-# beside SDPA's measured {glue:text}`au_pe_sdpa_l4:.4f` ms at S=512 on the L4 (as
-# reported). Measured as shipped at the same shape, the current flash-attn kernel
-# (FlashAttention-4) runs at {glue:text}`au_pe_h100_fa4:.3f`× SDPA's default dispatch on the
-# H100 and {glue:text}`au_pe_h200_fa4:.3f`× on the H200, and the FlashAttention-2 code behind
-# SDPA's flash backend at {glue:text}`au_pe_h100_sdpa_flash:.3f`× and
-# {glue:text}`au_pe_h200_sdpa_flash:.3f`×. Not run: {glue:text}`au_pe_not_run:s`.
+# Report 004 expected flash-attn at {glue:text}`au_pe_flash_l4:.3f` ms and xFormers at
+# {glue:text}`au_pe_xformers_l4:.3f` ms on the L4, without running either (as reported).
+# Measured as shipped at the target, FlashAttention-4 runs at
+# {glue:text}`au_pe_h100_fa4:.3f`× SDPA's default dispatch on the H100 and
+# {glue:text}`au_pe_h200_fa4:.3f`× on the H200. xFormers did not run.
 
 # %% tags=["remove-cell"]
 target_tables = {sota.machine_label(run): t for run, t in
