@@ -94,7 +94,8 @@ ints = {c: ".0f" for c in ("processes", "placements_per_unit", "samples", "candi
 for model, part in rows.groupby("model", sort=True):
     tables.show(part[cols],
                 f"The runs on {model} GPUs, in order of their first process (GPU '?': no "
-                f"UUID recorded). Plan in git: the commit that added the run's plan.json.",
+                f"UUID recorded). Plan in git: the first commit holding the run's plan "
+                f"(its plan.json, or its campaign in configs.py).",
                 name=f"tbl-runs-{model.lower()}", csv=f"runs_{model.lower()}.csv",
                 labels=labels, formats=ints,
                 full=run_table[run_table["model"] == model])

@@ -131,6 +131,16 @@ def test_cpu_runs_have_no_gpu(tmp_path):
     assert inv.counts(tmp_path)["n_gpus"] == 0
 
 
+def test_a_run_of_a_configs_campaign_is_named_and_the_powered_ones_confirm():
+    from attn_analysis import configs
+    name, plan = next(iter(configs.POWERED_PLANS.items()))
+    run_plan = {"matrix": plan["matrix"], "modes": list(plan["modes"]),
+                "candidates": list(reversed(plan["candidates"]))}
+    assert inv.campaign_of(run_plan) == ("POWERED_PLANS", name)
+    assert inv.run_role("x", run_plan) == "confirmatory"
+    assert inv.campaign_of({"matrix": "fixed-v1", "candidates": ["nothing"]}) is None
+
+
 def test_roles():
     assert inv.run_role("x", {"matrix": "confirm-v1"}) == "confirmatory"
     assert inv.run_role("x", {"candidates": ["sdpa", "sdpa_twin", "sdpa_spin2000e2"]}) == \
@@ -194,10 +204,13 @@ def test_real_data_counts_agree_with_the_runs():
     uuids = {fp["gpu_uuid"].removeprefix("GPU-") for p in folders for fp in json.loads(
         (RUNS / p / "fingerprint.json").read_text())["trials"].values() if fp.get("gpu_uuid")}
     assert set(inv.gpu_labels(RUNS)) == uuids
-    # the confirmatory runs are the confirm matrix's
-    assert set(r.loc[r["role"] == "confirmatory", "run"]) == \
-        {p for p in folders if json.loads((RUNS / p / "plan.json").read_text())
-         .get("matrix", "").startswith("confirm")}
+    # the confirmatory runs are the confirm matrix's and the pre-registered campaigns'
+    from attn_analysis import configs
+    confirm = r[r["role"] == "confirmatory"]
+    for row in confirm.itertuples():
+        assert row.matrix.startswith("confirm") or row.campaign in configs.POWERED_PLANS, row.run
+    assert {p for p in folders if json.loads((RUNS / p / "plan.json").read_text())
+            .get("matrix", "").startswith("confirm")} <= set(confirm["run"])
 
 
 def test_real_data_agrees_with_a_loaded_and_verified_run():
@@ -318,6 +331,9 @@ def test_plan_statement():
     assert "no git history" in none and "before" not in none
     assert inv.plan_statement(pd.DataFrame([{**row, "role": "exploratory"}])) == \
         "No recorded run is confirmatory."
+    both = inv.plan_statement(pd.DataFrame([row, {**row, "run": "c2",
+                                                  "plan_committed_utc": ts(0)}]))
+    assert "The plans of c2 entered git before their first process." in both
     with pytest.raises(ValueError, match="`runs`"):
         inv.plan_statement(pd.DataFrame({"run": ["x"]}))
     # the recorded confirmatory runs: their plans entered git with their results

@@ -27,11 +27,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from .. import configs
 from ..record.journal import journal_paths
 from ..record.schema import PLAN, RUN_INFO
 
 __all__ = ["DEFAULT_RUNS_DIR", "FINGERPRINT", "UNRECORDED", "ROLES", "gpu_model",
-           "label_letters", "run_role", "gpu_inventory", "run_inventory", "gpu_labels",
+           "label_letters", "campaign_of", "run_role", "gpu_inventory", "run_inventory", "gpu_labels",
            "gpu_label", "counts", "plan_statement"]
 
 DEFAULT_RUNS_DIR = "data/runs"
@@ -42,11 +43,14 @@ ROLES = ("confirmatory", "calibration", "exploratory")
 _CONTROL = re.compile(r"^sdpa(_twin|_spin\w*)$")
 _GPU_COLUMNS = ["label", "model", "uuid", "runs", "n_runs", "processes", "first_entry_utc"]
 _RUN_COLUMNS = ["run", "model", "gpus", "processes", "placements_per_unit", "samples",
-                "candidates", "configs", "matrix", "protocol", "role", "first_entry_utc",
-                "finished_utc", "plan_committed_utc", "results_committed_utc"]
+                "candidates", "configs", "matrix", "protocol", "role", "campaign",
+                "first_entry_utc", "finished_utc", "plan_committed_utc", "results_committed_utc"]
+# The named plans of configs (CAMPAIGN_PLANS, POWERED_PLANS, ...): a run measured with one
+# of them is that campaign's; the pre-registered powered campaigns are confirmatory.
+_CONFIRMATORY_PLANS = ("POWERED_PLANS",)
 
 
-_NULLABLE = ("samples", "matrix", "first_entry_utc", "finished_utc", "plan_committed_utc",
+_NULLABLE = ("samples", "matrix", "campaign", "first_entry_utc", "finished_utc", "plan_committed_utc",
              "results_committed_utc")
 
 
@@ -71,9 +75,23 @@ def label_letters(index: int) -> str:
     return out
 
 
+def campaign_of(plan: dict) -> tuple[str, str] | None:
+    """(table, name) of the configs plan a run's ``plan`` measured (same matrix, modes and
+    candidates; e.g. ('POWERED_PLANS', 'powered-v1-reports')), or None."""
+    want = (plan.get("matrix"), tuple(plan.get("modes") or ()),
+            frozenset(plan.get("candidates") or ()))
+    for table in sorted(n for n in dir(configs) if n.endswith("_PLANS")):
+        for name, c in getattr(configs, table).items():
+            if (c.get("matrix"), tuple(c.get("modes") or ()),
+                    frozenset(c.get("candidates") or ())) == want:
+                return table, name
+    return None
+
+
 def run_role(run_id: str, plan: dict, info: dict | None = None) -> str:
     """A run's role: as recorded (``role`` in run.json or plan.json), else derived: a run
-    of a ``confirm-*`` matrix is confirmatory; one whose candidates are only the baseline
+    of a pre-registered campaign (``configs.POWERED_PLANS``) or of a ``confirm-*`` matrix
+    is confirmatory; one whose candidates are only the baseline
     and controls of known truth (or named for calibration or controls) is a calibration;
     everything else is exploratory."""
     recorded = (info or {}).get("role") or (plan or {}).get("role")
@@ -85,6 +103,9 @@ def run_role(run_id: str, plan: dict, info: dict | None = None) -> str:
     only_controls = candidates and all(c == "sdpa" or _CONTROL.match(c) for c in candidates)
     if only_controls or "calibration" in run_id or "controls" in run_id:
         return "calibration"
+    found = campaign_of(plan or {})
+    if found and found[0] in _CONFIRMATORY_PLANS:
+        return "confirmatory"
     return "exploratory"
 
 
@@ -143,6 +164,24 @@ def _git_added(runs_dir: Path) -> dict:
     return added
 
 
+def _git_campaign_added(runs_dir: Path, names) -> dict:
+    """{campaign name: ISO time of the first commit whose configs.py holds '"name":'},
+    {} without git."""
+    out = {}
+    for name in sorted(set(names)):
+        try:
+            log = subprocess.run(
+                ["git", "-C", str(runs_dir), "log", "--reverse", "--format=%cI",
+                 f"-S\"{name}\":", "--", ":/attn_analysis/configs.py"],
+                capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.SubprocessError):
+            return {}
+        first = log.stdout.split()[:1] if log.returncode == 0 else []
+        if first:
+            out[name] = pd.Timestamp(first[0]).tz_convert("UTC").isoformat()
+    return out
+
+
 def _signature(runs_dir: Path) -> tuple:
     """What identifies the state of ``runs_dir`` for the cache: each run and the times of
     its run.json and journal."""
@@ -173,6 +212,7 @@ def _tables(runs_dir: Path, signature: tuple) -> tuple[pd.DataFrame, pd.DataFram
             or info.get("plan") or {}
         trials = _trials(run_dir)
         starts = [t["started_utc"] for t in trials if t["started_utc"]]
+        campaign = campaign_of(plan)
         for t in trials:
             key = t["gpu_uuid"] or (f"{UNRECORDED}:{name}" if t["gpu_name"] else None)
             processes.append({**t, "run": name, "key": key, "model": gpu_model(t["gpu_name"])})
@@ -185,10 +225,17 @@ def _tables(runs_dir: Path, signature: tuple) -> tuple[pd.DataFrame, pd.DataFram
             "configs": len(plan.get("configs") or ()), "matrix": plan.get("matrix"),
             "protocol": 2 if "placements" in plan else 1,
             "role": run_role(name, plan, info),
+            "campaign": campaign[1] if campaign else None,
             "first_entry_utc": min(starts) if starts else None,
             "finished_utc": info.get("finished_utc"),
             "plan_committed_utc": added.get((name, PLAN)),
             "results_committed_utc": added.get((name, RUN_INFO))})
+    # the plan entered git when its plan.json did, or earlier with its configs campaign
+    campaigns = _git_campaign_added(runs_dir, [r["campaign"] for r in runs if r["campaign"]]) \
+        if added else {}
+    for r in runs:
+        times = [t for t in (r["plan_committed_utc"], campaigns.get(r["campaign"])) if t]
+        r["plan_committed_utc"] = min(times, key=pd.Timestamp) if times else None
     procs = pd.DataFrame(processes, columns=["run", "trial", "started_utc", "gpu_name",
                                              "gpu_uuid", "key", "model"])
     gpus, labels = _gpu_table(procs)
@@ -248,8 +295,11 @@ def gpu_inventory(runs_dir=DEFAULT_RUNS_DIR) -> pd.DataFrame:
 def run_inventory(runs_dir=DEFAULT_RUNS_DIR) -> pd.DataFrame:
     """One row per run, in order of its first journal entry: run, model, gpus (labels),
     processes, placements_per_unit, samples, candidates and configs (counts), matrix,
-    protocol (1 or 2), role, first_entry_utc, finished_utc, plan_committed_utc and
-    results_committed_utc (git; None outside a checkout)."""
+    protocol (1 or 2), role, campaign (the configs plan it measured, or None),
+    first_entry_utc, finished_utc, plan_committed_utc (the first commit holding its
+    plan.json, or its campaign in configs.py if that came first) and
+    results_committed_utc (the commit that added run.json); git times are None outside a
+    checkout."""
     return _load(runs_dir)[1].copy()
 
 
@@ -315,6 +365,8 @@ def plan_statement(runs: pd.DataFrame) -> str:
     with_results = all(r.plan_committed_utc == r.results_committed_utc for r in late)
     where = ("in the commit that added their results" if with_results
              else "after their first process started")
+    early = [r.run for r in confirm.itertuples() if r.run not in {x.run for x in late}]
+    after = (f"The plans of {', '.join(early)} entered git before their first process."
+             if early else "Plans from now on are committed before their runs.")
     return (f"The plans of the confirmatory runs {', '.join(r.run for r in late)} entered git "
-            f"{where}. So git cannot show that they were fixed before measuring. Plans from "
-            f"now on are committed before their runs.")
+            f"{where}. So git cannot show that they were fixed before measuring. {after}")
