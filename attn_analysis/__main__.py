@@ -319,12 +319,14 @@ def cmd_plan(args) -> int:
         sigmas = {"call": args.sigma[0], "kernel": args.sigma[1]}
         source = "given with --sigma"
     else:
-        sigmas = power.load_design_sigmas(device=args.gpu_model, configs=[c.key for c in cfgs])
+        sigmas = power.load_design_sigmas(device=args.gpu_model, configs=[c.key for c in cfgs],
+                                          candidates=spec["candidates"])
         if sigmas is None:
             raise ValueError(f"no recorded design SDs ({power.DESIGN_SIGMAS}; "
                              f"scripts/design_sigmas.py writes it): pass --sigma CALL KERNEL.")
-        source = (f"the {power.SIGMA_QUANTILE:.0%} quantile of recorded comparisons "
-                  f"({power.DESIGN_SIGMAS}, {args.gpu_model or 'GPU models pooled'})")
+        source = (f"the {power.SIGMA_QUANTILE:.0%} quantile of the recorded comparisons of "
+                  f"these shapes and candidates ({power.DESIGN_SIGMAS}, "
+                  f"{args.gpu_model or 'GPU models pooled'}; where none was recorded, of all)")
     m, report, text = power.plan_decidability(
         len(cfgs), spec["candidates"], trials, sigmas, levels=levels,
         family=spec.get("family_size"))
@@ -344,7 +346,8 @@ def _power_warning(plan) -> None:
     """Warn (stderr) when a GPU sweep's design cannot decide at its family, per the
     recorded design SDs; nothing where they are absent."""
     from .analyse import power
-    sigmas = power.load_design_sigmas(configs=[c.key for c in plan.configs])
+    sigmas = power.load_design_sigmas(configs=[c.key for c in plan.configs],
+                                      candidates=plan.candidates)
     if sigmas is None:
         return
     m, report, text = power.plan_decidability(len(plan.configs), plan.candidates,

@@ -1,7 +1,9 @@
-"""Record the per-process SDs a design is sized with (analyse.power.recorded_sigmas) from
-the committed runs with at least three processes that compare SDPA with the custom kernels
-and peers, per GPU model and pooled, into data/reference/design_sigmas.json, with each
-run's content hash. ``sweep`` and ``plan --power`` read it (analyse.power.load_design_sigmas).
+"""Record the per-process SD of every comparison with SDPA at the default placements
+(analyse.power.recorded_sds) in the committed runs with at least three processes that
+compare SDPA with the custom kernels and peers, into data/reference/design_sigmas.json,
+with each run's content hash. ``sweep``, ``plan --power`` and the notebooks size a design
+from its quantile over the plan's GPU model, shapes and candidates
+(analyse.power.load_design_sigmas).
 
     python3 scripts/design_sigmas.py            # writes the file
     python3 scripts/design_sigmas.py --check    # exits 1 if the file differs from the runs
@@ -14,7 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from attn_analysis import configs, record  # noqa: E402
+from attn_analysis import record  # noqa: E402
 from attn_analysis.analyse import power  # noqa: E402
 from attn_analysis.measure.plan import DEFAULT_PLACEMENTS  # noqa: E402
 
@@ -24,27 +26,14 @@ RUNS = ("h100-sota-target", "h200-sota-target", "h100-sota-confirm", "h200-sota-
 EXCLUDE = ("eager", "sdpa_math", "sdpa_efficient", "sdpa_spin0", "sdpa_spin1000")
 
 
-# shape groups: the named matrices a plan is sized within (a plan of other shapes: "all")
-GROUPS = ("reports-v1", "long-grid-v1")
-
-
 def build() -> dict:
     runs = [record.load(ROOT / "data" / "runs" / r) for r in RUNS]
-    groups = {g: [c.key for c in configs.matrix(g)] for g in GROUPS}
-    by_device = {"all": runs}
-    by_device.update({d: [r for r in runs if r.device == d]
-                      for d in sorted({r.device for r in runs})})
-    sig = {}
-    for device, chosen in by_device.items():
-        sig[device] = {g: power.recorded_sigmas(chosen, DEFAULT_PLACEMENTS, exclude=EXCLUDE,
-                                                configs=groups.get(g))
-                       for g in (*GROUPS, "all")}
-    rounded = {k: {g: {lv: round(v, 6) for lv, v in d.items()} for g, d in t.items()}
-               for k, t in sig.items()}
-    return {"kind": "design_sigmas", "quantile": power.SIGMA_QUANTILE,
-            "placements": DEFAULT_PLACEMENTS, "excluded_candidates": list(EXCLUDE),
-            "runs": {r.run_id: r.content_hash for r in runs}, "groups": groups,
-            "sigmas": rounded}
+    sds = power.recorded_sds(runs, DEFAULT_PLACEMENTS, exclude=EXCLUDE)
+    sds["sd"] = sds["sd"].round(6)
+    return {"kind": "design_sigmas", "placements": DEFAULT_PLACEMENTS,
+            "excluded_candidates": list(EXCLUDE),
+            "runs": {r.run_id: r.content_hash for r in runs},
+            "comparisons": sds.to_dict(orient="records")}
 
 
 def main(argv) -> int:

@@ -157,6 +157,12 @@ def test_recorded_design_sigmas_are_the_runs_and_pick_the_plan_shapes():
     a = pw.load_design_sigmas(ROOT / pw.DESIGN_SIGMAS, None, both)
     assert set(r) == {"call", "kernel"} and r != a
     assert pw.load_design_sigmas(ROOT / "no-such.json") is None
+    # a filter that leaves no row falls back to the wider set, never to nothing
+    sds = pw.load_design_sds(ROOT / pw.DESIGN_SIGMAS)
+    assert pw.sigmas_of(sds, "no GPU", ["B1-H1-S1-D64-fp16"], ["nope"]) == pw.sigmas_of(sds)
+    twin = pw.sigmas_of(sds, candidates=["sdpa_twin"])
+    rows = sds[(sds.candidate == "sdpa_twin") & (sds.level == "call")]
+    assert twin["call"] == pytest.approx(np.quantile(rows.sd, pw.SIGMA_QUANTILE))
 
 
 def test_run_decidability_judges_a_recorded_run_at_its_family():

@@ -294,46 +294,70 @@ def family_size(n_configs: int, candidates, baseline: str = "sdpa",
     return n * len(others) * len(tuple(levels))
 
 
-def recorded_sigmas(runs, placements: int, quantile: float = SIGMA_QUANTILE,
-                    baseline: str = "sdpa", exclude=(), configs=None) -> dict:
-    """``{level: SD}`` for a design with ``placements`` placements: :func:`family_sigma` of
-    the comparisons with ``baseline`` in ``runs`` (loaded ``record.Run`` objects with at
-    least 3 processes), pooled, candidates in ``exclude`` left out, configurations in
-    ``configs`` (keys; None: all) only. A level with no comparison is left out."""
+def recorded_sds(runs, placements: int, baseline: str = "sdpa", exclude=()) -> pd.DataFrame:
+    """One row per comparison with ``baseline`` in ``runs`` (loaded ``record.Run`` objects;
+    those with fewer than 3 shared processes give none) and level: ``device``, ``run``,
+    ``config``, ``candidate``, ``level`` and ``sd``, the :func:`diff_sd` of its
+    components at ``placements`` placements. Candidates in ``exclude`` are left out."""
+    rows = []
+    for run in runs:
+        for level in ("call", "kernel"):
+            for r in paired_components(run.placements, baseline, level).itertuples():
+                if r.candidate in tuple(exclude):
+                    continue
+                rows.append({"device": run.device, "run": run.run_id, "config": r.config,
+                             "candidate": r.candidate, "level": level,
+                             "sd": diff_sd(r.sd_interaction,
+                                           (r.sd_placement_base, r.sd_placement_cand),
+                                           placements)})
+    return pd.DataFrame(rows, columns=["device", "run", "config", "candidate", "level", "sd"])
+
+
+def sigmas_of(sds: pd.DataFrame, device: str | None = None, configs=None, candidates=None,
+              quantile: float = SIGMA_QUANTILE) -> dict:
+    """``{level: SD}``: the ``quantile`` of the rows of ``sds`` (:func:`recorded_sds`) on
+    GPU model ``device`` (None or absent: every model), at ``configs`` and of
+    ``candidates`` (keys and names; None: all). A filter that leaves no row of a level is
+    dropped, widest first (candidates, then configurations, then the model), so a plan of
+    shapes or kernels never recorded is judged by every recorded comparison."""
+    q = float(quantile)
+    if not 0.0 <= q <= 1.0:
+        raise ValueError(f"`quantile` must be in [0, 1]; got {quantile!r}.")
     out = {}
-    for level in ("call", "kernel"):
-        frames = [paired_components(r.placements, baseline, level) for r in runs]
-        comps = pd.concat([f for f in frames if len(f)], ignore_index=True) \
-            if any(len(f) for f in frames) else pd.DataFrame()
-        if len(comps):
-            comps = comps[~comps["candidate"].isin(tuple(exclude))]
-        if len(comps) and configs is not None:
-            comps = comps[comps["config"].isin(tuple(configs))]
-        if len(comps):
-            out[level] = family_sigma(comps, placements, quantile)
+    for level, rows in sds.groupby("level", sort=True):
+        masks = [rows["device"] == device if device in set(rows["device"]) else None,
+                 rows["config"].isin(tuple(configs)) if configs is not None else None,
+                 rows["candidate"].isin(tuple(candidates)) if candidates is not None else None]
+        for drop in range(len(masks) + 1):
+            keep = pd.Series(True, index=rows.index)
+            for mask in masks[:len(masks) - drop]:
+                if mask is not None:
+                    keep &= mask
+            chosen = rows.loc[keep, "sd"]
+            if len(chosen):
+                out[level] = float(np.quantile(chosen, q))
+                break
     return out
 
 
-def load_design_sigmas(path=None, device: str | None = None,
-                       configs=None) -> dict | None:
-    """The ``{level: SD}`` that ``scripts/design_sigmas.py`` recorded, or None where the
-    file is absent (a checkout without it: the caller says it cannot judge).
-
-    Its table is keyed by GPU model (or "all", pooled) and then by shape group: a named
-    matrix whose configurations hold all of ``configs`` (keys), else "all" shapes. The
-    GPU model ``device`` is used where the file has it, else the pooled models. ``path``
-    None: ``DESIGN_SIGMAS`` in the checkout this package lives in."""
+def load_design_sds(path=None) -> pd.DataFrame | None:
+    """The rows ``scripts/design_sigmas.py`` recorded (:func:`recorded_sds` of the
+    exploratory runs), or None where the file is absent. ``path`` None:
+    ``DESIGN_SIGMAS`` in the checkout this package lives in."""
     import json
     from pathlib import Path
     p = Path(__file__).resolve().parents[2] / DESIGN_SIGMAS if path is None else Path(path)
     if not p.is_file():
         return None
-    doc = json.loads(p.read_text())
-    table = doc["sigmas"].get(device) or doc["sigmas"]["all"]
-    wanted = set(configs or ())
-    group = next((g for g, keys in doc["groups"].items()
-                  if wanted and wanted <= set(keys)), "all")
-    return dict(table[group])
+    return pd.DataFrame(json.loads(p.read_text())["comparisons"])
+
+
+def load_design_sigmas(path=None, device: str | None = None, configs=None,
+                       candidates=None) -> dict | None:
+    """:func:`sigmas_of` the recorded rows (:func:`load_design_sds`), or None where the
+    file is absent (a checkout without it: the caller says it cannot judge)."""
+    sds = load_design_sds(path)
+    return None if sds is None else sigmas_of(sds, device, configs, candidates)
 
 
 def plan_decidability(n_configs: int, candidates, processes: int, sigmas: dict,
@@ -362,7 +386,8 @@ def run_decidability(run, sigmas: dict | None = None, baseline: str = "sdpa",
     candidates = sorted(s["candidate"].unique())
     processes = int(s.groupby(["config", "candidate"])["trial"].nunique().min())
     if sigmas is None:
-        sigmas = load_design_sigmas(device=run.device, configs=s["config"].unique())
+        sigmas = load_design_sigmas(device=run.device, configs=s["config"].unique(),
+                                    candidates=candidates)
     if not sigmas:
         return (f"run {run.run_id}: no recorded design SDs ({DESIGN_SIGMAS}), so whether "
                 f"{processes} processes decide at its family cannot be said.")
