@@ -213,3 +213,56 @@ def test_script_cpu_quick_run_writes_a_sealed_file_the_analysis_reads(tmp_path):
         assert len(u["timers"]["graph"]["times_ms"]) >= 20
     assert {r["timer"] for r in ta.unit_rows(doc)} == {"graph", "per_call"}
     assert ta.experiment_rows(doc)
+
+
+# ------------------------------------------------------------ attn_analysis/chapters/timers.py
+
+def test_chapter_table_figure_and_sentences_from_recorded_data():
+    from attn_analysis.chapters import timers as ch
+    doc = synthetic(bias={("fast", "do_bench_cudagraph"): 1.03}, host={"fast": 0.1})
+    docs = {"timers_h100": doc}
+    table = ch.speedup_table(docs)
+    assert list(table.index) == ["fast", "plain", "sdpa"]
+    assert ("H100", ch.TIMER_LABELS["graph"]) in table.columns
+    assert table.loc["sdpa", ("H100", ch.TIMER_LABELS["graph"])].startswith("1.000")
+    eager = ch.eager_table(doc)
+    assert eager.loc["fast", "host share of the call"] > 0.6
+    fig = ch.speedup_figure(doc, "H100-a (torch 2.11)")
+    ax = fig.axes[0]
+    assert "H100-a" in ax.get_title() and SHAPE in ax.get_title()
+    lo, hi = ax.get_xlim()
+    assert lo < 0.050 / 0.045 * 0.99 and hi > 0.050 / 0.045 and hi - lo < 1.0
+    s = ch.question_sentences(docs, candidates=("fast", "plain"))
+    assert set(s) == set(ch.QUESTIONS)
+    assert "on the H100, fast 1.1" in s["graph"] and "host" in s["per_call"]
+    assert "no timer cross-check is recorded for the H200" in s["graph"]
+    d = ch.disagreement_sentence({"timers_h100": synthetic(bias={("fast", "do_bench_cudagraph"): 1.03})})
+    # fast's four pairs with do_bench_cudagraph exceed 1 % (of 2 candidates x 10 pairs)
+    assert "4 of 20 timer pairs" in d and "do_bench_cudagraph" in d and "recorded for the H200" in d
+
+
+def test_chapter_says_plainly_when_nothing_is_recorded(tmp_path):
+    from attn_analysis.chapters import timers as ch
+    assert ch.recorded(tmp_path) == {}
+    s = ch.question_sentences({})
+    assert all("no timer cross-check is recorded for the H100" in v for v in s.values())
+    assert ch.speedup_table({}).empty
+    with pytest.raises(ValueError, match="`device_label`"):
+        ch.speedup_figure(synthetic(), "")
+
+
+def test_experiment_summary_names_each_effect():
+    def proc(w, hot, flushed):
+        return {"worker": w, "units": [dict(shape=SHAPE, candidate="fast", experiments={
+            "l2": {"graph_kernel": {"hot_kernel_ms": hot, "flushed_kernel_ms": flushed},
+                   "do_bench_flush": {"times_ms": [0.055]}, "do_bench_no_flush": {"times_ms": [0.05]}},
+            "composition": {"graph_k1": {"times_ms": [0.052]}, "graph_k100": {"times_ms": [0.05]},
+                            "graph_kauto": {"times_ms": [0.05]},
+                            "do_bench_cudagraph_rep20": {"times_ms": [0.048]}}})]}
+    doc = {"processes": [], "experiment_processes": [proc(0, 0.04, 0.044), proc(1, 0.04, 0.046)]}
+    (r,) = ta.experiment_summary(doc)
+    assert r["n_processes"] == 2 and r["l2_effect"] == pytest.approx(0.125)
+    assert r["do_bench_flush_effect"] == pytest.approx(0.1)
+    assert r["graph_k1_over_k100"] == pytest.approx(0.04)
+    assert r["graph_over_dbcg_rep20"] == pytest.approx(0.05 / 0.048 - 1)
+    assert r["dbcg_rep100_over_rep20"] is None  # not measured: no number invented

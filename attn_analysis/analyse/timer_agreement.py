@@ -27,7 +27,8 @@ import math
 import numpy as np
 
 __all__ = ["TIMERS", "KERNEL", "ALL_TIMERS", "DEFAULT_THRESHOLD", "unit_rows", "speedups",
-           "disagreements", "eager_answer", "experiment_rows", "summary_text", "gpu_label"]
+           "disagreements", "eager_answer", "experiment_rows", "experiment_summary",
+           "summary_text", "gpu_label"]
 
 TIMERS = ("graph", "per_call", "do_bench", "do_bench_cudagraph")
 KERNEL = "kernel"
@@ -222,6 +223,39 @@ def experiment_rows(doc) -> list[dict]:
             row["placement_graph_ms"] = pl
             row["placement_spread"] = max(pl) / min(pl) - 1 if len(pl) > 1 else None
             out.append(row)
+    return out
+
+
+def experiment_summary(doc) -> list[dict]:
+    """:func:`experiment_rows` reduced per shape and candidate (median over experiment
+    processes of each numeric field), with the effects that explain a disagreement:
+    ``l2_effect`` (flushed / hot kernel time - 1), ``do_bench_flush_effect`` (do_bench with
+    its flush / without - 1), ``graph_k1_over_k100`` (one call a replay / 100 - 1),
+    ``dbcg_rep100_over_rep20`` - 1, ``graph_over_dbcg_rep20`` - 1 (the protocol's automatic
+    graph against do_bench_cudagraph's default), and the median placement spread."""
+    groups: dict = {}
+    for r in experiment_rows(doc):
+        groups.setdefault((r["shape"], r["candidate"]), []).append(r)
+    out = []
+    for (shape, cand), rows in sorted(groups.items()):
+        m = {}
+        for key in rows[0]:
+            vals = [r.get(key) for r in rows]
+            vals = [v for v in vals if isinstance(v, (int, float)) and not isinstance(v, bool)
+                    and math.isfinite(v)]
+            if vals and key != "process":
+                m[key] = _median(vals)
+
+        def ratio(a, b):
+            return m[a] / m[b] - 1 if m.get(a) and m.get(b) else None
+        out.append(dict(shape=shape, candidate=cand, n_processes=len(rows), **m,
+                        l2_effect=ratio("flushed_kernel_ms", "hot_kernel_ms"),
+                        do_bench_flush_effect=ratio("do_bench_flush_ms", "do_bench_no_flush_ms"),
+                        graph_k1_over_k100=ratio("graph_k1_ms", "graph_k100_ms"),
+                        dbcg_rep100_over_rep20=ratio("do_bench_cudagraph_rep100_ms",
+                                                     "do_bench_cudagraph_rep20_ms"),
+                        graph_over_dbcg_rep20=ratio("graph_kauto_ms",
+                                                    "do_bench_cudagraph_rep20_ms")))
     return out
 
 
