@@ -1,10 +1,14 @@
 """Every candidate under every timer a practitioner uses, on one GPU, in the same processes (issue 46).
 
 At the target (B32 H8 S512 D64 fp16) and four long shapes (``LONG_SHAPES``: the confirmatory
-family's non-causal long shapes, 16k tokens and hidden 2048), each of ``--processes`` fresh
-processes builds every candidate once (the registry's defaults, ``gluon``, and the peers of
-``attn_analysis.measure.peers`` that import), draws one placement per candidate and shape
-(``placement.place``), and times that one call, in a randomized order, with
+family's non-causal long shapes, 16k tokens and hidden 2048), a first fresh process builds
+every candidate (the registry's defaults, ``gluon``, and the peers of
+``attn_analysis.measure.peers`` that import) and runs the float64 gate (``candidates.check``),
+timing nothing: it fills the on-disk caches (compiles, FA4's JIT) and records each build's
+choices. Then each of ``--processes`` fresh processes builds the candidates that passed
+(Triton's and Gluon's tuning reused from the build process), draws one placement per
+candidate and shape (``placement.place``), and times that one call with every timer below,
+the target first, then the other shapes in a random order, candidates and timers shuffled:
 
 - ``graph``: the protocol's graph mode, ``timing.measure(call, "graph")`` (the package's timer);
 - ``per_call``: the protocol's eager mode, ``timing.measure(call, "per_call")`` (an event pair
@@ -16,8 +20,10 @@ then reads the kernel time of the call from the profiler (``profiler.profile_dev
 so the host's share of an eager call is ``per_call - kernel``. Every raw time is kept, with the
 GPU's clocks, temperature and power read (never set) before and after each timer
 (``machine.gpu_state``), the machine's fingerprint (versions, GPU UUID) and each build's info
-(package versions of the peers). Candidates that fail to build or fail the float64 gate
-(``candidates.check``, first process) are recorded with the reason and not timed.
+(package versions of the peers). Candidates that fail to build or fail the gate are
+recorded with the reason and never timed. Each part has a wall-clock budget
+(``--build-deadline-s``, ``--deadline-s``, ``--exp-deadline-s``, shared equally by its
+processes); a unit its process reaches too late is recorded as ``skipped: deadline``.
 
 ``--experiments`` adds the controlled experiments (:data:`EXPERIMENTS`) that explain a
 disagreement, in ``--exp-processes`` further fresh processes at ``EXP_SHAPES``:
@@ -80,6 +86,7 @@ EXTRA_CANDIDATES = ("gluon",)
 TARGET_ONLY = ("sdpa_math", "eager", "eager_compiled", "fa4_bshd", "sdpa_bshd")
 REFERENCE = "sdpa"
 EXPERIMENTS = ("l2", "composition", "placement")
+ROLES = ("build", "time", "experiments")
 EXP_SHAPES = (TARGET, Config(2, 32, 8192))
 EXP_CANDIDATES = ("sdpa", "sdpa_cudnn", "flex", "triton", "gluon", "fa4", "fa3",
                   "cudnn_frontend", "flex_flash")
@@ -114,14 +121,17 @@ def parse_args(argv=None):
     ap.add_argument("--processes", type=int, default=4, help="fresh processes (default 4)")
     ap.add_argument("--shapes", nargs="*", default=None, help="Config keys (default SHAPES)")
     ap.add_argument("--candidates", nargs="*", default=None, help="names (default: all)")
-    ap.add_argument("--budget-s", type=float, default=0.25,
+    ap.add_argument("--budget-s", type=float, default=0.15,
                     help="budget of each protocol measure (graph, per_call)")
-    ap.add_argument("--deadline-s", type=float, default=290.0,
-                    help="wall-clock budget of the main part; units left are recorded as skipped")
+    ap.add_argument("--build-deadline-s", type=float, default=110.0,
+                    help="wall-clock budget of the build process (builds, gate, caches)")
+    ap.add_argument("--deadline-s", type=float, default=190.0,
+                    help="wall-clock budget of the timing processes; units left are recorded "
+                         "as skipped")
     ap.add_argument("--experiments", action="store_true", help="add the controlled experiments")
     ap.add_argument("--experiments-only", action="store_true", help="only the experiments")
     ap.add_argument("--exp-processes", type=int, default=2)
-    ap.add_argument("--exp-deadline-s", type=float, default=230.0)
+    ap.add_argument("--exp-deadline-s", type=float, default=200.0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--worker", type=int, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--plan", default=None, help=argparse.SUPPRESS)
@@ -138,7 +148,7 @@ def make_plan(args) -> dict:
         if getattr(args, name) < 1:
             raise ValueError(f"`--{name.replace('_', '-')}` must be >= 1; "
                              f"got {getattr(args, name)!r}.")
-    for name in ("budget_s", "deadline_s", "exp_deadline_s"):
+    for name in ("budget_s", "deadline_s", "exp_deadline_s", "build_deadline_s"):
         if not (math.isfinite(getattr(args, name)) and getattr(args, name) > 0):
             raise ValueError(f"`--{name.replace('_', '-')}` must be a positive number; "
                              f"got {getattr(args, name)!r}.")
@@ -183,11 +193,15 @@ def units_for(shapes, names, target_only, target_key) -> list[tuple[str, str]]:
     return [(s, c) for s in shapes for c in names if s == target_key or c not in target_only]
 
 
-def ordered(units, rng: random.Random) -> list:
-    """The units grouped by shape (shapes in a random order), candidates shuffled within a
-    shape: each process measures everything in its own order."""
+def ordered(units, rng: random.Random, first=None) -> list:
+    """The units grouped by shape (shapes in a random order, ``first`` first if given: the
+    target, so that a deadline never costs it), candidates shuffled within a shape: each
+    process measures everything in its own order."""
     shapes = list(dict.fromkeys(s for s, _ in units))
     rng.shuffle(shapes)
+    if first in shapes:
+        shapes.remove(first)
+        shapes.insert(0, first)
     out = []
     for s in shapes:
         block = [u for u in units if u[0] == s]
@@ -254,17 +268,21 @@ def no_l2_flush():
 
 
 class Worker:
-    """One fresh process: builds, places and times (the main part or the experiments)."""
+    """One fresh process in one of the ``ROLES``: ``build`` (build and gate every unit, time
+    nothing: warms the on-disk caches and records the hints), ``time`` (the main part) or
+    ``experiments``."""
 
     def __init__(self, plan: dict, index: int, part_path: str, hints: dict, deadline: float,
-                 experiments: bool):
+                 role: str):
         from attn_analysis.measure import machine
+        if role not in ROLES:
+            raise ValueError(f"`role` must be one of {ROLES}; got {role!r}.")
         self.plan, self.index, self.part_path, self.hints = plan, index, part_path, hints
-        self.deadline, self.experiments, self.machine = deadline, experiments, machine
+        self.deadline, self.role, self.machine = deadline, role, machine
         self.device = plan["device"]
         self.cuda = self.device == "cuda"
-        self.rng = random.Random(plan["seed"] * 1_000_003 + index * 7919 + (500 if experiments else 0))
-        self.part = dict(worker=index, pid=os.getpid(), experiments=experiments,
+        self.rng = random.Random(plan["seed"] * 1_000_003 + index * 7919 + ROLES.index(role))
+        self.part = dict(worker=index, pid=os.getpid(), role=role,
                          started_utc=now_utc(), units=[], builds={}, complete=False)
 
     # -- edges
@@ -311,8 +329,12 @@ class Worker:
         rec = self.part["builds"].setdefault(shape, {}).setdefault(name, {})
         config = Config.from_key(shape)
         earlier = self.hints.get(shape, {}).get(name, {})
+        if self.role != "build" and not earlier:
+            rec.update(status="skipped", reason="no gated build from the build process")
+            self._built[key] = None
+            return None
         if earlier and earlier.get("status") != "ok":
-            rec.update(status="skipped", reason=f"first process: {earlier.get('status')}")
+            rec.update(status="skipped", reason=f"build process: {earlier.get('status')}")
             self._built[key] = None
             return None
         t0 = time.perf_counter()
@@ -327,7 +349,7 @@ class Worker:
         rec["build_s"] = time.perf_counter() - t0
         if built is not None:
             rec.update(status="ok", info=built.info)
-            if self.index == 0 and not self.experiments:
+            if self.role == "build":
                 try:
                     gate = candidates.check(built, config, self.device, seed=12345, name=name)
                     rec["gate"] = dict(passed=gate.passed, rel_error=gate.rel_error,
@@ -394,11 +416,27 @@ class Worker:
         except Exception as exc:
             return {"error": f"{type(exc).__name__}: {str(exc)[:500]}"}
 
+    # -- the build process
+    def run_build(self):
+        """Build and gate every unit of the main part and the experiments, timing nothing."""
+        self._built = {}
+        units = units_for(self.plan["shapes"], self.names, self.plan["target_only"],
+                          self.plan["target"])
+        units += [(s, c) for s in self.plan["exp_shapes"] for c in self.plan["exp_candidates"]
+                  if c in self.names and (s, c) not in units]
+        for shape, name in units:
+            if time.time() > self.deadline:
+                self.part["units"].append(dict(shape=shape, candidate=name, skipped="deadline"))
+                continue
+            self.build(shape, name)
+            self.save()
+        self._built.clear()
+
     # -- the main part
     def run_main(self):
         self._built = {}
         units = ordered(units_for(self.plan["shapes"], self.names, self.plan["target_only"],
-                                  self.plan["target"]), self.rng)
+                                  self.plan["target"]), self.rng, first=self.plan["target"])
         self.part["order"] = [f"{s}|{c}" for s, c in units]
         for i, (shape, name) in enumerate(units):
             unit = dict(shape=shape, candidate=name, order=i)
@@ -467,8 +505,11 @@ class Worker:
             out["graph_kernel"] = l2_graph_kernels(call, self.machine)
         out["do_bench_flush"] = self.timer("do_bench", call)
         if self.cuda:
-            with no_l2_flush():
-                out["do_bench_no_flush"] = self.timer("do_bench", call)
+            try:
+                with no_l2_flush():
+                    out["do_bench_no_flush"] = self.timer("do_bench", call)
+            except Exception as exc:  # Triton's internals moved: the rest still stands
+                out["do_bench_no_flush"] = {"error": f"{type(exc).__name__}: {exc}"}
         out["cold_l2"] = self.timer("cold_l2", call)
         out["graph"] = self.timer("graph", call)
         del held, call
@@ -505,7 +546,8 @@ class Worker:
     def run(self):
         self.start()
         self.save()
-        (self.run_experiments if self.experiments else self.run_main)()
+        {"build": self.run_build, "time": self.run_main,
+         "experiments": self.run_experiments}[self.role]()
         self.part.update(complete=True, finished_utc=now_utc(), gpu_state_end=self.state())
         self.save()
 
@@ -542,6 +584,7 @@ def l2_graph_kernels(call, machine) -> dict:
         return sum(r["ms_per_call"] for r in kept), rows
 
     g_flush = profiler.capture_graph(flush, L2_GRAPH_CALLS)
+    kernel_ms(g_flush)  # unrecorded: the profiler's start-up in this process
     _, flush_rows = kernel_ms(g_flush)
     flush_names = {r["name"] for r in flush_rows}
     hot_ms, hot_rows = kernel_ms(profiler.capture_graph(call, L2_GRAPH_CALLS))
@@ -558,29 +601,32 @@ def l2_graph_kernels(call, machine) -> dict:
 def worker_main(args) -> int:
     plan = json.loads(Path(args.plan).read_text())
     w = Worker(plan["plan"], args.worker, args.part, plan.get("hints", {}), plan["deadline"],
-               plan["experiments"])
+               plan["role"])
     w.run()
     return 0
 
 
 def hints_from(part: dict) -> dict:
-    """What the first process built (status and info per shape and candidate): later
-    processes build the same kernels (tuned configurations reused) and skip what failed."""
+    """What the build process built (status and info per shape and candidate): the timing
+    processes build the same kernels (tuned configurations reused) and skip what failed
+    to build or failed the float64 gate."""
     return {s: {c: {"status": r.get("status"), "info": r.get("info")} for c, r in d.items()}
             for s, d in part.get("builds", {}).items()}
 
 
-def run_workers(doc, plan, n, deadline_s, experiments, env, out_path, tmp, hints) -> dict:
-    """Start ``n`` fresh processes one after another; each gets an equal share of what is
-    left of ``deadline_s``; merge their parts into ``doc`` and write it after each."""
-    key = "experiment_processes" if experiments else "processes"
+def run_workers(doc, plan, n, deadline_s, role, env, out_path, tmp, hints) -> dict:
+    """Start ``n`` fresh processes of ``role`` one after another; each gets an equal share
+    of what is left of ``deadline_s``; merge their parts into ``doc`` and write it after
+    each. Returns the hints (from the build process's part when ``role`` is build)."""
+    key = {"build": "build_process", "time": "processes",
+           "experiments": "experiment_processes"}[role]
     doc[key] = []
     t_end = time.time() + deadline_s
     for i in range(n):
         share = (t_end - time.time()) / (n - i)
         plan_path = Path(tmp) / f"plan_{key}_{i}.json"
         part_path = Path(tmp) / f"part_{key}_{i}.json"
-        plan_path.write_text(json.dumps(dict(plan=plan, hints=hints, experiments=experiments,
+        plan_path.write_text(json.dumps(dict(plan=plan, hints=hints, role=role,
                                              deadline=time.time() + max(share, 1.0))))
         cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", str(i),
                "--plan", str(plan_path), "--part", str(part_path)]
@@ -592,7 +638,7 @@ def run_workers(doc, plan, n, deadline_s, experiments, env, out_path, tmp, hints
         part = json.loads(part_path.read_text()) if part_path.exists() else {"worker": i}
         part.update(returncode=rc, wall_s=time.time() - t0)
         doc[key].append(part)
-        if not experiments and i == 0 and not hints:
+        if role == "build":
             hints = hints_from(part)
         checks.write(out_path, doc, "timers")
         log(f"{key} {i}: rc={rc}, {part['wall_s']:.0f} s, "
@@ -616,15 +662,16 @@ def main(argv=None) -> int:
                started_utc=now_utc(), gpu_index=args.gpu,
                cuda_visible_devices=env.get("CUDA_VISIBLE_DEVICES"), plan=plan, complete=False)
     with tempfile.TemporaryDirectory(prefix="timers-") as tmp:
-        hints = {}
+        hints = run_workers(doc, plan, 1, min(args.build_deadline_s, 60.0) if quick
+                            else args.build_deadline_s, "build", env, out_path, tmp, {})
         if not args.experiments_only:
-            hints = run_workers(doc, plan, 2 if quick else args.processes,
-                                min(args.deadline_s, 60.0) if quick else args.deadline_s,
-                                False, env, out_path, tmp, hints)
+            run_workers(doc, plan, 2 if quick else args.processes,
+                        min(args.deadline_s, 60.0) if quick else args.deadline_s,
+                        "time", env, out_path, tmp, hints)
         if args.experiments or args.experiments_only:
             run_workers(doc, plan, 1 if quick else args.exp_processes,
                         min(args.exp_deadline_s, 60.0) if quick else args.exp_deadline_s,
-                        True, env, out_path, tmp, hints)
+                        "experiments", env, out_path, tmp, hints)
     parts = doc.get("processes", []) + doc.get("experiment_processes", [])
     doc.update(complete=bool(parts) and all(p.get("complete") for p in parts),
                finished_utc=now_utc())

@@ -204,6 +204,8 @@ def test_script_cpu_quick_run_writes_a_sealed_file_the_analysis_reads(tmp_path):
     assert checks.verify(out) == []
     doc = checks.read(out, "timers")
     assert len(doc["processes"]) == 2 and doc["plan"]["device"] == "cpu"
+    (build,) = doc["build_process"]
+    assert all(b["gate"]["passed"] for b in build["builds"][doc["plan"]["target"]].values())
     first = doc["processes"][0]
     assert first["fingerprint"]["device_kind"] == "cpu"
     timed = [u for u in first["units"] if "timers" in u]
