@@ -26,10 +26,11 @@
 
 # %% tags=["parameters", "hide-input"]
 runs_dir = "data/runs"    # recorded runs, relative to the repository root
-target_runs = ""          # comma-separated runs of the target campaign; empty takes every
-                          # recorded one that measured a peer
-reports_runs = ""         # the same for the reports campaign (the reports' ten shapes)
-long_runs = ""            # the same for the long campaign (S 128 to 8192)
+target_runs = "h100-sota-target,h200-sota-target"  # comma-separated runs of the target
+                          # campaign, one GPU per model (the chapter glues per model); empty
+                          # takes every recorded one that measured a peer
+reports_runs = "h100-sota-reports,h200-sota-reports"  # the same for the reports campaign
+long_runs = "h100-sota-long,h200-sota-long"  # the same for the long campaign (S 128 to 8192)
 confirm_runs = ""         # the same for the confirmatory campaign (the exploratory leads)
 gluon_runs = ""           # runs that measured our Gluon kernel (target and long grid); empty
                           # takes every recorded one

@@ -101,8 +101,9 @@ calibration_run = "h100-calibration-v1,h100-calibration-v2"  # runs with sdpa, s
                                                  # sdpa_spin<N>, comma-separated, pooled
 lead_run = "h200-reports-p2-all"                 # the reports matrix in three timing modes
 triton_run = "h200-triton-p2"                    # our Triton kernel against the SDPA backends
-sota_runs = ""                                   # state-of-the-art runs (peers); empty takes
-                                                 # every recorded one (06_state_of_the_art)
+sota_runs = "h100-sota-target,h200-sota-target,h100-sota-reports,h200-sota-reports,h100-sota-long,h200-sota-long,h100-sota-confirm,h200-sota-confirm"  # noqa: E501
+                                                 # state-of-the-art runs (peers), those of
+                                                 # 06_state_of_the_art; empty takes every one
 extras = "data/checks/audit_extras_h100.json"    # scripts/audit_extras.py output
 anatomy = "data/checks/graph_anatomy_h100.json"  # scripts/graph_anatomy.py output
 ks = "3,4,5"                                     # processes per replication of protocol (b)

@@ -157,7 +157,7 @@ def test_unknown_and_missing_named_inputs_are_refused(tmp_path, notebook_kernel,
     assert message in _run_bad(notebook, tmp_path, notebook_kernel, **parameters)
 
 
-@pytest.mark.parametrize("notebook", sorted(p.name for p in NOTEBOOKS.glob("0*.py")))
+@pytest.mark.parametrize("notebook", sorted(p.name for p in NOTEBOOKS.glob("[01][0-9]_*.py")))
 def test_papermill_parses_every_parameter_and_the_cell_is_hidden(tmp_path, notebook, caplog,
                                                                  monkeypatch):
     ipynb = _ipynb(notebook, tmp_path)
