@@ -266,6 +266,9 @@ nbs.glue_text("fx_rp_n_faster_ours",
 equivalent = narrow[narrow["our_verdict"] == stats.Verdict.EQUIVALENT.value]
 nbs.glue_text("fx_rp_n_equivalent", len(equivalent))
 nbs.glue_text("fx_rp_n_sig_equivalent", int((equivalent["p_value"] < 0.05).sum()))
+nbs.glue_text("fx_rp_sentence", fx.reports_sentence(
+    int((narrow["p_value"] < 0.05).sum()), int((equivalent["p_value"] < 0.05).sum()),
+    len(equivalent)))
 
 # %% tags=["remove-cell"]
 num = ["baseline_median_ms", "candidate_median_ms", "speedup", "hedges_g", "cliffs_delta",
@@ -280,12 +283,10 @@ tables.show(side_by_side.reset_index()[["comparison", "speedup", "hedges_g", "p_
             full=side_by_side.reset_index())
 
 # %% [markdown]
-# On one array against itself they give g = {glue:text}`fx_rp_same_g:.1f` and
-# p = {glue:text}`fx_rp_same_p:.1f`, whatever the data. On real pairs they call
-# {glue:text}`fx_rp_n_significant:d` differences significant. Among them are
-# {glue:text}`fx_rp_n_sig_equivalent:d` of the {glue:text}`fx_rp_n_equivalent:d` pairs our
-# interval shows equivalent. Pooling samples from few processes treats them as
-# independent. Neither a large p-value nor overlapping intervals shows equivalence.
+# On one array against itself the reports' test gives g = {glue:text}`fx_rp_same_g:.1f`
+# and p = {glue:text}`fx_rp_same_p:.1f`, whatever the data. {glue:text}`fx_rp_sentence:s`
+# Pooling samples from few processes treats them as independent. Neither a large p-value
+# nor overlapping intervals shows equivalence.
 #
 # ## Replication on a second GPU
 

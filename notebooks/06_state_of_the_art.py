@@ -376,7 +376,6 @@ for name, value in gl_values.items():
 # Across the long grid the Gluon kernel is faster than SDPA's kernel at
 # {glue:text}`gl_h100_long_faster:d` of {glue:text}`gl_h100_long_n:d` shapes on the H100 and
 # {glue:text}`gl_h200_long_faster:d` of {glue:text}`gl_h200_long_n:d` on the H200.
-# {glue:text}`gl_h100_fa4_sentence:s` {glue:text}`gl_h200_fa4_sentence:s`
 # {glue:text}`gl_fa4_goal_sentence:s`
 
 # %% tags=["remove-cell"]

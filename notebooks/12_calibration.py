@@ -331,7 +331,7 @@ nbs.glue_figure("fig-design-power", fig)
 # GPU model, its runs pooled.
 # ```
 
-# %% tags=["remove-input"]
+# %% tags=["remove-cell"]
 tables.show(dc.design_table(rates, k_shown),
             f"Calibration of the design at the target, graph mode, margin {margin:.0%}, at "
             f"{k_shown} processes per replication (the other designs: "

@@ -110,3 +110,21 @@ def test_graph_check_table_in_microseconds():
     assert (row["captures"], row["min_us"], row["median_us"], row["max_us"]) == \
         (3, pytest.approx(10.0), pytest.approx(11.0), pytest.approx(12.0))
     assert row["kernels_per_call"] == 2.0
+
+
+def test_reports_sentence_words_each_outcome():
+    import pytest
+    from attn_analysis.chapters.fixed_shape import reports_sentence
+    s = reports_sentence(3, 0, 2)
+    assert "3 pairs significantly different" in s and "None of the 2 pairs" in s
+    assert "0 of" not in s
+    assert reports_sentence(0, 0, 0) == ("On real pairs it calls no difference significant. "
+                                         "Our interval shows no pair equivalent within the "
+                                         "margin.")
+    assert "2 of the 2 pairs" in reports_sentence(5, 2, 2) and "are among them" in \
+        reports_sentence(5, 2, 2)
+    assert "The one pair" in reports_sentence(1, 0, 1)
+    with pytest.raises(ValueError, match="`n_sig_equivalent`"):
+        reports_sentence(1, 2, 2)
+    with pytest.raises(ValueError, match="`n_equivalent`"):
+        reports_sentence(1, 0, -1)

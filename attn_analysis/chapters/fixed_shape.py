@@ -20,7 +20,8 @@ from ..analyse import reports_statistics
 
 __all__ = ["REPORTS_SAME", "QUOTED", "gpu_label", "family_note", "two_level_table",
            "run_values", "twin_sentence", "k_range", "replication_join",
-           "replication_table", "reports_side_by_side", "graph_check_table"]
+           "replication_table", "reports_side_by_side", "graph_check_table",
+           "reports_sentence"]
 
 # The reports' comparison of one array with itself, the first row of the side-by-side table.
 REPORTS_SAME = "sdpa vs the same array (the reports' comparison)"
@@ -167,3 +168,31 @@ def k_range(k: pd.DataFrame) -> str:
     """The calls per replay of a run's graph units (``replay_cost.graph_calls``'s ``k_min``
     and ``k_max``), as 'low–high'."""
     return f"{int(k['k_min'].min())}–{int(k['k_max'].max())}"
+
+
+def reports_sentence(n_significant: int, n_sig_equivalent: int, n_equivalent: int) -> str:
+    """What the reports' test says on real pairs, worded for each outcome: how many
+    differences it calls significant, and how many of the pairs our interval shows
+    equivalent within the margin it calls significant (never "0 of 0", and no "among them"
+    where there is nothing among)."""
+    for name, v in (("n_significant", n_significant), ("n_sig_equivalent", n_sig_equivalent),
+                    ("n_equivalent", n_equivalent)):
+        if not isinstance(v, (int, np.integer)) or v < 0:
+            raise ValueError(f"`{name}` must be a count; got {v!r}.")
+    if n_sig_equivalent > min(n_equivalent, n_significant):
+        raise ValueError("`n_sig_equivalent` must not exceed `n_equivalent` or "
+                         "`n_significant`.")
+    pairs = "pair" if n_significant == 1 else "pairs"
+    first = (f"On real pairs it calls no difference significant." if n_significant == 0 else
+             f"On real pairs it calls {n_significant} {pairs} significantly different.")
+    if n_equivalent == 0:
+        return first + " Our interval shows no pair equivalent within the margin."
+    eq = "pair" if n_equivalent == 1 else "pairs"
+    if n_sig_equivalent == 0:
+        return (first + f" None of the {n_equivalent} {eq} our interval shows equivalent "
+                f"within the margin is among them." if n_equivalent > 1 else
+                first + " The one pair our interval shows equivalent within the margin is "
+                "not among them.")
+    return (first + f" {n_sig_equivalent} of the {n_equivalent} {eq} our interval shows "
+            f"equivalent within the margin {'is' if n_sig_equivalent == 1 else 'are'} among "
+            f"them.")
