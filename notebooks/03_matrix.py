@@ -277,8 +277,8 @@ if len(vs_lib):
 #
 # Over the {glue:text}`mx_tune_n_runs:d` runs that timed our kernel
 # ({glue:text}`mx_tune_n_cells:d` run-and-shape pairs), later processes reused the first
-# one's pick in {glue:text}`mx_tune_n_reused:d`. Shapes that two runs tuned differently:
-# {glue:text}`mx_tune_differ:s`.
+# one's pick in {glue:text}`mx_tune_n_reused:d`. Runs that tuned a shape differently
+# measured different kernels there.
 
 # %% tags=["remove-cell"]
 tune_runs = {rid: r.units for rid, r in runs.items()

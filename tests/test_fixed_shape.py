@@ -29,11 +29,17 @@ def two_level():
     return pd.DataFrame(rows)
 
 
-def test_gpu_label_lists_each_gpu_once_by_its_uuid_prefix():
+def test_gpu_label_lists_each_gpu_once_by_its_inventory_label():
+    # outside a folder of recorded runs: the UUID block; inside: the inventory's label
     run = types.SimpleNamespace(fingerprint={"trials": {
         "0": {"gpu_uuid": "GPU-1234abcd-ffff"}, "1": {"gpu_uuid": "GPU-1234abcd-ffff"},
         "2": {}}})
-    assert fx.gpu_label(run) == "GPU 1234abcd,unknown"
+    assert fx.gpu_label(run) == "1234abcd, unknown"
+    from attn_analysis.analyse import inventory
+    from attn_analysis.record import run as record
+    recorded = record.load("data/runs/h200-target-p2-m1")
+    uuid = next(iter(recorded.fingerprint["trials"].values()))["gpu_uuid"]
+    assert fx.gpu_label(recorded) == inventory.gpu_label(uuid, "data/runs")
 
 
 def test_family_note_names_m_the_modes_and_the_run():

@@ -28,11 +28,22 @@ REPORTS_SAME = "sdpa vs the same array (the reports' comparison)"
 
 
 def gpu_label(run) -> str:
-    """The GPUs a run's processes ran on, by the first 8 characters of their UUIDs:
-    'GPU 1a2b3c4d' ('unknown' where a process recorded none)."""
+    """The GPUs a run's processes ran on, by their inventory labels ('H200-a'; a GPU the
+    inventory does not know by the first 8 characters of its UUID, 'unknown' where a
+    process recorded none), for captions and prose."""
+    from pathlib import Path
+    from ..analyse.provenance import gpu_name
     uuids = sorted({fp.get("gpu_uuid") or "unknown" for fp in
                     run.fingerprint.get("trials", {}).values()})
-    return "GPU " + ",".join(u.replace("GPU-", "")[:8] for u in uuids)
+    path = getattr(run, "path", None)
+    runs_dir = Path(path).resolve().parent if path is not None else None
+
+    def name(u):
+        if u == "unknown":
+            return u
+        return gpu_name(u, runs_dir) if runs_dir is not None and runs_dir.is_dir() \
+            else u.replace("GPU-", "")[:8]
+    return ", ".join(name(u) for u in uuids)
 
 
 def family_note(families: dict, rid: str) -> str:
