@@ -132,10 +132,9 @@ else:
 # :name: fig-fixed-summary
 #
 # Speedup of each candidate over the default SDPA dispatch at {glue:text}`fx_config:s`, per
-# call (left) and per kernel (right), on {glue:text}`fx2_gpu1:s`
-# ({glue:text}`fx2_family1:s`) and {glue:text}`fx2_gpu2:s` ({glue:text}`fx2_family2:s`);
-# each interval at {glue:text}`fx2_conf:.2%`. The band is the ±{glue:text}`fx_margin:.0%`
-# margin. The A/A twin is kept; the spin controls are in {doc}`12_calibration`.
+# call (left) and per kernel (right), on {glue:text}`fx2_gpu1:s` and {glue:text}`fx2_gpu2:s`,
+# each run one Bonferroni family; each interval at {glue:text}`fx2_conf:.2%`. The band is
+# the ±{glue:text}`fx_margin:.0%` margin.
 # ```
 #
 # On {glue:text}`fx2_gpu1:s`: **{glue:text}`fx2_answer1:s`**. On {glue:text}`fx2_gpu2:s`:

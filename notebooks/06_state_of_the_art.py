@@ -293,7 +293,7 @@ for machine, rows in short.groupby("machine", sort=True):
 # The confirmatory runs measured the target too, on other GPUs than the target runs.
 # {glue:text}`sa_spread_sentence:s`
 
-# %% tags=["remove-input"]
+# %% tags=["remove-cell"]
 spread_tables = list(tabs["target"].values()) + confirm
 spread = machine_level.machine_spread(spread_tables) if spread_tables else None
 nbs.glue_text("sa_spread_sentence", machine_level.spread_sentence(spread)

@@ -270,8 +270,8 @@ nbs.glue_figure("au_fig_replay", audit_plots.replay_curves(AT, audit.check_label
 # {glue:text}`au_rp_s128_k1_hi:.0%` above the time at k = {glue:text}`au_rp_kmax:d`; eight
 # calls, {glue:text}`au_rp_s128_k8_lo:.1%` to {glue:text}`au_rp_s128_k8_hi:.1%`. The
 # matrix run {glue:text}`au_run_l:s` sized its graphs by the earlier rule
-# ({doc}`../book/protocol_history`): k = {glue:text}`au_rp_rec_k128:s` at S = 128. A
-# candidate with fewer calls per replay than its rival carries the larger share. At the
+# ({doc}`../book/protocol_history`). A candidate with fewer calls per replay than its rival
+# carries the larger share. At the
 # smallest shapes that bias can reach the margin. The current rule sizes a replay to at
 # least {glue:text}`au_rp_target_ms:.1f` ms; here it chose k =
 # {glue:text}`au_rp_auto_k128:s` at S = 128.
@@ -398,7 +398,7 @@ found(claims.bandwidth_claim(rep))
 # At S = 512 the reports list {glue:text}`au_rep_bytes_512:.3g` bytes (as reported). The
 # minimum traffic is {glue:text}`au_minbytes_512:.3e` B, so the intensity is at most
 # {glue:text}`au_ai_512:.0f` FLOP/B. With the L4's dense peak the ridge is at
-# {glue:text}`au_l4_ridge:.0f` FLOP/B: S = 512 is {glue:text}`au_l4_limiter:s`-bound.
+# {glue:text}`au_l4_ridge:.0f` FLOP/B: S = 512 is {glue:text}`au_l4_limiter:s`.
 
 # %% tags=["remove-cell"]
 found(claims.roofline_claim(rep))
