@@ -26,7 +26,7 @@ __all__ = ["EVIDENCE_ORDER", "L4", "A100", "Reported", "tf32_claim", "backends_c
            "seqlen_claim", "chunking_claim", "a100_claim", "warmup_claim",
            "mann_whitney_claim", "claims_values"]
 
-# The order of the claims table: the evidence label of each claim, as book/audit.md lists
+# The order of the claims table: the evidence label of each claim, as notebooks/09_audit.py lists
 # its rows (cross-document glue pastes each cell on its own, by position).
 EVIDENCE_ORDER = ("audit-tf32", "audit-backends", "audit-self", "audit-ci", "audit-flops",
                   "audit-bandwidth", "audit-roofline", "audit-seqlen", "audit-chunking",
@@ -392,10 +392,12 @@ def mann_whitney_claim(a_fp, rep: Reported, *, alpha: float) -> Finding:
 def claims_values(claims) -> dict:
     """Each cell of the claims table on its own (``c<i>_<field>``, for the audit chapter:
     cross-document glue pastes text roles only), and the count of each verdict. The claims
-    must come in :data:`EVIDENCE_ORDER`, the order of book/audit.md's rows."""
+    must come in :data:`EVIDENCE_ORDER`, the order of the claims table's rows in
+    notebooks/09_audit.py."""
     claims = list(claims)
     if tuple(c.evidence for c in claims) != EVIDENCE_ORDER:
-        raise ValueError("the claims' order changed; update EVIDENCE_ORDER and book/audit.md.")
+        raise ValueError("the claims' order changed; update EVIDENCE_ORDER and the claims "
+                         "table in notebooks/09_audit.py.")
     out = {f"c{i}_{field}": getattr(c, field) for i, c in enumerate(claims, 1)
            for field in ("claim", "source", "measured", "verdict", "why")}
     out["n_claims"] = len(claims)
