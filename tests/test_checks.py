@@ -96,7 +96,7 @@ def test_every_committed_check_file_verifies_and_names_its_script():
     assert checks.verify(folder) == []
     kinds = {p.name: json.loads(p.read_text())["check"] for p in folder.glob("*.json")}
     # every script has run on the device but those awaiting their first run (test_scripts)
-    assert set(kinds.values()) == set(checks.KINDS) - {"timers"}
+    assert set(kinds.values()) == set(checks.KINDS)
     for name, kind in kinds.items():
         assert name.startswith(kind.replace("triton_check", "triton_grid")), (name, kind)
 
