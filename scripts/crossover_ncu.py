@@ -165,8 +165,8 @@ def run(out_dir: str) -> int:
     doc["torch"] = torch.__version__
     match = re.search(r"\b([A-Z]\d{1,4}[A-Za-z]?)\b", doc["gpu"] or "")
     path = os.path.join(out_dir, f"crossover_ncu_{match.group(1).lower() if match else 'gpu'}.json")
-    from attn_analysis.record.journal import atomic_write_bytes
-    atomic_write_bytes(path, json.dumps(doc, indent=1, default=str).encode())
+    from attn_analysis.record import checks
+    checks.write(path, doc, "crossover_ncu")
     print(f"wrote {path}: {len(doc['kernels'])} kernels, skipped {skipped}")
     return 0 if doc["kernels"] else 1
 

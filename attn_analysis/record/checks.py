@@ -35,8 +35,8 @@ __all__ = ["CHECK_FORMAT_VERSION", "KNOWN_FORMAT_VERSIONS", "KINDS", "SEAL_KEYS"
 CHECK_FORMAT_VERSION = 1
 KNOWN_FORMAT_VERSIONS = (1,)
 # One kind per script of scripts/ that writes a check file.
-KINDS = ("audit_extras", "check_timer", "gluon_check", "gluon_probe", "graph_anatomy",
-         "graph_variability", "peers_check", "timers", "triton_check")
+KINDS = ("audit_extras", "check_timer", "crossover_ncu", "gluon_check", "gluon_probe",
+         "graph_anatomy", "graph_variability", "peers_check", "timers", "triton_check")
 SEAL_KEYS = ("check", "format_version", "sha256")
 
 
