@@ -1,0 +1,135 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 3.6 Rates and the crossover
+#
+# {glue:text}`pr_crossover_lead:s`
+#
+# A rate is the forward attention FLOPs over the kernel time: 4·B·H·S²·D FLOPs (two matrix
+# products), halved for causal attention; softmax is not counted. The kernel time is the
+# profiler's kernel sum per call, the median over the peer and powered runs of a GPU model.
+# The fraction divides by the GPU's dense fp16 tensor-core peak.
+
+# %% tags=["parameters", "hide-input"]
+runs_dir = "data/runs"    # recorded runs, relative to the repository root
+checks_dir = "data/checks"  # recorded check files (peers2_check_*, crossover_ncu_*)
+margin = 0.02             # equivalence margin on the speedup ratio, in (0, 1)
+n_resamples = 2000        # bootstrap resamples per interval
+
+# %% tags=["remove-cell"]
+import pathlib, sys  # this repository's package first, whichever copy is installed
+sys.path.insert(0, str(next(p for p in pathlib.Path("_").resolve().parents if (p / "attn_analysis").is_dir())))
+from attn_analysis import notebook_support as nbs
+
+root, params = nbs.parameters(globals(), checks_dir=lambda n, v, p: str(v),
+                              margin=nbs.margin_iv, n_resamples=nbs.resamples_iv)
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from attn_analysis import tables, figure_style
+from attn_analysis import state_of_the_art as sota
+from attn_analysis.analyse import inventory
+from attn_analysis.chapters import peer_rates as pr
+from attn_analysis.record import checks
+
+inv = inventory.run_inventory(params["runs_dir"])
+chosen = inv[[pr.rate_campaign(c) for c in inv["campaign"]]]["run"].tolist()
+if not chosen:
+    raise ValueError("no recorded run of the peers2 or powered campaigns.")
+runs = nbs.load_runs(params["runs_dir"])
+tabs = [sota.comparison_table(runs[r], margin=params["margin"],
+                              n_resamples=params["n_resamples"]) for r in chosen]
+rate = pr.rates(tabs)
+folder = root / params["checks_dir"]
+ncu = pd.concat([pr.crossover_frame(checks.read(p, "crossover_ncu"))
+                 for p in sorted(folder.glob("crossover_ncu_*.json"))], ignore_index=True)
+gates = {p.stem.split("_")[-1]: pr.gate_frame(checks.read(p, "peers_check"))
+         for p in sorted(folder.glob("peers2_check_*.json"))}
+published = pd.read_csv(root / "data/reference/fa3_published.csv")
+pub = published.set_index("quantity")
+nbs.glue_text("pr_runs", ", ".join(chosen))
+nbs.glue_text("pr_crossover_sentence", pr.crossover_sentence(ncu))
+best = ncu.sort_values("time_us").groupby(["gpu", "seq_len"]).first().reset_index()
+lead = "; ".join(f"on the {g}, {pr._NAMES.get(c, c)} is the fastest profiled kernel at S = {s}"
+                 for g, s, c in zip(best["gpu"], best["seq_len"], best["candidate"]))
+nbs.glue_text("pr_crossover_lead", lead[0].upper() + lead[1:] + ".")
+top = rate.sort_values("fraction_of_peak", ascending=False).iloc[0]
+nbs.glue_text("pr_top_rate", f"{top.tflops:.0f} TFLOP/s ({100 * top.fraction_of_peak:.0f}% of "
+              f"the {top.gpu}'s peak, {top.candidate} at {top.config})")
+nbs.glue_text("pr_published", f"{pub.loc['max_forward_tflops', 'value']:.0f} TFLOP/s "
+              f"({100 * pub.loc['max_forward_utilization', 'value']:.0f}% utilisation) on the "
+              f"{pub.loc['max_forward_tflops', 'device']}, as reported "
+              f"({pub.loc['max_forward_tflops', 'source']}; shape "
+              f"{pub.loc['max_forward_tflops', 'shape']})")
+for gpu, g in gates.items():
+    nbs.glue_text(f"pr_sdpa_fa4_{gpu}", pr.sdpa_fa4_sentence(g))
+    nbs.glue_text(f"pr_xformers_{gpu}", pr.xformers_sentence(g))
+nbs.glue_text("pr_gate_sentence", " ".join(
+    f"{gpu.upper()}: {pr.sdpa_fa4_sentence(g)} {pr.xformers_sentence(g)}."
+    for gpu, g in gates.items()))
+
+# %% [markdown]
+# The highest rate measured is {glue:text}`pr_top_rate:s`. The FA3 paper reports
+# {glue:text}`pr_published:s`; that figure is published, not measured here, and its
+# shape differs.
+
+# %% tags=["remove-input"]
+for gpu, g in rate.groupby("gpu"):
+    shown = pr.rate_display(g).drop(columns="GPU")
+    tables.show(shown, f"{gpu}: TFLOP/s per candidate and shape (percent of the dense fp16 "
+                "peak), from the kernel time; runs " + ", ".join(chosen) + ".")
+
+# %% [markdown]
+# ## The crossover, profiled
+#
+# {glue:text}`pr_crossover_sentence:s` The tensor pipe's busy share is the measure to
+# compare: where the FA3-design kernels keep it busier than cuDNN, they pass it; where all
+# are alike, cuDNN's shorter schedule per tile wins.
+
+# %% tags=["remove-cell"]
+fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharey=True)
+for ax, (col, name) in zip(axes, [("tensor_pct", "tensor pipe busy (%)"),
+                                  ("xu_pct", "XU pipe (exponentials) (%)")]):
+    labels = [f"{pr._NAMES.get(c, c)}\n{s}" for c, s in
+              zip(ncu["candidate"], ncu["config"].str.replace("-D64-fp16", ""))]
+    y = ncu[col].to_numpy(float)
+    ax.bar(range(len(y)), y, color=[{"sdpa_cudnn": "C0", "fa4": "C1", "fa3": "C2"}.get(c, "C7")
+                                    for c in ncu["candidate"]])
+    ax.set_xticks(range(len(y)), labels, fontsize=6, rotation=60)
+    ax.set_title(name, fontsize=9)
+    ax.set_ylim(*figure_style.check_span((0, 1.1 * y.max()), y, name="y"))
+fig.suptitle("Nsight Compute at S = 512 and 2048, D = 64, on the "
+             + ", ".join(sorted(ncu["gpu"].unique())), fontsize=10)
+fig.tight_layout()
+nbs.glue_figure("pr_crossover_figure", fig)
+
+# %% [markdown]
+# ```{glue:figure} pr_crossover_figure
+# :name: fig-crossover
+#
+# Pipe utilisation of cuDNN's SDPA kernel, FA4 and FA3 per profiled shape (Nsight Compute,
+# clocks not controlled).
+# ```
+#
+# ## The new peers' gate
+#
+# Every new peer passes the float64 gate where it runs. `fa3` is FlashAttention-3's Hopper
+# forward; `fa4_bshd` feeds FA4 its own (B, S, H, D) layout, a control beside `fa4`;
+# `flex_flash` is FlexAttention's FLASH backend. {glue:text}`pr_gate_sentence:s`
+
+# %% tags=["remove-input"]
+for gpu, g in gates.items():
+    tables.show(g, f"{gpu.upper()}: float64 gate of the new peers (shapes passed) and the "
+                "versions, per environment.")
