@@ -43,7 +43,7 @@ root, params, runs, catalog, lead, R = nbs.prelude(
     graph_check=nbs.check_file_iv("graph_variability", optional=True),
     replication=nbs.recorded_run_iv)
 
-import pandas as pd
+import json, pandas as pd
 from attn_analysis.analyse import (findings, kernel_evidence, latency_tables, provenance, reference,
                                    sample_groups, stats)
 from attn_analysis import configs, plots, tables
@@ -77,9 +77,8 @@ nbs.glue_text("fx_mode", main_mode)
 # %% tags=["remove-cell"]
 from attn_analysis.analyse import comparisons
 from attn_analysis.chapters import fixed_shape as fx
-from attn_analysis.measure.controls import CONTROL_NAMES as _CONTROLS
 
-spin_controls = [c for c in _CONTROLS if c != "sdpa_twin"]
+spin_controls = [c for c in CONTROL_NAMES if c != "sdpa_twin"]
 v2_runs = [r for r in (lead, replication) if r and runs[r].protocol == 2
            and config in set(runs[r].samples["config"]) and "graph" in set(runs[r].samples["mode"])]
 _gpu = fx.gpu_label
@@ -290,7 +289,6 @@ tables.show(side_by_side.reset_index()[["comparison", "speedup", "hedges_g", "p_
 # ## Replication on a second GPU
 
 # %% tags=["remove-cell"]
-import json
 
 gv_path = root / graph_check
 gv = json.loads(gv_path.read_text()) if graph_check and gv_path.exists() else None

@@ -126,13 +126,13 @@ def test_the_sweep_default_is_what_the_recorded_calibration_chose():
     assert DEFAULT_TRIALS == 4
     texts = chapter.design_texts(cal)
     assert texts["cal3_choice"] == "4" and texts["cal3_choice_kernel"] == "4"
-    assert "H100 (GPUs 478ee7f4, 371611dc, 73c3d09c)" in texts["cal3_processes"]
-    assert ("at the kernel level on the H100 (GPUs 478ee7f4, 371611dc, 73c3d09c), 51% at 1.46 "
+    assert "H100 (GPUs H100-c, H100-d, H100-e)" in texts["cal3_processes"]
+    assert ("at the kernel level on the H100 (GPUs H100-c, H100-d, H100-e), 51% at 1.46 "
             "margins (sdpa_spin1000, 37/72) and 100% at 2.30 margins (sdpa_spin2500, 57/57)"
             ) in texts["cal3_near_goal"]
     # the -v3 and -v4 runs of a model share seed 0; h100b-calibration-v4 has its own
-    assert texts["cal3_seeds"] == ("on the H100 (GPUs 478ee7f4, 371611dc, 73c3d09c), 120 of "
-                                   "289; on the H200 (GPUs 6264489c, 13b7bd1e), 190 of 303")
+    assert texts["cal3_seeds"] == ("on the H100 (GPUs H100-c, H100-d, H100-e), 120 of "
+                                   "289; on the H200 (GPUs H200-h, H200-i), 190 of 303")
 
 
 def _fake_run(run_id, uuid, seed, start="spawn", plan_seed=0):
