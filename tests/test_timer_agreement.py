@@ -268,3 +268,70 @@ def test_experiment_summary_names_each_effect():
     assert r["graph_k1_over_k100"] == pytest.approx(0.04)
     assert r["graph_over_dbcg_rep20"] == pytest.approx(0.05 / 0.048 - 1)
     assert r["dbcg_rep100_over_rep20"] is None  # not measured: no number invented
+
+
+def real_shaped(t_exp=None):
+    """A trimmed copy of the structure of data/checks/timers_h100.json (synthetic numbers):
+    four main processes under a deadline, each reaching a few units of one shape; at the
+    target the reference sdpa and fa4 are ``skipped: deadline`` in every process while
+    triton and fa3 are timed in one; one experiment process times the target (L2: graph,
+    do_bench flushed, hot kernel; composition: do_bench_cudagraph rep 20)."""
+    long_ = "B2-H32-S8192-D64-fp16"
+    t_exp = t_exp or {"sdpa": 0.048, "triton": 0.052, "fa4": 0.057}
+
+    def timed(shape, cand, ms, host):
+        timers = {t: {"times_ms": [ms + (host if t == "per_call" else 0.0)] * 3, "median_ms": ms}
+                  for t in ta.TIMERS}
+        return dict(shape=shape, candidate=cand, order=0, timers=timers,
+                    kernel={"device_ms_per_call": ms, "n_calls": 10})
+
+    def skipped(shape, cand):
+        return dict(shape=shape, candidate=cand, order=9, skipped="deadline")
+
+    fp = {"gpu_name": "NVIDIA H100 80GB HBM3"}
+    procs = [
+        dict(worker=0, fingerprint=fp, units=[timed(long_, "sdpa", 2.4, 0.1),
+             timed(long_, "triton", 2.5, 0.1)] + [skipped(SHAPE, c) for c in
+                                                  ("sdpa", "fa4", "triton", "fa3")]),
+        dict(worker=1, fingerprint=fp, units=[timed(SHAPE, "triton", 0.052, 0.046),
+             timed(SHAPE, "fa3", 0.057, 0.222), skipped(SHAPE, "sdpa"), skipped(SHAPE, "fa4")]),
+        dict(worker=2, fingerprint=fp, units=[skipped(SHAPE, c) for c in ("sdpa", "fa4")]),
+        dict(worker=3, fingerprint=fp, units=[skipped(SHAPE, c) for c in ("fa4", "sdpa")]),
+    ]
+    xunits = [dict(shape=SHAPE, candidate=c, experiments={
+        "l2": {"graph": {"times_ms": [ms] * 3}, "do_bench_flush": {"times_ms": [ms * 1.1] * 3},
+               "graph_kernel": {"hot_kernel_ms": ms * 0.97, "flushed_kernel_ms": ms}},
+        "composition": {"do_bench_cudagraph_rep20": {"times_ms": [ms * 1.01] * 3}}})
+        for c, ms in t_exp.items()]
+    xunits.append(dict(shape=long_, candidate="sdpa", skipped="deadline"))
+    return {"processes": procs, "experiment_processes": [dict(worker=0, units=xunits)]}
+
+
+def test_real_shaped_check_without_the_reference_at_the_target_says_why():
+    """Regression (timers_h100.json): sdpa skipped at the target in every main process gave
+    an empty table and None speedups with no word why; the coverage now says so, and the
+    experiment process supplies the target's speedups (one process: no interval)."""
+    from attn_analysis.chapters import timers as ch
+    doc = real_shaped()
+    docs = {"timers_h100": doc}
+    cov = {r["candidate"]: r for r in ta.coverage(doc, SHAPE)}
+    assert cov["sdpa"]["timed"] == [] and cov["sdpa"]["skipped"] == {"deadline": 4}
+    assert cov["triton"]["timed"] == [1] and cov["triton"]["skipped"] == {"deadline": 1}
+    assert ch.speedup_table(docs).empty
+    eager = ch.eager_table(doc)
+    assert eager.loc["fa3", "host share of the call"] == pytest.approx(0.222 / 0.279)
+    assert eager["speedup, eager call"].isna().all()
+    s = ch.coverage_sentence(docs)
+    assert "sdpa was timed at " + SHAPE + " in 0 of 4 main processes (skipped: deadline in 4)" in s
+    assert "1 experiment process" in s and "eager speedup over sdpa is not recorded" in s
+    assert "no timer cross-check is recorded for the H200" in s
+    x = ch.speedup_table(docs, source="experiments")
+    assert not x.empty and ("H100", ch.TIMER_LABELS["per_call"]) not in x.columns
+    assert x.loc["triton", ("H100", ch.TIMER_LABELS["graph"])] == f"{0.048 / 0.052:.3f}"
+    assert x.loc["fa4", ("H100", ch.TIMER_LABELS["do_bench_cudagraph"])] == f"{0.048 / 0.057:.3f}"
+    with pytest.raises(ValueError, match="`source`"):
+        ch.speedup_table(docs, source="nope")
+    # the long shape, timed with its reference in one process, still gives a point speedup
+    (r,) = [r for r in ta.speedups(ta.unit_rows(doc)) if r["candidate"] == "triton"
+            and r["timer"] == "graph"]
+    assert r["speedup"] == pytest.approx(2.4 / 2.5) and math.isnan(r["low"])

@@ -13,6 +13,11 @@ Pure functions over the JSON that ``scripts/timer_crosscheck.py`` writes (kind `
   inside, else ``"unresolved"``;
 - :func:`eager_answer`: per candidate at one shape, the eager call (``per_call``), its kernel
   time, the host's share ``(per_call - kernel) / per_call``, and the speedup under each;
+- :func:`coverage`: per candidate at one shape, the main processes that timed it and those
+  that skipped it (with the reason, e.g. the run's deadline): a missing reference shows here;
+- :func:`experiment_unit_rows`: the experiment processes' own timings in :func:`unit_rows`'s
+  form (graph, do_bench flushed, do_bench_cudagraph rep 20, hot kernel time; no per_call),
+  so that :func:`speedups` can read them where the main part lacks a unit;
 - :func:`experiment_rows`: the controlled experiments reduced to one row each;
 - :func:`summary_text`: a short text report (printed at the end of a run).
 
@@ -27,7 +32,7 @@ import math
 import numpy as np
 
 __all__ = ["TIMERS", "KERNEL", "ALL_TIMERS", "DEFAULT_THRESHOLD", "unit_rows", "speedups",
-           "disagreements", "eager_answer", "experiment_rows", "experiment_summary",
+           "disagreements", "eager_answer", "coverage", "experiment_unit_rows", "experiment_rows", "experiment_summary",
            "summary_text", "gpu_label"]
 
 TIMERS = ("graph", "per_call", "do_bench", "do_bench_cudagraph")
@@ -78,6 +83,52 @@ def unit_rows(doc) -> list[dict]:
             if isinstance(k.get("device_ms_per_call"), (int, float)) and k["device_ms_per_call"] > 0:
                 rows.append(dict(base, timer=KERNEL, median_ms=float(k["device_ms_per_call"]),
                                  n=int(k.get("n_calls", 0))))
+    return rows
+
+
+def coverage(doc, shape) -> list[dict]:
+    """Per candidate at ``shape`` in the main processes: ``timed`` (workers whose unit has at
+    least one timer's times), ``skipped`` (reason -> count, e.g. ``{"deadline": 3}``) and
+    ``n_processes``. A reference that no process timed (so no speedup exists) shows here."""
+    out: dict = {}
+    procs = _doc_iv(doc)["processes"]
+    for p in procs:
+        for u in p.get("units", []):
+            if u.get("shape") != shape:
+                continue
+            r = out.setdefault(u["candidate"], dict(candidate=u["candidate"], timed=[],
+                                                     skipped={}, n_processes=len(procs)))
+            if any((t or {}).get("times_ms") for t in (u.get("timers") or {}).values()):
+                r["timed"].append(p.get("worker"))
+            elif u.get("skipped"):
+                reason = str(u["skipped"])
+                r["skipped"][reason] = r["skipped"].get(reason, 0) + 1
+    return [out[c] for c in sorted(out)]
+
+
+# Experiment measurements read as timers: (timer, experiment, key) -> unit_rows' timer name.
+EXPERIMENT_TIMERS = (("graph", "l2", "graph"), ("do_bench", "l2", "do_bench_flush"),
+                     ("do_bench_cudagraph", "composition", "do_bench_cudagraph_rep20"))
+
+
+def experiment_unit_rows(doc) -> list[dict]:
+    """The experiment processes' timings as :func:`unit_rows` rows (process ``"x<worker>"``):
+    ``graph`` (the protocol's graph mode, L2 experiment), ``do_bench`` (L2 flushed),
+    ``do_bench_cudagraph`` (rep 20, composition experiment) and ``kernel`` (hot kernel
+    time in graph replay). No per_call: the experiments time no eager call."""
+    _doc_iv(doc)
+    rows = []
+    for p in doc.get("experiment_processes", []) or []:
+        for u in p.get("units", []):
+            e = u.get("experiments") or {}
+            base = dict(process=f"x{p.get('worker')}", shape=u["shape"], candidate=u["candidate"])
+            for timer, part, key in EXPERIMENT_TIMERS:
+                times = ((e.get(part) or {}).get(key) or {}).get("times_ms") or []
+                if times:
+                    rows.append(dict(base, timer=timer, median_ms=_median(times), n=len(times)))
+            hot = ((e.get("l2") or {}).get("graph_kernel") or {}).get("hot_kernel_ms")
+            if isinstance(hot, (int, float)) and hot > 0:
+                rows.append(dict(base, timer=KERNEL, median_ms=float(hot), n=0))
     return rows
 
 

@@ -11,6 +11,8 @@ kind ``timers``) through :mod:`attn_analysis.analyse.timer_agreement`:
 - :func:`experiment_table`: the controlled experiments' effects per shape and candidate;
 - :func:`speedup_figure`: every candidate's speedup at one shape under each timer on one GPU,
   the device in the title, axis limits fitted to the points;
+- :func:`coverage_sentence`: where the reference was timed at a shape, and why not (the run's
+  deadline), so that an empty table is explained rather than silent;
 - :func:`question_sentences` and :func:`disagreement_sentence`: gluable sentences that name
   the timer answering each question (eager PyTorch: per_call; CUDA graphs and serving:
   graph replay; kernel authors: the profiler's kernel time) with the numbers per GPU model,
@@ -30,7 +32,7 @@ from ..configs import TARGET
 
 __all__ = ["QUESTIONS", "TIMER_LABELS", "MODELS", "recorded", "gpu_model", "by_model",
            "speedup_table", "eager_table", "experiment_table", "speedup_figure",
-           "question_sentences", "disagreement_sentence"]
+           "question_sentences", "disagreement_sentence", "coverage_sentence", "SOURCES"]
 
 # Which timer answers which user's question.
 QUESTIONS = {"per_call": "a PyTorch user who calls attention eagerly",
@@ -74,18 +76,53 @@ def _fmt(r) -> str:
     return f"{r['speedup']:.3f} [{r['low']:.3f}, {r['high']:.3f}]"
 
 
-def _speedups(doc, shape, reference):
-    return [r for r in ta.speedups(ta.unit_rows(doc), reference) if r["shape"] == shape]
+SOURCES = {"main": ta.unit_rows, "experiments": ta.experiment_unit_rows}
+
+
+def _speedups(doc, shape, reference, source="main"):
+    if source not in SOURCES:
+        raise ValueError(f"`source` must be one of {sorted(SOURCES)}; got {source!r}.")
+    return [r for r in ta.speedups(SOURCES[source](doc), reference) if r["shape"] == shape]
+
+
+def coverage_sentence(docs: dict, shape=TARGET.key, reference="sdpa", models=MODELS) -> str:
+    """Per GPU model: in how many of the cross-check's main processes ``reference`` was timed
+    at ``shape`` and why not elsewhere (e.g. the run's deadline); where none timed it, that
+    the speedups at ``shape`` come from the experiment processes (``source="experiments"``,
+    no per_call) and that the eager speedup is not recorded."""
+    per_model = by_model(docs)
+    parts = []
+    for model in models:
+        doc = per_model.get(model)
+        if doc is None:
+            parts.append(f"no timer cross-check is recorded for the {model}")
+            continue
+        cov = {r["candidate"]: r for r in ta.coverage(doc, shape)}
+        r = cov.get(reference) or dict(timed=[], skipped={}, n_processes=len(doc["processes"]))
+        why = ", ".join(f"{k} in {v}" for k, v in sorted(r["skipped"].items()))
+        text = (f"on the {model}, {reference} was timed at {shape} in {len(r['timed'])} of "
+                f"{r['n_processes']} main processes" + (f" (skipped: {why})" if why else ""))
+        if not r["timed"]:
+            n_x = len({x["process"] for x in ta.experiment_unit_rows(doc)
+                       if x["shape"] == shape and x["candidate"] == reference})
+            text += (f"; its speedups there come from {n_x} experiment process(es), without "
+                     f"an eager call, so the eager speedup over {reference} is not recorded"
+                     if n_x else "; no speedup over it is recorded there")
+        parts.append(text)
+    return "; ".join(parts)[:1].upper() + "; ".join(parts)[1:] + "."
 
 
 def speedup_table(docs: dict, shape=TARGET.key, reference="sdpa",
-                  timers=ta.ALL_TIMERS) -> pd.DataFrame:
+                  timers=ta.ALL_TIMERS, source="main") -> pd.DataFrame:
     """Speedup over ``reference`` at ``shape``: one row per candidate, one column per GPU
-    model and timer, text "speedup [low, high]" (95 % t-interval over processes); empty
-    cells where a timer gave nothing. ``docs``: cross-checks by name (:func:`recorded`)."""
+    model and timer, text "speedup [low, high]" (95 % t-interval over processes; the point
+    alone from one process); empty cells where a timer gave nothing, and an empty frame where
+    no process timed ``reference`` at ``shape`` (:func:`coverage_sentence` says why).
+    ``docs``: cross-checks by name (:func:`recorded`); ``source``: "main" (the timed units)
+    or "experiments" (the experiment processes' timings, :func:`ta.experiment_unit_rows`)."""
     cols = {}
     for model, doc in by_model(docs).items():
-        for r in _speedups(doc, shape, reference):
+        for r in _speedups(doc, shape, reference, source):
             if r["timer"] in timers:
                 cols.setdefault((model, TIMER_LABELS[r["timer"]]), {})[r["candidate"]] = _fmt(r)
     frame = pd.DataFrame(cols).fillna("")
@@ -131,14 +168,14 @@ def experiment_table(doc) -> pd.DataFrame:
 
 
 def speedup_figure(doc, device_label: str, shape=TARGET.key, reference="sdpa",
-                   timers=ta.ALL_TIMERS):
+                   timers=ta.ALL_TIMERS, source="main"):
     """Every candidate's speedup over ``reference`` at ``shape`` under each timer on one GPU:
     one row per candidate, one marker per timer with its interval, a line at one; the
     device (``device_label``) and shape in the title; limits fitted to the points
     (``figure_style.interval_window``)."""
     from .. import figure_style as fs
     label = fs._label_iv(device_label)
-    rows = [r for r in _speedups(doc, shape, reference)
+    rows = [r for r in _speedups(doc, shape, reference, source)
             if r["timer"] in timers and r["candidate"] != reference]
     if not rows:
         raise ValueError(f"`doc` holds no speedups at `shape` {shape!r}.")
