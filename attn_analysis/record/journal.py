@@ -209,12 +209,23 @@ def _sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def file_mode() -> int:
+    """The mode a new file of a run gets: read-write for its owner, readable by others as
+    the umask allows (0644 under the usual 022), as ``open`` and Parquet's writer give."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same folder, then rename."""
+    """Write ``data`` to ``path`` through a temporary file in the same folder, then rename.
+    The file gets :func:`file_mode` (a temporary file alone would be 0600), so every file
+    of a run, JSON or Parquet, has the same mode."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=TEMPORARY_PREFIX, dir=path.parent)
     try:
+        os.fchmod(fd, file_mode())
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()

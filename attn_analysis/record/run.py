@@ -14,8 +14,8 @@ from pathlib import Path
 import pandas as pd
 
 from . import consolidate
-from .schema import MANIFEST, RECORDED_START_METHOD, RUN_INFO, RecordError
-from .verification import verify
+from .schema import MANIFEST, RECORDED_START_METHOD, RecordError
+from .verification import read_info, verify
 
 __all__ = ["Run", "load", "distinct_runs", "find_runs"]
 
@@ -40,7 +40,7 @@ class Run:
     @property
     def protocol(self) -> int:
         """The measurement protocol of the run's timing units (1 before placements)."""
-        return 2 if int(self.info.get("format_version", 1)) >= 2 else 1
+        return 2 if self.info.get("format_version", 1) >= 2 else 1
 
     @property
     def start_method(self) -> str:
@@ -72,7 +72,7 @@ def load(run_dir) -> Run:
         samples.insert(consolidate.SAMPLE_COLUMNS.index("placement"), "placement", 0)
         samples["placement"] = samples["placement"].astype("int64")
         placements = consolidate.placements_from_samples(samples)
-    info = read_json(RUN_INFO)
+    info = read_info(run_dir)  # format_version checked there
     digest = info.get("content_hash") or consolidate.content_hash(read_json(MANIFEST)["files"])
     return Run(run_dir.name, run_dir, samples=samples, placements=placements,
                units=pd.read_parquet(run_dir / "units.parquet"),

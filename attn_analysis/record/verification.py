@@ -100,13 +100,21 @@ def verify(run_dir) -> list[str]:
 
 
 def read_info(run_dir) -> dict:
-    """run.json as a dict (RecordError where it is unreadable or not an object)."""
+    """run.json as a dict; RecordError (a ValueError) naming the file where it is
+    unreadable, not an object, or records a ``format_version`` this code does not read
+    (absent: a format 1 run). Every reader of run.json goes through here (``verify``,
+    ``load``, ``show``, ``compare``, ``merge``), so a bad version is refused in one place."""
+    path = Path(run_dir) / RUN_INFO
     try:
-        info = json.loads((Path(run_dir) / RUN_INFO).read_text())
+        info = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
-        raise RecordError(f"{RUN_INFO}: unreadable ({exc})") from None
+        raise RecordError(f"{path}: unreadable ({exc})") from None
     if not isinstance(info, dict):
-        raise RecordError(f"{RUN_INFO}: must be a JSON object")
+        raise RecordError(f"{path}: must be a JSON object")
+    version = info.get("format_version", 1)
+    if isinstance(version, bool) or version not in KNOWN_FORMAT_VERSIONS:
+        raise RecordError(f"{path}: `format_version` must be one of {KNOWN_FORMAT_VERSIONS}; "
+                          f"got {version!r}")
     return info
 
 
@@ -115,7 +123,7 @@ def is_legacy_identity(run_dir) -> bool:
     ``IDENTITY_FORMAT``) whose run.json records no ``run_id``: its folder name is not
     checked. Every run in ``data/runs`` records its id and is checked."""
     info = read_info(Path(run_dir))
-    return int(info.get("format_version", 1)) < IDENTITY_FORMAT and "run_id" not in info
+    return info.get("format_version", 1) < IDENTITY_FORMAT and "run_id" not in info
 
 
 def _identity_problems(run_dir: Path, files: dict, version: int) -> list[str]:
