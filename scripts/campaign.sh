@@ -18,7 +18,8 @@ export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 # interpreter (the sweep, its memory probe, the fork server) compiled ~870 modules from
 # source: ~7 s each. A pip install writes bytecode at install time; here the first import
 # writes it under the prefix (slower once), and every later interpreter reads it
-# (scripts/sweep_cost_probe.py: import torch 15.3 s, then 3.3-3.7 s, against 6.5-7.6 s).
+# (benchmarks/readme-command/probes/sweep_cost_probe.py:
+# import torch 15.3 s, then 3.3-3.7 s, against 6.5-7.6 s).
 unset PYTHONDONTWRITEBYTECODE
 export PYTHONPYCACHEPREFIX=${PYTHONPYCACHEPREFIX:-/tmp/attn-pycache}
 start=$(date +%s)

@@ -1,6 +1,6 @@
 """measure.fresh_interpreter: the probes' one way to run code in a fresh interpreter and read
-its JSON record back (scripts/cold_start_probe.py, sweep_cost_probe.py, startup_probe.py,
-trial_overhead_probe.py)."""
+its JSON record back (the probes of benchmarks/readme-command/probes/: cold_start_probe.py,
+sweep_cost_probe.py, trial_overhead_probe.py; benchmarks/startup-probe/startup_probe.py)."""
 
 from __future__ import annotations
 
@@ -51,7 +51,9 @@ def test_bad_code_or_arguments_are_refused_before_any_child(code, args):
 
 
 def test_no_probe_script_keeps_its_own_copy():
-    for name in ("cold_start_probe", "sweep_cost_probe", "startup_probe",
-                 "trial_overhead_probe"):
-        text = (ROOT / "scripts" / f"{name}.py").read_text()
+    probes = ROOT / "benchmarks" / "readme-command" / "probes"
+    for path in (probes / "cold_start_probe.py", probes / "sweep_cost_probe.py",
+                 probes / "trial_overhead_probe.py",
+                 ROOT / "benchmarks" / "startup-probe" / "startup_probe.py"):
+        text = path.read_text()
         assert "run_record" in text and "subprocess.run([sys.executable" not in text

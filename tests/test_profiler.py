@@ -1,6 +1,7 @@
 """The profiler's kernel rows (``profiler.kernels_per_call``): a pure function of the
 device events a session recorded, so it is tested here without a GPU. On GPUs the rows
-were checked against ``key_averages`` of the same sessions (``scripts/sweep_cost_probe.py
+were checked against ``key_averages`` of the same sessions
+(``benchmarks/readme-command/probes/sweep_cost_probe.py
 --parts kinetoeq``; ``benchmarks/readme-command/``)."""
 
 import pytest

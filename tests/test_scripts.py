@@ -252,34 +252,6 @@ def test_gluon_speed_check_timed_each_variant_beside_cudnn(name):
             speed["sdpa"]["attention_kernel_ms"] / r["attention_kernel_ms"])
 
 
-def test_sweep_cost_probe_refuses_unknown_parts_before_the_gpu():
-    probe = load(ROOT / "scripts" / "sweep_cost_probe.py")
-    with pytest.raises(ValueError, match="`--parts` may name only"):
-        probe.main(["--parts", "imports,nonsense"])
-
-
-def test_trial_overhead_probe_refuses_unknown_parts_before_the_gpu():
-    probe = load(ROOT / "scripts" / "trial_overhead_probe.py")
-    with pytest.raises(ValueError, match="`--parts` may name only"):
-        probe.main(["--parts", "sessions,nonsense"])
-
-
-def test_fork_probe_tries_every_preloaded_module(monkeypatch, capsys):
-    from attn_analysis.measure.sweep import FORKSERVER_ENV, FORKSERVER_PRELOAD
-    probe = load(ROOT / "scripts" / "fork_after_import_probe.py")
-    seen = []
-    envs = []
-    monkeypatch.setattr(probe, "probe", lambda m, env: seen.append(m) or envs.append(env) or (
-        "fork-BAD" if m == "extra.module" else "fork-ok"))
-    assert probe.main([]) == 0 and seen == list(FORKSERVER_PRELOAD)
-    assert probe.main(["extra.module"]) == 1
-    assert "extra.module fork-BAD" in capsys.readouterr().out
-    # the modules are imported as the fork server imports them: with its environment
-    assert envs and all(e[k] == v for e in envs for k, v in FORKSERVER_ENV.items())
-    envs.clear()
-    assert probe.main(["--plain"]) == 0 and envs and all(e is None for e in envs)
-
-
 def test_compile_bytecode_writes_under_the_prefix_and_skips_test_suites(tmp_path, monkeypatch):
     script = load(ROOT / "scripts" / "compile_bytecode.py")
     pkg = tmp_path / "src" / "somepkg"
@@ -295,70 +267,3 @@ def test_compile_bytecode_writes_under_the_prefix_and_skips_test_suites(tmp_path
     written = sorted(p.name.split(".")[0] for p in prefix.rglob("*.pyc"))
     assert written == ["__init__", "mod"]
     assert not list(pkg.rglob("*.pyc"))  # nothing beside the sources
-
-
-def test_prebuild_probe_counts_what_the_prebuild_did():
-    probe = load(ROOT / "scripts" / "prebuild_probe.py")
-    summary = {"wall_s": 4.5, "workers": 3, "timing_choices_removed": 0, "jobs": [
-        {"candidate": "flex", "status": "cached", "s": 0.25},
-        {"candidate": "flex", "status": "ok", "s": 1.5},
-        {"candidate": "triton", "status": "not_done", "s": None}]}
-    assert probe.summarize(summary) == {
-        "wall_s": 4.5, "workers": 3, "timing_choices_removed": 0,
-        "statuses": {"cached": 1, "ok": 1, "not_done": 1},
-        "job_s_by_candidate": {"flex": 1.75, "triton": 0.0}}
-
-
-def test_cold_start_probe_refuses_unknown_parts_and_times_a_child_that_imports_torch(capsys):
-    probe = load(ROOT / "scripts" / "cold_start_probe.py")
-    with pytest.raises(ValueError, match="`--parts` may name only"):
-        probe.main(["--parts", "cold,lukewarm"])
-    assert capsys.readouterr().out == ""  # refused before it dropped or timed anything
-    files = probe.library_files()
-    assert files and all(".so" in p.name for p in files)
-    probe.advise([ROOT / "no-such-library.so", *files[:1]], probe.os.POSIX_FADV_WILLNEED)
-    probe.main(["--parts", "warm", "--device", "cpu"])
-    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert lines[1]["part"] == "warm" and lines[1]["import_torch_s"] > 0
-    assert lines[1]["mapped_libraries"] > 0 and lines[-1]["mapped_library_bytes"] > 0
-
-
-def test_profile_calls_probe_splits_a_session_into_equal_calls_by_start_time():
-    probe = load(ROOT / "scripts" / "profile_calls_probe.py")
-    # (start_ns, duration_us), out of order: two calls of two kernels each
-    events = [(30, 500.0), (10, 2000.0), (20, 1000.0), (40, 250.0)]
-    assert probe.per_call_ms(events, 2) == [3.0, 0.75]
-    with pytest.raises(ValueError, match="3 kernels do not split into 2 equal calls"):
-        probe.per_call_ms(events[:3], 2)
-    with pytest.raises(ValueError, match="do not split"):
-        probe.per_call_ms([], 1)
-
-
-def test_settle_replays_probe_balances_the_order_of_its_arms_and_refuses_bad_counts():
-    script = load(ROOT / "scripts" / "settle_replays_probe.py")
-
-    def row(config, cand, upload, three, first="upload", lead=1.0):
-        order = ["upload", "three"] if first == "upload" else ["three", "upload"]
-        return {"config": config, "candidate": cand, "k": 2, "order": order,
-                "upload": {"median_ms": upload, "first_over_median": lead},
-                "three": {"median_ms": three, "first_over_median": 1.0}}
-    # the arm that runs second is 10 % slower whichever it is: no effect of the arm, and
-    # three placements of one order against one of the other must not hide that
-    rows = [row("A", "sdpa", 1.0, 1.1, "upload", lead=1.5), row("A", "sdpa", 1.0, 1.1, "upload"),
-            row("A", "sdpa", 1.0, 1.1, "upload"), row("A", "sdpa", 1.1, 1.0, "three"),
-            row("B", "flex", 1.0, 1.02, "upload")]
-    got = script.summarize(rows)
-    a = next(p for p in got["pairs"] if p["config"] == "A")
-    assert a["placements"] == 4 and a["orders"] == {"upload_first": 3, "three_first": 1}
-    assert a["three_over_upload"] == pytest.approx(1.0)
-    assert a["range"] == pytest.approx([1 / 1.1, 1.1])
-    assert a["first_over_median_upload"] == 1.0 and a["k"] == [2]
-    b = next(p for p in got["pairs"] if p["config"] == "B")
-    assert b["three_over_upload"] == pytest.approx(1.02)  # one order only: that order's
-    assert got["n_pairs"] == 2 and got["pairs_above_1"] == 1
-    assert got["median_of_pair_ratios"] == pytest.approx(1.01)
-    assert got["range_of_pair_ratios"] == pytest.approx([1.0, 1.02])
-    with pytest.raises(ValueError, match="rows"):
-        script.summarize([])
-    with pytest.raises(SystemExit, match="placements"):
-        script.main(["--placements", "0"])

@@ -31,7 +31,8 @@ def compile_in_process() -> int:
 
     Its default starts a pool of compile workers in every process that compiles, each
     worker importing torch anew: on an H100 the warm-cache build of three configurations
-    took 16.9 s with the pool and 8.6 s without (``scripts/sweep_cost_probe.py``), cold
+    took 16.9 s with the pool and 8.6 s without
+    (``benchmarks/readme-command/probes/sweep_cost_probe.py``), cold
     builds took as long either way, and the pool's start competed with the process for
     the CPU. Where the kernels are compiled does not change them.
     """

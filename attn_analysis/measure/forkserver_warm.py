@@ -5,14 +5,15 @@ their on-disk caches with (``torch_key``, ``triton_key``; each hashes its packag
 files and keeps the result for the life of the process). Every trial process and prebuild
 worker forked from the server inherits them instead of paying them at its first build: on
 an H100 with warm caches, 1.2-1.4 s for the import and 0.6 s for the two hashes of each
-process (``scripts/trial_overhead_probe.py``, ``benchmarks/readme-command/``).
+process (``benchmarks/readme-command/probes/trial_overhead_probe.py``).
 
 None of it changes what is compiled or timed: the same modules and the same hashes, only
 computed before the fork. A forked child cannot start CUDA if its parent asked the CUDA
 runtime for its devices, and importing ``compile_fx`` does (through the device count of
 ``torch._inductor.runtime.triton_heuristics``) unless ``PYTORCH_NVML_BASED_CUDA_CHECK``
 is 1, under which torch counts devices through NVML without starting CUDA (checked on an
-H100 by forking after each module: ``scripts/fork_after_import_probe.py``). So the
+H100 by forking after each module:
+``benchmarks/readme-command/probes/fork_after_import_probe.py``). So the
 import happens only under that setting, which ``sweep.trial_context`` gives the fork
 server; the hashes start nothing and are computed either way.
 

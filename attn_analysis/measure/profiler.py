@@ -74,7 +74,7 @@ def device_activities(prof):
     """The device activities of a finished session that ``key_averages`` sums (device
     events, neither asynchronous nor hidden), read from the profiler's raw results without
     building its Python event tree, which cost about 8 ms of the ~13 ms a session took at
-    the sweep's 720 sessions a process (``scripts/sweep_cost_probe.py``;
+    the sweep's 720 sessions a process (``benchmarks/readme-command/probes/sweep_cost_probe.py``;
     ``benchmarks/readme-command/``). Kineto's event objects, with ``name()``,
     ``start_ns()`` and ``end_ns()``; the profiler's own activity is among them."""
     from torch.autograd import DeviceType

@@ -242,7 +242,8 @@ def _prebuild_missing(ctx, plan: Plan, expected: dict, done: set, bar) -> dict |
 # again); plugins are left to each trial, since a plugin may touch the GPU when imported.
 # torch._inductor.config is what torch.use_deterministic_algorithms (env.lock) imports on
 # its first call, about 870 modules: 5-6 s of every spawned trial on the GPU machines,
-# whose torch has no bytecode cache (scripts/startup_probe.py). Dynamo, FlexAttention and
+# whose torch has no bytecode cache (benchmarks/startup-probe/startup_probe.py). Dynamo,
+# FlexAttention and
 # Triton are part of what each process's first torch.compile and our Triton kernel import
 # on first use. Not torch._inductor.compile_fx: importing it asks the CUDA runtime for its
 # devices, and a child forked after that cannot start CUDA (checked on an H200 by forking

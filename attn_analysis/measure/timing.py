@@ -279,7 +279,8 @@ class _CudaTimer:
         three more replays and return their median (ms), which :meth:`setup` sizes ``k``
         on; otherwise return None. Those replays once followed every capture; told ``k``
         they sized nothing (``benchmarks/readme-command/``, "Three replays that sized
-        nothing"). Without them (``scripts/settle_replays_probe.py``, H100 and H200) no
+        nothing"). Without them (``benchmarks/readme-command/probes/settle_replays_probe.py``,
+        H100 and H200) no
         placement median moved and the first sample moved by at most 0.7 %, but with one
         call a replay the first sample of ``sdpa_math`` and ``eager`` at B32 H8 S2048 read
         6-9 % above its placement's median (H100), so one-call graphs keep them."""

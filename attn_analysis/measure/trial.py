@@ -287,7 +287,8 @@ class _Worker:
         # is left out of the garbage collection before each placement (placement.release),
         # which otherwise walks the whole heap of a torch process (~0.15 s, per placement).
         # It stays frozen: a full collection walked ~424,000 objects in 0.2-0.26 s on an
-        # H100, twice a configuration (scripts/sweep_cost_probe.py), and what a later
+        # H100, twice a configuration (benchmarks/readme-command/probes/sweep_cost_probe.py),
+        # and what a later
         # collection must free is made after this point. An object frozen here that later
         # becomes cyclic garbage is never collected; the trial unit records the device
         # memory still allocated after each configuration, where such a leak would show.

@@ -11,7 +11,7 @@ devices through NVML), under which it does not (H100, 2026-11-27); ``--plain`` l
 out.
 
 Usage on the GPU machine, from the repository root:
-    PYTHONPATH=. python3 scripts/fork_after_import_probe.py [MODULE ...]
+    PYTHONPATH=. python3 benchmarks/readme-command/probes/fork_after_import_probe.py [MODULE ...]
 """
 
 from __future__ import annotations

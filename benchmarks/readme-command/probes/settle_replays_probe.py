@@ -15,7 +15,7 @@ graph three times itself, so both arms run the same sequence: an A/A control. Pe
 sample over its median.
 
 Usage on the GPU machine, from the repository root:
-    PYTHONPATH=. python3 scripts/settle_replays_probe.py \
+    PYTHONPATH=. python3 benchmarks/readme-command/probes/settle_replays_probe.py \
         --configs B32-H8-S128-D64-fp16,B32-H8-S512-D64-fp16,B32-H8-S2048-D64-fp16
 """
 

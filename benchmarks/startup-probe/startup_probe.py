@@ -9,7 +9,7 @@ is brought up anew for every process when nothing else holds it. Reads the persi
 mode and changes nothing on the card. Prints one JSON document per child and a summary.
 
 Usage on the GPU machine, from the repository root:
-    PYTHONPATH=. python3 scripts/startup_probe.py [--children 3]
+    PYTHONPATH=. python3 benchmarks/startup-probe/startup_probe.py [--children 3]
 """
 
 from __future__ import annotations

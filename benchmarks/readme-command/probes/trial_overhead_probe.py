@@ -1,7 +1,7 @@
 """What a trial process pays once, and what one kernel-time session costs, on a GPU (issue
 23: the README's GPU command on a fresh H100). Prints one JSON line per part.
 
-Parts (run after ``scripts/prebuild_probe.py``, so that the compile caches hold what a
+Parts (run after ``benchmarks/readme-command/probes/prebuild_probe.py``, so that the compile caches hold what a
 sweep's trials load):
 
 - ``forksafe``: whether a process that has imported the fork server's modules and then
@@ -18,7 +18,7 @@ sweep's trials load):
   collection off.
 
 Usage on the GPU machine, from the repository root:
-    PYTHONPATH=. python3 scripts/prebuild_probe.py && PYTHONPATH=. python3 scripts/trial_overhead_probe.py --parts forksafe,onetime,sessions
+    PYTHONPATH=. python3 benchmarks/readme-command/probes/prebuild_probe.py && PYTHONPATH=. python3 benchmarks/readme-command/probes/trial_overhead_probe.py --parts forksafe,onetime,sessions
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ For issue 17 (notes/triton_kernel.md, "Session i17"). Phases:
 * ``ncu``: launches each variant in ``--variants`` once, then cuDNN once (for
   ``ncu -k regex:'_attn_fwd|fprop'``); prints the launch order.
 
-Usage: ``PYTHONPATH=. python3 scripts/kernel_explore.py --phase main --out $OUT``.
+Usage: ``PYTHONPATH=. python3 benchmarks/triton-kernel/kernel_explore.py --phase main --out $OUT``.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ the median over placements of that call's summed kernel time relative to the med
 the session's later calls, and the host time of the first unrecorded call.
 
 Usage on the GPU machine, from the repository root:
-    PYTHONPATH=. python3 scripts/profile_calls_probe.py \
+    PYTHONPATH=. python3 benchmarks/readme-command/probes/profile_calls_probe.py \
         --pairs B32-H8-S2048-D64-fp16:sdpa_math,B32-H8-S512-D64-fp16:sdpa --warm 1
 """
 

@@ -17,7 +17,7 @@ Parts, each in fresh child interpreters so that caches and imports are what a tr
   configuration, with and without ``gc.freeze()``.
 
 Usage on the GPU machine, from the repository root:
-    PYTHONPATH=. python3 scripts/sweep_cost_probe.py --parts imports,builds,profile,gc
+    PYTHONPATH=. python3 benchmarks/readme-command/probes/sweep_cost_probe.py --parts imports,builds,profile,gc
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ machine that has compiled everything before (every pair "cached": workers start,
 their markers and compile nothing), which a second run of the command pays; run first on
 a fresh machine, it measures the prebuild alone. It times no kernel and writes no run.
 
-Usage: python3 scripts/prebuild_probe.py [--device cuda|cpu] [--matrix NAME]
+Usage: python3 benchmarks/readme-command/probes/prebuild_probe.py [--device cuda|cpu] [--matrix NAME]
 Prints one JSON line: wall_s, workers, the count of each status, and the seconds the
 jobs took summed by candidate.
 """

@@ -10,7 +10,7 @@ dropped; ``ahead``: dropped, then read ahead (``posix_fadvise`` WILLNEED, one th
 file, started just before the child) while the child imports. Changes no file.
 
 Usage on the GPU machine, from the repository root:
-    python3 scripts/cold_start_probe.py [--parts cold,warm,ahead,cold,ahead] [--device cuda]
+    python3 benchmarks/readme-command/probes/cold_start_probe.py [--parts cold,warm,ahead,cold,ahead] [--device cuda]
 """
 
 from __future__ import annotations
