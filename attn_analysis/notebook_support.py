@@ -81,6 +81,10 @@ def check_parameters(*, root: Path, runs_dir: str, run: str, measure: bool, devi
     if not isinstance(run, str):
         raise ValueError(f"`run` must be a run folder name or ''; got {run!r}.")
     measure = _validate.flag("measure", measure)
+    if not measure and run != DEFAULT_LEAD_RUN:
+        # named folders only, before any run is loaded (loading them all takes minutes);
+        # the documented default may be absent (lead_run then picks)
+        recorded_run_iv("run", run, {"runs_dir": path})
     if device not in DEVICE_CHOICES:
         raise ValueError(f"`device` must be one of {DEVICE_CHOICES}; got {device!r}.")
     if device == "auto":

@@ -64,3 +64,28 @@ def test_every_file_of_a_run_has_one_mode_as_the_umask_allows(tmp_path):
     assert any(k.endswith(".parquet") for k in modes) and any(k.endswith(".json") for k in modes)
     assert set(modes.values()) == {0o644}, modes
     assert other == 0o640
+
+
+def test_an_unknown_notebook_run_is_refused_before_any_run_is_loaded(tmp_path, monkeypatch):
+    from attn_analysis import notebook_support as nbs
+    make_run(tmp_path)
+
+    def no_loading(*args, **kwargs):
+        raise AssertionError("a run was loaded before `run` was checked")
+    monkeypatch.setattr(record, "load", no_loading)
+    monkeypatch.setattr(nbs, "load_runs", no_loading)
+    ns = dict(runs_dir=str(tmp_path), run="run-b", measure=False, n_resamples=1000)
+    with pytest.raises(ValueError, match=r"`run` must be '' or a finalized run under .*"
+                                         r"\['run-a'\]\); got 'run-b'"):
+        nbs.prelude(ns)
+    # the named run, '' and the documented default (absent here) pass the check
+    for run in ("run-a", "", nbs.DEFAULT_LEAD_RUN):
+        assert nbs.check_given(tmp_path, dict(nbs.MEASURE_DEFAULTS, **dict(ns, run=run)))["run"] == run
+
+
+def test_the_readme_s_virtual_environment_is_ignored_by_git():
+    root = Path(__file__).resolve().parents[1]
+    assert ".venv" in (root / "README.md").read_text()
+    import subprocess
+    result = subprocess.run(["git", "check-ignore", "-q", ".venv/bin/python"], cwd=root)
+    assert result.returncode == 0, ".venv is not in .gitignore"
