@@ -482,3 +482,27 @@ def test_requirements_pin_what_the_stage_script_reads():
     b18 = re.search(r"^# sdpa_fa4: flash-attn-4==(\S+)", text, re.M).group(1)
     assert b18 == peers.SDPA_FA4_RELEASE
     assert "sdpa_fa4" in peers.PACKAGES and b18 in peers.PACKAGES["sdpa_fa4"][2]
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_flex_flash_and_flex_share_one_compiled_flex(monkeypatch, causal):
+    """``flex_flash`` is ``flex`` plus BACKEND=FLASH: one builder (candidates.compiled_flex)
+    makes both, forwarding the kernel options and building the causal mask once."""
+    import dataclasses
+    import torch
+    import torch.nn.attention.flex_attention as fa
+    calls, masks = [], []
+    monkeypatch.setattr(torch, "compile", lambda f, **kw: f)
+    monkeypatch.setattr(fa, "flex_attention",
+                        lambda q, k, v, block_mask=None, **kw: calls.append((block_mask, kw)) or q)
+    monkeypatch.setattr(fa, "create_block_mask",
+                        lambda mask, **kw: masks.append(kw) or "causal-mask")
+    config = dataclasses.replace(TINY, causal=causal)
+    plain, _ = cands.compiled_flex(config, "cpu")
+    flash, _ = cands.compiled_flex(config, "cpu", kernel_options={"BACKEND": "FLASH"})
+    q = torch.zeros(1)
+    plain(q, q, q)
+    flash(q, q, q)
+    want_mask = "causal-mask" if causal else None
+    assert calls == [(want_mask, {}), (want_mask, {"kernel_options": {"BACKEND": "FLASH"}})]
+    assert len(masks) == (2 if causal else 0)

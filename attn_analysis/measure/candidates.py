@@ -322,7 +322,12 @@ def _build_eager_compiled(config: Config, device: str) -> Built:
                       "compile_threads": threads})
 
 
-def _build_flex(config: Config, device: str) -> Built:
+def compiled_flex(config: Config, device: str, kernel_options: dict | None = None):
+    """FlexAttention under ``torch.compile`` at ``config`` (the causal block mask built once,
+    outside any timed call), and the compile threads used: ``(fn, threads)``.
+
+    One copy for both Flex candidates: ours (``flex``, Triton backend) and the peer
+    ``flex_flash`` (``kernel_options={"BACKEND": "FLASH"}``)."""
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
     threads = compile_settings.prepare()
     compiled = torch.compile(flex_attention, dynamic=False)
@@ -332,9 +337,15 @@ def _build_flex(config: Config, device: str) -> Built:
             return q_idx >= kv_idx
         block_mask = create_block_mask(causal_mask, B=None, H=None, Q_LEN=config.seq_len,
                                        KV_LEN=config.seq_len, device=device)
+    extra = {} if kernel_options is None else {"kernel_options": dict(kernel_options)}
 
     def fn(q, k, v):
-        return compiled(q, k, v, block_mask=block_mask)
+        return compiled(q, k, v, block_mask=block_mask, **extra)
+    return fn, threads
+
+
+def _build_flex(config: Config, device: str) -> Built:
+    fn, threads = compiled_flex(config, device)
     _try_once(fn, config, device)
     _try_once(fn, config, device)
     return Built(fn, {"implementation": "torch.compile(flex_attention)", "dynamic": False,

@@ -55,7 +55,7 @@ import os
 import torch
 import torch.nn.functional as F
 
-from . import candidates as cands, compile_settings
+from . import candidates as cands
 from ..analyse import catalog
 from ..configs import Config
 
@@ -211,21 +211,9 @@ def _build_flex_flash(config: Config, device: str) -> cands.Built:
     """FlexAttention's FLASH backend under torch.compile, as torch's documentation shows."""
     _, pkg = package("flex_flash")
     try:
-        from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+        fn, threads = cands.compiled_flex(config, device, kernel_options={"BACKEND": "FLASH"})
     except ImportError as exc:
         raise cands.Unsupported(f"torch {torch.__version__} has no FlexAttention: {exc}") from None
-    threads = compile_settings.prepare()
-    compiled = torch.compile(flex_attention, dynamic=False)
-    block_mask = None
-    if config.causal:
-        def causal_mask(b, h, q_idx, kv_idx):
-            return q_idx >= kv_idx
-        block_mask = create_block_mask(causal_mask, B=None, H=None, Q_LEN=config.seq_len,
-                                       KV_LEN=config.seq_len, device=device)
-    options = {"BACKEND": "FLASH"}
-
-    def fn(q, k, v):
-        return compiled(q, k, v, block_mask=block_mask, kernel_options=options)
     _switch_first_call(fn, config, device)  # compiles here
     _switch_first_call(fn, config, device)
     return cands.Built(fn, {"implementation": "torch.compile(flex_attention), "
