@@ -432,11 +432,14 @@ class Worker:
             self.save()
         self._built.clear()
 
-    # -- the main part
-    def run_main(self):
+    # -- the units, in order, while the deadline allows
+    def units_in_time(self, units):
+        """Yield ``(i, shape, built, unit)`` for each (shape, candidate) in ``units`` order.
+
+        Past the deadline a unit is recorded as skipped; a candidate that does not build is
+        left to :meth:`build`'s record. Records the order in the part and clears the built
+        candidates at the end, for the main part and the experiments alike."""
         self._built = {}
-        units = ordered(units_for(self.plan["shapes"], self.names, self.plan["target_only"],
-                                  self.plan["target"]), self.rng, first=self.plan["target"])
         self.part["order"] = [f"{s}|{c}" for s, c in units]
         for i, (shape, name) in enumerate(units):
             unit = dict(shape=shape, candidate=name, order=i)
@@ -445,8 +448,16 @@ class Worker:
                 self.part["units"].append(unit)
                 continue
             built = self.build(shape, name)
-            if built is None:
-                continue
+            if built is not None:
+                yield i, shape, built, unit
+        self._built.clear()
+
+    # -- the main part
+    def run_main(self):
+        units = ordered(units_for(self.plan["shapes"], self.names, self.plan["target_only"],
+                                  self.plan["target"]), self.rng, first=self.plan["target"])
+        for i, shape, built, unit in self.units_in_time(units):
+            name = unit["candidate"]
             try:
                 held, call = self.placed(shape, built, 0)
                 unit["placement"] = held.as_record()
@@ -465,24 +476,13 @@ class Worker:
                 unit.get("timers", {}).items()))
             if i % 8 == 7:
                 self.save()
-        self._built.clear()
 
     # -- the experiments
     def run_experiments(self):
-        self._built = {}
         units = [(s, c) for s in self.plan["exp_shapes"] for c in self.plan["exp_candidates"]
                  if c in self.names]
-        units = ordered(units, self.rng)
-        self.part["order"] = [f"{s}|{c}" for s, c in units]
-        for i, (shape, name) in enumerate(units):
-            unit = dict(shape=shape, candidate=name, order=i)
-            if time.time() > self.deadline:
-                unit["skipped"] = "deadline"
-                self.part["units"].append(unit)
-                continue
-            built = self.build(shape, name)
-            if built is None:
-                continue
+        for i, shape, built, unit in self.units_in_time(ordered(units, self.rng)):
+            name = unit["candidate"]
             unit["experiments"] = {}
             order = list(EXPERIMENTS)
             self.rng.shuffle(order)
@@ -495,7 +495,6 @@ class Worker:
             self.part["units"].append(unit)
             log(f"[x{self.index}] {shape} {name}: done")
             self.save()
-        self._built.clear()
 
     def exp_l2(self, shape, built) -> dict:
         """Hot against flushed calls: graph kernel time, and do_bench with and without flush."""
