@@ -31,6 +31,7 @@ def make_run(runs_dir: Path, name: str, trials, *, plan=None, fingerprint_only=F
     (run / "journal").mkdir(parents=True)
     (run / "plan.json").write_text(json.dumps(plan))
     (run / "run.json").write_text(json.dumps({"run_id": name, "plan": plan,
+                                              "attn_analysis_version": "9.9.9",
                                               "finished_utc": "2026-11-25T00:00:00+00:00"}))
     fps = {}
     for t, (gpu, uuid, start) in enumerate(trials):
@@ -104,6 +105,8 @@ def test_run_table(runs):
     assert r.loc["h200-two", "first_entry_utc"] == ts(1)
     # tmp_path is no git checkout: no commit times
     assert r["plan_committed_utc"].isna().all() and r["plan_committed_utc"].iloc[0] is None
+    assert r["results_commit"].isna().all()
+    assert (r["code_version"] == "9.9.9").all()  # the package version each run recorded
 
 
 def test_counts(runs):
@@ -184,6 +187,9 @@ def test_git_times_of_plan_and_results(tmp_path):
     r = inv.run_inventory(tmp_path / "data" / "runs").iloc[0]
     assert r["plan_committed_utc"] == "2026-11-24T00:30:00+00:00"
     assert r["results_committed_utc"] == "2026-11-24T04:00:00+00:00"  # in UTC
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=tmp_path, text=True,
+                          capture_output=True, check=True).stdout.strip()
+    assert r["results_commit"] == head  # the commit that added run.json, not the plan's
 
 
 # ------------------------------------------------------------------ the recorded data

@@ -44,14 +44,15 @@ _CONTROL = re.compile(r"^sdpa(_twin|_spin\w*)$")
 _GPU_COLUMNS = ["label", "model", "uuid", "runs", "n_runs", "processes", "first_entry_utc"]
 _RUN_COLUMNS = ["run", "model", "gpus", "processes", "placements_per_unit", "samples",
                 "candidates", "configs", "matrix", "protocol", "role", "campaign",
-                "first_entry_utc", "finished_utc", "plan_committed_utc", "results_committed_utc"]
+                "first_entry_utc", "finished_utc", "code_version", "plan_committed_utc",
+                "results_committed_utc", "results_commit"]
 # The named plans of configs (CAMPAIGN_PLANS, POWERED_PLANS, ...): a run measured with one
 # of them is that campaign's; the pre-registered powered campaigns are confirmatory.
 _CONFIRMATORY_PLANS = ("POWERED_PLANS",)
 
 
-_NULLABLE = ("samples", "matrix", "campaign", "first_entry_utc", "finished_utc", "plan_committed_utc",
-             "results_committed_utc")
+_NULLABLE = ("samples", "matrix", "campaign", "first_entry_utc", "finished_utc", "code_version",
+             "plan_committed_utc", "results_committed_utc", "results_commit")
 
 
 def gpu_model(name) -> str:
@@ -135,8 +136,8 @@ def _uuid(fp: dict):
 
 
 def _git_added(runs_dir: Path) -> dict:
-    """{(run, file name): ISO commit time of the first commit that added it} for plan.json
-    and run.json under ``runs_dir``; {} outside a git checkout or without git."""
+    """{(run, file name): (ISO commit time, short hash) of the first commit that added it}
+    for plan.json and run.json under ``runs_dir``; {} outside a git checkout or without git."""
     try:
         top = subprocess.run(["git", "-C", str(runs_dir), "rev-parse", "--show-toplevel"],
                              capture_output=True, text=True, timeout=30)
@@ -144,7 +145,7 @@ def _git_added(runs_dir: Path) -> dict:
             return {}
         rel = runs_dir.resolve().relative_to(Path(top.stdout.strip()).resolve())
         log = subprocess.run(
-            ["git", "-C", top.stdout.strip(), "log", "--diff-filter=A", "--format=%x00%cI",
+            ["git", "-C", top.stdout.strip(), "log", "--diff-filter=A", "--format=%x00%cI %h",
              "--name-only", "--", f"{rel.as_posix()}/*/{PLAN}", f"{rel.as_posix()}/*/{RUN_INFO}"],
             capture_output=True, text=True, timeout=60)
     except (OSError, ValueError, subprocess.SubprocessError):
@@ -156,7 +157,8 @@ def _git_added(runs_dir: Path) -> dict:
         lines = [ln for ln in block.splitlines() if ln.strip()]
         if not lines:
             continue
-        when = pd.Timestamp(lines[0]).tz_convert("UTC").isoformat()
+        stamp, commit = lines[0].split()
+        when = (pd.Timestamp(stamp).tz_convert("UTC").isoformat(), commit)
         for name in lines[1:]:
             parts = Path(name).parts
             if len(parts) >= 2:
@@ -228,8 +230,10 @@ def _tables(runs_dir: Path, signature: tuple) -> tuple[pd.DataFrame, pd.DataFram
             "campaign": campaign[1] if campaign else None,
             "first_entry_utc": min(starts) if starts else None,
             "finished_utc": info.get("finished_utc"),
-            "plan_committed_utc": added.get((name, PLAN)),
-            "results_committed_utc": added.get((name, RUN_INFO))})
+            "code_version": info.get("attn_analysis_version"),
+            "plan_committed_utc": added.get((name, PLAN), (None,))[0],
+            "results_committed_utc": added.get((name, RUN_INFO), (None,))[0],
+            "results_commit": added.get((name, RUN_INFO), (None, None))[1]})
     # the plan entered git when its plan.json did, or earlier with its configs campaign
     campaigns = _git_campaign_added(runs_dir, [r["campaign"] for r in runs if r["campaign"]]) \
         if added else {}
@@ -296,10 +300,12 @@ def run_inventory(runs_dir=DEFAULT_RUNS_DIR) -> pd.DataFrame:
     """One row per run, in order of its first journal entry: run, model, gpus (labels),
     processes, placements_per_unit, samples, candidates and configs (counts), matrix,
     protocol (1 or 2), role, campaign (the configs plan it measured, or None),
-    first_entry_utc, finished_utc, plan_committed_utc (the first commit holding its
-    plan.json, or its campaign in configs.py if that came first) and
-    results_committed_utc (the commit that added run.json); git times are None outside a
-    checkout."""
+    first_entry_utc, finished_utc, code_version (the package version the run recorded),
+    plan_committed_utc (the first commit holding its plan.json, or its campaign in
+    configs.py if that came first), results_committed_utc and results_commit (time and
+    short hash of the commit that added run.json: the measuring code is that commit's
+    parent or older, since runs record no commit of their own); git fields are None
+    outside a checkout."""
     return _load(runs_dir)[1].copy()
 
 
