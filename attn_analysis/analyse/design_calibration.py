@@ -19,13 +19,17 @@ import pandas as pd
 
 from .. import _validate
 from ..configs import BASELINE
-from .calibration import LEVELS, ROLES, design_calibration
-from .protocols import PROTOCOL_B, level_samples, pool_runs
+from . import power as _power
+from .calibration import DERIVED_OUTCOMES, LEVELS, ROLES, design_calibration, true_effects
+from .intervals import binomial_rate_ci
+from .protocols import (AA_CONTROLS, POSITIVE_PREFIX, PROTOCOL_B, level_samples,
+                        max_processes, pool_runs, protocol_b_decisions)
 from .stats import DEFAULT_MARGIN
 
 __all__ = ["POWER_GOAL", "MIN_CONTROL_MARGINS", "RATE_COLUMNS", "SPREAD_COLUMNS",
            "runs_by_model", "pooled_levels", "rates_by_processes", "choose_processes",
-           "choose_design", "design_table", "process_spread", "repeated_draws"]
+           "choose_design", "design_table", "process_spread", "repeated_draws",
+           "FAMILY_MEASURES", "FAMILY_COLUMNS", "family_rates", "needed_processes"]
 
 POWER_GOAL = 0.8          # the power the issue asks of the design at 1.5 margins
 MIN_CONTROL_MARGINS = 1.5  # the smallest control size (in margins) the power goal is held to
@@ -201,3 +205,92 @@ def design_table(rates: pd.DataFrame, k: int) -> pd.DataFrame:
         "rate": df["rate"],
         "95 % interval": [f"{lo:.0%}–{hi:.0%}" for lo, hi in zip(df["ci_low"], df["ci_high"])],
     }).reset_index(drop=True)
+
+
+# ------------------------------------------------------------------ at the family used
+
+# What the re-analysis at a family reports, per (level, m, k): the A/A twin's claimed
+# differences (the false positives), the largest positive control's verdicts "slower"
+# (power) and the A/A twin's verdicts "equivalent" (how often a true null is decided).
+FAMILY_MEASURES = ("false positive", "power", "A/A equivalent")
+FAMILY_COLUMNS = ("device", "level", "m", "k", "measure", "candidate", "size_margins",
+                  "events", "n", "rate", "ci_low", "ci_high")
+
+
+def _family_iv(frames, designs):
+    if not isinstance(frames, dict) or not frames or not set(frames) <= set(LEVELS):
+        raise ValueError(f"`frames` must map levels from {LEVELS} to (samples, kernels); "
+                         f"got {type(frames).__name__}.")
+    pairs = []
+    for d in designs:
+        if not isinstance(d, (tuple, list)) or len(d) != 2:
+            raise ValueError(f"`designs` must hold (m, k) pairs; got {d!r}.")
+        pairs.append((_validate.integer("designs", d[0], 1),
+                      _validate.integer("designs", d[1], 2)))
+    if not pairs:
+        raise ValueError("`designs` must hold at least one (m, k) pair; got none.")
+    return sorted(set(pairs))
+
+
+def family_rates(frames: dict, device: str, designs, margin: float = DEFAULT_MARGIN,
+                 min_size: float = MIN_CONTROL_MARGINS, twin: str = AA_CONTROLS[0],
+                 baseline: str = BASELINE) -> pd.DataFrame:
+    """The calibration judged at the families a design is used in: for each level of
+    ``frames`` (as :func:`rates_by_processes`) and each ``(m, k)`` of ``designs``, the
+    rates over replications of ``k`` processes whose intervals carry the Bonferroni
+    adjustment of a family of ``m`` comparisons.
+
+    A replication is what :func:`rates_by_processes` uses (:func:`protocols.
+    replication_groups`): ``k`` consecutive processes of one run, disjoint from the
+    others, judged by :func:`stats.compare`'s process-t interval. Measures
+    (:data:`FAMILY_MEASURES`): "false positive" (the A/A ``twin`` given any difference,
+    :data:`calibration.DERIVED_OUTCOMES`), "power" (the level's smallest positive control
+    of at least ``min_size`` margins by its true slowdown over every process, else its
+    largest, called "slower" beyond the margin: the rule :func:`choose_processes` holds
+    the design to) and
+    "A/A equivalent" (the twin called "equivalent"). A ``k`` beyond the processes of
+    every run gives ``n`` 0 and NaN rates (nothing to replicate). Columns:
+    :data:`FAMILY_COLUMNS`; ``size_margins`` is the control's true size in margins.
+    """
+    pairs = _family_iv(frames, designs)
+    rows = []
+    for level, (samples, _kernels) in frames.items():
+        effects = true_effects(samples, None, baseline, interval=False).set_index("candidate")
+        spins = [c for c in effects.index if str(c).startswith(POSITIVE_PREFIX)]
+        if twin not in effects.index or not spins:
+            raise ValueError(f"`frames` at the {level} level must hold {twin!r} and a "
+                             f"positive control; it holds {sorted(effects.index)}.")
+        size_of = {c: (float(effects.loc[c, "slowdown"]) - 1.0) / margin for c in spins}
+        held = [c for c in spins if size_of[c] >= min_size]
+        big = (min(held, key=size_of.get) if held else max(spins, key=size_of.get))
+        most = max_processes(samples)
+        for m, k in pairs:
+            wanted = {"false positive": (twin, DERIVED_OUTCOMES["claimed difference"]),
+                      "power": (big, ("slower",)), "A/A equivalent": (twin, ("equivalent",))}
+            dec = (protocol_b_decisions(samples, baseline, [twin, big], "graph", k, margin,
+                                        1, 42, None, m) if k <= most else None)
+            for measure, (cand, verdicts) in wanted.items():
+                size = (float(effects.loc[cand, "slowdown"]) - 1.0) / margin
+                if dec is None:
+                    events, n = 0, 0
+                    ci = None
+                else:
+                    v = dec.loc[dec["candidate"] == cand, "verdict"]
+                    events, n = int(v.isin(verdicts).sum()), int(len(v))
+                    ci = binomial_rate_ci(events, n) if n else None
+                rows.append({"device": device, "level": level, "m": m, "k": k,
+                             "measure": measure, "candidate": cand, "size_margins": size,
+                             "events": events, "n": n,
+                             "rate": ci.estimate if ci else np.nan,
+                             "ci_low": ci.low if ci else np.nan,
+                             "ci_high": ci.high if ci else np.nan})
+    return pd.DataFrame(rows, columns=list(FAMILY_COLUMNS))
+
+
+def needed_processes(sigmas: dict, family: int, margin: float = DEFAULT_MARGIN) -> dict:
+    """``{level: processes}`` that ``plan --power`` asks of a design judged in a family of
+    ``family`` comparisons (:func:`power.processes_needed` of each level's per-process SD
+    in ``sigmas``); None where no number of processes reaches the goals."""
+    m = _validate.integer("family", family, 1)
+    return {level: _power.processes_needed(float(sd), m, margin)
+            for level, sd in sigmas.items()}

@@ -1,0 +1,93 @@
+"""The calibration judged at the family a design is used in
+(design_calibration.family_rates, needed_processes), on synthetic runs whose variance
+components are known, so the measured rates can be held to the analytic ones of
+analyse.power."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats as st
+
+from attn_analysis.analyse import design_calibration as dc, power, protocols
+
+CFG = "B32-H8-S512-D64-fp16"
+PROCESS_SD = 0.006  # each arm's process component: per-process difference SD 0.85 %
+SPIN = 0.04         # the positive control, 2 margins slower
+
+
+def _frames(n_trials=480, seed=11):
+    """sdpa, its A/A twin and a spin control 4 % slower: each arm of each process shifted
+    by an independent N(0, PROCESS_SD), 2 placements of 3 samples with tiny noise."""
+    rng = np.random.default_rng(seed)
+    arms = (("sdpa", 0.0), ("sdpa_twin", 0.0), ("sdpa_spin4", SPIN))
+    t, c, p, i = np.meshgrid(np.arange(n_trials), np.arange(len(arms)), np.arange(2),
+                             np.arange(3), indexing="ij")
+    proc = rng.normal(0, PROCESS_SD, (n_trials, len(arms)))
+    logt = (np.log1p(np.array([s for _, s in arms]))[c] + proc[t, c]
+            + rng.normal(0, 1e-5, t.shape))
+    df = pd.DataFrame({"config": CFG, "candidate": np.array([a for a, _ in arms])[c.ravel()],
+                       "mode": "graph", "trial": t.ravel(), "placement": p.ravel(),
+                       "sample": i.ravel(), "ms": np.exp(logt.ravel())})
+    return {"call": protocols.pool_runs({"r": (df, None)})}
+
+
+@pytest.fixture(scope="module")
+def rates():
+    return dc.family_rates(_frames(), "GPU A", [(1, 6), (60, 6), (60, 8), (60, 1000)])
+
+
+def _rate(rates, measure, m, k):
+    r = rates[(rates["measure"] == measure) & (rates["m"] == m) & (rates["k"] == k)]
+    return r.iloc[0]
+
+
+def test_rows_replications_and_control_sizes(rates):
+    assert list(rates.columns) == list(dc.FAMILY_COLUMNS)
+    assert set(rates["measure"]) == set(dc.FAMILY_MEASURES)
+    assert _rate(rates, "power", 60, 6)["n"] == 480 // 6
+    assert _rate(rates, "A/A equivalent", 60, 8)["n"] == 480 // 8
+    assert _rate(rates, "power", 1, 6)["candidate"] == "sdpa_spin4"
+    assert _rate(rates, "power", 1, 6)["size_margins"] == pytest.approx(2.0, abs=0.1)
+    # more processes than any run holds: nothing replicated, no rate
+    big = _rate(rates, "power", 60, 1000)
+    assert big["n"] == 0 and math.isnan(big["rate"])
+
+
+def test_a_larger_family_lowers_power_and_the_aa_equivalent_rate(rates):
+    for measure in ("power", "A/A equivalent"):
+        assert _rate(rates, measure, 60, 6)["rate"] < _rate(rates, measure, 1, 6)["rate"]
+    assert _rate(rates, "false positive", 60, 6)["rate"] <= _rate(rates, "false positive", 1, 6)["rate"]
+
+
+@pytest.mark.parametrize("m,k", [(1, 6), (60, 6), (60, 8)])
+def test_measured_rates_agree_with_the_analytic_ones_of_the_known_components(rates, m, k):
+    sigma = PROCESS_SD * math.sqrt(2)
+    expect = {"power": power.verdict_rates(-math.log1p(SPIN), sigma, k, m)["slower"],
+              "A/A equivalent": power.verdict_rates(0.0, sigma, k, m)["equivalent"]}
+    for measure, p in expect.items():
+        r = _rate(rates, measure, m, k)
+        # two-sided binomial test at 0.001: a rate computed at another m or k fails it
+        assert st.binomtest(int(r["events"]), int(r["n"]), p).pvalue > 1e-3, (measure, r, p)
+
+
+def test_needed_processes_follow_plan_power_and_grow_with_the_family():
+    sig = {"call": 0.01, "kernel": 0.02}
+    one, big = dc.needed_processes(sig, 1), dc.needed_processes(sig, 180)
+    assert one == {lv: power.processes_needed(s, 1) for lv, s in sig.items()}
+    assert big["call"] > one["call"] and big["kernel"] > big["call"]
+    assert dc.needed_processes({"call": 5.0}, 10) == {"call": None}
+
+
+def test_invalid_input_is_refused_naming_the_parameter():
+    with pytest.raises(ValueError, match="`designs`"):
+        dc.family_rates(_frames(12), "GPU A", [])
+    with pytest.raises(ValueError, match="`designs`"):
+        dc.family_rates(_frames(12), "GPU A", [(0, 4)])
+    with pytest.raises(ValueError, match="`frames`"):
+        dc.family_rates({"wall": None}, "GPU A", [(1, 2)])
+    with pytest.raises(ValueError, match="`family`"):
+        dc.needed_processes({"call": 0.01}, 0)
