@@ -41,8 +41,9 @@ nbs.glue_values("rep_", counts)
 
 
 def _minute(stamp) -> str:
-    """'2026-11-24 16:21' from an ISO time in UTC; '-' where none is recorded."""
-    return pd.Timestamp(stamp).strftime("%Y-%m-%d %H:%M") if isinstance(stamp, str) else "-"
+    """'11-24 16:21' from an ISO time in UTC (the year is in the caption); '-' where none
+    is recorded."""
+    return pd.Timestamp(stamp).strftime("%m-%d %H:%M") if isinstance(stamp, str) else "-"
 
 
 # %% [markdown]
@@ -56,12 +57,11 @@ def _minute(stamp) -> str:
 
 # %% tags=["remove-input"]
 shown = gpus.assign(runs=gpus["runs"].map(", ".join))
-tables.show(shown[["label", "model", "uuid", "n_runs", "processes"]],
-            "Every GPU of the recorded runs: its label, UUID, how many runs it measured and "
-            "their processes (trial processes). The tables below name each run's GPU; the "
+tables.show(shown[["label", "uuid", "n_runs", "processes"]],
+            "Every GPU of the recorded runs: its label, UUID, runs and trial processes. The "
             "CSV lists each GPU's runs.",
             name="tbl-gpu-inventory", csv="gpu_inventory.csv", full=shown,
-            labels={"label": "label", "model": "model", "uuid": "UUID", "n_runs": "runs",
+            labels={"label": "label", "uuid": "UUID", "n_runs": "runs",
                     "processes": "processes", "runs": "run ids"},
             formats={"n_runs": ".0f", "processes": ".0f"})
 
@@ -74,52 +74,54 @@ nbs.glue_text("rep_plan_note", inventory.plan_statement(run_table))
 # %% [markdown]
 # ## The runs
 #
-# One row per run: its GPU, its role, its design, when its first process started and when
-# git first held its plan. {glue:text}`rep_plan_note:s`
+# One table per role, one row per run: its GPUs, trial processes (proc.), design
+# (placements per unit × samples, pl.×s.) and first process. {glue:text}`rep_plan_note:s`
 
 # %% tags=["remove-input"]
 rows = run_table.assign(
-    gpus=run_table["gpus"].map(lambda g: ", ".join(x if "not recorded" not in x else "?"
-                                                   for x in g) or "-"),
+    gpus=run_table["gpus"].map(inventory.compact_labels),
+    design=[f"{p}×{n:.0f}" if pd.notna(n) else f"{p}×?"
+            for p, n in zip(run_table["placements_per_unit"], run_table["samples"])],
     first=run_table["first_entry_utc"].map(_minute),
-    plan=run_table["plan_committed_utc"].map(_minute))
-cols = ["run", "gpus", "role", "processes", "placements_per_unit", "samples",
-        "candidates", "configs", "first", "plan"]
-labels = {"run": "run", "gpus": "GPU", "role": "role", "processes": "processes",
-          "placements_per_unit": "placements", "samples": "samples",
-          "candidates": "candidates", "configs": "shapes",
-          "first": "first process (UTC)", "plan": "plan in git (UTC)"}
-ints = {c: ".0f" for c in ("processes", "placements_per_unit", "samples", "candidates",
-                         "configs")}
-for model, part in rows.groupby("model", sort=True):
-    tables.show(part[cols],
-                f"The runs on {model} GPUs, in order of their first process (GPU '?': no "
-                f"UUID recorded). Plan in git: the first commit holding the run's plan "
-                f"(its plan.json, or its campaign in configs.py).",
-                name=f"tbl-runs-{model.lower()}", csv=f"runs_{model.lower()}.csv",
-                labels=labels, formats=ints,
-                full=run_table[run_table["model"] == model])
+    plan=run_table["plan_committed_utc"].map(_minute),
+    results=run_table["results_committed_utc"].map(_minute))
+cols = ["run", "gpus", "processes", "design", "configs", "first"]
+labels = {"run": "run", "gpus": "GPU", "processes": "proc.", "design": "pl.×s.",
+          "configs": "shapes", "first": "first process", "plan": "plan in git",
+          "results": "results in git"}
+for role in inventory.ROLES:
+    part = rows[rows["role"] == role]
+    if part.empty:
+        continue
+    extra = ["plan", "results"] if role == "confirmatory" else []
+    tables.show(part[cols + extra],
+                f"The {role} runs, by first process (UTC, 2026)."
+                + (" GPU '?': no UUID recorded." if (part["gpus"] == "?").any() else "")
+                + (" Plan and results in git: the first commit holding each." if extra else ""),
+                name=f"tbl-runs-{role}", csv=f"runs_{role}.csv", labels=labels,
+                formats={"processes": ".0f", "configs": ".0f"},
+                full=run_table[run_table["role"] == role])
 
 # %% [markdown]
 # ## The software
 #
-# Runs that share every version share a row. Each peer package is recorded as shipped, by
-# the units that ran it.
+# Every process records its software; runs that share every version share a row. Each
+# peer package is recorded as shipped, by the units that timed it.
 
 # %% tags=["remove-input"]
 soft = software.software_table(RUNS)
-keys = ["torch", "CUDA", "cuDNN", "driver", "Triton", "Python", "peers"]
-grouped = (soft.groupby(keys, sort=False, dropna=False)
-           .agg(n=("run", "size"), runs=("run", lambda r: ", ".join(sorted(r))))
-           .reset_index())
-grouped["peers"] = grouped["peers"].replace("", "none")
-largest = grouped["n"].idxmax()  # the largest group is named as the rest, not listed
-grouped.loc[largest, "runs"] = "every other run"
-tables.show(grouped[["n", *keys, "runs"]],
-            "The software of every run, from each process's fingerprint and each peer's "
-            "timing units. One row per distinct set of versions.",
+base = software.base_software(soft)
+tables.show(base.assign(runs=[", ".join(r) if i else "every other run" if len(base) > 1
+                              else "every run" for i, r in enumerate(base["runs"])])
+            [["n_runs", *software.BASE_KEYS, "runs"]],
+            "The software of every run, from each process's fingerprint.",
             name="tbl-software", csv="software.csv", full=soft,
-            labels={"n": "runs", "runs": "run ids"}, formats={"n": ".0f"})
+            labels={"n_runs": "runs", "runs": "run ids"}, formats={"n_runs": ".0f"})
+peers = software.peer_runs(soft)
+tables.show(peers.assign(runs=peers["runs"].map(", ".join)),
+            "Each peer package version, from the timing units of the runs that timed it.",
+            name="tbl-peer-versions", labels={"n_runs": "runs", "runs": "run ids"},
+            formats={"n_runs": ".0f"})
 
 # %% [markdown]
 # ## The documented commands and their duration

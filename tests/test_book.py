@@ -72,9 +72,6 @@ def test_chapter_renders_in_chromium(chromium_report, page):
 @pytest.mark.parametrize("page", CHAPTERS)
 def test_chapter_fits_1280px_without_raw_tables(chromium_report, page):
     r = chromium_report[page]
-    if page == "notebooks/10_reproducibility" and r["overflow"] > 1:
-        pytest.xfail("open defect (issue 41): the reproducibility tables (full GPU UUIDs) "
-                     "are wider than 1280 px")
     assert r["overflow"] <= 1, (f"{page} scrolls horizontally at {VIEWPORT_PX} px by "
                                 f"{r['overflow']} px; widest elements: {r['wide']}")
     assert r["clipped"] == [], f"{page}: tables wider than the text column: {r['clipped']}"

@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from attn_analysis import record
@@ -277,6 +278,36 @@ def test_software_table_of_the_recorded_runs():
         assert (table[col] != "?").all(), col
     # the runs of the peers record each peer's version
     assert table.set_index("run").loc["h100-sota-confirm", "peers"].count("flash-attn-4") == 1
+
+
+def test_base_software_and_peer_runs_split_the_wide_table():
+    table = pd.DataFrame([
+        {"run": "b", "GPU": "H200-a", "torch": "2.11", "CUDA": "13.0", "cuDNN": "9.19.0",
+         "driver": "580", "Triton": "3.6.0", "Python": "3.12", "peers": "fa4 4.0; fi 0.7"},
+        {"run": "a", "GPU": "H100-a", "torch": "2.11", "CUDA": "13.0", "cuDNN": "9.19.0",
+         "driver": "580", "Triton": "3.6.0", "Python": "3.12", "peers": ""},
+        {"run": "c", "GPU": "H100-b", "torch": "2.10", "CUDA": "12.8", "cuDNN": "9.10.2",
+         "driver": "570", "Triton": "3.5.0", "Python": "3.12", "peers": "fa4 4.0"}])
+    base = software.base_software(table)
+    assert base["n_runs"].tolist() == [2, 1] and base.loc[0, "runs"] == ["a", "b"]
+    assert base.loc[1, "torch"] == "2.10" and base.loc[1, "runs"] == ["c"]
+    peers = software.peer_runs(table)
+    assert peers.to_dict("list") == {"package": ["fa4", "fi"], "version": ["4.0", "0.7"],
+                                     "n_runs": [2, 1], "runs": [["b", "c"], ["b"]]}
+    with pytest.raises(ValueError, match="`table`"):
+        software.base_software(table.drop(columns="peers"))
+    # the recorded runs: every run in exactly one software row
+    real = software.software_table(RUNS)
+    assert software.base_software(real)["n_runs"].sum() == len(real)
+
+
+def test_compact_labels():
+    assert inv.compact_labels(["H200-k", "H200-n", "H200-m", "H200-l"]) == "H200-k,l,m,n"
+    assert inv.compact_labels(["H200-aa", "H200-z", "H100-b"]) == "H100-b, H200-z,aa"
+    assert inv.compact_labels([f"H100 ({inv.UNRECORDED}, r)"]) == "?"
+    assert inv.compact_labels([]) == "-"
+    with pytest.raises(ValueError, match="`labels`"):
+        inv.compact_labels("H100-a")
 
 
 def _section(path: Path, heading: str) -> str:

@@ -33,7 +33,7 @@ from ..record.schema import PLAN, RUN_INFO
 
 __all__ = ["DEFAULT_RUNS_DIR", "FINGERPRINT", "UNRECORDED", "ROLES", "gpu_model",
            "label_letters", "campaign_of", "run_role", "gpu_inventory", "run_inventory", "gpu_labels",
-           "gpu_label", "counts", "plan_statement"]
+           "gpu_label", "compact_labels", "counts", "plan_statement"]
 
 DEFAULT_RUNS_DIR = "data/runs"
 FINGERPRINT = "fingerprint.json"  # the consolidated fingerprints (record.JSON_VIEWS)
@@ -325,6 +325,26 @@ def gpu_label(uuid, runs_dir=DEFAULT_RUNS_DIR) -> str:
         raise ValueError(f"`uuid` must name one recorded GPU (full UUID or a prefix of 8+ "
                          f"characters); got {uuid!r}, which matches {len(hits)}.")
     return hits[0]
+
+
+def compact_labels(labels) -> str:
+    """GPU labels of one run in a narrow cell: labels of one model share its prefix,
+    'H200-k,l,m,n' for ['H200-k', 'H200-n', 'H200-m', 'H200-l'] (letters sorted, shorter
+    first so that 'z' comes before 'aa'); a label outside the 'MODEL-letters' form (a GPU
+    whose UUID was not recorded) is shown as '?'; '-' for none."""
+    if isinstance(labels, str) or not hasattr(labels, "__iter__"):
+        raise ValueError(f"`labels` must be a list of GPU labels; got {labels!r}.")
+    groups: dict = {}
+    unknown = False
+    for label in labels:
+        m = re.fullmatch(r"(.+)-([a-z]+)", str(label))
+        if m:
+            groups.setdefault(m.group(1), set()).add(m.group(2))
+        else:
+            unknown = True
+    parts = [f"{model}-{','.join(sorted(letters, key=lambda x: (len(x), x)))}"
+             for model, letters in sorted(groups.items())]
+    return ", ".join(parts + (["?"] if unknown else [])) or "-"
 
 
 def counts(runs_dir=DEFAULT_RUNS_DIR) -> dict:

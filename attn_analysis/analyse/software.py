@@ -20,14 +20,16 @@ from .. import _validate
 from ..record.schema import RUN_INFO
 from .inventory import DEFAULT_RUNS_DIR, FINGERPRINT, gpu_labels, gpu_model
 
-__all__ = ["SOFTWARE_COLUMNS", "DURATIONS_FILE", "DURATION_COLUMNS", "cudnn_version",
-           "peer_versions", "software_table", "command_durations"]
+__all__ = ["SOFTWARE_COLUMNS", "BASE_KEYS", "DURATIONS_FILE", "DURATION_COLUMNS",
+           "cudnn_version", "peer_versions", "software_table", "base_software", "peer_runs",
+           "command_durations"]
 
 # fingerprint key -> column of the table
 _FINGERPRINT_KEYS = {"torch": "torch_version", "CUDA": "cuda_version",
                      "cuDNN": "cudnn_version", "driver": "driver_version",
                      "Triton": "triton_version", "Python": "python_version"}
 SOFTWARE_COLUMNS = ["run", "GPU", *_FINGERPRINT_KEYS, "peers"]
+BASE_KEYS = list(_FINGERPRINT_KEYS)  # the versions every process records
 DURATIONS_FILE = Path(__file__).resolve().parents[2] / "benchmarks" / "command-durations.csv"
 DURATION_COLUMNS = ["name", "command", "scope", "machine", "commit", "measured", "wall_s", "source"]
 
@@ -85,6 +87,36 @@ def software_table(runs_dir=DEFAULT_RUNS_DIR) -> pd.DataFrame:
         row["peers"] = "; ".join(peer_versions(infos))
         rows.append(row)
     return pd.DataFrame(rows, columns=SOFTWARE_COLUMNS)
+
+
+def _software_iv(table) -> pd.DataFrame:
+    return _validate.frame("table", table, SOFTWARE_COLUMNS)
+
+
+def base_software(table: pd.DataFrame) -> pd.DataFrame:
+    """One row per distinct set of the fingerprint's versions (torch, CUDA, cuDNN, driver,
+    Triton, Python) of a :func:`software_table`: the versions, ``n_runs`` and ``runs``
+    (sorted ids), most runs first. Narrow where the runs share their software, as a
+    reader can then check one row rather than one per run."""
+    t = _software_iv(table)
+    out = (t.groupby(BASE_KEYS, sort=False, dropna=False)
+           .agg(n_runs=("run", "size"), runs=("run", lambda r: sorted(r))).reset_index())
+    return out.sort_values("n_runs", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def peer_runs(table: pd.DataFrame) -> pd.DataFrame:
+    """One row per peer package version of a :func:`software_table` ('package version'
+    split into ``package`` and ``version``): ``n_runs`` and ``runs`` that timed it (sorted
+    ids), by package and version. Long form, so no row lists every package of a run."""
+    t = _software_iv(table)
+    rows = {}
+    for run, peers in zip(t["run"], t["peers"]):
+        for item in (p.strip() for p in str(peers or "").split(";")):
+            if item:
+                rows.setdefault(item, []).append(run)
+    out = [{"package": k.rsplit(" ", 1)[0], "version": k.rsplit(" ", 1)[-1] if " " in k else "?",
+            "n_runs": len(v), "runs": sorted(v)} for k, v in sorted(rows.items())]
+    return pd.DataFrame(out, columns=["package", "version", "n_runs", "runs"])
 
 
 def command_durations(path=DURATIONS_FILE) -> pd.DataFrame:
