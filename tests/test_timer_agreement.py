@@ -335,3 +335,23 @@ def test_real_shaped_check_without_the_reference_at_the_target_says_why():
     (r,) = [r for r in ta.speedups(ta.unit_rows(doc)) if r["candidate"] == "triton"
             and r["timer"] == "graph"]
     assert r["speedup"] == pytest.approx(2.4 / 2.5) and math.isnan(r["low"])
+
+
+def test_target_values_give_every_speedup_and_the_largest_from_the_experiments():
+    """The methods chapter glues these: every (timer, candidate) speedup at the target from
+    the one experiment process, its process count, and the largest speedup named."""
+    from attn_analysis.chapters import timers as ch
+    doc = real_shaped()
+    v = ch.target_values(doc, source="experiments")
+    assert v["graph_triton"] == pytest.approx(0.048 / 0.052)
+    assert v["do_bench_fa4"] == pytest.approx(0.048 / 0.057)
+    assert v["graph_sdpa"] == 1.0 and v["n_processes"] == 1
+    assert (v["largest_candidate"], v["largest"]) == ("triton", pytest.approx(0.048 / 0.052))
+    assert "per_call_triton" not in v  # the experiments time no eager call
+    with pytest.raises(ValueError, match="`shape`"):
+        ch.target_values(doc)  # no main process timed sdpa at the target
+    s = ch.question_sentences({"timers_h100": doc}, questions=ch.EXPERIMENT_QUESTIONS,
+                              source="experiments")
+    assert set(s) == {"do_bench", "graph", "kernel"}
+    assert f"triton {0.048 / 0.052:.2f}x" in s["graph"] and "eagerly" in s["do_bench"]
+    assert "no timer cross-check is recorded for the H200" in s["kernel"]

@@ -13,6 +13,7 @@ kind ``timers``) through :mod:`attn_analysis.analyse.timer_agreement`:
   the device in the title, axis limits fitted to the points;
 - :func:`coverage_sentence`: where the reference was timed at a shape, and why not (the run's
   deadline), so that an empty table is explained rather than silent;
+- :func:`target_values`: the speedups at one shape as gluable numbers, with the largest;
 - :func:`question_sentences` and :func:`disagreement_sentence`: gluable sentences that name
   the timer answering each question (eager PyTorch: per_call; CUDA graphs and serving:
   graph replay; kernel authors: the profiler's kernel time) with the numbers per GPU model,
@@ -30,8 +31,9 @@ import pandas as pd
 from ..analyse import timer_agreement as ta
 from ..configs import TARGET
 
-__all__ = ["QUESTIONS", "TIMER_LABELS", "MODELS", "recorded", "gpu_model", "by_model",
-           "speedup_table", "eager_table", "experiment_table", "speedup_figure",
+__all__ = ["QUESTIONS", "EXPERIMENT_QUESTIONS", "TIMER_LABELS", "MODELS", "recorded",
+           "gpu_model", "by_model", "speedup_table", "eager_table", "experiment_table",
+           "speedup_figure", "target_values",
            "question_sentences", "disagreement_sentence", "coverage_sentence", "SOURCES"]
 
 # Which timer answers which user's question.
@@ -70,6 +72,16 @@ def by_model(docs: dict) -> dict:
     return out
 
 
+NOT_RECORDED = "no timer cross-check is recorded for the {model}"
+
+
+def _each_model(docs: dict, models):
+    """(model, its cross-check) for each of ``models``, or (model, None) where none is
+    recorded; the one loop every per-model sentence walks (:data:`NOT_RECORDED` says so)."""
+    per_model = by_model(docs)
+    return [(model, per_model.get(model)) for model in models]
+
+
 def _fmt(r) -> str:
     if not np.isfinite(r["low"]):
         return f"{r['speedup']:.3f}"
@@ -90,12 +102,10 @@ def coverage_sentence(docs: dict, shape=TARGET.key, reference="sdpa", models=MOD
     at ``shape`` and why not elsewhere (e.g. the run's deadline); where none timed it, that
     the speedups at ``shape`` come from the experiment processes (``source="experiments"``,
     no per_call) and that the eager speedup is not recorded."""
-    per_model = by_model(docs)
     parts = []
-    for model in models:
-        doc = per_model.get(model)
+    for model, doc in _each_model(docs, models):
         if doc is None:
-            parts.append(f"no timer cross-check is recorded for the {model}")
+            parts.append(NOT_RECORDED.format(model=model))
             continue
         cov = {r["candidate"]: r for r in ta.coverage(doc, shape)}
         r = cov.get(reference) or dict(timed=[], skipped={}, n_processes=len(doc["processes"]))
@@ -209,33 +219,57 @@ def speedup_figure(doc, device_label: str, shape=TARGET.key, reference="sdpa",
     return draw()
 
 
-def _pick(doc, shape, reference, cand, timer):
-    for r in _speedups(doc, shape, reference):
+def _pick(doc, shape, reference, cand, timer, source="main"):
+    for r in _speedups(doc, shape, reference, source):
         if r["candidate"] == cand and r["timer"] == timer:
             return r
     return None
 
 
+def target_values(doc, shape=TARGET.key, reference="sdpa", timers=ta.ALL_TIMERS,
+                  source="main") -> dict:
+    """Gluable numbers of one cross-check at ``shape``: ``"<timer>_<candidate>"`` -> the
+    speedup over ``reference`` for every candidate and timer in ``timers`` recorded there;
+    ``n_processes`` (the most processes behind any of them); ``largest`` with
+    ``largest_candidate`` and ``largest_timer``: the largest speedup of any candidate but
+    ``reference`` under any timer. Raises ``ValueError`` where ``source`` holds none."""
+    rows = [r for r in _speedups(doc, shape, reference, source) if r["timer"] in timers]
+    others = [r for r in rows if r["candidate"] != reference]
+    if not others:
+        raise ValueError(f"`doc` holds no speedups over {reference!r} at `shape` {shape!r} "
+                         f"in `source` {source!r}.")
+    top = max(others, key=lambda r: r["speedup"])
+    return {**{f"{r['timer']}_{r['candidate']}": r["speedup"] for r in rows},
+            "n_processes": max(r["n_processes"] for r in rows), "largest": top["speedup"],
+            "largest_candidate": top["candidate"], "largest_timer": TIMER_LABELS[top["timer"]]}
+
+
+# The experiment processes time no eager call: there Triton's do_bench, which launches
+# every call from Python (L2 flushed), answers the eager user's question.
+EXPERIMENT_QUESTIONS = {"do_bench": QUESTIONS["per_call"], "graph": QUESTIONS["graph"],
+                        ta.KERNEL: QUESTIONS[ta.KERNEL]}
+
+
 def question_sentences(docs: dict, candidates=("triton", "gluon", "fa4"), shape=TARGET.key,
-                       reference="sdpa", models=MODELS) -> dict:
-    """One sentence per user question (keys of :data:`QUESTIONS`) naming its timer and, for
-    each GPU model in ``models``, the speedup over ``reference`` of each of ``candidates``
-    at ``shape`` (with the host's share of the eager call for per_call); a model without a
-    recorded cross-check is said to have none."""
-    per_model = by_model(docs)
+                       reference="sdpa", models=MODELS, questions=QUESTIONS,
+                       source="main") -> dict:
+    """One sentence per user question (``questions``: timer -> who asks; default
+    :data:`QUESTIONS`, :data:`EXPERIMENT_QUESTIONS` for ``source="experiments"``) naming
+    its timer and, for each GPU model in ``models``, the speedup over ``reference`` of each
+    of ``candidates`` at ``shape`` (with the host's share of the eager call for per_call);
+    a model without a recorded cross-check is said to have none."""
     out = {}
-    for timer, who in QUESTIONS.items():
+    for timer, who in questions.items():
         parts = []
-        for model in models:
-            doc = per_model.get(model)
+        for model, doc in _each_model(docs, models):
             if doc is None:
-                parts.append(f"no timer cross-check is recorded for the {model}")
+                parts.append(NOT_RECORDED.format(model=model))
                 continue
             eager = {r["candidate"]: r for r in ta.eager_answer(ta.unit_rows(doc), shape,
                                                                 reference)}
             vals = []
             for cand in candidates:
-                r = _pick(doc, shape, reference, cand, timer)
+                r = _pick(doc, shape, reference, cand, timer, source)
                 if r is None:
                     vals.append(f"{cand} not measured")
                     continue
@@ -254,12 +288,10 @@ def disagreement_sentence(docs: dict, shape=TARGET.key, reference="sdpa",
                           threshold=ta.DEFAULT_THRESHOLD, models=MODELS) -> str:
     """How many (candidate, timer pair) speedups at ``shape`` disagree beyond ``threshold``
     (interval wholly outside), per GPU model, the largest named; or that none is recorded."""
-    per_model = by_model(docs)
     parts = []
-    for model in models:
-        doc = per_model.get(model)
+    for model, doc in _each_model(docs, models):
         if doc is None:
-            parts.append(f"no timer cross-check is recorded for the {model}")
+            parts.append(NOT_RECORDED.format(model=model))
             continue
         dis = [d for d in ta.disagreements(ta.speedups(ta.unit_rows(doc), reference),
                                            threshold, reference=reference)
