@@ -112,3 +112,46 @@ nbs.glue_text("env_torch", torch.__version__)
 # With PyTorch {glue:text}`env_torch:s`, `allow_tf32` reads
 # {glue:text}`env_bug_tf32_after:s` after the two lines, and `assert_locked()`
 # {glue:text}`env_bug_caught:s`.
+
+# %% tags=["remove-cell"]
+# For the methods and threats pages: when the confirmatory plans entered git, and how many
+# processes the exploratory runs have (analyse.inventory, the one source of both).
+run_table = inventory.run_inventory(root / runs_dir)
+confirm = run_table[run_table["role"] == "confirmatory"]
+fixed_first = confirm[confirm["plan_committed_utc"].notna()
+                      & (pd.to_datetime(confirm["plan_committed_utc"])
+                         < pd.to_datetime(confirm["first_entry_utc"]))]
+late = confirm[~confirm["run"].isin(fixed_first["run"])]
+nbs.glue_text("env_n_confirm_plan_first", len(fixed_first))
+nbs.glue_text("env_n_confirm", len(confirm))
+nbs.glue_text("env_confirm_plan_first_runs", ", ".join(fixed_first["run"]) or "none")
+nbs.glue_text("env_confirm_plan_late_runs", ", ".join(late["run"]) or "none")
+explore = run_table[run_table["role"] == "exploratory"]
+nbs.glue_text("env_explore_min_processes", int(explore["processes"].min()))
+nbs.glue_text("env_explore_max_processes", int(explore["processes"].max()))
+
+# %% tags=["remove-cell"]
+# The newer peers' packages: the version under which each passed the float64 gate in the
+# H200 peers check (data/checks/peers2_check_h200.json; sdpa_fa4 fails under the newer FA4).
+from attn_analysis.chapters import peer_rates
+from attn_analysis.record import checks
+gate = peer_rates.gate_frame(checks.read(root / "data/checks/peers2_check_h200.json",
+                                         "peers_check"))
+gate = gate[~gate["gate"].str.startswith("0 of")]
+for cand in ("fa3", "flex_flash", "sdpa_fa4", "fa4_bshd"):
+    nbs.glue_text(f"env_pkg_{cand}", gate.loc[gate["candidate"] == cand, "package"].iloc[0])
+
+# %% tags=["remove-cell"]
+# Which timer answers which question (issue 46): the H100 cross-check
+# (data/checks/timers_h100.json). Its main processes never timed SDPA at the target (their
+# deadline), so every speedup here comes from its experiment process: one, exploratory.
+from attn_analysis.chapters import timers
+from attn_analysis.analyse import timer_agreement
+timer_docs = timers.by_model(timers.recorded(root / "data/checks"))
+timer_doc = timer_docs["H100"]
+fp = timer_doc["experiment_processes"][0].get("fingerprint") or {}
+nbs.glue_values("env_tm_", timers.target_values(timer_doc, source="experiments"))
+nbs.glue_text("env_tm_models", ", ".join(sorted(timer_docs)))
+nbs.glue_figure("env_timers_figure", timers.speedup_figure(
+    timer_doc, f"{timer_agreement.gpu_label(timer_doc)}, torch {fp.get('torch_version')}, "
+    f"exploratory", source="experiments"))

@@ -232,6 +232,7 @@ def test_chapter_table_figure_and_sentences_from_recorded_data():
     fig = ch.speedup_figure(doc, "H100-a (torch 2.11)")
     ax = fig.axes[0]
     assert "H100-a" in ax.get_title() and SHAPE in ax.get_title()
+    assert "95 % interval" in ax.get_title()
     lo, hi = ax.get_xlim()
     assert lo < 0.050 / 0.045 * 0.99 and hi > 0.050 / 0.045 and hi - lo < 1.0
     s = ch.question_sentences(docs, candidates=("fast", "plain"))
@@ -355,3 +356,5 @@ def test_target_values_give_every_speedup_and_the_largest_from_the_experiments()
     assert set(s) == {"do_bench", "graph", "kernel"}
     assert f"triton {0.048 / 0.052:.2f}x" in s["graph"] and "eagerly" in s["do_bench"]
     assert "no timer cross-check is recorded for the H200" in s["kernel"]
+    title = ch.speedup_figure(doc, "H100", source="experiments").axes[0].get_title()
+    assert "one process, no interval" in title

@@ -181,7 +181,8 @@ def speedup_figure(doc, device_label: str, shape=TARGET.key, reference="sdpa",
                    timers=ta.ALL_TIMERS, source="main"):
     """Every candidate's speedup over ``reference`` at ``shape`` under each timer on one GPU:
     one row per candidate, one marker per timer with its interval, a line at one; the
-    device (``device_label``) and shape in the title; limits fitted to the points
+    device (``device_label``) and shape in the title, which says "no interval" where every
+    point comes from one process; limits fitted to the points
     (``figure_style.interval_window``)."""
     from .. import figure_style as fs
     label = fs._label_iv(device_label)
@@ -212,8 +213,9 @@ def speedup_figure(doc, device_label: str, shape=TARGET.key, reference="sdpa",
         ax.set_yticks(range(len(cands)), cands)
         ax.set_ylim(len(cands) - 0.5, -0.5)
         ax.set_xlabel(f"speedup over {reference} (> 1: faster)")
-        ax.set_title(fs._title(f"{label}: speedup at {shape} under each timer "
-                               f"(geometric mean over processes, 95 % interval)"))
+        what = ("one process, no interval" if max(r["n_processes"] for r in rows) == 1
+                else "geometric mean over processes, 95 % interval")
+        ax.set_title(fs._title(f"{label}: speedup at {shape} under each timer ({what})"))
         fs._legend_below(fig, ax, ncol=3)
         return fig
     return draw()
