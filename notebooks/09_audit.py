@@ -100,6 +100,8 @@ runs_dir = "data/runs"                           # recorded runs, relative to th
 calibration_run = "h100-calibration-v1,h100-calibration-v2"  # runs with sdpa, sdpa_twin and
                                                  # sdpa_spin<N>, comma-separated, pooled
 lead_run = "h200-reports-p2-all"                 # the reports matrix in three timing modes
+target_run = "h200-target-p2-m1"                 # 3.1's lead run: the forced backends at
+                                                 # the target, at least 3 processes
 triton_run = "h200-triton-p2"                    # our Triton kernel against the SDPA backends
 sota_runs = "h100-sota-target,h200-sota-target,h100-sota-reports,h200-sota-reports,h100-sota-long,h200-sota-long,h100-sota-confirm,h200-sota-confirm"  # noqa: E501
                                                  # state-of-the-art runs (peers), those of
@@ -121,7 +123,7 @@ root, params = nbs.parameters(
     globals(), ks=audit.ks_iv, margin=nbs.margin_iv, alpha=nbs.small_fraction_iv,
     n_resamples=nbs.resamples_iv, extras=audit.extras_iv,
     anatomy=nbs.check_file_iv("graph_anatomy"), calibration_run=audit.calibration_runs_iv,
-    lead_run=nbs.run_iv, triton_run=nbs.run_iv, sota_runs=nbs.names_iv)
+    lead_run=nbs.run_iv, target_run=nbs.run_iv, triton_run=nbs.run_iv, sota_runs=nbs.names_iv)
 CR, L, T = params["calibration_run"], params["lead_run"], params["triton_run"]
 X, A, K = params["extras"], params["anatomy"], params["ks"]
 
@@ -332,19 +334,17 @@ found(claims.tf32_claim(X, rep, A_AA, margin=margin, n_resamples=n_resamples))
 # (audit-backends)=
 # ### Which backend the default dispatch runs
 #
-# On {glue:text}`au_label_l:s` the default dispatch ran {glue:text}`au_sdpa_family:s` at the
-# target, not FlashAttention-2. The forced flash backend has speedup
-# {glue:text}`au_flash_speedup:.3f` (*{glue:text}`au_flash_verdict:s`*); the
-# memory-efficient backend {glue:text}`au_eff_speedup:.3f`
-# (*{glue:text}`au_eff_verdict:s`*).
+# The default dispatch ran {glue:text}`au_sdpa_family:s` at the target, not
+# FlashAttention-2. {glue:text}`au_backends_sentence:s` Their speedups are in
+# {numref}`tbl-fixed-two-levels`.
 
 # %% tags=["remove-cell"]
-# The lead run's comparisons belong to the matrix chapter's family (call, kernel and
-# attention levels of every candidate and configuration): the same m, the same intervals.
-from attn_analysis.analyse import comparisons
-m_lead = len(comparisons.plan_comparisons(L.samples, L.placements, kernels=L.kernels)[0])
-found(claims.backends_claim(L, rep, margin=margin, n_resamples=n_resamples,
-                            n_comparisons=m_lead))
+# 3.1's lead run and family (comparisons.target_family): the same intervals as 3.1's table
+from attn_analysis.chapters.fixed_shape import gpu_label
+backends = claims.backends_claim(params["target_run"], rep, margin=margin)
+found(backends)
+nbs.glue_text("au_backends_sentence",
+              claims.backends_sentence(backends.values, gpu_label(params["target_run"])))
 
 # %% [markdown]
 # (audit-self)=

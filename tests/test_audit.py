@@ -132,7 +132,7 @@ def test_the_audit_runs_on_the_committed_runs_and_checks():
                for _, u in sota.untimed(r).iterrows()}
     rows = [f.claim for f in (
         claims.tf32_claim(extras, rep, a_fp, margin=0.02, n_resamples=200),
-        claims.backends_claim(lead, rep, margin=0.02, n_resamples=200),
+        claims.backends_claim(nbs.run_iv("t", "h200-target-p2-m1", params), rep, margin=0.02),
         claims.self_claim(cr, rep), claims.ci_claim(cb, cr, rep), claims.flops_claim(rep),
         claims.bandwidth_claim(rep), claims.roofline_claim(rep), claims.seqlen_claim(lead, rep),
         claims.chunking_claim(extras, rep, n_resamples=200), claims.a100_claim(rep),

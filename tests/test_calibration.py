@@ -244,13 +244,14 @@ def test_unit_costs_and_protocol_cost():
 # --------------------------------------------------------------------------- claims
 
 def test_claims_markdown_and_validation():
-    c = claim_table.Claim("a | b", "000.txt, Summary", "x", "fails", "because", "audit-tf32")
+    c = claim_table.Claim("a | b", "000.txt, Summary", "x", "fails", "because", "audit-tf32",
+                          needs=(), ground="arithmetic")
     md = claim_table.claims_markdown([c])
     assert "{ref}`audit-tf32`" in md and "a \\| b" in md and "**fails**" in md
     with pytest.raises(ValueError, match="`verdict` must be one of"):
-        claim_table.Claim("a", "b", "c", "maybe", "d", "e")
+        claim_table.Claim("a", "b", "c", "maybe", "d", "e", needs=(), ground="arithmetic")
     with pytest.raises(ValueError, match="`why` must be a non-empty string"):
-        claim_table.Claim("a", "b", "c", "holds", " ", "e")
+        claim_table.Claim("a", "b", "c", "holds", " ", "e", needs=(), ground="arithmetic")
     with pytest.raises(ValueError, match="`claims` must be a non-empty sequence"):
         claim_table.claims_markdown([])
 

@@ -21,8 +21,8 @@ from ..analyse import (bootstrap, comparisons, kernel_evidence, latency_tables, 
 from .audit import S128, S256, S512, Calibration, CalibrationRuns, Finding
 from ..configs import TARGET, Config
 
-__all__ = ["EVIDENCE_ORDER", "L4", "A100", "Reported", "tf32_claim", "backends_claim",
-           "self_claim", "ci_claim", "flops_claim", "bandwidth_claim", "roofline_claim",
+__all__ = ["EVIDENCE_ORDER", "L4", "A100", "Reported", "tf32_claim", "backend_rows",
+           "backends_claim", "backends_sentence", "self_claim", "ci_claim", "flops_claim", "bandwidth_claim", "roofline_claim",
            "seqlen_claim", "chunking_claim", "a100_claim", "warmup_claim",
            "mann_whitney_claim", "claims_values"]
 
@@ -101,7 +101,7 @@ def tf32_claim(extras: dict, rep: Reported, a_fp, *, margin: float,
             f"{a_fp['rate']:.0%} of the time (calibration); TF32 is a mode of fp32 matrix "
             "products. We did not show 'no effect' (H100 timing inconclusive at the margin), "
             "and the L4 was not re-measured",
-            "audit-tf32", needs=("L4",)))
+            "audit-tf32", needs=("L4",), ground="measurement"))
 
 
 def _device(run) -> str:
@@ -109,20 +109,42 @@ def _device(run) -> str:
     return str(run.device).replace("NVIDIA ", "")
 
 
-def backends_claim(lead, rep: Reported, *, margin: float, n_resamples: int,
-                   n_comparisons: int | None = None) -> Finding:
+MIN_PROCESSES = 3  # fewer leave an interval of at most one degree of freedom
+
+
+def backend_rows(family: pd.DataFrame) -> pd.DataFrame:
+    """The forced backends' rows (graph replay, call level) of a run's target family
+    (:func:`comparisons.target_family`), indexed by candidate. Refuses a family of fewer
+    than :data:`MIN_PROCESSES` processes: with one degree of freedom and a Bonferroni
+    family the t-interval spans the margin even for a threefold slowdown, and the verdict
+    "inconclusive" would misread a plain result."""
+    need = {"candidate", "mode", "level", "speedup", "ci_low", "ci_high", "verdict",
+            "n_processes", "n_comparisons"}
+    if not isinstance(family, pd.DataFrame) or not need <= set(family.columns):
+        raise ValueError(f"`family` must be a DataFrame with columns {sorted(need)}.")
+    rows = family[(family["mode"] == "graph") & (family["level"] == "call")]
+    rows = rows.set_index("candidate")
+    missing = {"sdpa_flash", "sdpa_efficient", "sdpa_cudnn"} - set(rows.index)
+    if missing:
+        raise ValueError(f"`family` must hold the forced backends in graph mode; missing "
+                         f"{sorted(missing)}.")
+    if int(rows["n_processes"].min()) < MIN_PROCESSES:
+        raise ValueError(f"`family` must come from a run of at least {MIN_PROCESSES} "
+                         f"processes per comparison; got {int(rows['n_processes'].min())}.")
+    return rows
+
+
+def backends_claim(run, rep: Reported, *, margin: float) -> Finding:
     """Which backend the default dispatch runs at the target shape, and how the forced
-    backends compare with it (graph mode), in the family of ``n_comparisons`` the lead
-    run's comparisons belong to in the chapter that reports them (default: these rows)."""
-    sp = comparisons.speedup_table(lead.samples, mode="graph", margin=float(margin),
-                                   n_resamples=n_resamples, configs=TARGET.key,
-                                   n_comparisons=n_comparisons, include_baseline=True)
-    sp = sp.set_index("candidate")
-    kt = kernel_evidence.kernel_table(lead.kernels).set_index("config")
+    backends compare with it per call (graph replay), in the run's target family, the
+    one 3.1 reports (:func:`comparisons.target_family`, so one comparison has one
+    interval in the book). ``run`` is a run of the target (3.1's lead run)."""
+    sp = backend_rows(comparisons.target_family(run, TARGET.key, margin=float(margin)))
+    kt = kernel_evidence.kernel_table(run.kernels).set_index("config")
     family = kt.loc[TARGET.key, "family"]
     out = {"sdpa_family": family, "sdpa_kernel": kt.loc[TARGET.key, "main_kernel"][:60],
-           "lead_trials": int(sp.loc["sdpa", "n_processes"]),
-           "lead_m": int(sp["n_comparisons"].iloc[0])}
+           "lead_trials": int(sp["n_processes"].min()),
+           "lead_m": int(sp["n_comparisons"].iloc[0]), "backends_run": run.run_id}
     for key, cand in (("flash", "sdpa_flash"), ("eff", "sdpa_efficient"),
                       ("cudnn", "sdpa_cudnn")):
         out.update({f"{key}_speedup": sp.loc[cand, "speedup"], f"{key}_lo": sp.loc[cand, "ci_low"],
@@ -137,12 +159,29 @@ def backends_claim(lead, rep: Reported, *, margin: float, n_resamples: int,
         f"{rep('000', 'slowdown_percent', 'Fixed-Shape', 512, backend='memory_efficient'):.0f}"
         "% slower",
         rep.source("002", "Phase 2: Optimization Loop"),
-        f"{_device(lead)}: default dispatch runs {family}; flash speedup {speedup('sdpa_flash')}, "
+        f"{_device(run)}: default dispatch runs {family}; flash speedup {speedup('sdpa_flash')}, "
         f"memory-efficient {speedup('sdpa_efficient')}",
         "cannot be tested here",
         "a statement about the L4 with PyTorch 2.2.1; it needs an L4. With our software the "
         "default dispatch is not the flash backend, so 'auto = flash' does not carry over",
-        "audit-backends"))
+        "audit-backends", needs=("L4",), ground="measurement"))
+
+
+def backends_sentence(values: dict, label: str) -> str:
+    """What the forced backends do per call at the target, from :func:`backends_claim`'s
+    values, in one sentence that reads right for every pair of verdicts (equal ones said
+    once, with "both"); ``label`` names the GPU by its inventory label."""
+    for key in ("flash_verdict", "eff_verdict", "backends_run"):
+        if not isinstance(values.get(key), str) or not values[key]:
+            raise ValueError(f"`values` must hold a non-empty string {key!r}.")
+    if not isinstance(label, str) or not label:
+        raise ValueError(f"`label` must be a non-empty string; got {label!r}.")
+    flash, eff = values["flash_verdict"], values["eff_verdict"]
+    where = f"per call on {label} (run {values['backends_run']})"
+    if flash == eff:
+        return f"Forced, the flash and memory-efficient backends are both {flash} {where}."
+    return (f"Forced, the flash backend is {flash} and the memory-efficient backend "
+            f"{eff} {where}.")
 
 
 def self_claim(cr: CalibrationRuns, rep: Reported) -> Finding:
@@ -159,7 +198,7 @@ def self_claim(cr: CalibrationRuns, rep: Reported) -> Finding:
             "fails",
             "comparing data with itself carries no information about any kernel; a 'no "
             "speedup' claim needs an equivalence test with a margin against a real candidate",
-            "audit-self"))
+            "audit-self", needs=(), ground="arithmetic"))
 
 
 def ci_claim(c: Calibration, cr: CalibrationRuns, rep: Reported) -> Finding:
@@ -176,7 +215,7 @@ def ci_claim(c: Calibration, cr: CalibrationRuns, rep: Reported) -> Finding:
         "fails",
         "non-overlap between different workloads is expected and says nothing about "
         "precision; per-process intervals miss the between-process spread",
-        "audit-ci"))
+        "audit-ci", needs=(), ground="arithmetic"))
 
 
 def flops_claim(rep: Reported) -> Finding:
@@ -202,7 +241,7 @@ def flops_claim(rep: Reported) -> Finding:
             "fails",
             f"30 TFLOPS is the L4's non-tensor rate ({L4.fp32_tflops:.1f}); against the "
             "tensor-core peak attention runs below half of it, as expected",
-            "audit-flops"))
+            "audit-flops", needs=("L4",), ground="arithmetic"))
 
 
 def bandwidth_claim(rep: Reported) -> Finding:
@@ -229,7 +268,7 @@ def bandwidth_claim(rep: Reported) -> Finding:
             "plausible (the working set fits in L2, so the rate is not DRAM traffic), but the "
             "cause on the L4 needs L4 memory counters; '242 GB/s' is not the L4's peak, and a "
             "rate above DRAM peak is not a bandwidth",
-            "audit-bandwidth"))
+            "audit-bandwidth", needs=("L4",), ground="measurement"))
 
 
 def roofline_claim(rep: Reported) -> Finding:
@@ -254,7 +293,7 @@ def roofline_claim(rep: Reported) -> Finding:
             "fails",
             f"the byte count is too small by a factor {min_bytes / rep_bytes:.2f} and matches "
             "no tensor count; with correct bytes and peaks S=512 lies below the ridge",
-            "audit-roofline"))
+            "audit-roofline", needs=("L4",), ground="arithmetic"))
 
 
 def seqlen_claim(lead, rep: Reported) -> Finding:
@@ -281,7 +320,7 @@ def seqlen_claim(lead, rep: Reported) -> Finding:
             "fails",
             "a shorter sequence is a different, smaller problem, not a faster way to solve the "
             "same one; per unit of work short sequences are less efficient",
-            "audit-seqlen"))
+            "audit-seqlen", needs=("L4",), ground="arithmetic"))
 
 
 def chunking_claim(extras: dict, rep: Reported, *, n_resamples: int) -> Finding:
@@ -305,7 +344,7 @@ def chunking_claim(extras: dict, rep: Reported, *, n_resamples: int) -> Finding:
         "fails",
         "the chunking the reports' code does (q, k and v cut together) is not attention over "
         "the sequence; the exact chunking is slower; the 37% was never measured",
-        "audit-chunking"))
+        "audit-chunking", needs=("L4",), ground="arithmetic"))
 
 
 def a100_claim(rep: Reported) -> Finding:
@@ -330,7 +369,7 @@ def a100_claim(rep: Reported) -> Finding:
             f"the {expected:.1f}x mixes the A100's tensor-core peak with the L4's CUDA-core "
             f"rate; the {a100_ms:.2f} ms A100 figure is unsourced in the reports and neither "
             "GPU was measured here",
-            "audit-a100", needs=("L4", "A100")))
+            "audit-a100", needs=("L4", "A100"), ground="measurement"))
 
 
 def _cv(x) -> float:
@@ -370,7 +409,7 @@ def warmup_claim(extras: dict, lead, fid: pd.DataFrame, rep: Reported) -> Findin
             "the spread persists after warm-up and between processes; at S=128 a per-call "
             "figure is mostly host launch time, so its noise is host noise (the L4 run itself "
             "is not available to re-check)",
-            "audit-warmup", needs=("L4",)),
+            "audit-warmup", needs=("L4",), ground="measurement"),
         data=(wu, first))
 
 
@@ -386,19 +425,21 @@ def mann_whitney_claim(a_fp, rep: Reported, *, alpha: float) -> Finding:
         "fails",
         f"the false-positive rate is far above the nominal {alpha:.0%}: samples within one "
         "process are not independent draws of the kernel's time",
-        "audit-calibration"))
+        "audit-calibration", needs=(), ground="measurement"))
 
 
 def claims_values(claims) -> dict:
     """Each cell of the claims table on its own (``c<i>_<field>``, for the audit chapter:
-    cross-document glue pastes text roles only), and the count of each verdict. The claims
+    cross-document glue pastes text roles only; the verdict as the table shows it,
+    :attr:`~.claim_table.Claim.cell`), and the count of each verdict. The claims
     must come in :data:`EVIDENCE_ORDER`, the order of the claims table's rows in
     notebooks/09_audit.py."""
     claims = list(claims)
     if tuple(c.evidence for c in claims) != EVIDENCE_ORDER:
         raise ValueError("the claims' order changed; update EVIDENCE_ORDER and the claims "
                          "table in notebooks/09_audit.py.")
-    out = {f"c{i}_{field}": getattr(c, field) for i, c in enumerate(claims, 1)
+    out = {f"c{i}_{field}": getattr(c, "cell" if field == "verdict" else field)
+           for i, c in enumerate(claims, 1)
            for field in ("claim", "source", "measured", "verdict", "why")}
     out["n_claims"] = len(claims)
     out.update({f"n_{v.replace(' ', '_')}": sum(c.verdict == v for c in claims)

@@ -69,7 +69,7 @@ def peers_claim(target_tables: dict, not_run: dict, rep: Reported) -> Finding:
         "dispatch on every machine we had, because that dispatch chose cuDNN's kernel, which "
         "the reports' software could not; xFormers has no build for our PyTorch; the L4 was "
         "not measured",
-        "audit-peers", needs=("L4",)))
+        "audit-peers", needs=("L4",), ground="measurement"))
 
 
 def custom_kernels_claim(tables: list, rep: Reported, *, reach: float = 1.10,
@@ -109,4 +109,4 @@ def custom_kernels_claim(tables: list, rep: Reported, *, reach: float = 1.10,
         f"claim fails on Hopper; it is a property of the shape, not of custom kernels: "
         f"{reach:.1f}x is reached at {where or 'no configuration'}; the claim concerns Ada "
         f"(L4), which we could not measure",
-        "audit-triton", needs=("L4",)))
+        "audit-triton", needs=("L4",), ground="measurement"))
