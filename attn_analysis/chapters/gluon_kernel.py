@@ -20,6 +20,8 @@ import pandas as pd
 from .. import _validate
 from .. import state_of_the_art as sota
 from ..analyse import comparisons
+from ..analyse.provenance import machine_model
+from .phrases import count_by_model
 from ..analyse.stats import DEFAULT_MARGIN, VERDICT_ORDER
 from ..configs import Config
 
@@ -186,9 +188,10 @@ def peer_goal_sentence(counts_by_machine: dict, peer_label: str, where: str = ""
     if not any(slower.values()):
         return (f"No configuration{scope} shows our Gluon kernel slower than {peer_label} "
                 f"beyond the margin: the goal of being no worse is met where measured.")
-    counts = ", ".join(f"{slower[m]} of {total[m]} on the {m}" for m in counts_by_machine)
+    where_slower = count_by_model({m: (slower[m], total[m]) for m in counts_by_machine},
+                                  "configurations")
     return (f"The goal of being no worse than {peer_label}{scope} is not reached: ours is "
-            f"slower beyond the margin at {counts}.")
+            f"slower beyond the margin {where_slower}.")
 
 
 # Candidates of the target runs whose numbers the section's prose quotes.
@@ -229,12 +232,14 @@ def long_section(tables: dict, runs: dict, peer: str = "fa4", peer_label: str = 
     comparisons and ``choices`` the tuning's choices (:func:`variant_choices`) with a
     ``machine`` column. ``compare`` goes to :func:`against_peer` (margin, n_resamples)."""
     label = peer_label or peer
-    values, versus, choices, counts = {}, [], [], {}
+    values, versus, choices, counts, by_model = {}, [], [], {}, {}
     for run_id, t in tables.items():
         run = runs[run_id]
         machine = sota.machine_label(run)
         slug = sota.machine_slug(machine)
         against_sdpa = verdict_counts(t)
+        by_model[machine_model(machine)] = (int(against_sdpa.get("faster", 0)),
+                                            int(against_sdpa["n"]))
         values.update({f"gl_{slug}_long_n": against_sdpa["n"],
                        f"gl_{slug}_long_faster": against_sdpa.get("faster", 0),
                        f"gl_{slug}_long_slower": against_sdpa.get("slower", 0)})
@@ -246,5 +251,9 @@ def long_section(tables: dict, runs: dict, peer: str = "fa4", peer_label: str = 
         choices.append(variant_choices(run).assign(machine=machine))
     values["gl_fa4_goal_sentence"] = peer_goal_sentence(counts, label,
                                                         f"from S = {min_seq_len}")
+    values["gl_long_sentence"] = (
+        "Across the long grid the Gluon kernel is faster than SDPA's kernel "
+        + count_by_model(by_model, "shapes") + "." if by_model
+        else "No recorded run measured our Gluon kernel on the long grid.")
     return (values, pd.concat(versus, ignore_index=True) if versus else pd.DataFrame(),
             pd.concat(choices, ignore_index=True) if choices else pd.DataFrame())
