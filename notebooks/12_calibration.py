@@ -30,6 +30,8 @@ check_run = "h200-controls-p2-final"  # the controls re-run under the latest cod
 simulation = "data/simulations/interval_coverage.csv"  # scripts/simulate_intervals.py output
 design_runs = "h100-calibration-v3,h100-calibration-v4,h100b-calibration-v4,h200-calibration-v3,h200-calibration-v4"  # pooled per GPU model
 design_processes = "2,3,4,6"  # processes per replication the design calibration compares
+target_runs = "h200-target-p2-m1,h200-target-p2-m2"  # runs judged in the fixed-shape chapter's target family
+family_runs = "h100-sota-target,h200-sota-target"  # other runs judged whole; the confirmatory runs join them
 
 # %% tags=["remove-cell"]
 import pathlib, sys  # this repository's package first, whichever copy is installed
@@ -40,6 +42,7 @@ root, params = nbs.parameters(globals(), processes=nbs.count_iv, margin=nbs.marg
                               family_run=nbs.run_iv, n_resamples=nbs.resamples_iv,
                               calibration_runs=nbs.runs_iv, design_runs=nbs.runs_iv,
                               design_processes=nbs.names_iv,
+                              target_runs=nbs.runs_iv, family_runs=nbs.runs_iv,
                               check_run=nbs.recorded_run_iv,
                               simulation=nbs.repo_file_iv)
 CR = list(params["calibration_runs"].values())
@@ -342,3 +345,35 @@ tables.show(dc.design_table(rates, k_shown),
             f"comparison per replication (a family of one).",
             name="tbl-design-rates", csv="design_calibration.csv", full=rates,
             formats={"size (margins)": ".1f", "rate": ".0%"})
+
+# %% [markdown]
+# (calibration-family)=
+# ## At the families the results use
+#
+# The results judge families of m comparisons ({numref}`tbl-family-calibration`). Re-judged
+# there, power against the {glue:text}`fam_size_call:s`-margin call control falls from
+# {glue:text}`fam_power_call_1:s` at m = 1 to {glue:text}`fam_power_call_m:s`; against the
+# {glue:text}`fam_size_kernel:s`-margin kernel control from
+# {glue:text}`fam_power_kernel_1:s` to {glue:text}`fam_power_kernel_m:s`. The A/A twin is
+# called equivalent in {glue:text}`fam_eq_call_m:s` (call) and
+# {glue:text}`fam_eq_kernel_m:s` (kernel), and different in {glue:text}`fam_fp_call_m:s`.
+
+# %% tags=["remove-input"]
+from attn_analysis.analyse import inventory
+
+_inv = inventory.run_inventory(params["runs_dir"])
+_used = {**params["target_runs"], **params["family_runs"]}
+from attn_analysis import record as _record
+for _rid in _inv.loc[_inv["role"] == "confirmatory", "run"]:
+    _used.setdefault(_rid, _record.load(params["runs_dir"] / _rid))
+used = design_chapter.used_designs(_used.values(), target_runs=tuple(params["target_runs"]))
+fam_rates = design_chapter.family_calibration(cal3, used, margin)
+for name, value in design_chapter.family_texts(fam_rates, used).items():
+    nbs.glue_text(name, value)
+tables.show(design_chapter.family_table(fam_rates, used),
+            "Calibration at the results' families: call/kernel % of replications (k "
+            "consecutive processes of one calibration run) with P processes, at each "
+            "family m; P needed: `plan --power`. Runs, events and intervals: CSV.",
+            name="tbl-family-calibration", csv="family_calibration.csv",
+            full=fam_rates.merge(used.groupby(["device", "m"])["run"].agg(", ".join)
+                                 .reset_index(), on=["device", "m"], how="left"))

@@ -91,3 +91,20 @@ def test_invalid_input_is_refused_naming_the_parameter():
         dc.family_rates({"wall": None}, "GPU A", [(1, 2)])
     with pytest.raises(ValueError, match="`family`"):
         dc.needed_processes({"call": 0.01}, 0)
+
+
+def test_the_appendix_table_and_texts_read_each_design_at_its_own_m_and_processes(rates):
+    from attn_analysis.chapters import design_calibration as ch
+    both = pd.concat([rates, rates.assign(level="kernel")], ignore_index=True)
+    designs = pd.DataFrame([{"run": "r1", "device": "GPU A", "model": "A", "m": 60,
+                             "processes": 6, "need_call": 8, "need_kernel": None}])
+    table = ch.family_table(both, designs)
+    row = table.iloc[0]
+    p6 = f"{100 * _rate(rates, 'power', 60, 6)['rate']:.0f}"
+    p8 = f"{100 * _rate(rates, 'power', 60, 8)['rate']:.0f}"
+    assert (row["m"], row["P"]) == (60, 6)
+    assert row["power %"] == f"{p6}/{p6}"
+    assert row["P needed"] == "8/–" and row["power % at need"] == f"{p8}/–"
+    texts = ch.family_texts(both, designs)
+    assert texts["fam_power_call_m"] == f"{p6} %"
+    assert texts["fam_runs"] == "r1"

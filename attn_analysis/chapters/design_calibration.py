@@ -10,10 +10,13 @@ import dataclasses
 
 import pandas as pd
 
-from ..analyse import calibration, design_calibration as dc
+from ..analyse import calibration, comparisons, design_calibration as dc, power
+from ..analyse.inventory import gpu_model
 from ..analyse.provenance import model_label
+from ..configs import TARGET
 
-__all__ = ["DesignCalibration", "calibrate_design", "design_texts", "spread_table"]
+__all__ = ["DesignCalibration", "calibrate_design", "design_texts", "spread_table",
+           "used_designs", "family_calibration", "family_table", "family_texts"]
 
 NO_CHOICE = "no choice (no control of that size, or no design reaching the goal)"
 
@@ -30,6 +33,7 @@ class DesignCalibration:
     rates: pd.DataFrame
     choice: int | None
     by_level: dict
+    frames: dict = dataclasses.field(default_factory=dict, repr=False)
 
     @property
     def k_shown(self) -> int:
@@ -49,11 +53,12 @@ def calibrate_design(runs, ks, margin: float) -> DesignCalibration:
     runs = tuple(runs)
     ks = tuple(sorted({int(k) for k in ks}))
     groups = dc.runs_by_model(runs)
-    rates = pd.concat([dc.rates_by_processes(dc.pooled_levels(rs), model_label(rs), ks=ks,
-                                             margin=margin) for rs in groups.values()],
+    frames = {model: dc.pooled_levels(rs) for model, rs in groups.items()}
+    rates = pd.concat([dc.rates_by_processes(frames[model], model_label(rs), ks=ks,
+                                             margin=margin) for model, rs in groups.items()],
                       ignore_index=True)
     choice, by_level = dc.choose_design(rates)
-    return DesignCalibration(runs, groups, ks, rates, choice, by_level)
+    return DesignCalibration(runs, groups, ks, rates, choice, by_level, frames)
 
 
 def design_texts(cal: DesignCalibration) -> dict:
@@ -135,3 +140,107 @@ def spread_table(cal: DesignCalibration) -> tuple[pd.DataFrame, str]:
         "SD of twin/sdpa per process (%)": spread["sd_twin_ratio_pct"],
         "twin/sdpa − 1 (%)": spread["twin_ratio_pct"]})
     return table, sentence
+
+
+# ------------------------------------------------------------------ at the families used
+
+def used_designs(runs, target_runs=()) -> pd.DataFrame:
+    """The designs the results chapters judge their verdicts with: per loaded run of
+    ``runs``, its GPU model, the family m its chapter forms (for a run in
+    ``target_runs``, the fixed-shape chapter's :func:`comparisons.target_family` at the
+    target; else the whole run at the call, kernel and attention levels, as the
+    state-of-the-art and powered chapters judge a run), its processes, and the processes
+    ``plan --power`` asks at that m per level (:func:`design_calibration.needed_processes`
+    of the recorded design SDs for its model, shapes and candidates; None where none are
+    recorded)."""
+    rows = []
+    for run in runs:
+        s = run.samples
+        if run.run_id in tuple(target_runs):
+            m = int(comparisons.target_family(run, TARGET.key)["n_comparisons"].iloc[0])
+        else:
+            m = len(comparisons.plan_comparisons(s, run.placements, kernels=run.kernels)[0])
+        sig = power.load_design_sigmas(device=run.device, configs=s["config"].unique(),
+                                       candidates=sorted(s["candidate"].unique())) or {}
+        need = dc.needed_processes(sig, m) if sig else {}
+        rows.append({"run": run.run_id, "device": str(run.device),
+                     "model": gpu_model(run.device), "m": m,
+                     "processes": int(s.groupby(["config", "candidate"])["trial"]
+                                      .nunique().min()),
+                     "need_call": need.get("call"), "need_kernel": need.get("kernel")})
+    return pd.DataFrame(rows, columns=["run", "device", "model", "m", "processes",
+                                       "need_call", "need_kernel"])
+
+
+def family_calibration(cal: DesignCalibration, designs: pd.DataFrame,
+                       margin: float) -> pd.DataFrame:
+    """:func:`design_calibration.family_rates` of each GPU model's pooled calibration runs
+    at the designs of ``designs`` (:func:`used_designs`) of that model: every (m, k) of
+    m in {1, the run's m} and k in {the run's processes, those needed at each level}."""
+    out = []
+    for model, frames in cal.frames.items():
+        mine = designs[designs["device"] == model]
+        pairs = {(mm, int(k)) for r in mine.itertuples() for mm in (1, r.m)
+                 for k in (r.processes, r.need_call, r.need_kernel)
+                 if k is not None and not pd.isna(k) and k >= 2}
+        if pairs:
+            out.append(dc.family_rates(frames, model, sorted(pairs), margin))
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame(
+        columns=list(dc.FAMILY_COLUMNS))
+
+
+def _span(values) -> str:
+    """'31–100 %', or '0 %' when every value rounds alike."""
+    lo, hi = f"{values.min():.0f}", f"{values.max():.0f}"
+    return f"{lo} %" if lo == hi else f"{lo}–{hi} %"
+
+
+def _pct(rates: pd.DataFrame, model, level, m, k, measure) -> str:
+    if k is None or pd.isna(k):
+        return "–"
+    r = rates[(rates["device"] == model) & (rates["level"] == level) & (rates["m"] == m)
+              & (rates["k"] == int(k)) & (rates["measure"] == measure)]
+    return "–" if r.empty or not r["n"].iloc[0] else f"{100 * r['rate'].iloc[0]:.0f}"
+
+
+def family_table(rates: pd.DataFrame, designs: pd.DataFrame) -> pd.DataFrame:
+    """The appendix's one table: per used design (GPU model, m, processes; designs that
+    share all three are one row, their runs joined), "call/kernel" percentages of the
+    A/A twin's false positives, the power and the A/A "equivalent" rate at m, the
+    processes ``plan --power`` asks, and the power and A/A "equivalent" rate there."""
+    rows = []
+    for (model, m, p), g in designs.groupby(["device", "m", "processes"], sort=True):
+        need = {"call": g["need_call"].iloc[0], "kernel": g["need_kernel"].iloc[0]}
+
+        def both(measure, k=None):
+            return "/".join(_pct(rates, model, lv, m, p if k is None else k[lv], measure)
+                            for lv in ("call", "kernel"))
+        rows.append({"GPU": g["model"].iloc[0], "m": int(m), "P": int(p),
+                     "false pos. %": both("false positive"), "power %": both("power"),
+                     "A/A equiv. %": both("A/A equivalent"),
+                     "P needed": "/".join("–" if v is None or pd.isna(v) else str(int(v))
+                                          for v in need.values()),
+                     "power % at need": both("power", need),
+                     "A/A equiv. % at need": both("A/A equivalent", need)})
+    return pd.DataFrame(rows)
+
+
+def family_texts(rates: pd.DataFrame, designs: pd.DataFrame) -> dict:
+    """The glued values of the family re-analysis: the runs, the controls' sizes, and the
+    range over the used designs of each measure at m = 1 and at the design's m (at the
+    runs' processes), per level."""
+    out = {"fam_runs": ", ".join(designs["run"])}
+    used = {(r.device, r.m, r.processes) for r in designs.itertuples()}
+    mine = rates[[(d, k) in {(u[0], u[2]) for u in used} and (m == 1 or (d, m, k) in used)
+                  for d, m, k in zip(rates["device"], rates["m"], rates["k"])]]
+    for level in ("call", "kernel"):
+        pw = mine[(mine["level"] == level) & (mine["measure"] == "power")]
+        out[f"fam_size_{level}"] = (f"{pw['size_margins'].min():.1f}–"
+                                    f"{pw['size_margins'].max():.1f}")
+        for measure, key in (("power", "power"), ("A/A equivalent", "eq"),
+                             ("false positive", "fp")):
+            for at, sel in (("1", mine["m"] == 1), ("m", mine["m"] > 1)):
+                r = mine[sel & (mine["level"] == level) & (mine["measure"] == measure)
+                         & (mine["n"] > 0)]["rate"]
+                out[f"fam_{key}_{level}_{at}"] = _span(100 * r) if len(r) else "none"
+    return out
