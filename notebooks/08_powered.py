@@ -14,12 +14,13 @@
 # %% [markdown]
 # # 3.7 The reports' matrix, decided
 #
-# {glue:text}`pw_counts_sentence:s` At its own family, {glue:text}`pw_inconclusive_pct`%
-# of the comparisons stay inconclusive.
+# {glue:text}`pw_counts_sentence:s` {glue:text}`pw_inconclusive_pct`% of the family stays
+# inconclusive. {glue:text}`pw_untimed_sentence:s`
 #
-# This run is confirmatory: its plan was fixed in code before it ran.
+# The row of the reports' shape is a replication on this run; the answer at that shape is
+# stated in {doc}`06_state_of_the_art`. The run is confirmatory.
 # {glue:text}`pw_plan_sentence:s` Its processes were spread over a host's GPUs in shards,
-# then merged. Each interval is family-wise over every comparison of the run.
+# then merged. {glue:text}`pw_decidability:s`
 
 # %% tags=["parameters", "hide-input"]
 runs_dir = "data/runs"    # recorded runs, relative to the repository root
@@ -47,17 +48,43 @@ if confirm.empty:
 runs = nbs.load_runs(params["runs_dir"])
 first = confirm.iloc[0]
 run = runs[first["run"]]
-table = sota.comparison_table(run, margin=params["margin"], n_resamples=params["n_resamples"])
-counts = pw.verdict_counts(table)
-nbs.glue_text("pw_counts_sentence", f"On the {first['model']} run {first['run']} "
-              f"({int(first['processes'])} processes on {', '.join(first['gpus'])}): "
-              + pw.counts_sentence(counts))
+plan = configs.POWERED_PLANS[first["campaign"]]
+# the family as planned, judged as `python -m attn_analysis compare <run>` judges it
+table = pw.family_table(run, plan, margin=params["margin"], n_resamples=params["n_resamples"])
+m = int(table["n_comparisons"].iloc[0])
+counts = pw.verdict_counts(table, plan["family_candidates"])
+controls = pw.verdict_counts(table, [c for c in table["candidate"].unique()
+                                     if c not in plan["family_candidates"]]) \
+    if set(table["candidate"]) - set(plan["family_candidates"]) else None
+nbs.glue_text("pw_counts_sentence",
+              f"Run {first['run']} measured the reports' matrix with "
+              f"{int(first['processes'])} processes on {inventory.compact_labels(first['gpus'])} "
+              f"({first['model']}). Its family was fixed in advance: m = {m}, at the call and "
+              f"kernel levels. Of its {counts['total']} comparisons of a candidate with SDPA, "
+              f"{pw.counts_sentence(counts)}."
+              + (f" Of the A/A twin's {controls['total']}, {pw.counts_sentence(controls)}."
+                 if controls else ""))
 nbs.glue_text("pw_inconclusive_pct", f"{100 * pw.inconclusive_share(counts):.1f}")
 nbs.glue_text("pw_total", str(counts["total"]))
+nbs.glue_text("pw_model", str(first["model"]))
+for verdict in ("faster", "equivalent", "slower", "inconclusive"):
+    nbs.glue_text(f"pw_n_{verdict}", str(counts.get(verdict, 0)))
 nbs.glue_text("pw_processes", str(int(first["processes"])))
-nbs.glue_text("pw_gpus", ", ".join(first["gpus"]))
+nbs.glue_text("pw_gpus", inventory.compact_labels(first["gpus"]))
 nbs.glue_text("pw_plan_sentence", pw.plan_sentence(first))
-nbs.glue_text("pw_decidability", power.run_decidability(run).replace("\n", " "))
+missing = sota.untimed(run)
+missing = missing[missing["candidate"].isin(plan["family_candidates"])]
+nbs.glue_text("pw_untimed_sentence", " ".join(
+    f"Candidate {r.candidate} was planned but not timed ({r.status}: "
+    f"{r.reason.split(' (')[0]})."
+    for r in missing.itertuples()))
+sigmas = power.load_design_sigmas(device=run.device, configs=run.samples["config"].unique(),
+                                  candidates=sorted(run.samples["candidate"].unique()))
+nbs.glue_text("pw_decidability", pw.decidability_sentence(
+    power.design_report(int(first["processes"]), m, {lv: s for lv, s in (sigmas or {}).items()
+                                                     if lv in plan["levels"]},
+                        params["margin"]), int(first["processes"])) if sigmas else
+    "No design SDs are recorded for this GPU model, so whether the run decides is not said.")
 near = inv[inv["campaign"] == "neighbours-v1"]
 pairs = {}
 for model, g in near.groupby("model"):
@@ -68,23 +95,20 @@ for model, g in near.groupby("model"):
 effects = {m: neighbours.neighbour_effect(runs[c].placements, runs[s].placements,
                                           margin=params["margin"]) for m, (c, s) in pairs.items()}
 nbs.glue_text("pw_neighbours_sentence", " ".join(
-    f"On the {m} (runs {pairs[m][0]} and {pairs[m][1]}): "
-    + pw.neighbours_sentence(e, params["margin"]) for m, e in effects.items())
+    f"On the {model}, runs {pairs[model][0]} and {pairs[model][1]} test it. "
+    + pw.neighbours_sentence(e, params["margin"]) for model, e in effects.items())
     or "No neighbours control is recorded, so spreading processes over a host is not shown safe.")
 
 # %% [markdown]
-# {glue:text}`pw_decidability:s`
-#
 # ## Neighbours, the condition for spreading processes
 #
 # Spreading processes over a host's GPUs is trusted only if neighbours do not move the
 # controls. {glue:text}`pw_neighbours_sentence:s`
 
 # %% tags=["remove-input"]
-shown = pw.speedup_display(table)
-for level in pw.LEVELS:
-    wide = shown.pivot(index="shape", columns="candidate", values=level).fillna("")
-    wide.columns.name = None
-    tables.show(wide.reset_index(), f"{run.device}, run {first['run']}: speedup over SDPA at "
-                f"the {level} level with its family-wise interval and verdict "
-                f"(m = {counts['total']}).")
+tables.show(pw.speedup_display(table),
+            f"{run.device}, run {first['run']}: speedup over SDPA at the call and the kernel "
+            f"level, each with its verdict at m = {m}: ▲ faster, ▼ slower, ≈ equivalent, "
+            f"? inconclusive, △ ▽ faster or slower within the margin, ~ undecided at this "
+            f"precision. Intervals in the CSV.",
+            name="tbl-powered", csv="powered_family.csv", full=table)

@@ -75,7 +75,8 @@ nbs.glue_text("rep_plan_note", inventory.plan_statement(run_table))
 # ## The runs
 #
 # One table per role, one row per run: its GPUs, trial processes (proc.), design
-# (placements per unit × samples, pl.×s.) and first process. {glue:text}`rep_plan_note:s`
+# (placements per unit × samples, pl.×s.), first process, and the commit that added its
+# results (the code that measured it is that commit's or older). {glue:text}`rep_plan_note:s`
 
 # %% tags=["remove-input"]
 rows = run_table.assign(
@@ -85,10 +86,10 @@ rows = run_table.assign(
     first=run_table["first_entry_utc"].map(_minute),
     plan=run_table["plan_committed_utc"].map(_minute),
     results=run_table["results_committed_utc"].map(_minute))
-cols = ["run", "gpus", "processes", "design", "configs", "first"]
+cols = ["run", "gpus", "processes", "design", "configs", "first", "results_commit"]
 labels = {"run": "run", "gpus": "GPU", "processes": "proc.", "design": "pl.×s.",
-          "configs": "shapes", "first": "first process", "plan": "plan in git",
-          "results": "results in git"}
+          "configs": "shapes", "first": "first process", "results_commit": "commit",
+          "plan": "plan in git", "results": "results in git"}
 for role in inventory.ROLES:
     part = rows[rows["role"] == role]
     if part.empty:
@@ -109,14 +110,18 @@ for role in inventory.ROLES:
 # peer package is recorded as shipped, by the units that timed it.
 
 # %% tags=["remove-input"]
-soft = software.software_table(RUNS)
-base = software.base_software(soft)
+soft = software.software_table(RUNS).merge(run_table[["run", "code_version"]], on="run",
+                                           how="left")
+keys = ["code_version", *software.BASE_KEYS]
+base = software.base_software(soft, keys)
 tables.show(base.assign(runs=[", ".join(r) if i else "every other run" if len(base) > 1
                               else "every run" for i, r in enumerate(base["runs"])])
-            [["n_runs", *software.BASE_KEYS, "runs"]],
-            "The software of every run, from each process's fingerprint.",
+            [["n_runs", *keys, "runs"]],
+            "The software of every run, from each process's fingerprint; attn_analysis: "
+            "this package's version.",
             name="tbl-software", csv="software.csv", full=soft,
-            labels={"n_runs": "runs", "runs": "run ids"}, formats={"n_runs": ".0f"})
+            labels={"n_runs": "runs", "runs": "run ids", "code_version": "attn_analysis"},
+            formats={"n_runs": ".0f"})
 peers = software.peer_runs(soft)
 tables.show(peers.assign(runs=peers["runs"].map(", ".join)),
             "Each peer package version, from the timing units of the runs that timed it.",

@@ -295,7 +295,7 @@ def test_base_software_and_peer_runs_split_the_wide_table():
     assert peers.to_dict("list") == {"package": ["fa4", "fi"], "version": ["4.0", "0.7"],
                                      "n_runs": [2, 1], "runs": [["b", "c"], ["b"]]}
     with pytest.raises(ValueError, match="`table`"):
-        software.base_software(table.drop(columns="peers"))
+        software.base_software(table.drop(columns="torch"))
     # the recorded runs: every run in exactly one software row
     real = software.software_table(RUNS)
     assert software.base_software(real)["n_runs"].sum() == len(real)

@@ -93,13 +93,15 @@ def _software_iv(table) -> pd.DataFrame:
     return _validate.frame("table", table, SOFTWARE_COLUMNS)
 
 
-def base_software(table: pd.DataFrame) -> pd.DataFrame:
-    """One row per distinct set of the fingerprint's versions (torch, CUDA, cuDNN, driver,
-    Triton, Python) of a :func:`software_table`: the versions, ``n_runs`` and ``runs``
-    (sorted ids), most runs first. Narrow where the runs share their software, as a
-    reader can then check one row rather than one per run."""
-    t = _software_iv(table)
-    out = (t.groupby(BASE_KEYS, sort=False, dropna=False)
+def base_software(table: pd.DataFrame, keys=tuple(BASE_KEYS)) -> pd.DataFrame:
+    """One row per distinct set of the versions ``keys`` (default the fingerprint's: torch,
+    CUDA, cuDNN, driver, Triton, Python) of a :func:`software_table` (with any added
+    column, e.g. the package's own version): the versions, ``n_runs`` and ``runs`` (sorted
+    ids), most runs first. Narrow where the runs share their software, as a reader can
+    then check one row rather than one per run."""
+    keys = list(keys)
+    t = _validate.frame("table", table, ["run", *keys])
+    out = (t.groupby(keys, sort=False, dropna=False)
            .agg(n_runs=("run", "size"), runs=("run", lambda r: sorted(r))).reset_index())
     return out.sort_values("n_runs", ascending=False, kind="stable").reset_index(drop=True)
 

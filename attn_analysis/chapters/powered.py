@@ -11,10 +11,38 @@ from __future__ import annotations
 
 import pandas as pd
 
-__all__ = ["LEVELS", "verdict_counts", "counts_sentence", "inconclusive_share",
-           "plan_sentence", "speedup_display", "neighbours_sentence"]
+from ..analyse import comparisons
+from ..analyse.stats import Verdict
+from ..configs import BASELINE
+
+__all__ = ["LEVELS", "MARKS", "family_table", "verdict_counts", "counts_sentence",
+           "inconclusive_share", "decidability_sentence", "plan_sentence", "speedup_display", "neighbours_sentence"]
 
 LEVELS = ("call", "kernel")
+# A verdict as a mark beside its speedup in the page's compact table (legend in its caption)
+MARKS = {Verdict.FASTER.value: "▲", Verdict.FASTER_WITHIN_MARGIN.value: "△",
+         Verdict.EQUIVALENT.value: "≈", Verdict.SLOWER_WITHIN_MARGIN.value: "▽",
+         Verdict.SLOWER.value: "▼", Verdict.INCONCLUSIVE.value: "?",
+         Verdict.UNDECIDED.value: "~"}
+
+
+def family_table(run, campaign: dict, *, margin: float, n_resamples: int = 20_000,
+                 mode: str = "graph") -> pd.DataFrame:
+    """The comparisons of a powered ``run`` at its pre-registered family: the table that
+    ``python -m attn_analysis compare <run>`` prints (the same call of
+    :func:`comparisons.speedup_table`: every candidate against SDPA at the call and kernel
+    levels, the attention level only where the ``campaign``'s ``levels`` name it), with
+    ``m`` the campaign's ``family_size`` where it names one. Adding the attention level
+    would widen every interval (m from 120 to 180 on the reports' matrix) and move
+    verdicts, so the page and the command would disagree."""
+    if not isinstance(campaign, dict) or "levels" not in campaign:
+        raise ValueError(f"`campaign` must be a configs.POWERED_PLANS entry with 'levels'; "
+                         f"got {campaign!r}.")
+    kernels = run.kernels if "attention" in campaign["levels"] else None
+    table = comparisons.speedup_table(run.samples, run.placements, baseline=BASELINE,
+                                      mode=mode, margin=margin, n_resamples=n_resamples,
+                                      kernels=kernels, n_comparisons=campaign.get("family_size"))
+    return table[table["level"].isin(campaign["levels"])].reset_index(drop=True)
 
 
 def _levels(table: pd.DataFrame) -> pd.DataFrame:
@@ -24,10 +52,12 @@ def _levels(table: pd.DataFrame) -> pd.DataFrame:
     return t
 
 
-def verdict_counts(table: pd.DataFrame) -> dict:
-    """Comparisons per verdict at the call and kernel levels (the family judged), most
-    frequent first, and their total under 'total'."""
+def verdict_counts(table: pd.DataFrame, candidates=None) -> dict:
+    """Comparisons per verdict at the call and kernel levels (of ``candidates`` only, e.g.
+    the family's, where given), most frequent first, and their total under 'total'."""
     t = _levels(table)
+    if candidates is not None:
+        t = t[t["candidate"].isin(list(candidates))]
     counts = t["verdict"].value_counts()
     out = {str(k): int(v) for k, v in counts.items()}
     out["total"] = int(len(t))
@@ -35,12 +65,15 @@ def verdict_counts(table: pd.DataFrame) -> dict:
 
 
 def counts_sentence(counts: dict) -> str:
-    """'Of N comparisons, a are slower, b equivalent, ...' in the order of ``counts``."""
+    """'a are slower, b equivalent, ...' in the order of ``counts`` (a clause to follow
+    "Of the N comparisons, ")."""
     total = counts.get("total", 0)
     if total <= 0:
         raise ValueError("`counts` must hold a positive 'total'.")
     parts = [f"{n} {v}" for v, n in counts.items() if v != "total"]
-    return f"Of {total} comparisons, " + ", ".join(parts) + "."
+    first, _, rest = parts[0].partition(" ")
+    parts[0] = f"{first} {'is' if first == '1' else 'are'} {rest}"
+    return ", ".join(parts)
 
 
 def inconclusive_share(counts: dict) -> float:
@@ -48,6 +81,22 @@ def inconclusive_share(counts: dict) -> float:
     undecided = sum(n for v, n in counts.items()
                     if v != "total" and (v.startswith("inconclusive") or v.startswith("undecided")))
     return undecided / counts["total"]
+
+
+def decidability_sentence(report, processes: int) -> str:
+    """Whether ``processes`` decide at the family, in one sentence, from
+    :func:`power.design_report`'s rows (one per level): the processes each level needs
+    for 80 % power and a 90 % A/A equivalence rate, and its per-process SD."""
+    rows = list(report)
+    if not rows:
+        raise ValueError("`report` must hold at least one level.")
+    need = " and ".join(f"{'?' if r.needed is None else r.needed} at the {r.level} level "
+                        f"(per-process SD {r.sigma:.4f})" for r in rows)
+    decides = all(r.decides for r in rows)
+    lead = (f"{processes} processes decide at m = {rows[0].family}" if decides else
+            f"{processes} processes do not decide at every level at m = {rows[0].family}")
+    return (f"{lead}: 80 % power and a 90 % A/A equivalence rate need {need}, from the "
+            f"design SDs recorded for this GPU model.")
 
 
 def plan_sentence(inventory_row) -> str:
@@ -63,15 +112,20 @@ def plan_sentence(inventory_row) -> str:
 
 
 def speedup_display(table: pd.DataFrame) -> pd.DataFrame:
-    """One row per (shape, candidate): the kernel- and call-level speedup over SDPA with
-    its family-wise interval and verdict, compact."""
+    """One row per shape, one column per candidate: the call- and kernel-level speedups
+    over SDPA, each with its verdict's mark (:data:`MARKS`), '1.111▲ 1.021?'; the
+    intervals stay in the table behind it."""
     t = _levels(table)
-    t = t.assign(cell=[f"{s:.3f} [{lo:.3f}, {hi:.3f}] {v}" for s, lo, hi, v in
-                       zip(t["speedup"], t["ci_low"], t["ci_high"], t["verdict"])])
-    out = t.pivot_table(index=["config", "candidate"], columns="level", values="cell",
-                        aggfunc="first").reset_index()
+    unknown = sorted(set(t["verdict"]) - set(MARKS))
+    if unknown:
+        raise ValueError(f"`table` holds verdicts without a mark: {unknown}.")
+    t = t.assign(cell=[f"{s:.3f}{MARKS[v]}" for s, v in zip(t["speedup"], t["verdict"])])
+    cells = t.pivot_table(index=["config", "candidate"], columns="level", values="cell",
+                          aggfunc="first")
+    both = cells[[lv for lv in LEVELS if lv in cells.columns]].fillna("-").agg(" ".join, axis=1)
+    out = both.unstack("candidate").fillna("")
     out.columns.name = None
-    return out.rename(columns={"config": "shape"})
+    return out.reset_index()
 
 
 def neighbours_sentence(effect: pd.DataFrame, margin: float) -> str:
