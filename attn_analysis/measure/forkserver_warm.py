@@ -33,7 +33,7 @@ import os
 import time
 
 from .device_memory import NVIDIA_DRIVER
-from .sweep import NVML_CHECK  # the fork server imported sweep's modules before this one
+from .trial_pool import NVML_CHECK  # the fork server imported trial_pool (via trial) before this
 
 __all__ = ["NVML_CHECK", "WARM_ENV", "DRIVER_SIGNS", "WARMED", "wanted"]
 # "1" or "0": warm up or not, whatever the machine (default: where the NVIDIA driver is).

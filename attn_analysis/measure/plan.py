@@ -206,6 +206,13 @@ def _plugins_iv(plugins) -> None:
         except Exception as exc:  # a plugin that raises while registering
             raise ValueError(f"`plugins`: importing {name!r} failed: {type(exc).__name__}: "
                              f"{exc}") from None
+        except (SystemExit, KeyboardInterrupt) as exc:
+            # sys.exit() or an interrupt raised by the plugin's own code: refused as a
+            # failed import naming the plugin, never read as the sweep's exit or Ctrl-C
+            raise ValueError(f"`plugins`: importing {name!r} raised {type(exc).__name__}"
+                             f"({exc.args[0] if exc.args else ''!r}); a plugin module must "
+                             f"only register candidates when imported (nothing was "
+                             f"measured or written).") from None
 
 
 def plan_units(plan: Plan) -> dict[int, list[str]]:

@@ -77,6 +77,7 @@ def check_run_folder(path, name: str = "out_dir") -> Path:
     if full.exists() and not full.is_dir():
         raise ValueError(f"`{name}` must be {allowed}; {str(path)!r} is a file.")
     from .. import record
+    record.outside_git_iv(path, name)
     for parent in full.parents:
         if any((parent / m).is_file() for m in (record.PLAN, record.MANIFEST)):
             raise ValueError(f"`{name}` must be {allowed}; {str(path)!r} lies inside the "

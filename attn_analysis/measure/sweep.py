@@ -1,7 +1,8 @@
 """The resumable sweep runner: skip finished work, one process per trial, record failures.
 
 What it measures is a :class:`.plan.Plan` (importable from here too); each trial process
-is :mod:`.trial`'s.
+is :mod:`.trial`'s, started and watched by :mod:`.trial_pool`; this module checks, locks,
+resumes and finalizes. The notebooks' plans are :mod:`.notebook_plans`'.
 
 Each trial runs in a fresh process (so process-to-process variance is measured, not
 assumed away), forked from a server that imported the measuring code once or spawned
@@ -14,28 +15,28 @@ crashed worker is recorded with its reason, and the sweep goes on.
 
 from __future__ import annotations
 
-import multiprocessing as mp
-import numbers
-import os
-import queue as _queue
+import shutil
 import time
 from pathlib import Path
 
 from .. import __version__
 from .. import _validate, record
 from . import run_lock
-from ..configs import DEVICES, MATRICES, Config, parse_shapes
 
 from .plan import (DEFAULT_PLACEMENTS, DEFAULT_TIMING, DEFAULT_TRIALS,
                    SETTINGS_THAT_MUST_MATCH, START_METHODS, Plan, SweepError,
-                   _candidate_units, _now, plan_units, with_recorded_defaults)
-from .trial import _FATAL, _worker_main, _write_failure
+                   _now, plan_units, with_recorded_defaults)
+# the trial processes and the notebooks' plans, importable from here as before the split
+from .trial_pool import (FORKSERVER_ENV, FORKSERVER_PRELOAD, NVML_CHECK, start_trial_server,
+                         stop_trial_server, trial_context)
+from .notebook_plans import CPU_CANDIDATES, CPU_SHAPES, campaign_plan, measurement_plan
+from . import trial_pool
 
 __all__ = ["Plan", "SweepError", "DEFAULT_TRIALS", "DEFAULT_PLACEMENTS", "DEFAULT_TIMING",
-           "START_METHODS", "FORKSERVER_PRELOAD", "trial_context", "plan_units",
-           "ERRORED", "check_fits", "preflight", "finished_summary", "run", "start_trial_server",
-           "CPU_SHAPES",
-           "CPU_CANDIDATES", "measurement_plan", "campaign_plan"]
+           "START_METHODS", "FORKSERVER_PRELOAD", "FORKSERVER_ENV", "NVML_CHECK",
+           "trial_context", "plan_units", "ERRORED", "check_fits", "preflight",
+           "finished_summary", "run", "discard_if_empty", "start_trial_server", "stop_trial_server",
+           "CPU_SHAPES", "CPU_CANDIDATES", "measurement_plan", "campaign_plan"]
 
 # ---------------------------------------------------------------------------- parent
 
@@ -136,7 +137,10 @@ def run(out_dir, plan: Plan, *, progress: bool = True, max_restarts: int = 3,
     the command line took when it began) adds to ``run.json`` the seconds from then to the
     start of the sweep's own clock (``command_to_sweep_s_last_invocation``): the command
     line's start-up, which ``sweep_wall_s_last_invocation`` leaves out.
-    A run in which no timing unit recorded a sample is not finalized (SweepError). Units
+    A run in which no timing unit recorded a sample is not finalized (SweepError). A
+    sweep that fails or is interrupted before any unit is recorded leaves no folder
+    behind (:func:`discard_if_empty`; a folder that was empty when given is removed too):
+    there is nothing to resume. Units
     that errored or crashed are recorded and the run finalized; the summary counts them
     (``errored``, ``first_error``), and the command line then exits 1.
 
@@ -154,11 +158,16 @@ def run(out_dir, plan: Plan, *, progress: bool = True, max_restarts: int = 3,
     finished = preflight(out_dir, plan)
     if finished is not None:
         return finished
+    created = not Path(out_dir).exists() or not any(Path(out_dir).iterdir())
     out_dir = run_lock.make_run_folder(out_dir)
     with run_lock.hold(out_dir):
-        return _run_locked(out_dir, plan, progress=progress, max_restarts=max_restarts,
-                           prebuild=prebuild, command_started=command_started, gpus=gpus,
-                           one_at_a_time=one_at_a_time)
+        try:
+            return _run_locked(out_dir, plan, progress=progress, max_restarts=max_restarts,
+                               prebuild=prebuild, command_started=command_started, gpus=gpus,
+                               one_at_a_time=one_at_a_time)
+        except BaseException:
+            discard_if_empty(out_dir, created)
+            raise
 
 
 def _gpus_iv(gpus) -> tuple:
@@ -197,8 +206,8 @@ def _run_locked(out_dir: Path, plan: Plan, *, progress: bool, max_restarts: int,
     try:
         if prebuild:
             prebuilt = _prebuild_missing(ctx, plan, expected, done, bar)
-        _run_trials(ctx, out_dir, plan, expected, done, bar, gpus=gpus,
-                    one_at_a_time=one_at_a_time, max_restarts=max_restarts)
+        trial_pool.run_trials(ctx, out_dir, plan, expected, done, bar, gpus=gpus,
+                              one_at_a_time=one_at_a_time, max_restarts=max_restarts)
     finally:
         bar.close()
     outcome = _timing_outcome(out_dir, expected)
@@ -212,7 +221,8 @@ def _run_locked(out_dir: Path, plan: Plan, *, progress: bool, max_restarts: int,
     if command_started is not None:
         info["command_to_sweep_s_last_invocation"] = started - command_started
     info["gpus_last_invocation"] = list(gpus)
-    info["concurrent_processes_last_invocation"] = _width(gpus, one_at_a_time)
+    info["concurrent_processes_last_invocation"] = trial_pool.processes_at_once(gpus,
+                                                                                 one_at_a_time)
     record.finalize(out_dir, info)
     return _summary(out_dir, expected, outcome, wall_s=time.monotonic() - started)
 
@@ -235,62 +245,6 @@ def _prebuild_missing(ctx, plan: Plan, expected: dict, done: set, bar) -> dict |
               f"processes, {summary['wall_s']:.1f} s ("
               + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) + ")")
     return summary
-
-
-# What the fork server imports once, before any trial: torch and the modules a trial
-# process runs. None of them starts CUDA on import (a forked child could not start it
-# again); plugins are left to each trial, since a plugin may touch the GPU when imported.
-# torch._inductor.config is what torch.use_deterministic_algorithms (env.lock) imports on
-# its first call, about 870 modules: 5-6 s of every spawned trial on the GPU machines,
-# whose torch has no bytecode cache (benchmarks/startup-probe/startup_probe.py). Dynamo,
-# FlexAttention and
-# Triton are part of what each process's first torch.compile and our Triton kernel import
-# on first use. Not torch._inductor.compile_fx: importing it asks the CUDA runtime for its
-# devices, and a child forked after that cannot start CUDA (checked on an H200 by forking
-# after each module's import; tests/test_start_method.py forks the same way).
-# Last, forkserver_warm imports compile_fx under FORKSERVER_ENV's NVML device count, which
-# leaves CUDA alone, and computes Inductor's and Triton's source hashes (see that module).
-FORKSERVER_PRELOAD = ("torch", "torch._inductor.config", "numpy",
-                      "torch._dynamo", "torch.nn.attention.flex_attention",
-                      "attn_analysis.measure.trial", "attn_analysis.measure.candidates",
-                      "attn_analysis.measure.compile_settings",
-                      "attn_analysis.measure.triton_attention",
-                      "attn_analysis.measure.timing", "attn_analysis.measure.profiler",
-                      "attn_analysis.measure.machine", "attn_analysis.measure.env",
-                      "attn_analysis.measure.forkserver_warm")
-# The setting under which torch counts CUDA devices through NVML (no CUDA start-up).
-NVML_CHECK = "PYTORCH_NVML_BASED_CUDA_CHECK"
-# The fork server's environment beyond this process's: torch counts CUDA devices through
-# NVML, so that importing compile_fx there starts nothing a forked child would lack. A
-# value the user set is kept (forkserver_warm then leaves compile_fx to each process).
-FORKSERVER_ENV = {NVML_CHECK: "1"}
-
-
-def trial_context(start_method: str):
-    """The multiprocessing context that starts trial processes (``Plan.start_method``).
-
-    For the fork server it also puts ``FORKSERVER_ENV`` into this process's environment
-    (where not set already), which the server inherits when it starts."""
-    _validate.choice("start_method", start_method, START_METHODS)
-    ctx = mp.get_context(start_method)
-    if start_method == "forkserver":
-        for key, value in FORKSERVER_ENV.items():
-            os.environ.setdefault(key, value)
-        ctx.set_forkserver_preload(list(FORKSERVER_PRELOAD))
-    return ctx
-
-
-def start_trial_server(start_method: str) -> None:
-    """Start the fork server now (``start_method`` "forkserver"; nothing for "spawn"), so
-    that its imports (torch and the measuring code: 10-12 s of the first trial's wall on
-    a fresh H100, ``benchmarks/readme-command/``) run while this process imports torch and
-    reads the device's memory, not after. It touches no GPU and writes no file (it sets
-    ``FORKSERVER_ENV`` in this process's environment, :func:`trial_context`), and it
-    ends with this process."""
-    trial_context(start_method)
-    if start_method == "forkserver":
-        from multiprocessing import forkserver
-        forkserver.ensure_running()
 
 
 def _timing_outcome(out_dir: Path, expected: dict) -> dict:
@@ -336,158 +290,23 @@ def _check_resume(out_dir: Path, plan: Plan) -> None:
     record.write_plan(out_dir, plan.to_json())
 
 
-def _width(gpus: tuple, one_at_a_time: bool) -> int:
-    """How many trial processes run at once: one per GPU, or one."""
-    return 1 if one_at_a_time or not gpus else len(gpus)
+def discard_if_empty(out_dir: Path, created: bool) -> bool:
+    """After a sweep failed or was interrupted: where no unit was recorded (an empty
+    journal), remove what the sweep wrote (``plan.json``, its markers and temporaries),
+    and the folder itself where it was new or empty when the sweep began (``created``);
+    return whether it did. A folder
+    that holds any unit is left as it is, to be resumed by the same command."""
+    out_dir = Path(out_dir)
+    if any((out_dir / record.JOURNAL).glob("*")):
+        return False
+    for name in (record.PLAN, record.FATAL):
+        (out_dir / name).unlink(missing_ok=True)
+    for path in out_dir.glob(f"{record.CURRENT_PREFIX}*"):
+        path.unlink()
+    record.clean_temporaries(out_dir)
+    if (out_dir / record.JOURNAL).is_dir():
+        (out_dir / record.JOURNAL).rmdir()
+    if created and not any(out_dir.iterdir()):
+        shutil.rmtree(out_dir)
+    return True
 
-
-def _run_trials(ctx, out_dir: Path, plan: Plan, expected: dict, done: set, bar, *,
-                gpus: tuple, one_at_a_time: bool, max_restarts: int) -> None:
-    """Run every trial with units still missing, up to one process per GPU at a time.
-
-    Trials start in plan order, each on a free GPU (``one_at_a_time``: trial t waits for
-    ``gpus[t % len(gpus)]`` and nothing else runs). A process that ends with units missing
-    is run again; one that crashes is recorded (:func:`_record_crash`) and run again, up
-    to ``max_restarts`` times; one that gives up (``_FATAL``) stops the sweep. On any
-    exit but success every running process is stopped first.
-    """
-    width = _width(gpus, one_at_a_time)
-    pending = list(expected)
-    restarts = dict.fromkeys(expected, 0)
-    active = {}  # pin (None: not pinned) -> (process, trial, its message queue)
-    try:
-        while pending or active:
-            for trial in list(pending):
-                if len(active) >= width:
-                    break
-                pin = _free_pin(gpus, active, trial, one_at_a_time)
-                if pin is _BUSY:
-                    continue
-                pending.remove(trial)
-                done |= record.finished_units(out_dir, expected[trial])[0]  # its units only
-                if all(n in done for n in expected[trial]):
-                    continue
-                active[pin] = _start_worker(ctx, out_dir, plan, trial, pin, width)
-            _drain(active, bar, timeout=0.2)
-            for pin, (proc, trial, messages) in list(active.items()):
-                if proc.is_alive():
-                    continue
-                proc.join()
-                _drain({pin: (proc, trial, messages)}, bar, timeout=0)
-                del active[pin]
-                code = proc.exitcode
-                if code == _FATAL:
-                    raise SweepError(record.read_fatal(out_dir))
-                if code != 0:
-                    restarts[trial] += 1
-                    _record_crash(out_dir, plan, trial, code)
-                    if restarts[trial] > max_restarts:
-                        raise SweepError(f"trial {trial}: worker crashed {restarts[trial]} "
-                                         f"times; last exit code {code}")
-                pending.insert(0, trial)  # finished units are skipped when it is taken up
-    except BaseException:
-        for proc, _, _ in active.values():
-            proc.terminate()
-        for proc, _, _ in active.values():
-            proc.join(10)
-        # a worker stopped inside an atomic write leaves its temporary file behind
-        record.clean_temporaries(out_dir)
-        raise
-
-
-_BUSY = object()
-
-
-def _free_pin(gpus: tuple, active: dict, trial: int, one_at_a_time: bool):
-    """The pin trial ``trial`` may start on now, or ``_BUSY``."""
-    if not gpus:
-        return _BUSY if None in active else None
-    if one_at_a_time:
-        pin = gpus[trial % len(gpus)]
-        return _BUSY if active else pin
-    return next((g for g in gpus if g not in active), _BUSY)
-
-
-def _start_worker(ctx, out_dir: Path, plan: Plan, trial: int, pin, width: int) -> tuple:
-    """Start trial ``trial``'s process, pinned to ``pin`` (None: not pinned)."""
-    messages = ctx.Queue()
-    proc = ctx.Process(target=_worker_main, args=(str(out_dir), plan.to_json(), trial, messages,
-                                                  os.getpid(), time.time(), pin, width),
-                       name=f"attn-trial-{trial}")
-    proc.start()
-    return proc, trial, messages
-
-
-def _drain(active: dict, bar, timeout: float) -> None:
-    """Move the progress bar for the messages the running processes sent; wait up to
-    ``timeout`` seconds for the first."""
-    deadline = time.monotonic() + timeout
-    for proc, trial, messages in list(active.values()):
-        while True:
-            try:
-                kind, payload = messages.get(timeout=max(0.0, deadline - time.monotonic()))
-            except _queue.Empty:
-                break
-            if kind == "done":
-                bar.update(1)
-            elif kind == "status":
-                bar.set_postfix_str(payload, refresh=False)
-
-
-def _record_crash(out_dir: Path, plan: Plan, trial: int, code: int) -> None:
-    """Record the units of the (configuration, candidate) a crashed worker was on."""
-    current = record.read_current(out_dir, trial)
-    if current is None:
-        return
-    config = Config.from_key(current["config"])
-    reason = f"worker process crashed (exit code {code}) while on this candidate"
-    done, _ = record.finished_units(out_dir)
-    for cand in current["candidates"]:
-        for name in _candidate_units(plan, config, cand, trial):
-            if name not in done:
-                _write_failure(out_dir, name, "crashed", reason)
-    record.clear_current(out_dir, trial)
-
-
-# ------------------------------------------------------------------- a notebook's sweep
-
-CPU_SHAPES = "2,2,64;2,2,128"
-CPU_CANDIDATES = ("sdpa", "sdpa_math", "eager")
-
-
-def measurement_plan(device: str, shapes="", candidates="", trials: int = DEFAULT_TRIALS,
-                     samples: int = 0) -> Plan:
-    """The sweep a notebook runs with ``measure=True`` on ``device`` ("cuda" or "cpu").
-
-    Defaults: on a GPU the reports' ten configurations and every registered candidate;
-    on a CPU the small shapes ``CPU_SHAPES`` and ``CPU_CANDIDATES`` (CPU times are host
-    wall-clock and labelled so). ``samples`` > 0 fixes the samples per placement; 0 takes
-    protocol 2's calibrated design (``DEFAULT_TIMING``; placements ``DEFAULT_PLACEMENTS``).
-    """
-    from . import candidates as cands
-    if device not in DEVICES:
-        raise ValueError(f"`device` must be 'cuda' or 'cpu'; got {device!r}.")
-    trials = _validate.positive_integer("trials", trials)
-    if isinstance(samples, bool) or not isinstance(samples, numbers.Integral) or samples < 0:
-        raise ValueError(f"`samples` must be a non-negative integer (0: the default); "
-                         f"got {samples!r}.")
-    cfgs = parse_shapes(shapes) or (MATRICES["reports-v1"] if device == "cuda"
-                                    else parse_shapes(CPU_SHAPES))
-    if isinstance(candidates, str):
-        names = tuple(candidates.replace(",", " ").split())
-    else:
-        names = tuple(candidates)
-    names = names or (cands.DEFAULT_CANDIDATES if device == "cuda" else CPU_CANDIDATES)
-    timing = dict(DEFAULT_TIMING, **({"n_samples": int(samples)} if samples else {}))
-    matrix = next((name for name, m in MATRICES.items() if m == cfgs), "")
-    return Plan(configs=cfgs, candidates=names, trials=trials, device=device,
-                timing=timing, matrix=matrix, profile=device == "cuda")
-
-
-def campaign_plan(campaign: str, device: str = "cuda") -> Plan:
-    """The plan of a state-of-the-art campaign (``configs.CAMPAIGN_PLANS``) on ``device``."""
-    from ..configs import CAMPAIGN_PLANS, PLUGINS, matrix
-    spec = CAMPAIGN_PLANS[_validate.choice("campaign", campaign, sorted(CAMPAIGN_PLANS))]
-    return Plan(configs=matrix(spec["matrix"]), candidates=spec["candidates"],
-                modes=spec["modes"], trials=spec["trials"], device=device, plugins=PLUGINS,
-                matrix=spec["matrix"])

@@ -60,7 +60,11 @@ def _worker_main(out_dir: str, plan_json: dict, trial: int, messages, parent_pid
         run_lock.die_with_process(parent_pid)
     try:
         with clock.phase("import"):  # the plan imports the candidates (torch) and plugins
-            plan = Plan.from_json(plan_json)
+            try:
+                plan = Plan.from_json(plan_json)
+            except ValueError as exc:  # a plugin that imported in the sweep but not here
+                raise SweepError(f"trial {trial}: the plan does not load in a trial process, "
+                                 f"though it did in the sweep: {exc}") from None
         _Worker(Path(out_dir), plan, trial, messages, clock,
                 placement={"cuda_visible_devices": pin,
                            "concurrent_processes": int(concurrent)}).run()

@@ -54,7 +54,7 @@ from .consolidate import (CORRECTNESS_COLUMNS, CORRECTNESS_TABLE, KERNEL_COLUMNS
                           UNIT_COLUMNS, UNITS_TABLE, Column, content_hash, finalize,
                           placements_from_samples, table_columns, write_manifest)
 from .journal import (atomic_write_bytes, candidate_unit_names, clean_temporaries, clear_current,
-                      finished_units, journal_paths, parse_unit_name, plan_unit_names,
+                      file_mode, finished_units, outside_git_iv, journal_paths, parse_unit_name, plan_unit_names,
                       read_current, read_fatal, read_plan, read_unit, shard_iv, shard_trials,
                       unit_name, unit_path,
                       write_current, write_fatal, write_plan, write_unit)
@@ -77,7 +77,7 @@ __all__ = [
     "unit_name", "parse_unit_name", "candidate_unit_names", "plan_unit_names", "unit_path",
     "journal_paths", "read_plan", "write_plan", "write_fatal", "read_fatal", "write_current",
     "read_current", "clear_current", "atomic_write_bytes", "write_unit", "read_unit",
-    "finished_units", "clean_temporaries",
+    "finished_units", "clean_temporaries", "outside_git_iv", "file_mode",
     # consolidate
     "Column", "UNITS_TABLE", "PLACEMENTS_TABLE", "CORRECTNESS_TABLE", "KERNELS_TABLE",
     "SAMPLE_COLUMNS_V1", "SAMPLE_COLUMNS", "UNIT_COLUMNS", "PLACEMENT_COLUMNS",

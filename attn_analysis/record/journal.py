@@ -26,7 +26,7 @@ __all__ = ["unit_name", "parse_unit_name", "candidate_unit_names", "plan_unit_na
            "unit_path", "journal_paths", "read_plan", "write_plan", "write_fatal", "read_fatal",
            "write_current", "read_current", "clear_current", "canonical_json",
            "atomic_write_bytes", "write_unit", "read_unit", "finished_units", "read_journal",
-           "clean_temporaries"]
+           "clean_temporaries", "outside_git_iv", "file_mode"]
 
 
 # ----------------------------------------------------------------------- unit names
@@ -127,6 +127,16 @@ def shard_iv(shard, name: str = "shard") -> tuple[int, int]:
 
 
 # ------------------------------------------------------------------ the run folder
+
+def outside_git_iv(path, name: str = "out_dir") -> Path:
+    """``path`` as a Path, refused (ValueError naming ``name``) where it lies inside a
+    ``.git`` folder: a run written there is hidden from git and from the data folder."""
+    path = Path(path)
+    if ".git" in path.resolve().parts or ".git" in path.parts:
+        raise ValueError(f"`{name}` must not lie inside a .git folder (git's own store); got "
+                         f"{str(path)!r}. Name a run folder, e.g. data/runs/<run-id>.")
+    return path
+
 
 def unit_path(run_dir, name: str) -> Path:
     """Where the journal unit ``name`` lives in ``run_dir``."""

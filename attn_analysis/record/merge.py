@@ -19,6 +19,7 @@ import tempfile
 from pathlib import Path
 
 from . import consolidate, journal
+from .journal import outside_git_iv
 from .schema import JOURNAL, PLAN, RecordError
 from .verification import read_info, verify
 
@@ -34,7 +35,7 @@ def merge(out_dir, shard_dirs) -> Path:
     fingerprint hashes differ where the plan does not allow mixed machines). The new
     run is built beside ``out_dir`` and renamed into place, so a failure leaves nothing.
     """
-    out_dir = Path(out_dir)
+    out_dir = outside_git_iv(out_dir, "out_dir")
     if out_dir.exists():
         raise ValueError(f"`out_dir` {str(out_dir)!r} exists; merge writes a new run folder.")
     shard_dirs = [Path(d) for d in shard_dirs]

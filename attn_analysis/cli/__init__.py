@@ -1,0 +1,8 @@
+"""The command line, one module per job: :mod:`.parser` builds the arguments (torch-free,
+so ``--help`` works without torch), :mod:`.sweep_verb` runs ``sweep``, :mod:`.plan_verb`
+``plan --power``, :mod:`.run_verbs` ``verify``, ``show`` and ``merge``, and
+:mod:`.analysis_verbs` ``compare`` and ``calibrate``. ``python -m attn_analysis``
+(:mod:`attn_analysis.__main__`) dispatches to them.
+"""
+
+__all__: list[str] = []
