@@ -15,7 +15,7 @@ lazy import still runs when the function does). The stages, lowest first:
               helpers;
 ``chapters``  one module per chapter of the book (``chapters/``, ``state_of_the_art``);
 ``entry``     what a notebook or the command line calls first (``notebook_support``,
-              ``__main__``).
+              ``__main__`` and the command line's verbs, ``cli/``).
 
 A module imports only from its own stage or a lower one (no back arrow); the package's
 modules form no import cycle; and nothing in record, analyse, present or chapters reaches
