@@ -98,8 +98,6 @@ def test_screenshot_of_every_chapter(chapter_screenshots):
 PDF_PAGES = (25, 120)  # the book as built from the recorded runs: 62 pages
 
 
-@pytest.mark.skip(reason="open defect (issue 41): the PDF build stops at a glued figure's "
-                  "PNG that LaTeX cannot find (seen at 3e42ac0c, after the rewrite)")
 def test_pdf_pages_and_glued_numbers(built_pdf, built_book):
     info = subprocess.run(["pdfinfo", str(built_pdf)], capture_output=True, text=True).stdout
     pages = int(re.search(r"^Pages:\s+(\d+)", info, flags=re.M).group(1))
@@ -115,3 +113,46 @@ def test_pdf_pages_and_glued_numbers(built_pdf, built_book):
     flat = re.sub(r"\s+", " ", text)
     missing = [n for n in numbers if n.strip() not in flat]
     assert not missing, f"glued numbers of the landing page missing from the PDF: {missing}"
+
+
+TINY_NOTEBOOK = {"cells": [
+    {"cell_type": "markdown", "metadata": {}, "source": "# Notebook"},
+    {"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [],
+     "source": "import matplotlib.pyplot as plt\nfrom myst_nb import glue\n"
+               "fig, ax = plt.subplots()\nax.plot([1, 2])\n"
+               "glue('fig', fig, display=False)\nplt.close(fig)"}],
+    "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3",
+                                "language": "python"}}, "nbformat": 4, "nbformat_minor": 5}
+
+
+@pytest.mark.parametrize("builder", ["html", "pdflatex"])
+def test_a_figure_glued_in_a_notebook_and_pasted_on_another_page_renders(tmp_path, builder):
+    """Regression (issue 41): myst-nb pastes a figure on another page as a path to
+    ``<sha256>.png`` and writes no file, so a figure glued with ``display=False`` was a
+    missing PNG and the PDF build stopped. attn_analysis.book_figures writes it."""
+    import json
+    import shutil
+
+    from session_builds import build_book
+    if builder == "pdflatex" and shutil.which("latexmk") is None:
+        pytest.skip("TeX Live is not installed")
+    (tmp_path / "_config.yml").write_text(
+        "title: tiny\nauthor: a\nonly_build_toc_files: true\n"
+        "execute:\n  execute_notebooks: force\n"
+        f"sphinx:\n  local_extensions:\n    attn_analysis.book_figures: {ROOT}\n"
+        "latex:\n  latex_documents:\n    targetname: book.tex\n")
+    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: index\nchapters:\n"
+                                       "  - file: sub/page\n  - file: nb\n")
+    (tmp_path / "index.md").write_text("# Root\n\nA tiny book.\n")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "page.md").write_text("# Page\n\n```{glue} fig\n:doc: ../nb.ipynb\n```\n")
+    (tmp_path / "nb.ipynb").write_text(json.dumps(TINY_NOTEBOOK))
+    proc = build_book(tmp_path, "-W", "-n", "--builder", builder, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    if builder == "html":
+        page = (tmp_path / "_build" / "html" / "sub" / "page.html").read_text()
+        src = re.search(r'<img[^>]*src="([^"]+\.png)"', page).group(1)
+        assert (tmp_path / "_build" / "html" / "sub" / src).resolve().is_file(), src
+    else:
+        assert (tmp_path / "_build" / "latex" / "book.pdf").is_file()
+        assert "includegraphics" in (tmp_path / "_build" / "latex" / "book.tex").read_text()
