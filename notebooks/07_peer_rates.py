@@ -16,10 +16,9 @@
 #
 # {glue:text}`pr_crossover_lead:s`
 #
-# A rate is the forward attention FLOPs over the kernel time: 4·B·H·S²·D FLOPs (two matrix
-# products), halved for causal attention; softmax is not counted. The kernel time is the
-# profiler's kernel sum per call, the median over the peer and powered runs of a GPU model.
-# The fraction divides by the GPU's dense fp16 tensor-core peak.
+# A rate is the forward attention FLOPs, 4·B·H·S²·D (halved for causal; softmax not
+# counted), over the kernel time: the profiler's kernel sum per call, the median over the
+# peer and powered runs of a GPU model.
 
 # %% tags=["parameters", "hide-input"]
 runs_dir = "data/runs"    # recorded runs, relative to the repository root
@@ -61,10 +60,7 @@ published = pd.read_csv(root / "data/reference/fa3_published.csv")
 pub = published.set_index("quantity")
 nbs.glue_text("pr_runs", ", ".join(chosen))
 nbs.glue_text("pr_crossover_sentence", pr.crossover_sentence(ncu))
-best = ncu.sort_values("time_us").groupby(["gpu", "seq_len"]).first().reset_index()
-lead = "; ".join(f"on the {g}, {pr._NAMES.get(c, c)} is the fastest profiled kernel at S = {s}"
-                 for g, s, c in zip(best["gpu"], best["seq_len"], best["candidate"]))
-nbs.glue_text("pr_crossover_lead", lead[0].upper() + lead[1:] + ".")
+nbs.glue_text("pr_crossover_lead", pr.crossover_lead(ncu))
 top = rate.sort_values("fraction_of_peak", ascending=False).iloc[0]
 nbs.glue_text("pr_top_rate", f"{top.tflops:.0f} TFLOP/s ({100 * top.fraction_of_peak:.0f}% of "
               f"the {top.gpu}'s peak, {top.candidate} at {top.config})")
@@ -82,21 +78,21 @@ nbs.glue_text("pr_gate_sentence", " ".join(
 
 # %% [markdown]
 # The highest rate measured is {glue:text}`pr_top_rate:s`. The FA3 paper reports
-# {glue:text}`pr_published:s`; that figure is published, not measured here, and its
-# shape differs.
+# {glue:text}`pr_published:s`; that figure is published, not measured here.
 
 # %% tags=["remove-input"]
 for gpu, g in rate.groupby("gpu"):
-    shown = pr.rate_display(g).drop(columns="GPU")
-    tables.show(shown, f"{gpu}: TFLOP/s per candidate and shape (percent of the dense fp16 "
-                "peak), from the kernel time; runs " + ", ".join(chosen) + ".")
+    peak = float((g["tflops"] / g["fraction_of_peak"]).median())
+    shown = pr.rate_display(g, min_seq_len=pr.LONG_S, percent=False).drop(columns="GPU")
+    tables.show(shown, f"{gpu}: TFLOP/s per candidate at the shapes of S ≥ {pr.LONG_S} "
+                f"(dense fp16 peak {peak:.0f}); runs " + ", ".join(chosen) + ". The CSV "
+                "holds every shape and the percent of peak.",
+                csv=f"rates_{gpu.split()[-1].lower()}.csv", full=g)
 
 # %% [markdown]
 # ## The crossover, profiled
 #
-# {glue:text}`pr_crossover_sentence:s` The tensor pipe's busy share is the measure to
-# compare: where the FA3-design kernels keep it busier than cuDNN, they pass it; where all
-# are alike, cuDNN's shorter schedule per tile wins.
+# {glue:text}`pr_crossover_sentence:s`
 
 # %% tags=["remove-cell"]
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharey=True)
@@ -125,9 +121,8 @@ nbs.glue_figure("pr_crossover_figure", fig)
 #
 # ## The new peers' gate
 #
-# Every new peer passes the float64 gate where it runs. `fa3` is FlashAttention-3's Hopper
-# forward; `fa4_bshd` feeds FA4 its own (B, S, H, D) layout, a control beside `fa4`;
-# `flex_flash` is FlexAttention's FLASH backend. {glue:text}`pr_gate_sentence:s`
+# `fa3` is FlashAttention-3's Hopper forward; `fa4_bshd` feeds FA4 its own (B, S, H, D)
+# layout; `flex_flash` is FlexAttention's FLASH backend. {glue:text}`pr_gate_sentence:s`
 
 # %% tags=["remove-input"]
 for gpu, g in gates.items():

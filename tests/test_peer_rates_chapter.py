@@ -27,6 +27,9 @@ def test_rates_use_kernel_times_and_the_stated_formula():
     assert 0 < r.loc["fa3", "fraction_of_peak"] < 1
     shown = pr.rate_display(r.reset_index())
     assert list(shown.columns[:2]) == ["GPU", "shape"] and "%" in shown.loc[0, "fa3"]
+    assert "%" not in pr.rate_display(r.reset_index(), percent=False).loc[0, "fa3"]
+    with pytest.raises(ValueError, match="`min_seq_len`"):
+        pr.rate_display(r.reset_index(), min_seq_len=pr.LONG_S)
 
 
 def test_rates_refuse_tables_without_kernel_level():
@@ -46,7 +49,12 @@ def test_crossover_of_the_recorded_h200_file_names_the_fastest_kernel():
     text = pr.crossover_sentence(f)
     fastest = f.sort_values("time_us").groupby("config").first()
     for config, row in fastest.iterrows():
-        assert f"at {config}, {pr._NAMES[row.candidate]} is fastest" in text
+        assert f"at {config}: {pr._NAMES[row.candidate]} " in text
+    lead = pr.crossover_lead(f)
+    assert lead.count(doc["gpu"]) == 1  # each GPU named once (issue 41: it was repeated)
+    by_s = f.sort_values("time_us").groupby("seq_len").first()
+    for s, row in by_s.iterrows():
+        assert f"{pr._NAMES[row.candidate]} at S = {s}" in lead
     with pytest.raises(ValueError, match="`doc`"):
         pr.crossover_frame({"kernels": []})
 
