@@ -337,9 +337,8 @@ def kernel_sentence(wins: pd.DataFrame) -> str:
         parts.append(f"the attention kernel itself is faster than SDPA's beyond the margin "
                      f"for {where_text(held)}")
     if len(call_only):
-        parts.append(f"the lead is per call only for {where_text(call_only)}: there the "
-                     f"attention kernel is not faster than SDPA's, so the lead comes from "
-                     f"what SDPA's call runs besides its attention kernel")
+        parts.append(f"the lead is per call only for {where_text(call_only)}: there its "
+                     f"attention kernel is not faster than SDPA's")
     return ("Of the " + f"{len(df)} call-level leads, " + "; ".join(parts) + ".")
 
 
@@ -411,8 +410,8 @@ def claim_sentences(target_best: dict, wins: pd.DataFrame) -> dict:
     return {"target": target, "general": general}
 
 
-CONTROLS = {"sdpa_twin": "an identical second copy of SDPA (the A/A twin)",
-            "cudnn_frontend": "cuDNN called directly, which runs SDPA's own kernel"}
+CONTROLS = {"sdpa_twin": "the A/A twin",
+            "cudnn_frontend": "cuDNN called directly (SDPA's own kernel)"}
 
 
 def controls_sentence(target_tables: dict, level: str = "call") -> str:
@@ -427,8 +426,8 @@ def controls_sentence(target_tables: dict, level: str = "call") -> str:
                   & (t["config"] == TARGET.key)]
             by_verdict.setdefault(r["verdict"].iloc[0] if len(r) else "not measured",
                                   []).append(machine)
-        parts.append(f"{what} came out " + verdicts_phrase(by_verdict))
-    text = "; ".join(parts) + f" ({level} level)."
+        parts.append(f"{what} is " + verdicts_phrase(by_verdict))
+    text = "Per " + level + ", " + "; ".join(parts) + "."
     return text[:1].upper() + text[1:]
 
 

@@ -134,3 +134,33 @@ def test_reports_sentence_words_each_outcome():
         reports_sentence(1, 2, 2)
     with pytest.raises(ValueError, match="`n_equivalent`"):
         reports_sentence(1, 0, -1)
+
+
+def _two_level(call: dict, kernel: dict | None) -> pd.DataFrame:
+    rows = [{"candidate": c, "level": "call", "verdict": v} for c, v in call.items()]
+    rows += [{"candidate": c, "level": "kernel", "verdict": v}
+             for c, v in (kernel or {}).items()]
+    return pd.DataFrame(rows)
+
+
+def test_answer_sentence_reads_right_for_every_outcome():
+    none = _two_level({"triton": "slower", "flex": "equivalent"},
+                      {"triton": "slower", "flex": "equivalent"})
+    both = _two_level({"triton": "faster"}, {"triton": "faster"})
+    call_only = _two_level({"triton": "faster", "flex": "slower"},
+                           {"triton": "inconclusive", "flex": "slower"})
+    # the same outcome on two GPUs is said once, naming both, never "On H200-a: no: no ..."
+    text = fx.answer_sentence({"H200-a": none, "H200-b": none}, 0.02)
+    assert text == ("On H200-a and H200-b no candidate is faster than the default dispatch "
+                    "beyond the ±2% margin, per call or per kernel.")
+    text = fx.answer_sentence({"H200-a": both, "H200-b": call_only}, 0.02)
+    assert text == ("On H200-a triton is faster per call and per kernel (beyond the ±2% "
+                    "margin). On H200-b triton is faster per call only (beyond the ±2% margin).")
+    no_kernel = _two_level({"triton": "slower"}, None)
+    assert "recorded no kernel times; per call no candidate is faster" in fx.answer_sentence(
+        {"H100-a": no_kernel}, 0.02)
+    assert ": no:" not in text
+    with pytest.raises(ValueError, match="`tables_by_gpu`"):
+        fx.answer_sentence({}, 0.02)
+    with pytest.raises(ValueError, match="`margin`"):
+        fx.answer_sentence({"H200-a": none}, 2)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import pandas as pd
+import pytest
 
 from attn_analysis.chapters import matrix as mx
 
@@ -111,3 +112,15 @@ def test_leads_sentence_words_each_outcome():
         mx.leads_sentence({**base, "n_call_faster": 1, "n_kernel_faster": 2})
     with pytest.raises(ValueError, match="`split`"):
         mx.leads_sentence({})
+
+
+def test_verdict_tally_never_reads_faster_at_zero():
+    # the chapter once read "faster at 0, slower at 0 and undecided at 16"
+    assert mx.verdict_tally(pd.Series(["inconclusive"] * 16), "shapes") == (
+        "all 16 shapes are inconclusive; none is faster, equivalent or slower")
+    assert mx.verdict_tally(pd.Series(["slower"] * 3 + ["inconclusive"] * 77)) == (
+        "3 of 80 comparisons are slower and 77 inconclusive; none is faster or equivalent")
+    assert mx.verdict_tally(pd.Series(["faster", "slower", "equivalent"])) == (
+        "1 of 3 comparisons is faster, 1 equivalent and 1 slower")
+    with pytest.raises(ValueError, match="`verdicts`"):
+        mx.verdict_tally(pd.Series(["quicker"]))

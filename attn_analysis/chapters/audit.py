@@ -106,16 +106,31 @@ def calibration_runs_iv(name: str, value, params: dict) -> CalibrationRuns:
 
 
 def check_label(doc: dict) -> str:
-    """GPU and torch of a check file's fingerprint: 'NVIDIA H100 80GB HBM3, torch 2.11'."""
+    """GPU model and torch of a check file's fingerprint, short for prose: 'H100, torch
+    2.11.0+cu130' (check files record no GPU UUID, so no inventory label; the full device
+    name and software are in the reproducibility chapter)."""
     fp = doc["fingerprint"]
-    return f"{fp['gpu_name']}, torch {fp['torch_version']}"
+    words = str(fp["gpu_name"]).replace("NVIDIA ", "").split()
+    return f"{words[0] if words else 'unknown GPU'}, torch {fp['torch_version']}"
+
+
+def _gpu(run) -> str:
+    """A run's GPUs by inventory label ('H200-c'), or its GPU model where the run recorded
+    no UUID (the protocol-1 runs): short names for prose."""
+    from .fixed_shape import gpu_label
+    label = gpu_label(run)
+    if "unknown" in label:
+        words = str(run.device).replace("NVIDIA ", "").split()
+        return words[0] if words else label
+    return label
 
 
 def header_values(cr: CalibrationRuns, lead, triton, extras: dict, *, margin: float,
                   alpha: float) -> dict:
     """The labels and sizes the chapter's opening and calibration section paste."""
     units = pd.concat([r.units for r in cr.runs]).query("status == 'ok'")
-    return {"label_c": cr.label, "label_l": provenance.run_label(lead),
+    return {"label_c": ", ".join(dict.fromkeys(_gpu(r) for r in cr.runs)),
+            "label_l": _gpu(lead),
             "label_t": provenance.run_label(triton), "label_x": check_label(extras),
             "run_c": " and ".join(r.run_id for r in cr.runs), "run_l": lead.run_id,
             "run_t": triton.run_id, "cfg": cr.config, "n_trials": cr.n_trials,

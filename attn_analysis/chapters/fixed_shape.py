@@ -21,7 +21,7 @@ from ..analyse import reports_statistics
 __all__ = ["REPORTS_SAME", "QUOTED", "gpu_label", "family_note", "two_level_table",
            "run_values", "twin_sentence", "k_range", "replication_join",
            "replication_table", "reports_side_by_side", "graph_check_table",
-           "reports_sentence"]
+           "reports_sentence", "answer_sentence"]
 
 # The reports' comparison of one array with itself, the first row of the side-by-side table.
 REPORTS_SAME = "sdpa vs the same array (the reports' comparison)"
@@ -148,7 +148,9 @@ def run_values(two_level: pd.DataFrame, suffix: str, candidates=QUOTED) -> dict:
     mode and kernel level of ``comparisons.target_family``), keyed for glue with
     ``suffix`` (the run's number): processes, placements per process, the baseline's time
     (µs) and, for each of ``candidates`` at each level, speedup, interval ends and verdict
-    (``<candidate>_<level><suffix>`` and ``_lo``, ``_hi``, ``_v``)."""
+    (``<candidate>_<level><suffix>`` and ``_lo``, ``_hi``, ``_v``), and both verdicts in
+    one phrase (``levels_<candidate><suffix>``, :func:`phrases.per_level`)."""
+    from .phrases import per_level
     t = two_level.set_index(["candidate", "level"])
     out = {f"procs{suffix}": int(t["n_processes"].min()),
            f"places{suffix}": int(t["n_placements"].min() / t["n_processes"].min()),
@@ -160,6 +162,9 @@ def run_values(two_level: pd.DataFrame, suffix: str, candidates=QUOTED) -> dict:
                 key = f"{cand}_{level}{suffix}"
                 out |= {key: row["speedup"], key + "_lo": row["ci_low"],
                         key + "_hi": row["ci_high"], key + "_v": row["verdict"]}
+        if all((cand, level) in t.index for level in ("call", "kernel")):
+            out[f"levels_{cand}{suffix}"] = per_level(t.loc[(cand, "call"), "verdict"],
+                                                      t.loc[(cand, "kernel"), "verdict"])
     return out
 
 
@@ -207,3 +212,45 @@ def reports_sentence(n_significant: int, n_sig_equivalent: int, n_equivalent: in
     return (first + f" {n_sig_equivalent} of the {n_equivalent} {eq} our interval shows "
             f"equivalent within the margin {'is' if n_sig_equivalent == 1 else 'are'} among "
             f"them.")
+
+
+def answer_sentence(tables_by_gpu: dict, margin: float) -> str:
+    """The chapter's answer per GPU in one sentence: for each GPU's two-level table
+    (candidate, level, verdict; controls left out), whether a candidate is faster than the
+    default dispatch beyond the margin per call and per kernel. GPUs with the same outcome
+    are named together ("On H200-a and H200-b no candidate is faster ..."), so the sentence
+    reads right for every outcome and never repeats itself."""
+    from .phrases import join
+    if not isinstance(tables_by_gpu, dict) or not tables_by_gpu:
+        raise ValueError("`tables_by_gpu` must be a non-empty dict of GPU label -> table.")
+    if not isinstance(margin, float) or not 0 < margin < 1:
+        raise ValueError(f"`margin` must be a float in (0, 1); got {margin!r}.")
+    outcomes = {}
+    for gpu, t in tables_by_gpu.items():
+        if not isinstance(t, pd.DataFrame) or not {"candidate", "level", "verdict"} <= set(t):
+            raise ValueError(f"`tables_by_gpu[{gpu!r}]` must have columns candidate, level, "
+                             f"verdict.")
+        fast = t[t["verdict"] == "faster"]
+        call = sorted(set(fast.loc[fast["level"] == "call", "candidate"]))
+        kernel = sorted(set(fast.loc[fast["level"] == "kernel", "candidate"]))
+        if not (t["level"] == "kernel").any():
+            out = ("its run recorded no kernel times; per call "
+                   + (f"{join(call)} {'is' if len(call) == 1 else 'are'} faster" if call
+                      else "no candidate is faster"))
+        elif call or kernel:
+            both = sorted(set(call) & set(kernel))
+            parts = []
+            if both:
+                parts.append(f"{join(both)} {'is' if len(both) == 1 else 'are'} faster per "
+                             f"call and per kernel")
+            for cands, level in ((sorted(set(call) - set(both)), "call"),
+                                 (sorted(set(kernel) - set(both)), "kernel")):
+                if cands:
+                    parts.append(f"{join(cands)} {'is' if len(cands) == 1 else 'are'} faster "
+                                 f"per {level} only")
+            out = join(parts) + f" (beyond the ±{margin:.0%} margin)"
+        else:
+            out = (f"no candidate is faster than the default dispatch beyond the "
+                   f"±{margin:.0%} margin, per call or per kernel")
+        outcomes.setdefault(out, []).append(gpu)
+    return " ".join(f"On {join(gpus)} {out}." for out, gpus in outcomes.items())

@@ -18,10 +18,11 @@ import pandas as pd
 
 from .. import tables
 from ..analyse import comparisons, workload
-from ..analyse.stats import Verdict
+from ..analyse.stats import VERDICT_ORDER, Verdict
+from .phrases import tally
 from ..configs import Config
 
-__all__ = ["TUNING_PICK", "level_split", "leads_sentence", "triton_levels", "triton_values", "triton_table",
+__all__ = ["TUNING_PICK", "verdict_tally", "level_split", "leads_sentence", "triton_levels", "triton_values", "triton_table",
            "attention_answer", "tuning_values", "tuning_per_run", "latest_values",
            "fa3_table"]
 
@@ -93,6 +94,22 @@ def triton_levels(tr_two: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     return level("kernel"), level("attention")
 
 
+def verdict_tally(verdicts, noun: str = "comparisons",
+                  say=(Verdict.FASTER.value, Verdict.SLOWER.value, Verdict.EQUIVALENT.value)) -> str:
+    """How ``verdicts`` (a Series of verdict strings) split, in one clause that reads right
+    for every outcome (:func:`phrases.tally`): each verdict that occurs, in
+    :data:`VERDICT_ORDER`, with its count, then "none is ..." for those of ``say`` that do
+    not ("3 of 80 comparisons are slower and 77 inconclusive; none is faster or
+    equivalent"; never "faster at 0, slower at 0")."""
+    v = pd.Series(verdicts, dtype=object)
+    unknown = set(v) - set(VERDICT_ORDER)
+    if unknown:
+        raise ValueError(f"`verdicts` must hold verdicts of {VERDICT_ORDER}; got {sorted(unknown)}.")
+    counts = v.value_counts()
+    order = [x for x in VERDICT_ORDER if counts.get(x, 0) or x in say]
+    return tally({x: int(counts.get(x, 0)) for x in order}, noun)
+
+
 def triton_values(tr_two: pd.DataFrame, vs_lib: pd.DataFrame, target: str) -> dict:
     """The numbers the chapter quotes of our kernel: its verdicts per kernel and per
     attention kernel against SDPA (``tr_two``), its verdicts against the fastest library
@@ -116,6 +133,8 @@ def triton_values(tr_two: pd.DataFrame, vs_lib: pd.DataFrame, target: str) -> di
     out["n_configs"] = len(vs_lib)
     for v in (Verdict.FASTER, Verdict.SLOWER, Verdict.INCONCLUSIVE, Verdict.EQUIVALENT):
         out[f"n_{v.value}"] = int(counts.get(v.value, 0))
+    out["lib_tally"] = (verdict_tally(vs_lib["verdict"], "shapes") if len(vs_lib)
+                        else "no shape was compared")
     out |= {"target_ratio": pick("ratio"), "target_lo": pick("ci_low"),
             "target_hi": pick("ci_high"),
             "target_lib": str(at["library"].iloc[0]) if len(at) else "none"}

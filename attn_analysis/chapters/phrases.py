@@ -1,12 +1,12 @@
 """Sentence pieces the results chapters glue, grammatical for every outcome: counts that are
 zero or all of a total ("3 of 80 ... are slower and 77 inconclusive; none is faster",
-"all 16 are undecided", never "faster at 0, slower at 0"), and one value per GPU model
-said once where the models agree ("equivalent on both the H100 and the H200", never
-"equivalent (H100) and equivalent (H200)")."""
+"all 16 are undecided", never "faster at 0, slower at 0"), counts per GPU model and
+verdicts per level said once where they agree ("at none of the 16 shapes on either ...",
+"equivalent per call and per kernel"). Verdicts per machine: state_of_the_art.verdicts_phrase."""
 
 from __future__ import annotations
 
-__all__ = ["join", "tally", "per_model", "per_level", "count_by_model"]
+__all__ = ["join", "tally", "per_level", "count_by_model"]
 
 
 def join(items) -> str:
@@ -56,25 +56,6 @@ def tally(counts: dict, noun: str) -> str:
         return head
     return head + "; none is " + (" or ".join(zero) if len(zero) <= 2
                                   else ", ".join(zero[:-1]) + " or " + zero[-1])
-
-
-def per_model(values: dict, the: bool = True) -> str:
-    """One value per GPU model (model -> word, e.g. a verdict): "equivalent on both the H100
-    and the H200" where they agree, "equivalent on the H100 and slower on the H200" where
-    not (``the`` False drops the article)."""
-    if (not isinstance(values, dict) or not values
-            or not all(isinstance(k, str) and k and isinstance(v, str) and v
-                       for k, v in values.items())):
-        raise ValueError(f"`values` must be a non-empty dict of model -> text; got {values!r}.")
-    art = "the " if the else ""
-    models = [f"{art}{m}" for m in values]
-    words = list(values.values())
-    if len(set(words)) == 1:
-        if len(models) == 1:
-            return f"{words[0]} on {models[0]}"
-        both = "both " if len(models) == 2 else "each of "
-        return f"{words[0]} on {both}{join(models)}"
-    return join(f"{w} on {m}" for m, w in zip(models, words))
 
 
 def count_by_model(counts: dict, noun: str) -> str:

@@ -1,0 +1,141 @@
+"""The state-of-the-art chapter's sentences (``notebooks/06_state_of_the_art.py``), built
+from its comparison tables (:func:`attn_analysis.state_of_the_art.comparison_table`) so
+that each reads right for every outcome and states each value once, with its run and
+level: the answer at the target per GPU (:func:`target_summary`), what the controls say
+about SDPA's dispatch and FlashInfer's memory order (:func:`dispatch_sentence`,
+:func:`bshd_sentence`), and from which sequence length a custom attention kernel beats
+SDPA's (:func:`attention_from_s`, :func:`long_sequence_wins`, the title's "but at long
+sequences")."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from .. import state_of_the_art as sota
+from ..analyse.stats import Verdict
+from ..configs import TARGET
+from .phrases import join
+
+__all__ = ["target_summary", "dispatch_sentence", "bshd_sentence", "attention_from_s",
+           "from_s_sentence",
+           "long_sequence_wins", "LONG_SEQ_LEN"]
+
+LONG_SEQ_LEN = 2048  # "long sequences": four times the reports' S = 512 and beyond
+_EQ = Verdict.EQUIVALENT.value
+
+
+def _row(t: pd.DataFrame, cand: str, level: str):
+    d = t[(t["config"] == TARGET.key) & (t["candidate"] == cand) & (t["level"] == level)]
+    return d.iloc[0] if len(d) else None
+
+
+def target_summary(machine: str, table: pd.DataFrame, also=("fa4",)) -> str:
+    """The answer at the target on ``machine`` from its target run's ``table``: the fastest
+    kernel, then the fastest custom kernel and the candidates of ``also`` (FlashAttention-4)
+    per call and per attention kernel, each with its interval: the one place the book
+    states these values."""
+    if not isinstance(machine, str) or not machine:
+        raise ValueError(f"`machine` must be a non-empty string; got {machine!r}.")
+    best = sota.fastest(table)
+    run = table["run"].iloc[0] if "run" in table else "unnamed"
+    if best["winner_verdict"] == "baseline":
+        head = (f"On the {machine} (run {run}) no candidate is faster than SDPA's default "
+                f"dispatch beyond the margin; its {best['winner_family']} kernel is the "
+                f"fastest.")
+    else:
+        head = (f"On the {machine} (run {run}) {best['winner_label']} is faster than SDPA's "
+                f"default dispatch ({best['winner_speedup']:.2f}×, "
+                f"{best['winner_ci_low']:.2f}–{best['winner_ci_high']:.2f}).")
+    cands = [best["custom_candidate"]] if "custom_candidate" in best else []
+    cands += [c for c in also if c not in cands and _row(table, c, "call") is not None]
+    if not cands:
+        return head
+    call, att = [], []
+    for i, c in enumerate(cands):
+        r, a = _row(table, c, "call"), _row(table, c, "attention")
+        name = (f"the fastest custom kernel, {r['label']}," if i == 0 and
+                c == best.get("custom_candidate") else r["label"])
+        call.append(f"{name} {'runs at ' if i == 0 else 'at '}{r['speedup']:.2f}× "
+                    f"({r['ci_low']:.2f}–{r['ci_high']:.2f})")
+        if a is not None:
+            att.append(f"{a['speedup']:.2f}× ({a['ci_low']:.2f}–{a['ci_high']:.2f})")
+    text = head + " Per call, " + join(call) + "."
+    if len(att) == len(cands):
+        text += (" Per attention kernel they run at " if len(att) > 1
+                 else " Per attention kernel it runs at ") + join(att) + "."
+    return text
+
+
+def _verdicts(target_tables: dict, cand: str, level: str = "call") -> dict:
+    by = {}
+    for machine, t in target_tables.items():
+        r = _row(t, cand, level)
+        by.setdefault(r["verdict"] if r is not None else "not measured", []).append(machine)
+    return by
+
+
+def dispatch_sentence(target_tables: dict) -> str:
+    """What cuDNN called directly (SDPA's own kernel without SDPA's dispatch) says about
+    the dispatch's cost per call: "costs nothing measurable" only where it is equivalent
+    on every machine."""
+    by = _verdicts(target_tables, "cudnn_frontend")
+    if set(by) == {_EQ}:
+        return "So SDPA's dispatch costs nothing measurable inside a graph replay."
+    return ("So SDPA's dispatch cost is not shown negligible: cuDNN called directly is "
+            + sota.verdicts_phrase(by) + ".")
+
+
+def bshd_sentence(target_tables: dict) -> str:
+    """SDPA on (B, S, H, D) memory against SDPA per call, with the conclusion about
+    FlashInfer's memory order drawn only where it is equivalent on every machine."""
+    by = _verdicts(target_tables, "sdpa_bshd")
+    text = "SDPA on (B, S, H, D) memory is " + sota.verdicts_phrase(by)
+    if set(by) == {_EQ}:
+        return text + ": memory order does not separate FlashInfer from SDPA."
+    return text + "."
+
+
+def attention_from_s(tables, level: str = "attention") -> dict:
+    """Per GPU model, the smallest sequence length at which a custom kernel that runs
+    another kernel than SDPA's is faster than SDPA beyond the margin at ``level`` (a
+    finding: enough processes), or None where there is none."""
+    df = pd.concat(list(tables), ignore_index=True)
+    out = {}
+    for machine, g in df.groupby("machine", sort=True):
+        wins = sota.custom_faster(g, level)
+        model = sota.machine_slug(machine)
+        found = [x for x in (out.get(model), int(wins["seq_len"].min()) if len(wins) else None)
+                 if x is not None]
+        out[model] = min(found) if found else None
+    return out
+
+
+def long_sequence_wins(tables, min_seq_len: int = LONG_SEQ_LEN) -> dict:
+    """Per GPU model, the custom-kernel comparisons faster than SDPA beyond the margin at
+    both the call and the attention-kernel level at ``min_seq_len`` or longer (findings
+    only): the data behind the title's "but at long sequences"."""
+    df = pd.concat(list(tables), ignore_index=True)
+    out = {}
+    for machine, g in df.groupby("machine", sort=True):
+        keys = ["config", "candidate"]
+        call = sota.custom_faster(g, "call")[keys + ["seq_len"]]
+        att = sota.custom_faster(g, "attention")[keys]
+        both = call.merge(att, on=keys)
+        both = both[both["seq_len"] >= min_seq_len]
+        out.setdefault(sota.machine_slug(machine), []).extend(
+            both[keys].itertuples(index=False, name=None))
+    return out
+
+
+def from_s_sentence(from_s: dict) -> str:
+    """Where custom attention kernels start to lead, per GPU model (:func:`attention_from_s`),
+    said once where the models agree."""
+    if not isinstance(from_s, dict) or not from_s:
+        raise ValueError(f"`from_s` must be a non-empty dict of model -> S or None; got "
+                         f"{from_s!r}.")
+    if all(v is None for v in from_s.values()):
+        return "No custom attention kernel is faster than SDPA's beyond the margin."
+    by = {}
+    for model, v in from_s.items():
+        by.setdefault(f"from S = {v}" if v is not None else "nowhere", []).append(model.upper())
+    return "Per attention kernel, custom kernels lead " + sota.verdicts_phrase(by) + "."
