@@ -15,10 +15,9 @@
 # (variance-v2)=
 # # A Variance decomposition
 #
-# The spread of protocol 2's timings splits into nested components: the GPU, the process on
-# it, the memory placement within the process, and replay noise within a placement. The
-# components answer two questions. Does placement explain the spread between processes?
-# Does `eager_compiled`'s old lead over `sdpa` survive randomized placement?
+# The spread of protocol 2's timings splits into nested components: GPU, process, memory
+# placement and replay noise. Does placement explain the spread between processes? Does
+# `eager_compiled`'s old lead over `sdpa` survive randomized placement?
 
 # %% tags=["parameters", "hide-input"]
 runs_dir = "data/runs"                                   # recorded runs, relative to the repository root
@@ -279,12 +278,137 @@ tables.show(spd[["gpu", "level", "mode", "n_processes", "speedup", "ci_low", "ci
 # %% [markdown]
 # ## What the components say about the design
 #
-# The standard error of the log speedup with P processes, M placements and N samples per
-# arm follows from the components (`variance.log_speedup_se`). The design used (P =
+# From the components (`variance.log_speedup_se`), the design used (P =
 # {glue:text}`var_p_used:d`, M = {glue:text}`var_m_used:d`, N = {glue:text}`var_n_used:d`)
-# gives {glue:text}`var_se_used:.2%` for {glue:text}`var_cost_used:.0f` s of device time.
-# One placement per process would give {glue:text}`var_se_one:.2%` for
-# {glue:text}`var_cost_one:.0f` s. One process costs as much as
-# {glue:text}`var_proc_in_places:.0f` placements. So placements buy precision cheaply, but
-# only processes give the interval degrees of freedom.
+# gives a standard error of the log speedup of {glue:text}`var_se_used:.2%` for
+# {glue:text}`var_cost_used:.0f` s of device time; one placement per process,
+# {glue:text}`var_se_one:.2%` for {glue:text}`var_cost_one:.0f` s. A process costs as much as
+# {glue:text}`var_proc_in_places:.0f` placements: placements buy precision cheaply, but only
+# processes give the interval degrees of freedom.
 
+
+# %% [markdown]
+# (variance-robustness)=
+# ## How robust the headline counts are
+#
+# Under the other analyses this package implements, no verdict count of the headline runs
+# ({glue:text}`rb_runs:s`) moves by more than {glue:text}`rb_spread:s`
+# ({glue:text}`rb_spread_where:s`; {numref}`tbl-robustness`). The SM clock ranged over
+# {glue:text}`rb_clock_range:s` MHz. Per 100 MHz the speedup moved by
+# {glue:text}`rb_slopes:s` % ({numref}`fig-clock`). Dropping placements below each run's
+# median clock changes {glue:text}`rb_changed:s` verdicts ({glue:text}`rb_to_inc:s` to
+# inconclusive, with less data) and leaves {glue:text}`rb_lost:s` unjudged.
+
+# %% tags=["remove-input"]
+from matplotlib.figure import Figure
+from attn_analysis import figure_style, record
+from attn_analysis.analyse import inventory, robustness as rb
+
+_inv = inventory.run_inventory(params["runs_dir"])
+_confirm = _inv[_inv["role"] == "confirmatory"]
+_powered = _confirm[_confirm["campaign"].fillna("").str.startswith("powered")]["run"].tolist()
+_load = {rid: record.load(params["runs_dir"] / rid) for rid in [*_powered, *_confirm["run"]]}
+_load.update(TR)
+
+
+def _recorded_modes(r):
+    have = set(r.samples.loc[r.samples["config"] == cfg, "mode"])
+    return [m for m in ("graph", "per_call", "cold_l2") if m in have] + sorted(
+        have - {"graph", "per_call", "cold_l2"})
+
+
+# Each headline run in its chapter's family: 3.7's whole run (call, kernel, attention),
+# 3.1's target family (every mode per call, and per kernel); counted where the chapters
+# count (3.7: call and kernel; 3.1: graph mode per call, and per kernel).
+_head = {rid: comparisons.plan_comparisons(_load[rid].samples, _load[rid].placements,
+                                           modes=("graph",), kernels=_load[rid].kernels)[0]
+         for rid in _powered}
+_head.update({rid: comparisons.plan_comparisons(r.samples, r.placements,
+                                                modes=_recorded_modes(r), configs=[cfg])[0]
+              for rid, r in TR.items()})
+_verdicts = pd.concat([rb.alternative_verdicts(
+    plan, margin=margin, n_resamples=n_resamples,
+    keep=lambda c, k, lv, m: lv == "kernel" or (lv == "call" and m == "graph")).assign(run=rid)
+    for rid, plan in _head.items()], ignore_index=True)
+_cols = {}
+for rid in _head:
+    c = rb.verdict_counts(_verdicts[_verdicts["run"] == rid])
+    _cols[f"{rid} (m = {len(_head[rid])})"] = [
+        "/".join(str(int(v)) for v in row) for row in c[list(rb.CATEGORIES)].to_numpy()]
+_all = rb.verdict_counts(_verdicts[_verdicts["run"] == next(iter(_head))])
+# the largest move of any count of any headline run between analyses, and where
+_moves = {(rid, c_): rb.count_ranges(rb.verdict_counts(_verdicts[_verdicts["run"] == rid]))[c_]
+          for rid in _head for c_ in rb.CATEGORIES}
+(_mrid, _mcat), (_lo, _hi) = max(_moves.items(), key=lambda kv: kv[1][1] - kv[1][0])
+g("rb_spread", str(_hi - _lo))
+g("rb_spread_where", f"{_mcat}, {_lo}–{_hi} in {_mrid}")
+g("rb_runs", ", ".join(_head))
+tables.show(pd.DataFrame({"analysis": list(_all.index), **_cols}),
+            "Verdicts (equivalent/faster/slower/inconclusive) of each headline run, "
+            "call and kernel level, under each analysis; Bonferroni over the run's m.",
+            name="tbl-robustness", csv="robustness_counts.csv", full=_verdicts)
+
+# the SM clock, per GPU model: every run above, each comparison's placements paired
+_pairs, _changed, _lost, _to_inc, _judged = [], 0, 0, 0, 0
+for rid, r in _load.items():
+    for lv in ("call", "kernel"):
+        _pairs.append(rb.clock_pairs(r.placements, level=lv).assign(
+            run=rid, level=lv, model=inventory.gpu_model(r.device)))
+    kw = {"kernels": r.kernels} if rid not in TR else {}
+    modes = ("graph",) if rid not in TR else tuple(_recorded_modes(r))
+    cfgs = None if rid not in TR else [cfg]
+    full = comparisons.speedup_table(r.samples, r.placements, mode=modes, configs=cfgs,
+                                     margin=margin, **kw)
+    s2, p2 = rb.drop_low_clock(r.samples, r.placements)
+    cut = comparisons.speedup_table(s2, p2, mode=modes, configs=cfgs, margin=margin,
+                                    n_comparisons=int(full["n_comparisons"].iloc[0]), **kw)
+    ch = rb.verdict_changes(full[full["level"].isin(["call", "kernel"])], cut)
+    _judged += int(full["level"].isin(["call", "kernel"]).sum())
+    _changed += int(ch["verdict_after"].notna().sum())
+    _to_inc += int(ch["verdict_after"].map(
+        lambda v: isinstance(v, str) and rb.category(v) == "inconclusive").sum())
+    _lost += int(ch["verdict_after"].isna().sum())
+_pairs = pd.concat(_pairs, ignore_index=True)
+_slopes = {(m_, lv): rb.clock_slope(d) for (m_, lv), d in _pairs.groupby(["model", "level"])}
+g("rb_clock_range", f"{_pairs['clock_mhz'].min():.0f}–{_pairs['clock_mhz'].max():.0f}")
+g("rb_slopes", "; ".join(f"{m_} {lv} {s.pct_per_100mhz:+.2f} ({s.low:+.2f} to {s.high:+.2f})"
+                         for (m_, lv), s in _slopes.items() if s is not None))
+g("rb_changed", f"{_changed} of {_judged}")
+g("rb_to_inc", str(_to_inc))
+g("rb_lost", str(_lost))
+g("rb_clock_runs", ", ".join(_load))
+
+import matplotlib
+
+with matplotlib.rc_context(figure_style.STYLE):
+    _models = sorted(_pairs["model"].unique())
+    fig = Figure(figsize=(figure_style.PAGE_WIDTH_IN, 2.4), layout="constrained", dpi=110)
+    axes = fig.subplots(1, len(_models), sharey=True, squeeze=False)[0]
+    for ax, model in zip(axes, _models):
+        for lv, colour in (("call", "#1b9e77"), ("kernel", "#7570b3")):
+            d = _pairs[(_pairs["model"] == model) & (_pairs["level"] == lv)]
+            prof = rb.clock_profile(d)
+            ax.scatter(prof["clock_mhz"] + 15, prof["speedup_pct"], color=colour,
+                       s=4 + 60 * np.sqrt(prof["pairs"] / prof["pairs"].max()),
+                       label=f"{lv} level (bin mean; area: pairs)")
+            s = _slopes.get((model, lv))
+            if s is not None:
+                xs = np.array([s.clock_min, s.clock_max])
+                ax.plot(xs, s.pct_per_100mhz * (xs - d["clock_mhz"].mean()) / 100, "-",
+                        color=colour, lw=1)
+        ax.axhline(0, color="0.6", lw=0.6)
+        ax.set_title(f"{model}: runs {', '.join(sorted(set(_pairs.loc[_pairs['model'] == model, 'run'])))}",
+                     fontsize=7.5, wrap=True)
+        ax.set_xlabel("SM clock of the placement pair (MHz)")
+    axes[0].set_ylabel("speedup about its\ncomparison's mean (%)")
+    figure_style._legend_below(fig, axes)
+nbs.glue_figure("fig-clock", fig)
+fig.savefig("/tmp/ep/fig_clock.png") if pathlib.Path("/tmp/ep").is_dir() else None
+
+# %% [markdown]
+# ```{glue:figure} fig-clock
+# :name: fig-clock
+#
+# Speedup over SDPA against the SM clock, centred within each comparison, in 30 MHz bins;
+# lines: the fitted slopes.
+# ```

@@ -16,8 +16,8 @@
 # # B Calibration of the design
 #
 # How often does the design call identical code different, and how often does it detect a
-# slowdown of known size? The A/A control is the default SDPA call built and timed twice as
-# two candidates. The positive controls add a spin kernel of known length.
+# known slowdown? The controls: the A/A twin (SDPA timed twice as two candidates) and spin
+# kernels of known length.
 
 # %% tags=["parameters", "hide-input"]
 runs_dir = "data/runs"   # recorded runs, relative to the repository root
@@ -185,20 +185,14 @@ tables.show(show[["protocol", "candidate", "role", "slowdown", "extra_share", "o
 # (calibration-interval)=
 # ## Which interval: a simulation against the measured components
 #
-# `simulation.interval_study` drew runs of 2, 4 and 8 processes from the nested model
-# `log t = process + placement + replay`, with the measured components
-# ({ref}`variance-v2`) and with larger process components. It asked five intervals for
-# their coverage of the true speedup and their A/A false-positive rate: the paired
-# t-interval over processes (process-t), Welch's, the hierarchical bootstrap, a cluster
-# bootstrap and a hybrid. An interval is *honest* when no scenario's coverage is
-# significantly below 95 % and no A/A rate significantly above 5 %.
-#
-# Honest in every scenario: **{glue:text}`sim_honest:s`**. With a process component of 0.6 %
-# the bootstrap covered {glue:text}`sim_bootstrap_p06_p2_cov:.1%` at two processes and
-# {glue:text}`sim_bootstrap_p06_p8_cov:.1%` at eight; the t-interval
-# {glue:text}`sim_process_t_p06_p2_cov:.1%` and {glue:text}`sim_process_t_p06_p8_cov:.1%`.
-# The price is width. With the measured components its power to call a 3 % slowdown
-# "slower" is {glue:text}`sim_process_t_measured_call_p2_power:.0%` at two processes and
+# `simulation.interval_study` drew runs of 2, 4 and 8 processes from the nested model with
+# the measured components ({ref}`variance-v2`) and larger ones, and asked five intervals for
+# their coverage and A/A false-positive rate. Honest in every scenario (no coverage
+# significantly below 95 %, no A/A rate above 5 %): **{glue:text}`sim_honest:s`**. With a
+# process component of 0.6 % at two processes the bootstrap covered
+# {glue:text}`sim_bootstrap_p06_p2_cov:.1%`, the t-interval
+# {glue:text}`sim_process_t_p06_p2_cov:.1%`. The t-interval's power against a 3 % slowdown is
+# {glue:text}`sim_process_t_measured_call_p2_power:.0%` at two processes and
 # {glue:text}`sim_process_t_measured_call_p8_power:.0%` at eight.
 
 # %% tags=["remove-cell"]
@@ -356,7 +350,8 @@ tables.show(dc.design_table(rates, k_shown),
 # {glue:text}`fam_size_kernel:s`-margin kernel control from
 # {glue:text}`fam_power_kernel_1:s` to {glue:text}`fam_power_kernel_m:s`. The A/A twin is
 # called equivalent in {glue:text}`fam_eq_call_m:s` (call) and
-# {glue:text}`fam_eq_kernel_m:s` (kernel), and different in {glue:text}`fam_fp_call_m:s`.
+# {glue:text}`fam_eq_kernel_m:s` (kernel), and different in {glue:text}`fam_fp_call_m:s`
+# and {glue:text}`fam_fp_kernel_m:s`.
 
 # %% tags=["remove-input"]
 from attn_analysis.analyse import inventory

@@ -135,3 +135,12 @@ def test_dropping_low_clock_placements_and_the_verdicts_that_change():
     assert gone["verdict_after"].isna().all() and len(gone) == len(before)
     with pytest.raises(ValueError, match="`placements`"):
         rb.drop_low_clock(samples, pl.drop(columns="sm_clock_end_mhz"))
+
+
+def test_the_clock_profile_bins_the_centred_speedups():
+    prof = rb.clock_profile(rb.clock_pairs(_placements(1e-4)), bin_mhz=60)
+    assert prof["pairs"].sum() == 12 * 8
+    assert (prof["clock_mhz"] % 60 == 0).all()
+    assert prof["speedup_pct"].iloc[-1] > prof["speedup_pct"].iloc[0]  # rises with the clock
+    with pytest.raises(ValueError, match="`bin_mhz`"):
+        rb.clock_profile(rb.clock_pairs(_placements()), bin_mhz=0)

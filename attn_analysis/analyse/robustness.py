@@ -38,7 +38,7 @@ from .margin import DEFAULT_MARGIN, margin_iv
 
 __all__ = ["ANALYSES", "BOOK", "CATEGORIES", "category", "alternative_verdicts",
            "verdict_counts", "count_ranges", "CLOCK_COLUMNS", "clock_pairs", "ClockSlope",
-           "clock_slope", "drop_low_clock", "verdict_changes"]
+           "clock_slope", "clock_profile", "drop_low_clock", "verdict_changes"]
 
 BOOK = "process-t, Bonferroni over the run"
 ANALYSES = (BOOK, "each level its own family", "one median per process", "Welch (unpaired)",
@@ -213,10 +213,7 @@ def clock_slope(pairs: pd.DataFrame, confidence: float = 0.95) -> ClockSlope | N
     df = _validate.frame("pairs", pairs, ("config", "candidate", "trial", "log_speedup",
                                           "clock_mhz"))
     confidence = _validate.number_in("confidence", confidence)
-    run = df["run"] if "run" in df.columns else pd.Series("", index=df.index)
-    grp = [run, df["config"], df["candidate"]]
-    x = df["clock_mhz"] - df.groupby(grp)["clock_mhz"].transform("mean")
-    y = df["log_speedup"] - df.groupby(grp)["log_speedup"].transform("mean")
+    x, y, run = _centred(df)
     sxx = float((x ** 2).sum())
     clusters = pd.Series(list(zip(run, df["trial"])), index=df.index)
     g = clusters.nunique()
@@ -232,6 +229,27 @@ def clock_slope(pairs: pd.DataFrame, confidence: float = 0.95) -> ClockSlope | N
         return 100.0 * math.expm1(100.0 * v)
     return ClockSlope(pct(b), pct(b - q * se), pct(b + q * se), int(len(df)), int(g),
                       float(df["clock_mhz"].min()), float(df["clock_mhz"].max()))
+
+
+def _centred(df: pd.DataFrame):
+    run = df["run"] if "run" in df.columns else pd.Series("", index=df.index)
+    grp = [run, df["config"], df["candidate"]]
+    return (df["clock_mhz"] - df.groupby(grp)["clock_mhz"].transform("mean"),
+            df["log_speedup"] - df.groupby(grp)["log_speedup"].transform("mean"), run)
+
+
+def clock_profile(pairs: pd.DataFrame, bin_mhz: float = 30.0) -> pd.DataFrame:
+    """What :func:`clock_slope` fits, to draw: the pairs' log speedups centred within
+    each comparison, averaged in bins of ``bin_mhz`` of the clock (lower edge
+    ``clock_mhz``), in percent (``speedup_pct``), with the ``pairs`` in each bin."""
+    df = _validate.frame("pairs", pairs, ("config", "candidate", "log_speedup", "clock_mhz"))
+    width = _validate.finite("bin_mhz", bin_mhz, strict=True)
+    _, y, _ = _centred(df)
+    edge = np.floor(df["clock_mhz"] / width) * width
+    g = (100 * np.expm1(y)).groupby(edge)
+    return pd.DataFrame({"clock_mhz": g.mean().index.astype(float),
+                         "speedup_pct": g.mean().to_numpy(),
+                         "pairs": g.size().to_numpy()})
 
 
 def drop_low_clock(samples: pd.DataFrame, placements: pd.DataFrame,

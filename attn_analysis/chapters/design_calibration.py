@@ -205,8 +205,8 @@ def _pct(rates: pd.DataFrame, model, level, m, k, measure) -> str:
 
 def family_table(rates: pd.DataFrame, designs: pd.DataFrame) -> pd.DataFrame:
     """The appendix's one table: per used design (GPU model, m, processes; designs that
-    share all three are one row, their runs joined), "call/kernel" percentages of the
-    A/A twin's false positives, the power and the A/A "equivalent" rate at m, the
+    share all three are one row), "call/kernel" percentages of the power and the A/A
+    "equivalent" rate at m (the false positives are in :func:`family_texts`), the
     processes ``plan --power`` asks, and the power and A/A "equivalent" rate there."""
     rows = []
     for (model, m, p), g in designs.groupby(["device", "m", "processes"], sort=True):
@@ -216,7 +216,7 @@ def family_table(rates: pd.DataFrame, designs: pd.DataFrame) -> pd.DataFrame:
             return "/".join(_pct(rates, model, lv, m, p if k is None else k[lv], measure)
                             for lv in ("call", "kernel"))
         rows.append({"GPU": g["model"].iloc[0], "m": int(m), "P": int(p),
-                     "false pos. %": both("false positive"), "power %": both("power"),
+                     "power %": both("power"),
                      "A/A equiv. %": both("A/A equivalent"),
                      "P needed": "/".join("–" if v is None or pd.isna(v) else str(int(v))
                                           for v in need.values()),
