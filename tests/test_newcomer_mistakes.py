@@ -250,3 +250,23 @@ def test_a_plugin_that_fails_only_in_the_trial_processes_is_named_once(tmp_path)
     assert "crashed" not in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "run").exists()  # nothing recorded: no half-made run folder
     assert not list(tmp_path.glob(".run.lock"))
+
+
+@pytest.mark.slow  # starts prebuild processes
+def test_a_plugin_that_fails_in_the_prebuild_processes_prints_no_traceback(tmp_path, capfd,
+                                                                         monkeypatch):
+    from attn_analysis.measure import prebuild, sweep
+    from conftest import tiny_plan
+    _plugin(tmp_path, "newcomer_plugin_parent_only2",
+            "import multiprocessing\n"
+            "if multiprocessing.current_process().name.startswith('attn-prebuild'):\n"
+            "    raise RuntimeError('no GPU in a prebuild')")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), str(REPO / "tests"),
+                                                      str(REPO)]))
+    monkeypatch.setenv("ATTN_TEST_WARM_DIR", str(tmp_path))
+    plan = tiny_plan(candidates=("fake_warmed",), start_method="spawn",
+                     plugins=("fake_candidates", "newcomer_plugin_parent_only2"))
+    summary = prebuild.run(sweep.trial_context("spawn"), plan, timeout_s=120)
+    assert {r["status"] for r in summary["jobs"]} == {"not_done"}
+    assert "Traceback" not in capfd.readouterr().err

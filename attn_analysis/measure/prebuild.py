@@ -234,7 +234,10 @@ def _worker_main(plan_json: dict, todo, results, parent_pid: int) -> None:
         run_lock.die_with_parent(parent_pid)
     else:  # forked by the fork server
         run_lock.die_with_process(parent_pid)
-    plan = Plan.from_json(plan_json)  # imports the candidates and the plan's plugins
+    try:
+        plan = Plan.from_json(plan_json)  # imports the candidates and the plan's plugins
+    except ValueError:  # a plugin that fails here: every trial process says so, once
+        return
     import torch
     from . import env, machine
     env.lock(seed=plan.seed, deterministic=plan.deterministic)
