@@ -403,7 +403,6 @@ with matplotlib.rc_context(figure_style.STYLE):
     axes[0].set_ylabel("speedup about its\ncomparison's mean (%)")
     figure_style._legend_below(fig, axes)
 nbs.glue_figure("fig-clock", fig)
-fig.savefig("/tmp/ep/fig_clock.png") if pathlib.Path("/tmp/ep").is_dir() else None
 
 # %% [markdown]
 # ```{glue:figure} fig-clock
