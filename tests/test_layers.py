@@ -42,6 +42,7 @@ TOP_LEVEL = {"__init__": "core", "_validate": "core", "configs": "core",
              "plots": "present", "latency_plots": "present", "audit_plots": "present",
              "figure_style": "present", "tables": "present", "show": "present",
              "book_cache": "present", "citation": "present", "book_words": "present",
+             "book_figures": "present",
              "state_of_the_art": "chapters",
              "notebook_support": "entry", "__main__": "entry"}
 SUBPACKAGES = {"record": "record", "analyse": "analyse", "measure": "measure",
