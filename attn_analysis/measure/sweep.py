@@ -140,9 +140,9 @@ def run(out_dir, plan: Plan, *, progress: bool = True, max_restarts: int = 3,
     A run in which no timing unit recorded a sample is not finalized (SweepError). A
     sweep that fails or is interrupted before any unit is recorded leaves no folder
     behind (:func:`discard_if_empty`; a folder that was empty when given is removed too):
-    there is nothing to resume. Units
-    that errored or crashed are recorded and the run finalized; the summary counts them
-    (``errored``, ``first_error``), and the command line then exits 1.
+    there is nothing to resume. Units that errored or crashed are recorded and the run
+    finalized; the summary counts them (``errored``, ``first_error``), and the command
+    line then exits 1.
 
     ``gpus``: the ``CUDA_VISIBLE_DEVICES`` pins (:mod:`.gpus`) the trial processes are
     spread over, one process per GPU at a time, each pinned to its GPU (None or empty: one
