@@ -108,3 +108,26 @@ def test_the_appendix_table_and_texts_read_each_design_at_its_own_m_and_processe
     texts = ch.family_texts(both, designs)
     assert texts["fam_power_call_m"] == f"{p6} %"
     assert texts["fam_runs"] == "r1"
+
+
+def test_used_designs_take_each_runs_family_as_its_chapter_forms_it():
+    from pathlib import Path
+    from attn_analysis import record
+    from attn_analysis.analyse import comparisons
+    from attn_analysis.chapters import design_calibration as ch
+    from attn_analysis.configs import TARGET
+    runs_dir = Path(__file__).resolve().parents[1] / "data" / "runs"
+    rid = "h200-target-p2-m2"
+    if not (runs_dir / rid).is_dir():
+        pytest.skip(f"recorded run {rid} absent")
+    run = record.load(runs_dir / rid)
+    as_target = ch.used_designs([run], target_runs=(rid,)).iloc[0]
+    whole = ch.used_designs([run]).iloc[0]
+    assert as_target["m"] == comparisons.target_family(run, TARGET.key)["n_comparisons"].iloc[0]
+    assert whole["m"] == len(comparisons.plan_comparisons(
+        run.samples, run.placements, kernels=run.kernels)[0])
+    assert as_target["processes"] == run.samples["trial"].nunique()
+    sig = power.load_design_sigmas(device=run.device, configs=run.samples["config"].unique(),
+                                   candidates=sorted(run.samples["candidate"].unique()))
+    if sig:
+        assert as_target["need_call"] == power.processes_needed(sig["call"], as_target["m"])
