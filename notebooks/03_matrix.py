@@ -93,6 +93,8 @@ nbs.glue_text("mx_n_comparisons", int(counts.sum()))
 nbs.glue_text("mx_margin", float(speedups["margin"].iloc[0]) if len(speedups) else float("nan"))
 for v in stats.Verdict:
     nbs.glue_text(f"mx_n_{v.name.lower()}", int(counts.get(v.value, 0)))
+in_mode = speedups[(speedups["mode"] == mode) & (speedups["candidate"] != "sdpa")]
+nbs.glue_text("mx_tally", mx.verdict_tally(in_mode["verdict"], "comparisons"))
 # The hierarchical bootstrap the t-interval replaced, for comparison only: what it called
 # faster per call in the same family (not honest with two processes, methods chapter).
 boot = comparisons.speedup_table(R.samples, mode=mode, n_resamples=params["n_resamples"],
@@ -117,11 +119,8 @@ nbs.glue_figure("mx_heatmap", plots.speedup_heatmap(speedups, label, mode=mode))
 
 # %% [markdown]
 # Run {glue:text}`mx_run:s` ({glue:text}`mx_label:s`) times {glue:text}`mx_n_candidates:d`
-# candidates at the reports' {glue:text}`mx_n_configs:d` configurations. Of
-# {glue:text}`mx_n_comparisons:d` call-level comparisons ({glue:text}`mx_family:s`),
-# {glue:text}`mx_n_faster:d` are faster beyond the margin, {glue:text}`mx_n_slower:d` slower,
-# {glue:text}`mx_n_equivalent:d` equivalent and {glue:text}`mx_n_inconclusive:d`
-# inconclusive.
+# candidates at the reports' {glue:text}`mx_n_configs:d` configurations. Per call,
+# {glue:text}`mx_tally:s`.
 #
 # ```{glue:figure} mx_heatmap
 # :name: fig-matrix-heatmap
@@ -196,11 +195,10 @@ tables.show(top.reset_index()[["config", "candidate", "tflops", "frac_matmul",
 # ## Our Triton kernel against the fastest library backend
 #
 # Run {glue:text}`mx_tr_run:s` ({glue:text}`mx_tr_label:s`) times our kernel and the four
-# SDPA entry points on {glue:text}`mx_tr_n_configs:d` shapes. Per shape, ours is compared
-# with the fastest of them. It is faster at {glue:text}`mx_tr_n_faster:d`, slower at
-# {glue:text}`mx_tr_n_slower:d` and undecided at {glue:text}`mx_tr_n_inconclusive:d`. Against
-# cuDNN's attention kernel alone it is faster beyond the margin at
-# {glue:text}`mx_tr_n_beats_attention_kernel:d` of {glue:text}`mx_tr_k_n:d` shapes.
+# SDPA entry points. Per shape, ours is compared with the fastest of them:
+# {glue:text}`mx_tr_lib_tally:s`. Against cuDNN's attention kernel alone it is faster beyond
+# the margin at {glue:text}`mx_tr_n_beats_attention_kernel:d` of {glue:text}`mx_tr_k_n:d`
+# shapes.
 
 # %% tags=["remove-cell"]
 tr_id = triton_run if triton_run in runs else ""
@@ -303,7 +301,7 @@ if len(per_run):
 
 # %% [markdown]
 # (matrix-kernel-latest)=
-# ### The kernel's latest tuning
+# ### Our kernel at FlashAttention-3's shapes
 
 # %% tags=["remove-cell"]
 latest_rows = []
@@ -335,6 +333,8 @@ if params["fa3_run"]:
     nbs.glue_text("mx_fa3_n", len(fa3))
     for v in (stats.Verdict.EQUIVALENT, stats.Verdict.SLOWER, stats.Verdict.FASTER):
         nbs.glue_text(f"mx_fa3_n_{v.value}", int((kv == v.value).sum()))
+    nbs.glue_text("mx_fa3_tally", mx.verdict_tally(kv, "shapes") if len(kv)
+                  else "no shape was compared")
     nbs.glue_text("mx_fa3_m", int(fv["n_comparisons"].iloc[0]) if len(fv) else 0)
 else:
     fa3 = pd.DataFrame()
@@ -342,6 +342,7 @@ else:
                 "mx_fa3_m"):
         nbs.glue_text(key, 0)
     nbs.glue_text("mx_fa3_run", "none")
+    nbs.glue_text("mx_fa3_tally", "no shape was compared")
     nbs.glue_text("mx_fa3_label", "no run")
 
 # %% tags=["remove-cell"]
@@ -356,14 +357,9 @@ if len(latest):
                 labels={"speedup": "speedup (×)"}, csv="kernel_latest.csv", full=latest)
 
 # %% [markdown]
-# At the target the latest tuning ({glue:text}`mx_lt_label:s`) is
-# *{glue:text}`mx_lt_call_v:s`* per call ({glue:text}`mx_lt_call:.3f`) and
-# *{glue:text}`mx_lt_kernel_v:s`* per kernel ({glue:text}`mx_lt_kernel:.3f`,
-# {glue:text}`mx_lt_kernel_lo:.3f`–{glue:text}`mx_lt_kernel_hi:.3f`). At FlashAttention-3's
-# shapes (run {glue:text}`mx_fa3_run:s`), per kernel, ours is equivalent at
-# {glue:text}`mx_fa3_n_equivalent:d` of {glue:text}`mx_fa3_n:d` shapes, slower at
-# {glue:text}`mx_fa3_n_slower:d` and faster at {glue:text}`mx_fa3_n_faster:d`. The
-# development log is `notes/triton_kernel.md`.
+# Our kernel's value at the target is in {ref}`sota-target`. At FlashAttention-3's shapes
+# (run {glue:text}`mx_fa3_run:s`), per kernel: {glue:text}`mx_fa3_tally:s`. The development
+# log is `notes/triton_kernel.md`.
 
 # %% tags=["remove-cell"]
 if len(fa3):
