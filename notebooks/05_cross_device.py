@@ -107,7 +107,7 @@ nbs.glue_figure("xd_figure", latency_plots.cross_device(
 # hollow per call.
 # ```
 
-# %% tags=["remove-cell"]
+# %% tags=["remove-input"]
 # One row per configuration, one column per run in its main mode (graph where recorded);
 # runs that measured only the target shape (the fixed-shape and calibration runs) and the
 # other modes are in the CSV.
@@ -123,22 +123,19 @@ n_configs = main.groupby("run")["config"].nunique()
 device_of = {r: runs[r].device for r in n_configs.index}
 shown, left_out = xd.shown_runs(n_configs.to_dict(), device_of, lead)
 main = main[main["run"].isin(shown)]
+# Rows: the figure's configurations, and every configuration of a device with a single
+# run in the book (a newly measured device); the CSV holds every row.
+runs_per_device = pd.Series(device_of).value_counts()
+single = [r for r in shown if runs_per_device[device_of[r]] == 1]
+main = main[main["config"].isin(drawn) | main["run"].isin(single)]
 wide = main.pivot_table(index="config", columns="run", values="median_ms")
-l4_range = table.groupby("config")[["l4_min_ms", "l4_max_ms"]].first()
-short = wide.join(l4_range)
-short = short.loc[sorted(short.index, key=configs.Config.from_key)].reset_index()
-tables.show(short, f"Median latency of {candidate} per configuration and run (ms), beside "
-            f"the smallest and largest L4 median the reports give (NVIDIA L4, as reported, "
-            f"one process per call with a synchronise: not like for like). Runs that "
-            f"measured only the target shape ({', '.join(target_only) or 'none'}), runs left "
-            f"out for width ({', '.join(left_out) or 'none'}) and the other timing modes are "
-            f"in the CSV.", name="tbl-cross-device",
-            labels={**{r: f"{r}, {run_mode[r]} (ms)" for r in wide.columns},
-                    "l4_min_ms": "L4 min, as reported (ms)",
-                    "l4_max_ms": "L4 max, as reported (ms)"},
-            formats={**{r: ".4f" for r in wide.columns}, "l4_min_ms": ".4f",
-                     "l4_max_ms": ".4f"},
-            csv="cross_device.csv", full=table)
+short = wide.loc[sorted(wide.index, key=configs.Config.from_key)].reset_index()
+tables.show(short, f"Median latency of {candidate} (ms) per configuration, one run per "
+            f"device: the figure's configurations, and every one of a device with a single "
+            f"run. The CSV holds every run, configuration and timing mode, and the L4 range.",
+            name="tbl-cross-device",
+            labels={r: f"{r}, {run_mode[r]} (ms)" for r in wide.columns},
+            formats={r: ".4f" for r in wide.columns}, csv="cross_device.csv", full=table)
 
 # %% [markdown]
 # ## The reports' L4 values and their sources
