@@ -127,8 +127,8 @@ nbs.glue_text("env_n_confirm", len(confirm))
 nbs.glue_text("env_confirm_plan_first_runs", ", ".join(fixed_first["run"]) or "none")
 nbs.glue_text("env_confirm_plan_late_runs", ", ".join(late["run"]) or "none")
 explore = run_table[run_table["role"] == "exploratory"]
-nbs.glue_text("env_explore_min_processes", int(explore["processes"].min()))
-nbs.glue_text("env_explore_max_processes", int(explore["processes"].max()))
+for end in ("min", "max"):  # NaN where no run is exploratory (a new run of one's own)
+    nbs.glue_text(f"env_explore_{end}_processes", explore["processes"].agg(end))
 
 # %% tags=["remove-cell"]
 # The newer peers' packages: the version under which each passed the float64 gate in the
