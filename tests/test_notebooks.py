@@ -38,8 +38,6 @@ def _shows_new_config(text: str) -> bool:
     return any(form in text for form in NEW_CONFIG_SHOWN)
 
 
-@pytest.mark.xfail(strict=True, reason="open defect (issue 41): after the rewrite the "
-                   "cross-device page no longer shows a run measured on the CPU")
 def test_measure_on_cpu_reaches_the_cross_device_table(measured_copy):
     # the book as built before the measurement: the copy held the session's build
     before = measured_copy["before"]
