@@ -297,7 +297,8 @@ tables.show(spd[["gpu", "level", "mode", "n_processes", "speedup", "ci_low", "ci
 # {glue:text}`rb_clock_range:s` MHz. Per 100 MHz the speedup moved by
 # {glue:text}`rb_slopes:s` % ({numref}`fig-clock`). Dropping placements below each run's
 # median clock changes {glue:text}`rb_changed:s` verdicts ({glue:text}`rb_to_inc:s` to
-# inconclusive, with less data) and leaves {glue:text}`rb_lost:s` unjudged.
+# inconclusive) and leaves {glue:text}`rb_lost:s` unjudged; as many dropped at random
+# change or unjudge {glue:text}`rb_random:s`.
 
 # %% tags=["remove-input"]
 from matplotlib.figure import Figure
@@ -349,7 +350,7 @@ tables.show(pd.DataFrame({"analysis": list(_all.index), **_cols}),
             name="tbl-robustness", csv="robustness_counts.csv", full=_verdicts)
 
 # the SM clock, per GPU model: every run above, each comparison's placements paired
-_pairs, _changed, _lost, _to_inc, _judged = [], 0, 0, 0, 0
+_pairs, _changed, _lost, _to_inc, _judged, _random = [], 0, 0, 0, 0, 0
 for rid, r in _load.items():
     for lv in ("call", "kernel"):
         _pairs.append(rb.clock_pairs(r.placements, level=lv).assign(
@@ -363,6 +364,11 @@ for rid, r in _load.items():
     cut = comparisons.speedup_table(s2, p2, mode=modes, configs=cfgs, margin=margin,
                                     n_comparisons=int(full["n_comparisons"].iloc[0]), **kw)
     ch = rb.verdict_changes(full[full["level"].isin(["call", "kernel"])], cut)
+    # the control: as many placements dropped at random, the clock ignored
+    s3, p3 = rb.drop_random(r.samples, r.placements, len(r.placements) - len(p2))
+    rnd = comparisons.speedup_table(s3, p3, mode=modes, configs=cfgs, margin=margin,
+                                    n_comparisons=int(full["n_comparisons"].iloc[0]), **kw)
+    _random += len(rb.verdict_changes(full[full["level"].isin(["call", "kernel"])], rnd))
     _judged += int(full["level"].isin(["call", "kernel"]).sum())
     _changed += int(ch["verdict_after"].notna().sum())
     _to_inc += int(ch["verdict_after"].map(
@@ -375,6 +381,7 @@ g("rb_slopes", "; ".join(f"{m_} {lv} {s.pct_per_100mhz:+.2f} ({s.low:+.2f} to {s
                          for (m_, lv), s in _slopes.items() if s is not None))
 g("rb_changed", f"{_changed} of {_judged}")
 g("rb_to_inc", str(_to_inc))
+g("rb_random", str(_random))
 g("rb_lost", str(_lost))
 g("rb_clock_runs", ", ".join(_load))
 

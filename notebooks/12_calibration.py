@@ -345,13 +345,12 @@ tables.show(dc.design_table(rates, k_shown),
 # ## At the families the results use
 #
 # The results judge families of m comparisons ({numref}`tbl-family-calibration`). Re-judged
-# there, power against the {glue:text}`fam_size_call:s`-margin call control falls from
-# {glue:text}`fam_power_call_1:s` at m = 1 to {glue:text}`fam_power_call_m:s`; against the
-# {glue:text}`fam_size_kernel:s`-margin kernel control from
-# {glue:text}`fam_power_kernel_1:s` to {glue:text}`fam_power_kernel_m:s`. The A/A twin is
+# there, power against the {glue:text}`fam_size_call:s`-margin call control is
+# {glue:text}`fam_power_call_1:s` at m = 1 and {glue:text}`fam_power_call_m:s` at the used m;
+# against the {glue:text}`fam_size_kernel:s`-margin kernel control,
+# {glue:text}`fam_power_kernel_1:s` and {glue:text}`fam_power_kernel_m:s`. The A/A twin is
 # called equivalent in {glue:text}`fam_eq_call_m:s` (call) and
-# {glue:text}`fam_eq_kernel_m:s` (kernel), and different in {glue:text}`fam_fp_call_m:s`
-# and {glue:text}`fam_fp_kernel_m:s`.
+# {glue:text}`fam_eq_kernel_m:s` (kernel), and different in {glue:text}`fam_fp_m:s`.
 
 # %% tags=["remove-input"]
 from attn_analysis.analyse import inventory

@@ -108,6 +108,7 @@ def test_the_appendix_table_and_texts_read_each_design_at_its_own_m_and_processe
     texts = ch.family_texts(both, designs)
     assert texts["fam_power_call_m"] == f"{p6} %"
     assert texts["fam_runs"] == "r1"
+    assert texts["fam_fp_m"].endswith("%")
 
 
 def test_used_designs_take_each_runs_family_as_its_chapter_forms_it():

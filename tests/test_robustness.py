@@ -144,3 +144,16 @@ def test_the_clock_profile_bins_the_centred_speedups():
     assert prof["speedup_pct"].iloc[-1] > prof["speedup_pct"].iloc[0]  # rises with the clock
     with pytest.raises(ValueError, match="`bin_mhz`"):
         rb.clock_profile(rb.clock_pairs(_placements()), bin_mhz=0)
+
+
+def test_dropping_placements_at_random_drops_as_many():
+    pl = _placements()
+    samples = pl.assign(sample=0, ms=pl["median_ms"])[
+        ["config", "candidate", "mode", "trial", "placement", "sample", "ms"]]
+    _, low = rb.drop_low_clock(samples, pl)
+    s2, p2 = rb.drop_random(samples, pl, len(pl) - len(low), seed=3)
+    assert len(p2) == len(low) and len(s2) == len(p2)
+    again = rb.drop_random(samples, pl, len(pl) - len(low), seed=3)[1]
+    assert again.equals(p2)
+    with pytest.raises(ValueError, match="`n_drop`"):
+        rb.drop_random(samples, pl, len(pl) + 1)

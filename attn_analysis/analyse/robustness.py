@@ -38,7 +38,7 @@ from .margin import DEFAULT_MARGIN, margin_iv
 
 __all__ = ["ANALYSES", "BOOK", "CATEGORIES", "category", "alternative_verdicts",
            "verdict_counts", "count_ranges", "CLOCK_COLUMNS", "clock_pairs", "ClockSlope",
-           "clock_slope", "clock_profile", "drop_low_clock", "verdict_changes"]
+           "clock_slope", "clock_profile", "drop_low_clock", "drop_random", "verdict_changes"]
 
 BOOK = "process-t, Bonferroni over the run"
 ANALYSES = (BOOK, "each level its own family", "one median per process", "Welch (unpaired)",
@@ -269,6 +269,25 @@ def drop_low_clock(samples: pd.DataFrame, placements: pd.DataFrame,
     key = ["config", "candidate", "mode", "trial", "placement"]
     gone = s.set_index(key).index.isin(low.set_index(key).index)
     return s[~gone], p[~(clock < cut)]
+
+
+def drop_random(samples: pd.DataFrame, placements: pd.DataFrame, n_drop: int,
+                seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A run's samples and placements without ``n_drop`` placements drawn at random (the
+    control of :func:`drop_low_clock`: as much data lost, the clock ignored)."""
+    p = _validate.frame("placements", placements, ("config", "candidate", "mode", "trial",
+                                                   "placement"))
+    s = _validate.frame("samples", samples, ("config", "candidate", "mode", "trial",
+                                             "placement"))
+    n = _validate.integer("n_drop", n_drop, 0)
+    if n > len(p):
+        raise ValueError(f"`n_drop` must be at most the {len(p)} placements; got {n}.")
+    rng = np.random.default_rng(_validate.integer("seed", seed, 0))
+    gone_p = np.zeros(len(p), dtype=bool)
+    gone_p[rng.choice(len(p), size=n, replace=False)] = True
+    key = ["config", "candidate", "mode", "trial", "placement"]
+    gone = s.set_index(key).index.isin(p[gone_p].set_index(key).index)
+    return s[~gone], p[~gone_p]
 
 
 def verdict_changes(before: pd.DataFrame, after: pd.DataFrame) -> pd.DataFrame:

@@ -243,4 +243,6 @@ def family_texts(rates: pd.DataFrame, designs: pd.DataFrame) -> dict:
                 r = mine[sel & (mine["level"] == level) & (mine["measure"] == measure)
                          & (mine["n"] > 0)]["rate"]
                 out[f"fam_{key}_{level}_{at}"] = _span(100 * r) if len(r) else "none"
+    fp = mine[(mine["m"] > 1) & (mine["measure"] == "false positive") & (mine["n"] > 0)]
+    out["fam_fp_m"] = _span(100 * fp["rate"]) if len(fp) else "none"
     return out
