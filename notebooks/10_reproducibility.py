@@ -14,9 +14,8 @@
 # %% [markdown]
 # # Reproducibility
 #
-# This chapter says which GPU measured which run, with what software, and how long the
-# documented commands take. Every table is computed from `data/runs/` and
-# `benchmarks/command-durations.csv` when the book is built.
+# Which GPU measured which run, with what software, and how long the documented commands
+# take; computed from `data/runs/` and `benchmarks/command-durations.csv` at build time.
 
 # %% tags=["parameters", "hide-input"]
 runs_dir = "data/runs"    # recorded runs, relative to the repository root
@@ -74,9 +73,10 @@ nbs.glue_text("rep_plan_note", inventory.plan_statement(run_table))
 # %% [markdown]
 # ## The runs
 #
-# One table per role, one row per run: its GPUs, trial processes (proc.), design
-# (placements per unit × samples, pl.×s.), first process, and the commit that added its
-# results (the code that measured it is that commit's or older). {glue:text}`rep_plan_note:s`
+# One table per role, one row per run in order of its first process: its GPUs, trial
+# processes (proc.), design (placements per unit × samples, pl.×s.) and the commit that
+# added its results (the code that measured it is that commit's or older).
+# {glue:text}`rep_plan_note:s`
 
 # %% tags=["remove-input"]
 rows = run_table.assign(
@@ -86,7 +86,7 @@ rows = run_table.assign(
     first=run_table["first_entry_utc"].map(_minute),
     plan=run_table["plan_committed_utc"].map(_minute),
     results=run_table["results_committed_utc"].map(_minute))
-cols = ["run", "gpus", "processes", "design", "configs", "first", "results_commit"]
+cols = ["run", "gpus", "processes", "design", "configs", "results_commit"]
 labels = {"run": "run", "gpus": "GPU", "processes": "proc.", "design": "pl.×s.",
           "configs": "shapes", "first": "first process", "results_commit": "commit",
           "plan": "plan in git", "results": "results in git"}
@@ -94,11 +94,12 @@ for role in inventory.ROLES:
     part = rows[rows["role"] == role]
     if part.empty:
         continue
-    extra = ["plan", "results"] if role == "confirmatory" else []
+    extra = ["first", "plan", "results"] if role == "confirmatory" else []
     tables.show(part[cols + extra],
-                f"The {role} runs, by first process (UTC, 2026)."
+                f"The {role} runs."
                 + (" GPU '?': no UUID recorded." if (part["gpus"] == "?").any() else "")
-                + (" Plan and results in git: the first commit holding each." if extra else ""),
+                + (" Times in UTC, 2026; plan and results in git: the first commit holding "
+                   "each." if extra else ""),
                 name=f"tbl-runs-{role}", csv=f"runs_{role}.csv", labels=labels,
                 formats={"processes": ".0f", "configs": ".0f"},
                 full=run_table[run_table["role"] == role])
@@ -138,8 +139,8 @@ tables.show(peers.assign(runs=peers["runs"].map(", ".join)),
 # python3 -m pip install -r requirements.txt -r requirements-test.txt && python3 -m pytest
 # ```
 #
-# On a GPU, keep your CUDA build of torch, measure the reports' ten shapes, check the run
-# and rebuild; the new run joins the tables above:
+# On a GPU, keep your CUDA build of torch, measure the reports' shapes, check the run and
+# rebuild; the new run joins the tables above:
 #
 # ```bash
 # python3 -m pip install -r requirements-core.txt
@@ -147,9 +148,8 @@ tables.show(peers.assign(runs=peers["runs"].map(", ".join)),
 # python3 -m attn_analysis verify data/runs/*/
 # ```
 #
-# `verify` checks each run against its SHA-256 manifest and rebuilds its tables from the
-# journal; the book refuses a run that fails. To re-execute a notebook with other
-# parameters:
+# `verify` checks each run against its SHA-256 manifest; the book refuses a run that
+# fails. To re-execute a notebook with other parameters:
 #
 # ```bash
 # jupytext --to ipynb -o - notebooks/03_matrix.py | papermill - /tmp/03_matrix.ipynb --cwd notebooks -p run h200-reports-p2-all -p mode per_call
@@ -158,16 +158,14 @@ tables.show(peers.assign(runs=peers["runs"].map(", ".join)),
 # The PDF needs TeX Live (`apt-get install -y --no-install-recommends
 # texlive-latex-recommended texlive-latex-extra texlive-fonts-recommended
 # texlive-fonts-extra texlive-xetex latexmk fonts-freefont-otf`); then
-# `jupyter-book build . --builder pdflatex` writes `_build/latex/book.pdf`. The README gives
-# the peers' and our Gluon kernel's campaigns.
+# `jupyter-book build . --builder pdflatex` writes `_build/latex/book.pdf`.
 
 # %% tags=["remove-input"]
 dur = software.command_durations()
 shown = dur.assign(source=dur["source"].str.split("§").str[0].str.strip())
-tables.show(shown[["name", "scope", "commit", "wall_s", "source"]],
-            "Measured wall time of each documented command above, with the benchmark file "
-            "it comes from (the command, machine and section are in the CSV). Without a GPU: "
-            "a 2-core machine.",
+tables.show(shown[["name", "scope", "wall_s"]],
+            "Measured wall time of each documented command; without a GPU, on a 2-core "
+            "machine. The CSV gives the command, machine, commit and benchmark file.",
             name="tbl-command-durations", csv="command_durations.csv", full=dur,
             labels={"name": "command", "wall_s": "wall (s)", "scope": "what it covers"},
             formats={"wall_s": "g"})
