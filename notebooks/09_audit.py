@@ -19,12 +19,12 @@
 # fail, {glue:text}`au_n_holds:d` hold and {glue:text}`au_n_cannot_be_tested_here:d`
 # cannot be tested here ({numref}`tbl-audit-claims`).
 #
-# A claim *fails* when its own evidence or arithmetic does not support it, or our
-# measurement contradicts it. It *holds* when our evidence supports it. It *cannot be
-# tested here* when deciding it needs a measurement we do not have: an L4, or the cited
-# A100 figure. L4 figures are the reports' own, as reported.
+# A claim *fails* when our measurement contradicts it or its own arithmetic refutes it
+# (marked "arithmetic": no L4 is needed for that). It *holds* when our evidence supports
+# it. It *cannot be tested here* when deciding it needs a measurement we do not have: on an
+# L4, or the cited A100 figure. L4 figures are the reports' own, as reported.
 #
-# ```{list-table} The original reports' claims and our verdicts; the last column links to the section of the audit that decides each.
+# ```{list-table} The reports' claims, our verdicts and the section that decides each.
 # :header-rows: 1
 # :widths: 6 64 14 16
 # :name: tbl-audit-claims
@@ -90,10 +90,6 @@
 #   - {glue:text}`au_c14_verdict:s`
 #   - {ref}`audit-peers`
 # ```
-#
-# The verdicts rest on instrument checks (first) and on one subsection per claim (after
-# them). The instrument checks read the protocol-1 calibration runs, the matrix and kernel
-# runs and the checks in `data/checks/`, each named in its caption.
 
 # %% tags=["parameters", "hide-input"]
 runs_dir = "data/runs"                           # recorded runs, relative to the repository root
@@ -134,7 +130,7 @@ from myst_nb import glue
 
 from attn_analysis.analyse import protocols
 from attn_analysis.chapters import claim_table, claims, kernel_claims
-from attn_analysis import audit_plots, tables
+from attn_analysis import audit_plots, configs, tables
 
 claim_rows = []  # the claims table, in the order of the subsections below
 
@@ -157,17 +153,20 @@ nbs.glue_values("au_", H)
 # (audit-calibration)=
 # ### The reports' test on identical code
 #
-# The reports' protocol times both arms in one process and applies a Mann-Whitney U test at
-# α = {glue:text}`au_alpha:.2f`. We repeated it on an A/A pair (SDPA timed twice as two
-# candidates) and on SDPA plus spin kernels of known length. The runs are the protocol-1
-# calibration runs {glue:text}`au_run_c:s` ({glue:text}`au_label_c:s`,
-# {glue:text}`au_n_trials:d` processes, one memory placement per process). Beside it runs
-# our comparison over k processes (`stats.compare`).
+# The reports apply a Mann-Whitney U test (α = {glue:text}`au_alpha:.2f`) to both arms
+# timed in one process. We repeated it, beside our comparison over k processes, on runs
+# {glue:text}`au_run_c:s` ({glue:text}`au_label_c:s`, {glue:text}`au_n_trials:d` processes):
+# an A/A pair, and spin controls {glue:text}`au_eff_spin0:.1%` to
+# {glue:text}`au_eff_spin6000:.1%` slower than `sdpa`.
 
 # %% tags=["remove-cell"]
 cb = audit.calibrate(CR, K, margin=margin, alpha=alpha, n_resamples=n_resamples)
 A_AA = cb.a_fp(CR.aa)
-nbs.glue_values("au_", audit.calibration_values(cb, CR, K, margin=margin))
+cal_values = audit.calibration_values(cb, CR, K, margin=margin)
+nbs.glue_values("au_", cal_values)
+from attn_analysis.chapters.phrases import join
+nbs.glue_text("au_ks", join(K))
+nbs.glue_text("au_b_fps", join(f"{cal_values[f'b{k}_fp']:.0%}" for k in K))
 rows = [(protocols.PROTOCOL_A, 1, "(a) Mann-Whitney, 1 process")] + \
        [(protocols.PROTOCOL_B, k, f"(b) compare, k={k}") for k in K]
 nbs.glue_figure("au_fig_rates", audit_plots.calibration_rates(
@@ -178,19 +177,17 @@ nbs.glue_figure("au_fig_rates", audit_plots.calibration_rates(
 # :name: fig-audit-rates
 #
 # False-positive rate of the A/A pair (left; dashed: α = {glue:text}`au_alpha:.2f`) and
-# power against the spin controls (right), with 95 % Clopper-Pearson intervals, for the
-# reports' protocol and ours over k processes. Protocol-1 runs {glue:text}`au_run_c:s`.
+# power against the spin controls (right), 95 % Clopper-Pearson intervals, for the
+# reports' protocol and ours over k processes.
 # ```
 #
 # On these runs the reports' test called the identical pair different in
 # {glue:text}`au_a_fp_events:d` of {glue:text}`au_a_fp_n:d` processes
 # ({glue:text}`au_a_fp:.0%`, 95 % CI {glue:text}`au_a_fp_lo:.0%`–{glue:text}`au_a_fp_hi:.0%`),
-# where it promises {glue:text}`au_alpha:.0%`. Samples taken back to back in one process are
-# not independent draws. With placements randomized (protocol 2) the same test still called
-# the pair different in {glue:text}`../notebooks/12_calibration.py::cal2_reports_fp:.0%` of
-# processes ({ref}`calibration-v2`). Our comparison claimed a difference in
-# {glue:text}`au_b3_fp:.0%`, {glue:text}`au_b4_fp:.0%` and {glue:text}`au_b5_fp:.0%` of
-# replications with k = 3, 4 and 5 processes.
+# where it promises {glue:text}`au_alpha:.0%`: samples taken back to back in one process are
+# not independent draws. With randomized placements it still errs often
+# ({ref}`calibration-v2`). Our comparison claimed a difference in {glue:text}`au_b_fps:s` of
+# replications with k = {glue:text}`au_ks:s` processes.
 
 # %% tags=["remove-cell"]
 for proto, name, what in (
@@ -207,28 +204,8 @@ for proto, name, what in (
                 csv=f"audit_outcome_rates_{name}.csv", full=cb.rates[cb.rates["protocol"] == proto])
 
 # %% [markdown]
-# (audit-effects)=
-# ### How large the controls really are
-#
-# Pooled over all processes, the spin controls are slower than `sdpa` by
-# {glue:text}`au_eff_spin0:.1%` to {glue:text}`au_eff_spin6000:.1%`; the A/A twin by
-# {glue:text}`au_eff_twin:.2%`. The first control whose whole interval lies beyond the
-# margin is {glue:text}`au_first_above:s`.
-
-# %% tags=["remove-cell"]
-nbs.glue_figure("au_fig_effects", audit_plots.control_effects(
-    cb.effects, cb.effects_pc, CR.spins + CR.aa, float(margin), CR.label, CR.config))
-
-# %% [markdown]
-# ```{glue:figure} au_fig_effects
-# :name: fig-audit-effects
-#
-# Measured slowdown of each control against the slowdown the profiler's kernel times
-# predict; shaded: the ±{glue:text}`au_margin:.0%` margin. Run {glue:text}`au_run_c:s`.
-# ```
-#
 # (audit-fidelity)=
-# ### What each timing mode reads
+# ### What each timer reads
 #
 # Per-call timing (the reports' way) at S = 128 reads
 # {glue:text}`au_fid_s128_pc_over_dev:.1f` times the kernel time: about
@@ -252,9 +229,8 @@ tables.show(fid[["config", "per_call", "graph", "device_ms", "per_call_over_devi
 # (audit-replay)=
 # ### Calls per graph replay
 #
-# Graph mode times a replay of k calls and divides by k. What one replay costs beyond its
-# kernels reaches each call as a k-th share. `scripts/graph_anatomy.py` measured that share
-# on {glue:text}`au_label_rp:s`.
+# A replay's fixed cost reaches each of its k calls as a k-th share
+# (`scripts/graph_anatomy.py`, {glue:text}`au_label_rp:s`).
 
 # %% tags=["remove-cell"]
 AT = found(audit.replay(A, L))
@@ -264,23 +240,20 @@ nbs.glue_figure("au_fig_replay", audit_plots.replay_curves(AT, audit.check_label
 # ```{glue:figure} au_fig_replay
 # :name: fig-audit-replay
 #
-# Event time per call against the number of calls captured in one graph, per candidate, at
-# two configurations. {glue:text}`au_label_rp:s` (`data/checks/graph_anatomy_h100.json`).
+# Event time per call against calls per graph, per candidate, at two configurations.
 # ```
 #
 # At S = 128 one call per replay reads {glue:text}`au_rp_s128_k1_lo:.0%` to
 # {glue:text}`au_rp_s128_k1_hi:.0%` above the time at k = {glue:text}`au_rp_kmax:d`; eight
 # calls, {glue:text}`au_rp_s128_k8_lo:.1%` to {glue:text}`au_rp_s128_k8_hi:.1%`. The
-# matrix run {glue:text}`au_run_l:s` sized its graphs by the earlier rule
-# ({doc}`../book/protocol_history`). A candidate with fewer calls per replay than its rival
-# carries the larger share. At the
-# smallest shapes that bias can reach the margin. The current rule sizes a replay to at
-# least {glue:text}`au_rp_target_ms:.1f` ms; here it chose k =
-# {glue:text}`au_rp_auto_k128:s` at S = 128.
+# matrix run {glue:text}`au_run_l:s` sized its graphs by an earlier rule
+# ({doc}`../book/protocol_history`): at the smallest shapes, a candidate with fewer calls per
+# replay can lose up to the margin. The current rule sizes a replay to at least
+# {glue:text}`au_rp_target_ms:.1f` ms (k = {glue:text}`au_rp_auto_k128:s` at S = 128).
 
 # %% [markdown]
 # (audit-cache)=
-# ### Hot and cold cache, and "effective bandwidth"
+# ### Hot and cold cache
 #
 # Graph replay keeps inputs that fit in L2 hot; the cold-L2 mode flushes L2 before each
 # call. At S = 256 the working set is {glue:text}`au_ws_s256:.2f` of this GPU's L2. The
@@ -332,7 +305,7 @@ found(claims.tf32_claim(X, rep, A_AA, margin=margin, n_resamples=n_resamples))
 
 # %% [markdown]
 # (audit-backends)=
-# ### Which backend the default dispatch runs
+# ### The default dispatch's backend
 #
 # The default dispatch ran {glue:text}`au_sdpa_family:s` at the target, not
 # FlashAttention-2. {glue:text}`au_backends_sentence:s` Their speedups are in
@@ -358,7 +331,7 @@ found(claims.self_claim(CR, rep))
 
 # %% [markdown]
 # (audit-ci)=
-# ### Non-overlapping intervals between configurations
+# ### Non-overlapping intervals
 #
 # Intervals of different configurations measure different workloads. That they do not
 # overlap says the workloads differ. One process's interval covers the median over
@@ -416,7 +389,7 @@ found(claims.seqlen_claim(L, rep))
 
 # %% [markdown]
 # (audit-chunking)=
-# ### Chunking S = 512 into four chunks of 128
+# ### Chunking into four pieces
 #
 # Cutting only the queries into chunks is exact (error {glue:text}`au_err_q:.1e`) and takes
 # {glue:text}`au_t_q:.2f` times as long as full attention ({glue:text}`au_label_x:s`).
@@ -440,7 +413,7 @@ found(claims.a100_claim(rep))
 
 # %% [markdown]
 # (audit-warmup)=
-# ### Variance at S = 128 and warm-up
+# ### Warm-up and variance
 #
 # Per call at S = 128 without warm-up ({glue:text}`au_label_x:s`), the first
 # {glue:text}`au_rep_warmup:d` calls vary by {glue:text}`au_cv_first:.0%` (coefficient of
@@ -457,17 +430,12 @@ nbs.glue_figure("au_fig_warmup", audit_plots.warmup_traces(wu, n_warmup, H["labe
 # ```{glue:figure} au_fig_warmup
 # :name: fig-audit-warmup
 #
-# Every per-call sample of {glue:text}`au_wu_procs:d` fresh processes timing SDPA at S = 128 with no warm-up
-# (the reports' per-call protocol); dashed: the end of the reports' warm-up. Measured on
-# {glue:text}`au_label_x:s` (`data/checks/audit_extras_h100.json`).
+# Every per-call sample of {glue:text}`au_wu_procs:d` fresh processes timing SDPA at
+# S = 128 with no warm-up; dashed: the end of the reports' warm-up.
 # ```
-#
-# (audit-mw)=
-# ### Mann-Whitney U within one process
-#
-# See {ref}`audit-calibration`.
 
 # %% tags=["remove-cell"]
+# claim 12, Mann-Whitney within one process: decided in "The reports' test on identical code"
 found(claims.mann_whitney_claim(A_AA, rep, alpha=alpha))
 
 # %% tags=["remove-cell"]
@@ -483,23 +451,21 @@ every_sota = [t for ts in sota_tables.values() for t in ts]
 # ### Custom kernels against SDPA
 #
 # Of {glue:text}`au_ck_n:d` custom-kernel comparisons in the state-of-the-art runs,
-# {glue:text}`au_ck_n_reached:d` reach 1.1× with family-wise confidence
-# ({glue:text}`au_ck_where:s`). At the reports' shape the best is
-# {glue:text}`au_ck_target_label:s` at {glue:text}`au_ck_target:.3f`
-# ({doc}`06_state_of_the_art`). The claim concerns the L4.
+# {glue:text}`au_ck_n_reached:d` reach 1.1× with family-wise confidence (the leads are in
+# {numref}`fig-sota-seq`). At the reports' shape none is faster ({ref}`sota-target`). The
+# claim concerns the L4.
 
 # %% tags=["remove-cell"]
 found(kernel_claims.custom_kernels_claim(every_sota, rep))
 
 # %% [markdown]
 # (audit-peers)=
-# ### flash-attn and xFormers, expected and measured
+# ### flash-attn and xFormers
 #
 # Report 004 expected flash-attn at {glue:text}`au_pe_flash_l4:.3f` ms and xFormers at
 # {glue:text}`au_pe_xformers_l4:.3f` ms on the L4, without running either (as reported).
-# Measured as shipped at the target, FlashAttention-4 runs at
-# {glue:text}`au_pe_h100_fa4:.3f`× SDPA's default dispatch on the H100 and
-# {glue:text}`au_pe_h200_fa4:.3f`× on the H200. xFormers did not run.
+# Measured as shipped at the target, FlashAttention-4 is {glue:text}`au_pe_fa4_verdicts:s`
+# per call ({ref}`sota-target`). xFormers did not run.
 
 # %% tags=["remove-cell"]
 target_tables = {sota.machine_label(run): t for run, t in
@@ -508,5 +474,11 @@ not_run = {r["candidate"]: f"{r['status']}: {r['reason']}"
            for run in sota_by_campaign["target"].values()
            for _, r in sota.untimed(run).iterrows()}
 found(kernel_claims.peers_claim(target_tables, not_run, rep))
+fa4_by = {}
+for machine, t in target_tables.items():
+    r = t[(t["candidate"] == "fa4") & (t["level"] == "call") & (t["config"] == configs.TARGET.key)]
+    fa4_by.setdefault(r["verdict"].iloc[0] if len(r) else "not measured", []).append(
+        machine)
+nbs.glue_text("au_pe_fa4_verdicts", sota.verdicts_phrase(fa4_by))
 nbs.glue_values("au_", claims.claims_values(claim_rows))
 
