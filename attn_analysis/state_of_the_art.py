@@ -320,12 +320,12 @@ def fa3_geometry(table: pd.DataFrame) -> pd.DataFrame:
     return df[keep].reset_index(drop=True)
 
 
-def kernel_sentence(wins: pd.DataFrame) -> str:
+def kernel_sentence(wins: pd.DataFrame, machine: str = "") -> str:
     """Whether the call-level leads of ``wins`` (:func:`wins_table` rows, findings only)
     hold at the attention-kernel level: the kernels whose own attention kernel is faster
     than SDPA's beyond the margin where they lead per call, and those whose lead is per call
     only (their attention kernel is not faster there, so the lead comes from what SDPA's
-    call runs besides its attention kernel)."""
+    call runs besides its attention kernel). ``machine``, where given, opens the sentence."""
     df = _validate.frame("wins", wins, ("label", "seq_len", "attention_verdict", "finding"))
     df = df[df["finding"] == "yes"]
     if df.empty:
@@ -339,7 +339,8 @@ def kernel_sentence(wins: pd.DataFrame) -> str:
     if len(call_only):
         parts.append(f"the lead is per call only for {where_text(call_only)}: there its "
                      f"attention kernel is not faster than SDPA's")
-    return ("Of the " + f"{len(df)} call-level leads, " + "; ".join(parts) + ".")
+    where = f"On the {machine}, of the " if machine else "Of the "
+    return where + f"{len(df)} call-level leads, " + "; ".join(parts) + "."
 
 
 def machine_slug(machine: str) -> str:

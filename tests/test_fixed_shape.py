@@ -124,7 +124,8 @@ def test_reports_sentence_words_each_outcome():
     s = reports_sentence(3, 0, 2)
     assert "3 pairs significantly different" in s and "None of the 2 pairs" in s
     assert "0 of" not in s
-    assert reports_sentence(0, 0, 0) == ("On real pairs it calls no difference significant. "
+    assert reports_sentence(0, 0, 0) == ("On real pairs the reports' test calls no "
+                                         "difference significant. "
                                          "Our interval shows no pair equivalent within the "
                                          "margin.")
     assert "2 of the 2 pairs" in reports_sentence(5, 2, 2) and "are among them" in \

@@ -251,6 +251,7 @@ def test_kernel_sentence_separates_kernel_leads_from_call_only_leads():
     assert "FA4 at S = 2048, 8192" in held and "ours at S = 128" in call_only
     assert "512" not in text  # a one-process row is no finding
     assert "No call-level lead" in sota.kernel_sentence(wins[wins["finding"] != "yes"])
+    assert sota.kernel_sentence(wins, "H200-g").startswith("On the H200-g, of the 3 call-level")
     with pytest.raises(ValueError, match="wins"):
         sota.kernel_sentence(wins.drop(columns="attention_verdict"))
 

@@ -199,8 +199,10 @@ def reports_sentence(n_significant: int, n_sig_equivalent: int, n_equivalent: in
         raise ValueError("`n_sig_equivalent` must not exceed `n_equivalent` or "
                          "`n_significant`.")
     pairs = "pair" if n_significant == 1 else "pairs"
-    first = (f"On real pairs it calls no difference significant." if n_significant == 0 else
-             f"On real pairs it calls {n_significant} {pairs} significantly different.")
+    first = ("On real pairs the reports' test calls no difference significant."
+             if n_significant == 0 else
+             f"On real pairs the reports' test calls {n_significant} {pairs} significantly "
+             f"different.")
     if n_equivalent == 0:
         return first + " Our interval shows no pair equivalent within the margin."
     eq = "pair" if n_equivalent == 1 else "pairs"
