@@ -17,7 +17,7 @@
 # **These runs are exploratory.** They hold two processes per unit, so each interval has one
 # degree of freedom and most differences of a few percent stay inconclusive
 # ({ref}`methods-interval`). They show where to look. They are not the test of the reports'
-# matrix: the pre-registered, powered run of the same ten shapes decides it in
+# matrix: the pre-registered, powered run of the same shapes decides it in
 # {doc}`08_powered`, and the confirmatory runs at the shapes they pointed to are in
 # {doc}`06_state_of_the_art`.
 
