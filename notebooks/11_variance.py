@@ -295,7 +295,7 @@ tables.show(spd[["gpu", "level", "mode", "n_processes", "speedup", "ci_low", "ci
 # ({glue:text}`rb_runs:s`) moves by more than {glue:text}`rb_spread:s`
 # ({glue:text}`rb_spread_where:s`; {numref}`tbl-robustness`). The SM clock ranged over
 # {glue:text}`rb_clock_range:s` MHz. Per 100 MHz the speedup moved by
-# {glue:text}`rb_slopes:s` % ({numref}`fig-clock`). Dropping placements below each run's
+# {glue:text}`rb_slopes:s` ({numref}`fig-clock`). Dropping placements below each run's
 # median clock changes {glue:text}`rb_changed:s` verdicts ({glue:text}`rb_to_inc:s` to
 # inconclusive) and leaves {glue:text}`rb_lost:s` unjudged; as many dropped at random
 # change or unjudge {glue:text}`rb_random:s`.
@@ -377,7 +377,7 @@ for rid, r in _load.items():
 _pairs = pd.concat(_pairs, ignore_index=True)
 _slopes = {(m_, lv): rb.clock_slope(d) for (m_, lv), d in _pairs.groupby(["model", "level"])}
 g("rb_clock_range", f"{_pairs['clock_mhz'].min():.0f}–{_pairs['clock_mhz'].max():.0f}")
-g("rb_slopes", "; ".join(f"{m_} {lv} {s.pct_per_100mhz:+.2f} ({s.low:+.2f} to {s.high:+.2f})"
+g("rb_slopes", "; ".join(f"{m_} {lv} {s.pct_per_100mhz:+.2f} % ({s.low:+.2f} to {s.high:+.2f})"
                          for (m_, lv), s in _slopes.items() if s is not None))
 g("rb_changed", f"{_changed} of {_judged}")
 g("rb_to_inc", str(_to_inc))
