@@ -18,11 +18,10 @@
 # **{glue:text}`sa_claim_target:s`** **{glue:text}`sa_claim_general:s`**
 # :::
 #
-# This section decides claim B. The public kernels run beside SDPA's default dispatch, each
-# as shipped: FlashAttention-4's CuTe DSL kernel (on Hopper, the FlashAttention-3 design),
-# FlashInfer's batch prefill (its FlashAttention-3 template) and cuDNN called directly.
-# Three controls run with them: SDPA's A/A twin, SDPA on (B, S, H, D) memory (FlashInfer's
-# order) and SDPA plus a spin kernel.
+# This section decides claim B. The public kernels run as shipped: FlashAttention-4's CuTe
+# DSL kernel and FlashInfer's batch prefill (both of the FlashAttention-3 design on Hopper)
+# and cuDNN called directly. The controls are SDPA's A/A twin, SDPA on FlashInfer's
+# (B, S, H, D) memory order and SDPA plus a spin kernel.
 
 # %% tags=["parameters", "hide-input"]
 runs_dir = "data/runs"    # recorded runs, relative to the repository root
@@ -62,6 +61,7 @@ import pandas as pd
 from attn_analysis import plots, tables
 from attn_analysis.analyse import comparisons, machine_level
 from attn_analysis import state_of_the_art as sota
+from attn_analysis.chapters import sota_sentences
 
 if params["measure"]:  # every parameter is checked above, before anything is measured
     from attn_analysis import sweep
@@ -99,9 +99,10 @@ tables.show(versions.drop(columns="run"),
             "the CSV.", name="tbl-sota-versions", csv="sota_versions.csv", full=versions)
 
 # %% [markdown]
-# Peers that never ran: {glue:text}`sa_untimed:s` (xFormers has no build for PyTorch 2.11).
-# The version of every peer is in {doc}`10_reproducibility`.
+# Peers that never ran: {glue:text}`sa_untimed:s` (no build for our PyTorch).
+# Every peer's version is in {doc}`10_reproducibility`.
 #
+# (sota-target)=
 # ## At the reports' shape
 
 # %% tags=["remove-input"]
@@ -129,6 +130,11 @@ for machine, t in target_tables.items():
             nbs.glue_text(f"sa_{slug}_{cand}_{level}_verdict",
                           r["verdict"].iloc[0] if len(r) else "not measured")
 nbs.glue_text("sa_controls_sentence", sota.controls_sentence(target_tables))
+for machine, t in target_tables.items():
+    nbs.glue_text(f"sa_{sota.machine_slug(machine)}_target_summary",
+                  sota_sentences.target_summary(machine, t))
+nbs.glue_text("sa_dispatch_sentence", sota_sentences.dispatch_sentence(target_tables))
+nbs.glue_text("sa_bshd_sentence", sota_sentences.bshd_sentence(target_tables))
 labels = {machine: f"{machine} ({int(t['n_processes'].min())} processes)"
           for machine, t in target_tables.items()}
 shown = {labels[m]: t[t["level"].isin(["call", "kernel"])].assign(candidate=t["label"])
@@ -142,23 +148,16 @@ nbs.glue_figure("sa_target_figure", plots.speedup_summary(
 # :name: fig-sota-target
 #
 # Speedup of every candidate over SDPA's default dispatch at the reports' shape, per call
-# (left) and per kernel (right), one marker per GPU, with family-wise intervals (each GPU's
-# run one Bonferroni family) and the ±{glue:text}`sa_margin:.0%` margin band. GPUs:
-# {glue:text}`sa_machines:s`.
+# (left) and per kernel (right), one marker per GPU, with family-wise intervals and the
+# ±{glue:text}`sa_margin:.0%` margin band.
 # ```
 #
 # :::{div} glued-sentences
-# {glue:text}`sa_h100_target_sentence:s` {glue:text}`sa_h200_target_sentence:s`
+# {glue:text}`sa_h100_target_summary:s` {glue:text}`sa_h200_target_summary:s`
 # :::
 #
-# Per attention kernel, FlashAttention-4's kernel runs at
-# {glue:text}`sa_h100_fa4_attention_speedup:.3f`× (H100) and
-# {glue:text}`sa_h200_fa4_attention_speedup:.3f`× (H200) of cuDNN's.
-# {glue:text}`sa_controls_sentence:s` So SDPA's dispatch costs nothing measurable inside a
-# graph replay. SDPA on (B, S, H, D) memory is
-# {glue:text}`sa_h100_sdpa_bshd_call_verdict:s` (H100) and
-# {glue:text}`sa_h200_sdpa_bshd_call_verdict:s` (H200): memory order does not separate
-# FlashInfer from SDPA.
+# {glue:text}`sa_controls_sentence:s` {glue:text}`sa_dispatch_sentence:s`
+# {glue:text}`sa_bshd_sentence:s`
 
 # %% tags=["remove-cell"]
 for machine, t in target_tables.items():
@@ -177,16 +176,12 @@ for machine, t in target_tables.items():
 # %% [markdown]
 # ## Across sequence lengths: explored, then confirmed
 #
-# The exploratory runs covered the reports' ten shapes and a long grid at FlashAttention-3's
-# geometry (16k tokens, hidden size 2048, S from 128 to 8192, D = 64 and 128, causal and
-# not), with {glue:text}`sa_h100_explore_min_processes:d` (H100) and
-# {glue:text}`sa_h200_explore_min_processes:d` (H200) processes per unit. Every shape where
-# they showed a lead went into a confirmatory matrix (`configs.MATRICES["confirm-v1"]`),
-# measured with
+# Exploratory runs covered the reports' shapes and a long grid at FlashAttention-3's
+# geometry (S = {glue:text}`sa_long_s:s`). Every shape where they showed a lead went into a
+# confirmatory matrix (`configs.MATRICES["confirm-v1"]`). It ran with
 # {glue:text}`sa_confirm_n_proc:d` processes on a second GPU of each model, one family of
-# {glue:text}`sa_confirm_m:d` comparisons per run. Its plan entered git with its results
-# ({doc}`10_reproducibility`). The findings below come from these runs
-# ({glue:text}`sa_confirm_runs:s`).
+# {glue:text}`sa_confirm_m:d` comparisons per run ({glue:text}`sa_confirm_runs:s`). Its plan
+# entered git with its results ({doc}`10_reproducibility`).
 
 # %% tags=["remove-input"]
 explore = [t for c in ("reports", "long") for t in tabs[c].values()]
@@ -203,6 +198,12 @@ nbs.glue_figure("sa_seq_figure", plots.speedup_by_seq_len(
     seq_all, params["margin"], title=f"FlashAttention-3's geometry (B·S = {configs.FA3_TOKENS}, "
     f"H·D = {configs.FA3_HIDDEN}, fp16), CUDA-graph replay per call"))
 away = confirm or explore or list(tabs["target"].values())
+long_s = sorted(set(sota.fa3_geometry(pd.concat(list(tabs["long"].values()) or away))["seq_len"]))
+nbs.glue_text("sa_long_s", f"{long_s[0]} to {long_s[-1]}" if long_s else "none")
+from_s = sota_sentences.attention_from_s(away)
+for model, s_min in from_s.items():
+    nbs.glue_text(f"sa_{model}_attention_from_s", s_min if s_min is not None else float("nan"))
+nbs.glue_text("sa_from_s_sentence", sota_sentences.from_s_sentence(from_s))
 nbs.glue_text("sa_confirm_runs", ", ".join(tabs["confirm"]) or "none")
 nbs.glue_text("sa_confirm_n_proc", int(min(t["n_processes"].min() for t in away)))
 nbs.glue_text("sa_confirm_m", int(max(t["n_comparisons"].iloc[0] for t in away)))
@@ -213,7 +214,8 @@ for _, row in wins.iterrows():
     slug = sota.machine_slug(row["machine"])
     nbs.glue_text(f"sa_{slug}_wins_sentence", sota.wins_sentence(row.to_dict()))
     nbs.glue_text(f"sa_{slug}_kernel_sentence",
-                  sota.kernel_sentence(short[short["machine"] == row["machine"]]))
+                  sota.kernel_sentence(short[short["machine"] == row["machine"]],
+                                       row["machine"]))
     nbs.glue_text(f"sa_{slug}_n_faster", int(row["n_faster"]))
     nbs.glue_text(f"sa_{slug}_n_custom", int(row["n_custom"]))
     nbs.glue_text(f"sa_{slug}_min_processes", int(row["min_processes"]))
@@ -235,38 +237,40 @@ target_best = {**{m: sota.fastest(t) for m, t in target_tables.items()},
 answer = sota.claim_sentences(target_best, wins)
 for t in confirm:  # where our kernel's short-sequence lead comes from, in microseconds
     slug, short_cfg = sota.machine_slug(t["machine"].iloc[0]), configs.Config(32, 8, 128).key
+    nbs.glue_text("sa_s128_config", short_cfg)
     if ((t["config"] == short_cfg) & (t["candidate"] == "triton")).any():
         for key, value in comparisons.call_anatomy(t, short_cfg, "triton").items():
             nbs.glue_text(f"sa_{slug}_s128_{key}", nbs.as_number(value))
 nbs.glue_text("sa_claim_target", answer["target"])
 nbs.glue_text("sa_claim_general", answer["general"])
-for _, row in wins_att.iterrows():
-    nbs.glue_text(f"sa_{sota.machine_slug(row['machine'])}_n_faster_attention",
-                  int(row["n_faster"]))
+for _, row in wins_att.iterrows():  # per attention kernel, for the abstract (P1a)
+    slug = sota.machine_slug(row["machine"])
+    nbs.glue_text(f"sa_{slug}_n_faster_attention", int(row["n_faster"]))
+    nbs.glue_text(f"sa_{slug}_n_custom_attention", int(row["n_custom"]))
+    nbs.glue_text(f"sa_{slug}_where_attention", row["where"] or "nowhere")
 # %% [markdown]
 # ```{glue:figure} sa_seq_figure
 # :name: fig-sota-seq
 #
 # Speedup over SDPA's default dispatch against sequence length at FlashAttention-3's
-# geometry, one line per custom kernel. Rows: GPU and run kind (exploratory or
-# confirmatory); panels: head dimension and masking. Family-wise intervals (each run one
-# family) and the ±{glue:text}`sa_margin:.0%` margin band. Intervals over two processes
-# mostly span the axis and are cut at the edge; hollow markers mark one-process runs, which
-# are not findings.
+# geometry, per custom kernel. Rows: GPU and run kind; panels: head dimension and masking.
+# Family-wise intervals, cut at the edge, and the ±{glue:text}`sa_margin:.0%` margin band.
+# Hollow markers: one-process runs, not findings.
 # ```
 #
 # :::{div} glued-sentences
-# On the {glue:text}`sa_h100_machine_away:s`, custom kernels are faster than SDPA beyond the
-# margin in {glue:text}`sa_h100_n_faster:d` of {glue:text}`sa_h100_n_custom:d` comparisons
-# ({glue:text}`sa_h100_where:s`). On the {glue:text}`sa_h200_machine_away:s`:
-# {glue:text}`sa_h200_n_faster:d` of {glue:text}`sa_h200_n_custom:d`
-# ({glue:text}`sa_h200_where:s`). {glue:text}`sa_h200_kernel_sentence:s` The tables below
-# list every lead with its attention-kernel verdict.
+# Per call, custom kernels are faster than SDPA beyond the margin in
+# {glue:text}`sa_h100_n_faster:d` of {glue:text}`sa_h100_n_custom:d` comparisons on the
+# {glue:text}`sa_h100_machine_away:s` and {glue:text}`sa_h200_n_faster:d` of
+# {glue:text}`sa_h200_n_custom:d` on the {glue:text}`sa_h200_machine_away:s` (tables below).
+# {glue:text}`sa_h200_kernel_sentence:s`
+# {glue:text}`sa_from_s_sentence:s`
 # :::
 #
-# A per-call lead at short sequences is not a faster attention kernel. At B=32, H=8, S=128
-# on the H200, SDPA's call takes {glue:text}`sa_h200_s128_base_call_us:.2f` µs: cuDNN's
-# attention kernel {glue:text}`sa_h200_s128_base_attention_us:.2f` µs, its memset
+# Where a lead is per call only, SDPA's call runs more than its attention kernel. At
+# {glue:text}`sa_s128_config:s` on the {glue:text}`sa_h200_machine_away:s`, SDPA's call takes
+# {glue:text}`sa_h200_s128_base_call_us:.2f` µs: the attention kernel
+# {glue:text}`sa_h200_s128_base_attention_us:.2f` µs, a memset
 # {glue:text}`sa_h200_s128_base_other_us:.2f` µs and
 # {glue:text}`sa_h200_s128_base_gaps_us:.2f` µs between kernels. Our kernel's call takes
 # {glue:text}`sa_h200_s128_cand_call_us:.2f` µs.
@@ -274,14 +278,11 @@ for _, row in wins_att.iterrows():
 # %% tags=["remove-input"]
 for machine, rows in short.groupby("machine", sort=True):
     tables.show(
-        rows[["config", "label", "interval", "attention", "attention_verdict"]],
-        f"{machine}, run {rows['run'].iloc[0]} ({int(rows['n_processes'].min())} processes): "
-        f"every configuration where a custom kernel (ours or a peer's, running another kernel "
-        f"than SDPA's) is faster than SDPA's default dispatch beyond the margin per call, with "
-        f"its speedup and interval per call and per attention kernel, and the attention "
-        f"kernel's verdict. The run is one family of {int(rows['n_comparisons'].max())} "
-        f"comparisons (Bonferroni, family-wise 95 %); margin ±{params['margin']:.0%}. Every "
-        f"comparison of every run, exploratory ones included, is in the CSV.",
+        rows[["config", "label", "interval", "attention_verdict"]],
+        f"{machine}, run {rows['run'].iloc[0]} ({int(rows['n_processes'].min())} processes, "
+        f"one family of {int(rows['n_comparisons'].max())}): every per-call lead of a custom "
+        f"kernel beyond the margin, and its attention kernel's verdict. Every comparison, "
+        f"with the attention kernel's speedup, is in the CSV.",
         name=f"tbl-sota-wins-{sota.machine_slug(machine)}",
         labels={"label": "candidate", "interval": "call (×)",
                 "attention": "attention kernel (×)", "attention_verdict": "attention verdict"},
@@ -290,8 +291,7 @@ for machine, rows in short.groupby("machine", sort=True):
 # %% [markdown]
 # ## The same candidates on a second GPU of each model
 #
-# The confirmatory runs measured the target too, on other GPUs than the target runs.
-# {glue:text}`sa_spread_sentence:s`
+# The confirmatory runs also measured the target. {glue:text}`sa_spread_sentence:s`
 
 # %% tags=["remove-cell"]
 spread_tables = list(tabs["target"].values()) + confirm
@@ -302,7 +302,7 @@ if spread is not None and len(spread):
     tables.show(spread.assign(between_gpus=(spread["between_gpus"] - 1) * 100,
                               within_run=(spread["within_run"] - 1) * 100),
                 "Speedup over SDPA's default dispatch per call at B32 H8 S512 D64 fp16 on each "
-                "GPU of a model (UUID block: speedup, family-wise interval of its own run), "
+                "GPU of a model (inventory label: speedup, family-wise interval of its own run), "
                 "how far apart the GPUs are (largest over smallest speedup, in %) and the "
                 "largest within-run interval half-width (in %).", name="tbl-sota-machines",
                 labels={"per_gpu": "per GPU (×)", "between_gpus": "between GPUs (%)",
@@ -332,7 +332,7 @@ for name, value in gluon_kernel.target_values(gl_tabs["target"], gl["target"]).i
 # kernel time on the {glue:text}`gl_h100_machine:s`
 # ({glue:text}`gl_h100_gluon_kernel_verdict:s`) and
 # {glue:text}`gl_h200_gluon_kernel_speedup:.3f`× on the {glue:text}`gl_h200_machine:s`
-# ({glue:text}`gl_h200_gluon_kernel_verdict:s`). {glue:text}`gl_goal_sentence:s`
+# ({glue:text}`gl_h200_gluon_kernel_verdict:s`).
 
 # %% tags=["remove-cell"]
 for t in gl_tabs["target"].values():
@@ -367,16 +367,12 @@ for name, value in gl_values.items():
 # ```{glue:figure} gl_seq_figure
 # :name: fig-gluon-seq
 #
-# Kernel-time speedup over SDPA's default dispatch against sequence length at
-# FlashAttention-3's geometry, for our Gluon kernel and FlashAttention-4 in the same
-# processes. Rows: GPU; panels: head dimension and masking. Family-wise intervals and the
+# Kernel-time speedup over SDPA against sequence length for our Gluon kernel and
+# FlashAttention-4 in the same processes; family-wise intervals and the
 # ±{glue:text}`sa_margin:.0%` margin band.
 # ```
 #
-# Across the long grid the Gluon kernel is faster than SDPA's kernel at
-# {glue:text}`gl_h100_long_faster:d` of {glue:text}`gl_h100_long_n:d` shapes on the H100 and
-# {glue:text}`gl_h200_long_faster:d` of {glue:text}`gl_h200_long_n:d` on the H200.
-# {glue:text}`gl_fa4_goal_sentence:s`
+# {glue:text}`gl_long_sentence:s` {glue:text}`gl_fa4_goal_sentence:s`
 
 # %% tags=["remove-cell"]
 if len(versus):
