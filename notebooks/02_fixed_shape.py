@@ -14,10 +14,9 @@
 # %% [markdown]
 # # 3.1 The reports' shape
 #
-# **At B=32, H=8, S=512, D=64 in fp16, nothing that PyTorch offers and none of our kernels
-# beats SDPA's default dispatch beyond the margin.** This section decides claim A for
-# PyTorch's paths and our Triton kernel. The public kernels at this shape are in
-# {doc}`06_state_of_the_art`.
+# **At {glue:text}`fx_config:s`, nothing that PyTorch offers beats SDPA's default dispatch
+# beyond the margin.** This section decides claim A for PyTorch's own paths. Our
+# Triton kernel and the public kernels at this shape are in {ref}`sota-target`.
 
 # %% tags=["parameters", "hide-input"]
 runs_dir = "data/runs"    # recorded runs, relative to the repository root
@@ -111,6 +110,9 @@ if two_level:
             two_level[rid][~two_level[rid]["candidate"].isin(spin_controls + ["sdpa_twin"])],
             margin=float(margin)))
         nbs.glue_values("fx2_", fx.run_values(two_level[rid], str(i)))
+    nbs.glue_text("fx2_answer", fx.answer_sentence(
+        {_gpu(runs[r]): two_level[r][~two_level[r]["candidate"].isin(CONTROL_NAMES)]
+         for r in v2_runs}, float(margin)))
     if len(v2_runs) == 2:
         a, b = (two_level[r]["baseline_ms"].iloc[0] for r in v2_runs)
         nbs.glue_text("fx2_machine_pct", (b / a - 1) * 100)
@@ -136,30 +138,21 @@ else:
 # the ±{glue:text}`fx_margin:.0%` margin.
 # ```
 #
-# On {glue:text}`fx2_gpu1:s`: **{glue:text}`fx2_answer1:s`**. On {glue:text}`fx2_gpu2:s`:
-# **{glue:text}`fx2_answer2:s`**. The default dispatch took
-# {glue:text}`fx2_sdpa_us1:.2f` µs per call on {glue:text}`fx2_gpu1:s`
-# ({glue:text}`fx2_procs1:d` processes × {glue:text}`fx2_places1:d` placements) and
-# {glue:text}`fx2_sdpa_us2:.2f` µs on {glue:text}`fx2_gpu2:s`.
-#
-# - Our Triton kernel is *{glue:text}`fx2_triton_call1_v:s`* per call
-#   ({glue:text}`fx2_triton_call1:.3f`,
-#   {glue:text}`fx2_triton_call1_lo:.3f`–{glue:text}`fx2_triton_call1_hi:.3f`) and
-#   *{glue:text}`fx2_triton_kernel1_v:s`* per kernel ({glue:text}`fx2_triton_kernel1:.3f`).
-# - `eager_compiled` runs the default dispatch's own cuDNN kernels. It is
-#   *{glue:text}`fx2_eager_compiled_call1_v:s`* per call and
-#   *{glue:text}`fx2_eager_compiled_kernel1_v:s`* per kernel. Its earlier lead was the
-#   placement of its buffers ({ref}`variance-v2`).
-# - The A/A twin is *{glue:text}`fx2_sdpa_twin_call1_v:s`* per call
-#   ({glue:text}`fx2_sdpa_twin_call1:.3f`).
+# **{glue:text}`fx2_answer:s`** The default dispatch took {glue:text}`fx2_sdpa_us1:.2f` µs
+# per call on {glue:text}`fx2_gpu1:s` ({glue:text}`fx2_procs1:d` processes ×
+# {glue:text}`fx2_places1:d` placements) and {glue:text}`fx2_sdpa_us2:.2f` µs on
+# {glue:text}`fx2_gpu2:s`. `eager_compiled` runs the default dispatch's own cuDNN kernels; it
+# is {glue:text}`fx2_levels_eager_compiled1:s`. Its earlier lead was the placement of its
+# buffers ({ref}`variance-v2`).
 
 # %% tags=["remove-input"]
 if two_level:
     _t = two_level[v2_runs[0]]
-    tables.show(fx.two_level_table(_t[~_t["candidate"].isin(spin_controls)]), f"Speedup over sdpa at {config}, call level (graph replay) and kernel "
-                f"level (profiler kernel time), intervals in parentheses: "
-                f"{family_note(v2_runs[0])} ({_gpu(runs[v2_runs[0]])}). Both runs' whole "
-                f"families, every column, are in the CSV.", name="tbl-fixed-two-levels",
+    tables.show(fx.two_level_table(_t[~_t["candidate"].isin(spin_controls)]),
+                f"Speedup over sdpa at {config} per call (graph replay) and per kernel, "
+                f"family-wise intervals in parentheses (run {v2_runs[0]}, "
+                f"{_gpu(runs[v2_runs[0]])}, m = {family_m[v2_runs[0]]}). Both runs' families "
+                f"are in the CSV.", name="tbl-fixed-two-levels",
                 csv="fixed_shape_two_levels.csv",
                 full=pd.concat([t.assign(run=r) for r, t in families.items()]))
 
@@ -219,14 +212,13 @@ nbs.glue_figure("fx_spread", plots.trial_spread(sample_groups.trial_medians(R.sa
 # ```{glue:figure} fx_forest
 # :name: fig-fixed-forest
 #
-# Speedup of each candidate over the default SDPA dispatch at {glue:text}`fx_config:s`, with
-# its {glue:text}`fx_family_lead:s`, one panel per timing mode. The band is the
-# ±{glue:text}`fx_margin:.0%` margin. {glue:text}`fx_label:s`, run {glue:text}`fx_run:s`.
+# Speedup over the default SDPA dispatch per timing mode, family-wise intervals, the
+# ±{glue:text}`fx_margin:.0%` margin band. {glue:text}`fx2_gpu1:s`, run {glue:text}`fx_run:s`.
 # ```
 #
 # In graph mode the default dispatch took {glue:text}`fx_sdpa_ms:.4f` ms
 # ({glue:text}`fx_sdpa_lo:.4f`–{glue:text}`fx_sdpa_hi:.4f` ms over
-# {glue:text}`fx_n_trials:d` processes). {glue:text}`fx_finding:s` The run resolves
+# {glue:text}`fx_n_trials:d` processes). The run resolves
 # ±{glue:text}`fx_self_resolvable:.1%`, and {glue:text}`fx_twin:s`. The per-call and
 # cold-cache panels include the host's launch cost.
 
@@ -252,9 +244,6 @@ tables.show(main.reset_index().sort_values("speedup", ascending=False)[
 
 # %% tags=["remove-cell"]
 side_by_side, protocol = fx.reports_side_by_side(R.samples, config, main_mode, others)
-same = protocol[fx.REPORTS_SAME]
-nbs.glue_text("fx_rp_same_g", same.hedges_g)
-nbs.glue_text("fx_rp_same_p", same.p_value)
 narrow = side_by_side.dropna(subset=["our_verdict"])
 nbs.glue_text("fx_rp_n_significant", int((narrow["p_value"] < 0.05).sum()))
 nbs.glue_text("fx_rp_n_faster_ours",
@@ -281,10 +270,8 @@ tables.show(side_by_side.reset_index()[["comparison", "speedup", "hedges_g", "p_
             full=side_by_side.reset_index())
 
 # %% [markdown]
-# On one array against itself the reports' test gives g = {glue:text}`fx_rp_same_g:.1f`
-# and p = {glue:text}`fx_rp_same_p:.1f`, whatever the data. {glue:text}`fx_rp_sentence:s`
-# Pooling samples from few processes treats them as independent. Neither a large p-value
-# nor overlapping intervals shows equivalence.
+# {glue:text}`fx_rp_sentence:s` Pooling samples from few processes treats them as
+# independent. Neither a large p-value nor overlapping intervals shows equivalence.
 #
 # ## Replication on a second GPU
 
@@ -374,19 +361,16 @@ if len(both):
                 csv="fixed_shape_replication.csv", full=both.reset_index())
 
 # %% [markdown]
-# Run {glue:text}`fx_r2_run:s` ({glue:text}`fx_r2_label:s`, {glue:text}`fx_r2_trials:d`
+# Run {glue:text}`fx_r2_run:s` ({glue:text}`fx2_gpu2:s`, {glue:text}`fx_r2_trials:d`
 # processes) held k = {glue:text}`fx_r2_k:s` calls per replay, against
-# {glue:text}`fx_r1_k:s` in the lead run. {glue:text}`fx_r2_finding:s` Judged on this run
-# alone, the claim is {glue:text}`fx_r2_claim:s`.
+# {glue:text}`fx_r1_k:s` in the lead run. Judged on this run alone, the claim is
+# {glue:text}`fx_r2_claim:s`.
 
 # %% tags=["remove-cell"]
 reported = reference.load_reported()
 l4 = reference.reported_latency(reported)
 l4_here = l4[l4["config"] == config]
-nbs.glue_text("fx_l4_n", len(l4_here))
 nbs.glue_text("fx_l4_software", str(reported["software"].mode().iloc[0]))
-nbs.glue_text("fx_l4_min", l4_here["value_ms"].min() if len(l4_here) else float("nan"))
-nbs.glue_text("fx_l4_max", l4_here["value_ms"].max() if len(l4_here) else float("nan"))
 
 # %% tags=["remove-cell"]
 tables.show(l4_here[["source_file", "value_ms", "n_mentions", "status"]],
@@ -395,6 +379,5 @@ tables.show(l4_here[["source_file", "value_ms", "n_mentions", "status"]],
             name="tbl-fixed-l4")
 
 # %% [markdown]
-# The reports give {glue:text}`fx_l4_n:d` distinct median latencies for this shape on the
-# L4, from {glue:text}`fx_l4_min:.4f` to {glue:text}`fx_l4_max:.4f` ms, as reported.
+# The reports' L4 latencies for this shape, as reported, are in {doc}`05_cross_device`.
 
