@@ -124,3 +124,14 @@ def test_verdict_tally_never_reads_faster_at_zero():
         "1 of 3 comparisons is faster, 1 equivalent and 1 slower")
     with pytest.raises(ValueError, match="`verdicts`"):
         mx.verdict_tally(pd.Series(["quicker"]))
+
+
+def test_attention_sentence_words_each_outcome():
+    assert mx.attention_sentence(0, 0) == "No attention kernel was compared alone."
+    assert "None of its 60 comparisons shows an attention kernel faster" in \
+        mx.attention_sentence(0, 60)
+    assert "All 3 of its comparisons show" in mx.attention_sentence(3, 3)
+    assert "1 of its 60 comparisons shows" in mx.attention_sentence(1, 60)
+    assert "0 of" not in mx.attention_sentence(0, 60)
+    with pytest.raises(ValueError, match="`k` and `n`"):
+        mx.attention_sentence(2, 1)

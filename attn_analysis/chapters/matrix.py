@@ -22,7 +22,7 @@ from ..analyse.stats import VERDICT_ORDER, Verdict
 from .phrases import tally
 from ..configs import Config
 
-__all__ = ["TUNING_PICK", "verdict_tally", "level_split", "leads_sentence", "triton_levels", "triton_values", "triton_table",
+__all__ = ["TUNING_PICK", "verdict_tally", "attention_sentence", "level_split", "leads_sentence", "triton_levels", "triton_values", "triton_table",
            "attention_answer", "tuning_values", "tuning_per_run", "latest_values",
            "fa3_table"]
 
@@ -55,7 +55,27 @@ def level_split(two: pd.DataFrame) -> dict:
         "split": "; ".join(
             f"{c} at {cfg} is {wide.loc[(cfg, c)].get('attention', 'not compared')}"
             for cfg, c in kernel_fast.index) or "none",
-        "n_attention": len(att), "n_attention_faster": int((att["verdict"] == _FASTER).sum())}
+        "n_attention": len(att), "n_attention_faster": int((att["verdict"] == _FASTER).sum()),
+        "att_sentence": attention_sentence(int((att["verdict"] == _FASTER).sum()), len(att))}
+
+
+def attention_sentence(k: int, n: int) -> str:
+    """How many of ``n`` attention-level comparisons (each side's attention kernel alone,
+    without the default dispatch's memset) show an attention kernel faster than cuDNN's
+    beyond the margin, worded for each outcome (never "0 of 0")."""
+    if not (isinstance(k, int) and isinstance(n, int) and 0 <= k <= n):
+        raise ValueError(f"`k` and `n` must be counts with k <= n; got {k!r} and {n!r}.")
+    what = "an attention kernel faster than cuDNN's beyond the margin"
+    head = ("The attention level compares each side's attention kernel alone, without the "
+            "default dispatch's memset. ")
+    if n == 0:
+        return "No attention kernel was compared alone."
+    if k == 0:
+        return head + f"None of its {n} comparisons shows {what}."
+    if k == n:
+        return head + (f"Its one comparison shows {what}." if n == 1
+                       else f"All {n} of its comparisons show {what}.")
+    return head + f"{k} of its {n} comparisons {'shows' if k == 1 else 'show'} {what}."
 
 
 def leads_sentence(split: dict) -> str:
