@@ -51,6 +51,11 @@ def test_triton_values_and_the_attention_answer():
     assert (v["n_faster"], v["n_inconclusive"], v["n_slower"]) == (1, 1, 0)
     empty = mx.triton_values(pd.DataFrame(), pd.DataFrame(), T)
     assert empty["k_n"] == 0 and math.isnan(empty["k_target"]) and empty["target_lib"] == "none"
+    # the counts worded for every outcome: all, none, nothing compared
+    assert v["att_sentence"].endswith("beyond the margin at its one shape.")
+    assert v["lib_tally"] == "1 of 2 shapes is faster and 1 inconclusive; none is equivalent or slower"
+    assert empty["att_sentence"] == "It was not compared with cuDNN's attention kernel alone."
+    assert empty["lib_tally"] == "no shape was compared"
     answer = mx.attention_answer(FAMILY, "lead", tr, "tr")
     assert answer.endswith(f"b at {T} (run lead); triton at {T} (run tr)")
     assert mx.attention_answer(pd.DataFrame(), "lead", pd.DataFrame(), "").startswith("no ")

@@ -155,6 +155,13 @@ def triton_values(tr_two: pd.DataFrame, vs_lib: pd.DataFrame, target: str) -> di
         out[f"n_{v.value}"] = int(counts.get(v.value, 0))
     out["lib_tally"] = (verdict_tally(vs_lib["verdict"], "shapes") if len(vs_lib)
                         else "no shape was compared")
+    k, n = len(alone), len(tr_att)
+    where = ({(0, 1): "not at its one shape", (1, 1): "at its one shape"}.get((k, n))
+             or (f"at none of the {n} shapes" if k == 0 else f"at all {n} shapes" if k == n
+                 else f"at {k} of {n} shapes"))
+    out["att_sentence"] = (
+        "It was not compared with cuDNN's attention kernel alone." if n == 0 else
+        f"Against cuDNN's attention kernel alone it is faster beyond the margin {where}.")
     out |= {"target_ratio": pick("ratio"), "target_lo": pick("ci_low"),
             "target_hi": pick("ci_high"),
             "target_lib": str(at["library"].iloc[0]) if len(at) else "none"}
