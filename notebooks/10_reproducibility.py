@@ -115,14 +115,16 @@ soft = software.software_table(RUNS).merge(run_table[["run", "code_version"]], o
                                            how="left")
 keys = ["code_version", *software.BASE_KEYS]
 base = software.base_software(soft, keys)
-tables.show(base.assign(runs=[", ".join(r) if i else "every other run" if len(base) > 1
-                              else "every run" for i, r in enumerate(base["runs"])])
-            [["n_runs", *keys, "runs"]],
-            "The software of every run, from each process's fingerprint; attn_analysis: "
-            "this package's version.",
-            name="tbl-software", csv="software.csv", full=soft,
-            labels={"n_runs": "runs", "runs": "run ids", "code_version": "attn_analysis"},
-            formats={"n_runs": ".0f"})
+# one column per set of versions (narrow: the versions are rows), the largest set first
+by_set = pd.DataFrame({f"{n} runs": [*row, ", ".join(r) if i else
+                                     ("every other run" if len(base) > 1 else "every run")]
+                       for i, (n, r, row) in enumerate(zip(base["n_runs"], base["runs"],
+                                                           base[keys].itertuples(index=False)))},
+                      index=["attn_analysis", *software.BASE_KEYS, "run ids"])
+tables.show(by_set.rename_axis("software").reset_index(),
+            "The software of every run, from each process's fingerprint; one column per "
+            "set of versions (attn_analysis: this package's version).",
+            name="tbl-software", csv="software.csv", full=soft)
 peers = software.peer_runs(soft)
 tables.show(peers.assign(runs=peers["runs"].map(", ".join)),
             "Each peer package version, from the timing units of the runs that timed it.",
