@@ -117,9 +117,6 @@ def test_no_repr_no_zero_of_zero_no_doubled_word(built_book):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="open defect (issue 41): the whole book is 12,962 "
-                   "visible words at 3e42ac0c, over the 12,000 budget, since the 3.6 and 3.7 pages "
-                   "came in; strict, so the test fails again once the budget is met")
 def test_word_budgets(built_book):
     counts, main, whole, _ = book_report(built_book, ROOT / "_toc.yml")
     table = counts.to_string(index=False)
