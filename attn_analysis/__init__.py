@@ -10,6 +10,6 @@ calibration, workload) and :mod:`.chapters` (one module per chapter of the book)
 chapters. ``tests/test_layers.py`` keeps every import pointing down that order.
 """
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 __all__ = ["__version__"]
