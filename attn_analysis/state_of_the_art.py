@@ -340,7 +340,8 @@ def kernel_sentence(wins: pd.DataFrame, machine: str = "") -> str:
         parts.append(f"the lead is per call only for {where_text(call_only)}: there its "
                      f"attention kernel is not faster than SDPA's")
     where = f"On the {machine}, of the " if machine else "Of the "
-    return where + f"{len(df)} call-level leads, " + "; ".join(parts) + "."
+    first = where + f"{len(df)} call-level leads, " + parts[0] + "."
+    return first + "".join(f" {p[:1].upper()}{p[1:]}." for p in parts[1:])
 
 
 def machine_slug(machine: str) -> str:
