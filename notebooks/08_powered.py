@@ -17,8 +17,9 @@
 # {glue:text}`pw_counts_sentence:s` {glue:text}`pw_inconclusive_pct`% of the family stays
 # inconclusive. {glue:text}`pw_untimed_sentence:s`
 #
-# The row of the reports' shape is a replication on this run; the answer at that shape is
-# stated in {doc}`06_state_of_the_art`. The run is confirmatory.
+# At the reports' shape these are a replication on run {glue:text}`pw_run:s` (call and
+# kernel level); the answer per GPU model is in {ref}`sota-target`. The run is
+# confirmatory.
 # {glue:text}`pw_plan_sentence:s` Its processes were spread over a host's GPUs in shards,
 # then merged. {glue:text}`pw_decidability:s`
 
@@ -67,6 +68,7 @@ nbs.glue_text("pw_counts_sentence",
 nbs.glue_text("pw_inconclusive_pct", f"{100 * pw.inconclusive_share(counts):.1f}")
 nbs.glue_text("pw_total", str(counts["total"]))
 nbs.glue_text("pw_model", str(first["model"]))
+nbs.glue_text("pw_run", str(first["run"]))
 for verdict in ("faster", "equivalent", "slower", "inconclusive"):
     nbs.glue_text(f"pw_n_{verdict}", str(counts.get(verdict, 0)))
 nbs.glue_text("pw_processes", str(int(first["processes"])))
