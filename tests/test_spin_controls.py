@@ -15,6 +15,7 @@ from attn_analysis import configs
 from attn_analysis.analyse import catalog
 from attn_analysis.configs import Config
 from attn_analysis.measure import candidates as cands
+from attn_analysis.measure import gate
 from attn_analysis.measure import controls
 
 SMALL = Config(2, 2, 64)
@@ -170,15 +171,15 @@ def test_meta_for_labels_spin_controls():
 
 @pytest.fixture
 def counted_reference(monkeypatch):
-    """candidates.reference wrapped to count its calls, with an empty reference cache."""
+    """The gate's reference wrapped to count its calls, with an empty reference cache."""
     calls = []
-    real = cands.reference
+    real = gate.reference
 
     def counting(q, k, v, causal, *args, **kwargs):
         calls.append((tuple(q.shape), causal))
         return real(q, k, v, causal, *args, **kwargs)
-    monkeypatch.setattr(cands, "reference", counting)
-    monkeypatch.setattr(cands, "_last_reference", {})
+    monkeypatch.setattr(gate, "reference", counting)
+    monkeypatch.setattr(gate, "_last_reference", {})
     return calls
 
 
@@ -196,7 +197,7 @@ def test_reference_is_computed_once_per_seed_and_configuration(counted_reference
     assert len(counted_reference) == 2
     cands.check(sdpa, SMALL, "cpu", seed=11, name="sdpa")  # one entry held: recomputed
     assert len(counted_reference) == 3
-    assert len(cands._last_reference) == 1
+    assert len(gate._last_reference) == 1
 
 
 def test_reference_cache_is_keyed_by_configuration_and_layout(counted_reference):
@@ -214,7 +215,7 @@ def test_reference_cache_is_keyed_by_configuration_and_layout(counted_reference)
 def test_cached_reference_gives_the_results_of_a_fresh_one(monkeypatch):
     """A check after the cache holds another seed's reference equals a check from empty."""
     built = cands.build("sdpa", SMALL, "cpu")
-    monkeypatch.setattr(cands, "_last_reference", {})
+    monkeypatch.setattr(gate, "_last_reference", {})
     fresh = cands.check(built, SMALL, "cpu", seed=21)
     cands.check(built, SMALL, "cpu", seed=22)
     again = cands.check(built, SMALL, "cpu", seed=21)
