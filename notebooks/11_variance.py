@@ -301,9 +301,9 @@ tables.show(spd[["gpu", "level", "mode", "n_processes", "speedup", "ci_low", "ci
 # change or unjudge {glue:text}`rb_random:s`.
 
 # %% tags=["remove-input"]
-from matplotlib.figure import Figure
-from attn_analysis import figure_style, record
+from attn_analysis import record
 from attn_analysis.analyse import inventory, robustness as rb
+from attn_analysis.chapters import robustness as robustness_chapter
 
 _inv = inventory.run_inventory(params["runs_dir"])
 _confirm = _inv[_inv["role"] == "confirmatory"]
@@ -350,65 +350,21 @@ tables.show(pd.DataFrame({"analysis": list(_all.index), **_cols}),
             name="tbl-robustness", csv="robustness_counts.csv", full=_verdicts)
 
 # the SM clock, per GPU model: every run above, each comparison's placements paired
-_pairs, _changed, _lost, _to_inc, _judged, _random = [], 0, 0, 0, 0, 0
-for rid, r in _load.items():
-    for lv in ("call", "kernel"):
-        _pairs.append(rb.clock_pairs(r.placements, level=lv).assign(
-            run=rid, level=lv, model=inventory.gpu_model(r.device)))
-    kw = {"kernels": r.kernels} if rid not in TR else {}
-    modes = ("graph",) if rid not in TR else tuple(_recorded_modes(r))
-    cfgs = None if rid not in TR else [cfg]
-    full = comparisons.speedup_table(r.samples, r.placements, mode=modes, configs=cfgs,
-                                     margin=margin, **kw)
-    s2, p2 = rb.drop_low_clock(r.samples, r.placements)
-    cut = comparisons.speedup_table(s2, p2, mode=modes, configs=cfgs, margin=margin,
-                                    n_comparisons=int(full["n_comparisons"].iloc[0]), **kw)
-    ch = rb.verdict_changes(full[full["level"].isin(["call", "kernel"])], cut)
-    # the control: as many placements dropped at random, the clock ignored
-    s3, p3 = rb.drop_random(r.samples, r.placements, len(r.placements) - len(p2))
-    rnd = comparisons.speedup_table(s3, p3, mode=modes, configs=cfgs, margin=margin,
-                                    n_comparisons=int(full["n_comparisons"].iloc[0]), **kw)
-    _random += len(rb.verdict_changes(full[full["level"].isin(["call", "kernel"])], rnd))
-    _judged += int(full["level"].isin(["call", "kernel"]).sum())
-    _changed += int(ch["verdict_after"].notna().sum())
-    _to_inc += int(ch["verdict_after"].map(
-        lambda v: isinstance(v, str) and rb.category(v) == "inconclusive").sum())
-    _lost += int(ch["verdict_after"].isna().sum())
-_pairs = pd.concat(_pairs, ignore_index=True)
+_cs = rb.clock_sensitivity(
+    [(rid, inventory.gpu_model(r.device), r,
+      ("graph",) if rid not in TR else _recorded_modes(r), None if rid not in TR else [cfg],
+      r.kernels if rid not in TR else None) for rid, r in _load.items()], margin=margin)
+_pairs = _cs.pairs
 _slopes = {(m_, lv): rb.clock_slope(d) for (m_, lv), d in _pairs.groupby(["model", "level"])}
 g("rb_clock_range", f"{_pairs['clock_mhz'].min():.0f}–{_pairs['clock_mhz'].max():.0f}")
 g("rb_slopes", "; ".join(f"{m_} {lv} {s.pct_per_100mhz:+.2f} % ({s.low:+.2f} to {s.high:+.2f})"
                          for (m_, lv), s in _slopes.items() if s is not None))
-g("rb_changed", f"{_changed} of {_judged}")
-g("rb_to_inc", str(_to_inc))
-g("rb_random", str(_random))
-g("rb_lost", str(_lost))
+g("rb_changed", f"{_cs.changed} of {_cs.judged}")
+g("rb_to_inc", str(_cs.to_inconclusive))
+g("rb_random", str(_cs.random))
+g("rb_lost", str(_cs.lost))
 g("rb_clock_runs", ", ".join(_load))
-
-import matplotlib
-
-with matplotlib.rc_context(figure_style.STYLE):
-    _models = sorted(_pairs["model"].unique())
-    fig = Figure(figsize=(figure_style.PAGE_WIDTH_IN, 2.4), layout="constrained", dpi=110)
-    axes = fig.subplots(1, len(_models), sharey=True, squeeze=False)[0]
-    for ax, model in zip(axes, _models):
-        for lv, colour in (("call", "#1b9e77"), ("kernel", "#7570b3")):
-            d = _pairs[(_pairs["model"] == model) & (_pairs["level"] == lv)]
-            prof = rb.clock_profile(d)
-            ax.scatter(prof["clock_mhz"] + 15, prof["speedup_pct"], color=colour,
-                       s=4 + 60 * np.sqrt(prof["pairs"] / prof["pairs"].max()),
-                       label=f"{lv} level (bin mean; area: pairs)")
-            s = _slopes.get((model, lv))
-            if s is not None:
-                xs = np.array([s.clock_min, s.clock_max])
-                ax.plot(xs, s.pct_per_100mhz * (xs - d["clock_mhz"].mean()) / 100, "-",
-                        color=colour, lw=1)
-        ax.axhline(0, color="0.6", lw=0.6)
-        ax.set_title(f"{model}: runs {', '.join(sorted(set(_pairs.loc[_pairs['model'] == model, 'run'])))}",
-                     fontsize=7.5, wrap=True)
-        ax.set_xlabel("SM clock of the placement pair (MHz)")
-    axes[0].set_ylabel("speedup about its\ncomparison's mean (%)")
-    figure_style._legend_below(fig, axes)
+fig = robustness_chapter.clock_figure(_pairs, _slopes)
 nbs.glue_figure("fig-clock", fig)
 
 # %% [markdown]

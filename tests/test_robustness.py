@@ -157,3 +157,29 @@ def test_dropping_placements_at_random_drops_as_many():
     assert again.equals(p2)
     with pytest.raises(ValueError, match="`n_drop`"):
         rb.drop_random(samples, pl, len(pl) + 1)
+
+
+def test_clock_sensitivity_counts_the_verdicts_a_clock_cut_changes():
+    """A candidate 5 % faster at every clock keeps its verdict when the low-clock half is
+    dropped (nothing changes, nothing is lost); one whose lead exists only at low clocks
+    (log-time gap 0.04 below the median clock, none above) turns from faster to equivalent."""
+    import types
+
+    def run(pl):
+        samples = pl.assign(sample=0, ms=pl["median_ms"])[
+            ["config", "candidate", "mode", "trial", "placement", "sample", "ms"]]
+        return types.SimpleNamespace(samples=samples, placements=pl)
+    steady = run(_placements())
+    pl = _placements()
+    low = (pl["sm_clock_start_mhz"] < pl["sm_clock_start_mhz"].median())
+    only_low = pl["candidate"].eq("cand")
+    pl.loc[only_low, "median_ms"] *= np.where(low[only_low], np.exp(0.01), np.exp(0.05))
+    clocked = run(pl)
+    cs = rb.clock_sensitivity([("steady", "H100", steady, ("graph",), None, None),
+                               ("clocked", "H200", clocked, ("graph",), None, None)])
+    assert isinstance(cs, rb.ClockSensitivity)
+    # call and kernel level (the placements' kernel_ms) of two runs; only the clocked
+    # run's call level moves (its kernel_ms keep the steady 5 % lead)
+    assert (cs.judged, cs.lost, cs.changed, cs.to_inconclusive) == (4, 0, 1, 0)
+    assert set(cs.pairs["model"]) == {"H100", "H200"}
+    assert set(cs.pairs["level"]) == {"call", "kernel"}

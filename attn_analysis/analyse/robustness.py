@@ -32,13 +32,14 @@ import pandas as pd
 
 from .. import _validate
 from ..configs import BASELINE
-from . import simulation, stats
+from . import comparisons, simulation, stats
 from .intervals import RatioCI
 from .margin import DEFAULT_MARGIN, margin_iv
 
 __all__ = ["ANALYSES", "BOOK", "CATEGORIES", "category", "alternative_verdicts",
            "verdict_counts", "count_ranges", "CLOCK_COLUMNS", "clock_pairs", "ClockSlope",
-           "clock_slope", "clock_profile", "drop_low_clock", "drop_random", "verdict_changes"]
+           "clock_slope", "clock_profile", "drop_low_clock", "drop_random", "verdict_changes",
+           "ClockSensitivity", "clock_sensitivity"]
 
 BOOK = "process-t, Bonferroni over the run"
 ANALYSES = (BOOK, "each level its own family", "one median per process", "Welch (unpaired)",
@@ -305,3 +306,54 @@ def verdict_changes(before: pd.DataFrame, after: pd.DataFrame) -> pd.DataFrame:
     cat = both["verdict_after"].map(lambda v: category(v) if isinstance(v, str) else None)
     changed = both["verdict_before"].map(category) != cat
     return both[changed].reset_index(drop=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class ClockSensitivity:
+    """How the verdicts of some runs depend on the SM clock of their placements.
+
+    ``pairs``: :func:`clock_pairs` of every run at the call and kernel level (with run,
+    level and model); ``judged``: call- and kernel-level verdicts of the runs as recorded;
+    ``changed``: those whose category differs once each run's placements below its median
+    clock are dropped, ``to_inconclusive`` of them now inconclusive and ``lost`` no longer
+    judgeable; ``random``: verdicts changed (or lost) when as many placements are dropped at
+    random instead, the control that says what dropping alone does."""
+
+    pairs: pd.DataFrame
+    judged: int
+    changed: int
+    to_inconclusive: int
+    lost: int
+    random: int
+
+
+def clock_sensitivity(runs, margin: float = DEFAULT_MARGIN, seed: int = 0) -> ClockSensitivity:
+    """:class:`ClockSensitivity` of ``runs``: an iterable of ``(run_id, model, run, modes,
+    configs, kernels)``, where ``run`` has ``samples`` and ``placements``, ``modes`` the
+    modes judged, ``configs`` the configurations (None: all) and ``kernels`` the kernel
+    table for the kernel level (None: call level only). Each run keeps its own family size
+    when placements are dropped, so only the data change, not the correction."""
+    pairs, judged, changed, to_inc, lost, rnd = [], 0, 0, 0, 0, 0
+    for rid, model, r, modes, configs, kernels in runs:
+        for lv in ("call", "kernel"):
+            pairs.append(clock_pairs(r.placements, level=lv).assign(run=rid, level=lv,
+                                                                      model=model))
+        kw = {} if kernels is None else {"kernels": kernels}
+
+        def table(s, p, m=None):
+            return comparisons.speedup_table(s, p, mode=tuple(modes), configs=configs,
+                                             margin=margin, n_comparisons=m, **kw)
+        full = table(r.samples, r.placements)
+        m = int(full["n_comparisons"].iloc[0])
+        full = full[full["level"].isin(["call", "kernel"])]
+        s2, p2 = drop_low_clock(r.samples, r.placements)
+        ch = verdict_changes(full, table(s2, p2, m))
+        s3, p3 = drop_random(r.samples, r.placements, len(r.placements) - len(p2), seed=seed)
+        rnd += len(verdict_changes(full, table(s3, p3, m)))
+        judged += len(full)
+        changed += int(ch["verdict_after"].notna().sum())
+        to_inc += int(ch["verdict_after"].map(
+            lambda v: isinstance(v, str) and category(v) == "inconclusive").sum())
+        lost += int(ch["verdict_after"].isna().sum())
+    return ClockSensitivity(pd.concat(pairs, ignore_index=True), judged, changed, to_inc,
+                            lost, rnd)
