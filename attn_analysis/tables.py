@@ -269,10 +269,13 @@ def markdown_table(df: pd.DataFrame, caption: str, *, name: str | None = None,
     rule = "| " + " | ".join("---" for _ in shown.columns) + " |"
     body = ["| " + " | ".join(_cell(v) for v in row) + " |"
             for row in cells.itertuples(index=False)]
-    lines = ["```{table} " + _cell(caption)]
+    # A backtick fence's info string may not hold a backtick (CommonMark), so a caption
+    # with inline code gets a tilde fence; otherwise the directive is shown as text.
+    fence = "~~~" if "`" in caption else "```"
+    lines = [f"{fence}{{table}} " + _cell(caption)]
     if name:
         lines.append(f":name: {name}")
-    lines += ["", head, rule, *body, "```"]
+    lines += ["", head, rule, *body, fence]
     text = "\n".join(lines)
     if csv or len(df) > len(shown):
         data = df if full is None else full

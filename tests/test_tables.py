@@ -37,6 +37,11 @@ def test_headers_are_human_with_units():
     assert "of measured matmul rate (%)" in head
     assert "_" not in head  # no snake_case column reaches the page
     assert md.startswith("```{table} Speedups. Device X, run r.\n:name: tbl-x")
+    # a caption with inline code: a backtick fence cannot hold it (the directive was shown
+    # as text and its label undefined, issue 41), so the fence is of tildes
+    code = T.markdown_table(frame(), "Needed: `plan --power`.", name="tbl-y")
+    assert code.startswith("~~~{table} Needed: `plan --power`.\n:name: tbl-y")
+    assert code.split("\n")[-1] == "~~~" or "~~~\n" in code
 
 
 def test_estimate_and_interval_rounded_to_what_the_interval_supports():
