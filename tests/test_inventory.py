@@ -33,6 +33,7 @@ def make_run(runs_dir: Path, name: str, trials, *, plan=None, fingerprint_only=F
     (run / "plan.json").write_text(json.dumps(plan))
     (run / "run.json").write_text(json.dumps({"run_id": name, "plan": plan,
                                               "attn_analysis_version": "9.9.9",
+                                              "code_commit": "abc1234",
                                               "finished_utc": "2026-11-25T00:00:00+00:00"}))
     fps = {}
     for t, (gpu, uuid, start) in enumerate(trials):
@@ -108,6 +109,7 @@ def test_run_table(runs):
     assert r["plan_committed_utc"].isna().all() and r["plan_committed_utc"].iloc[0] is None
     assert r["results_commit"].isna().all()
     assert (r["code_version"] == "9.9.9").all()  # the package version each run recorded
+    assert (r["code_commit"] == "abc1234").all()  # the commit its code came from
 
 
 def test_counts(runs):

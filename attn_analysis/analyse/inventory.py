@@ -44,7 +44,7 @@ _CONTROL = re.compile(r"^sdpa(_twin|_spin\w*)$")
 _GPU_COLUMNS = ["label", "model", "uuid", "runs", "n_runs", "processes", "first_entry_utc"]
 _RUN_COLUMNS = ["run", "model", "gpus", "processes", "placements_per_unit", "samples",
                 "candidates", "configs", "matrix", "protocol", "role", "campaign",
-                "first_entry_utc", "finished_utc", "code_version", "plan_committed_utc",
+                "first_entry_utc", "finished_utc", "code_version", "code_commit", "plan_committed_utc",
                 "results_committed_utc", "results_commit"]
 # The named plans of configs (CAMPAIGN_PLANS, POWERED_PLANS, ...): a run measured with one
 # of them is that campaign's; the pre-registered powered campaigns are confirmatory.
@@ -52,6 +52,7 @@ _CONFIRMATORY_PLANS = ("POWERED_PLANS",)
 
 
 _NULLABLE = ("samples", "matrix", "campaign", "first_entry_utc", "finished_utc", "code_version",
+             "code_commit",
              "plan_committed_utc", "results_committed_utc", "results_commit")
 
 
@@ -231,6 +232,7 @@ def _tables(runs_dir: Path, signature: tuple) -> tuple[pd.DataFrame, pd.DataFram
             "first_entry_utc": min(starts) if starts else None,
             "finished_utc": info.get("finished_utc"),
             "code_version": info.get("attn_analysis_version"),
+            "code_commit": info.get("code_commit"),
             "plan_committed_utc": added.get((name, PLAN), (None,))[0],
             "results_committed_utc": added.get((name, RUN_INFO), (None,))[0],
             "results_commit": added.get((name, RUN_INFO), (None, None))[1]})
@@ -301,6 +303,7 @@ def run_inventory(runs_dir=DEFAULT_RUNS_DIR) -> pd.DataFrame:
     processes, placements_per_unit, samples, candidates and configs (counts), matrix,
     protocol (1 or 2), role, campaign (the configs plan it measured, or None),
     first_entry_utc, finished_utc, code_version (the package version the run recorded),
+    code_commit (the commit its code came from, recorded by runs since 0.3.0, else None),
     plan_committed_utc (the first commit holding its plan.json, or its campaign in
     configs.py if that came first), results_committed_utc and results_commit (time and
     short hash of the commit that added run.json: the measuring code is that commit's

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from .. import __version__
 from .. import _validate, record
+from ..record.code_commit import code_commit
 from . import run_lock
 
 from .plan import (DEFAULT_PLACEMENTS, DEFAULT_TIMING, DEFAULT_TRIALS,
@@ -154,6 +155,7 @@ def run(out_dir, plan: Plan, *, progress: bool = True, max_restarts: int = 3,
     from . import prebuild as _prebuild
     gpus = _gpus_iv(gpus)
     _validate.flag("one_at_a_time", one_at_a_time)
+    code = code_commit()  # before any work: a malformed ATTN_CODE_COMMIT is refused here
     prebuild = _prebuild.wanted(plan, prebuild)
     finished = preflight(out_dir, plan)
     if finished is not None:
@@ -164,7 +166,7 @@ def run(out_dir, plan: Plan, *, progress: bool = True, max_restarts: int = 3,
         try:
             return _run_locked(out_dir, plan, progress=progress, max_restarts=max_restarts,
                                prebuild=prebuild, command_started=command_started, gpus=gpus,
-                               one_at_a_time=one_at_a_time)
+                               one_at_a_time=one_at_a_time, code=code)
         except BaseException:
             discard_if_empty(out_dir, created)
             raise
@@ -184,8 +186,10 @@ def _gpus_iv(gpus) -> tuple:
 
 def _run_locked(out_dir: Path, plan: Plan, *, progress: bool, max_restarts: int,
                 prebuild: bool = False, command_started: float | None = None,
-                gpus: tuple = (), one_at_a_time: bool = False) -> dict:
-    """The body of ``run``, inside the folder's lock."""
+                gpus: tuple = (), one_at_a_time: bool = False, code: dict | None = None
+                ) -> dict:
+    """The body of ``run``, inside the folder's lock; ``code``: the measuring code's commit
+    (:func:`record.code_commit.code_commit`), recorded in run.json."""
     finished = finished_summary(out_dir, plan)  # finalized while we waited for the lock
     if finished is not None:
         return finished
@@ -214,7 +218,7 @@ def _run_locked(out_dir: Path, plan: Plan, *, progress: bool, max_restarts: int,
     if not outcome["ok"]:
         raise SweepError(f"no timing unit recorded a sample ({_counts_text(outcome)}; first "
                          f"reason: {outcome['first_reason']}); {out_dir} is not finalized.")
-    info = {"plan": plan.to_json(), "attn_analysis_version": __version__,
+    info = {"plan": plan.to_json(), "attn_analysis_version": __version__, **(code or {}),
             "finished_utc": _now(), "sweep_wall_s_last_invocation": time.monotonic() - started}
     if prebuilt is not None:
         info["prebuild_last_invocation"] = prebuilt

@@ -70,6 +70,8 @@ def merge(out_dir, shard_dirs) -> Path:
                     timespec="seconds"),
                 "merged_from": [dict(i, shard=i["plan"]["shard"]) for i in
                                 sorted(infos, key=lambda i: i["plan"]["shard"][0])]}
+        commits = {i.get("code_commit") for i in infos}
+        info["code_commit"] = commits.pop() if len(commits) == 1 else None  # shards' own: merged_from
         consolidate.finalize(target, info)
         problems = verify(target)
         if problems:
