@@ -176,6 +176,27 @@ def test_run_decidability_judges_a_recorded_run_at_its_family():
         run, sigmas={"call": 0.0005, "kernel": 0.0005})
 
 
+def test_a_run_of_a_preregistered_plan_is_judged_at_the_registered_family():
+    """The powered run measured configs.POWERED_PLANS['powered-v1-reports'], whose family
+    (m = 120) leaves out its A/A twin: its decidability is said at that m, as 3.7 and
+    ``compare`` judge it, not at the 140 comparisons its candidates would give."""
+    from attn_analysis import configs, record
+    from conftest import ROOT
+    run = record.load(ROOT / "data" / "runs" / "h200-powered-v1-reports")
+    registered = configs.POWERED_PLANS["powered-v1-reports"]["family_size"]
+    assert pw.registered_family(run.info) == registered
+    # every planned candidate but the baseline, the twin included, would give 140
+    planned = pw.family_size(run.samples["config"].nunique(), run.info["plan"]["candidates"])
+    assert planned != registered
+    text = pw.run_decidability(run, sigmas={"call": 0.005, "kernel": 0.005})
+    assert f"family m = {registered}" in text
+    assert pw.registered_family({"plan": {"matrix": "no-such"}}) is None
+    assert pw.registered_family(None) is None
+    # an explicit family wins over the registered one
+    assert "family m = 7" in pw.run_decidability(run, sigmas={"call": 0.005, "kernel": 0.005},
+                                                 family=7)
+
+
 def test_cli_plan_power_prints_the_family_and_the_processes_needed(capsys):
     from conftest import main_here
     done = main_here(capsys, "plan", "--power", "--campaign", "powered-v1-reports",

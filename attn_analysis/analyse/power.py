@@ -35,7 +35,7 @@ from .margin import DEFAULT_MARGIN, margin_iv
 __all__ = ["POWER_GOAL", "EQUIVALENCE_GOAL", "EFFECT_MARGINS", "FAMILY_CONFIDENCE",
            "verdict_rates", "power", "equivalence_rate", "diff_sd", "processes_needed",
            "paired_components", "family_sigma", "LevelDesign", "design_report",
-           "decidability_text"]
+           "decidability_text", "registered_family"]
 
 POWER_GOAL = 0.80  # power against a candidate EFFECT_MARGINS margins faster
 EQUIVALENCE_GOAL = 0.90  # the A/A twin called "equivalent"
@@ -374,13 +374,30 @@ def plan_decidability(n_configs: int, candidates, processes: int, sigmas: dict,
     return m, report, decidability_text(report, margin)
 
 
+def registered_family(info) -> int | None:
+    """The family m that the configs plan of a run's ``info`` (its run.json: ``plan``)
+    pre-registered (``family_size`` of e.g. ``configs.POWERED_PLANS``), or None."""
+    from .inventory import campaign_of  # inventory reads configs' plan tables
+    plan = (info or {}).get("plan") or {}
+    found = campaign_of(plan) if plan else None
+    if found is None:
+        return None
+    from .. import configs
+    size = getattr(configs, found[0])[found[1]].get("family_size")
+    return None if size is None else int(size)
+
+
 def run_decidability(run, sigmas: dict | None = None, baseline: str = "sdpa",
                      levels=("call", "kernel"), family: int | None = None,
                      margin: float = DEFAULT_MARGIN) -> str:
     """Whether a recorded run's design can decide at its own family: the notebooks call
-    this beside a run's verdicts. The family is every comparison with ``baseline`` in
-    the run at ``levels`` (or ``family``); the SDs are ``sigmas`` or, by default, the
-    recorded design SDs for the run's GPU model (:func:`load_design_sigmas`)."""
+    this beside a run's verdicts. The family is ``family``, else the ``family_size`` that
+    the configs plan the run measured pre-registered (:func:`registered_family`: its A/A
+    twin is judged at that m but is no member), else every comparison with ``baseline``
+    in the run at ``levels``; the SDs are ``sigmas`` or, by default, the recorded design
+    SDs for the run's GPU model (:func:`load_design_sigmas`)."""
+    if family is None:
+        family = registered_family(getattr(run, "info", None))
     s = run.samples
     configs = s["config"].nunique()
     candidates = sorted(s["candidate"].unique())
