@@ -69,8 +69,8 @@ nbs.glue_text("pw_inconclusive_pct", f"{100 * pw.inconclusive_share(counts):.1f}
 nbs.glue_text("pw_total", str(counts["total"]))
 nbs.glue_text("pw_model", str(first["model"]))
 nbs.glue_text("pw_run", str(first["run"]))
-for verdict in ("faster", "equivalent", "slower", "inconclusive"):
-    nbs.glue_text(f"pw_n_{verdict}", str(counts.get(verdict, 0)))
+for verdict, n in pw.headline_counts(counts).items():  # the abstract's four, summing to the total
+    nbs.glue_text(f"pw_n_{verdict}", str(n))
 nbs.glue_text("pw_processes", str(int(first["processes"])))
 nbs.glue_text("pw_gpus", inventory.compact_labels(first["gpus"]))
 nbs.glue_text("pw_plan_sentence", pw.plan_sentence(first))

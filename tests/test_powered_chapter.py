@@ -99,3 +99,17 @@ def test_speedup_display_marks_each_level():
     assert row["x"] == "1.000▲ -" and row["y"] == "- 1.000▼" and row["z"] == "1.000≈ -"
     with pytest.raises(ValueError, match="mark"):
         pw.speedup_display(t.assign(verdict="maybe"))
+def test_headline_counts_fold_the_verdicts_into_four_that_sum_to_the_total():
+    """The abstract says faster / equivalent / slower / inconclusive of the total: the
+    within-margin verdicts are equivalent and 'undecided' inconclusive (3.7's run: 10, 21,
+    63, 6 of 100 where the page lists seven verdicts)."""
+    from attn_analysis.analyse.stats import Verdict as V
+    counts = {V.SLOWER.value: 63, V.EQUIVALENT.value: 18, V.FASTER.value: 10,
+              V.INCONCLUSIVE.value: 5, V.SLOWER_WITHIN_MARGIN.value: 2,
+              V.FASTER_WITHIN_MARGIN.value: 1, V.UNDECIDED.value: 1, "total": 100}
+    assert pw.headline_counts(counts) == {"equivalent": 21, "faster": 10, "slower": 63,
+                                          "inconclusive": 6}
+    with pytest.raises(ValueError, match="`counts`"):
+        pw.headline_counts({V.SLOWER.value: 3})
+    with pytest.raises(ValueError, match="sum"):
+        pw.headline_counts({V.SLOWER.value: 3, "total": 4})

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..analyse import comparisons
+from ..analyse import comparisons, robustness
 from ..analyse.stats import Verdict
 from ..configs import BASELINE
 
-__all__ = ["LEVELS", "MARKS", "family_table", "verdict_counts", "counts_sentence",
+__all__ = ["LEVELS", "MARKS", "family_table", "verdict_counts", "headline_counts", "counts_sentence",
            "inconclusive_share", "decidability_sentence", "plan_sentence", "speedup_display", "neighbours_sentence"]
 
 LEVELS = ("call", "kernel")
@@ -62,6 +62,21 @@ def verdict_counts(table: pd.DataFrame, candidates=None) -> dict:
     out = {str(k): int(v) for k, v in counts.items()}
     out["total"] = int(len(t))
     return out
+
+
+def headline_counts(counts: dict) -> dict:
+    """:func:`verdict_counts` folded into the four headline categories of
+    :data:`robustness.CATEGORIES` (a verdict within the margin is equivalent, one undecided
+    at the precision inconclusive), which sum to the total: what the abstract states."""
+    if "total" not in counts:
+        raise ValueError("`counts` must hold 'total' (from verdict_counts).")
+    heads = {c: 0 for c in robustness.CATEGORIES}
+    for verdict, n in counts.items():
+        if verdict != "total":
+            heads[robustness.category(verdict)] += int(n)
+    if sum(heads.values()) != counts["total"]:
+        raise ValueError(f"`counts` do not sum to their total: {counts!r}.")
+    return heads
 
 
 def counts_sentence(counts: dict) -> str:
