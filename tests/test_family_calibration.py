@@ -132,3 +132,25 @@ def test_used_designs_take_each_runs_family_as_its_chapter_forms_it():
                                    candidates=sorted(run.samples["candidate"].unique()))
     if sig:
         assert as_target["need_call"] == power.processes_needed(sig["call"], as_target["m"])
+
+
+def test_used_designs_judge_a_pre_registered_run_at_its_registered_family():
+    """Appendix B judges the powered run at the family 3.7 judges it in (its plan's
+    family_size, 120), not at every level's comparisons (180 with the attention level)."""
+    from pathlib import Path
+    from attn_analysis import record
+    from attn_analysis.chapters import design_calibration as ch
+    runs_dir = Path(__file__).resolve().parents[1] / "data" / "runs"
+    rid = "h200-powered-v1-reports"
+    if not (runs_dir / rid).is_dir():
+        pytest.skip(f"recorded run {rid} absent")
+    run = record.load(runs_dir / rid)
+    m = power.registered_family(run.info)
+    assert m is not None
+    assert ch.used_designs([run]).iloc[0]["m"] == m
+    assert m != len(comparisons_plan(run))
+
+
+def comparisons_plan(run):
+    from attn_analysis.analyse import comparisons
+    return comparisons.plan_comparisons(run.samples, run.placements, kernels=run.kernels)[0]

@@ -148,7 +148,8 @@ def used_designs(runs, target_runs=()) -> pd.DataFrame:
     """The designs the results chapters judge their verdicts with: per loaded run of
     ``runs``, its GPU model, the family m its chapter forms (for a run in
     ``target_runs``, the fixed-shape chapter's :func:`comparisons.target_family` at the
-    target; else the whole run at the call, kernel and attention levels, as the
+    target; for a run of a pre-registered plan, the plan's family
+    (:func:`power.registered_family`, as the powered chapter judges it); else the whole run at the call, kernel and attention levels, as the
     state-of-the-art and powered chapters judge a run), its processes, and the processes
     ``plan --power`` asks at that m per level (:func:`design_calibration.needed_processes`
     of the recorded design SDs for its model, shapes and candidates; None where none are
@@ -156,7 +157,10 @@ def used_designs(runs, target_runs=()) -> pd.DataFrame:
     rows = []
     for run in runs:
         s = run.samples
-        if run.run_id in tuple(target_runs):
+        registered = power.registered_family(getattr(run, "info", None))
+        if registered is not None:  # a pre-registered plan's family, as 3.7 judges it
+            m = registered
+        elif run.run_id in tuple(target_runs):
             m = int(comparisons.target_family(run, TARGET.key)["n_comparisons"].iloc[0])
         else:
             m = len(comparisons.plan_comparisons(s, run.placements, kernels=run.kernels)[0])
