@@ -398,9 +398,9 @@ def claim_sentences(target_best: dict, wins: pd.DataFrame) -> dict:
     beaten = sorted(m for m, b in target_best.items() if b["winner_verdict"] != "baseline")
     held = sorted(m for m in target_best if m not in beaten)
     if not beaten:
-        target = f"At the reports' own shape the claim holds on every GPU we measured ({', '.join(held)})."
+        target = f"At the reports' own shape the claim holds on every GPU that ran it in the state-of-the-art runs ({', '.join(held)})."
     elif not held:
-        target = f"At the reports' own shape the claim fails on every GPU we measured ({', '.join(beaten)})."
+        target = f"At the reports' own shape the claim fails on every GPU that ran it in the state-of-the-art runs ({', '.join(beaten)})."
     else:
         target = (f"At the reports' own shape the claim holds on {', '.join(held)} and fails on "
                   f"{', '.join(beaten)}.")

@@ -103,7 +103,7 @@ def test_claim_sentences_follow_the_data(table):
     assert answer["general"].startswith("It does not hold in general")
     base = {"H200 a": {"winner_verdict": "baseline"}}
     answer = sota.claim_sentences(base, wins.assign(n_faster=0))
-    assert "holds on every GPU we measured (H200 a)" in answer["target"]
+    assert "holds on every GPU that ran it in the state-of-the-art runs (H200 a)" in answer["target"]
     assert answer["general"].startswith("No custom kernel beats SDPA")
 
 
