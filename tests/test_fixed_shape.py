@@ -72,6 +72,10 @@ def test_twin_sentence_and_k_range():
         "the A/A twin is slower, speedup 1.000 (family-wise interval 0.990–1.010)")
     assert fx.twin_sentence(t.drop(index="sdpa_twin")) == "the run has no A/A twin"
     assert fx.k_range(pd.DataFrame({"k_min": [2, 3], "k_max": [5, 4]})) == "2–5"
+    assert fx.k_versus("1–21", "1–21") == "1–21, the same range as the lead run"
+    assert fx.k_versus("1–9", "1–21") == "1–9, against 1–21 in the lead run"
+    with pytest.raises(ValueError, match="`lead`"):
+        fx.k_versus("1–9", "")
 
 
 def test_replication_join_keeps_the_common_candidates_without_the_baseline():
@@ -131,6 +135,11 @@ def test_reports_sentence_words_each_outcome():
     assert "2 of the 2 pairs" in reports_sentence(5, 2, 2) and "are among them" in \
         reports_sentence(5, 2, 2)
     assert "The one pair" in reports_sentence(1, 0, 1)
+    named = reports_sentence(3, 0, 2, names=["eager_compiled", "sdpa_cudnn"])
+    assert "None of the 2 pairs (eager_compiled, sdpa_cudnn) our interval" in named
+    assert "The one pair (a) our" in reports_sentence(1, 0, 1, names=["a"])
+    with pytest.raises(ValueError, match="`names`"):
+        reports_sentence(3, 0, 2, names=["a"])
     with pytest.raises(ValueError, match="`n_sig_equivalent`"):
         reports_sentence(1, 2, 2)
     with pytest.raises(ValueError, match="`n_equivalent`"):

@@ -186,15 +186,31 @@ def k_range(k: pd.DataFrame) -> str:
     return f"{int(k['k_min'].min())}–{int(k['k_max'].max())}"
 
 
-def reports_sentence(n_significant: int, n_sig_equivalent: int, n_equivalent: int) -> str:
+def k_versus(replication: str, lead: str) -> str:
+    """The replication's calls per replay beside the lead run's (both :func:`k_range`
+    strings), said once where they are the same range."""
+    for name, v in (("replication", replication), ("lead", lead)):
+        if not isinstance(v, str) or not v:
+            raise ValueError(f"`{name}` must be a non-empty k range; got {v!r}.")
+    return (f"{replication}, the same range as the lead run" if replication == lead
+            else f"{replication}, against {lead} in the lead run")
+
+
+def reports_sentence(n_significant: int, n_sig_equivalent: int, n_equivalent: int,
+                     names: list | None = None) -> str:
     """What the reports' test says on real pairs, worded for each outcome: how many
     differences it calls significant, and how many of the pairs our interval shows
     equivalent within the margin it calls significant (never "0 of 0", and no "among them"
-    where there is nothing among)."""
+    where there is nothing among). ``names``, the equivalent candidates, are named after
+    the count so a reader can match it to the verdict table (which also lists the A/A
+    twin, no real pair)."""
     for name, v in (("n_significant", n_significant), ("n_sig_equivalent", n_sig_equivalent),
                     ("n_equivalent", n_equivalent)):
         if not isinstance(v, (int, np.integer)) or v < 0:
             raise ValueError(f"`{name}` must be a count; got {v!r}.")
+    if names is not None and len(names) != n_equivalent:
+        raise ValueError(f"`names` must list the {n_equivalent} equivalent candidates; "
+                         f"got {names!r}.")
     if n_sig_equivalent > min(n_equivalent, n_significant):
         raise ValueError("`n_sig_equivalent` must not exceed `n_equivalent` or "
                          "`n_significant`.")
@@ -206,10 +222,12 @@ def reports_sentence(n_significant: int, n_sig_equivalent: int, n_equivalent: in
     if n_equivalent == 0:
         return first + " Our interval shows no pair equivalent within the margin."
     eq = "pair" if n_equivalent == 1 else "pairs"
+    if names:
+        eq += f" ({', '.join(map(str, names))})"
     if n_sig_equivalent == 0:
         return (first + f" None of the {n_equivalent} {eq} our interval shows equivalent "
                 f"within the margin is among them." if n_equivalent > 1 else
-                first + " The one pair our interval shows equivalent within the margin is "
+                first + f" The one {eq} our interval shows equivalent within the margin is "
                 "not among them.")
     return (first + f" {n_sig_equivalent} of the {n_equivalent} {eq} our interval shows "
             f"equivalent within the margin {'is' if n_sig_equivalent == 1 else 'are'} among "
