@@ -70,9 +70,9 @@ g("var_label", label)
 g("var_d_runs", d_names)
 g("var_t_runs", t_names)
 g("var_cfg", cfg_short)
-g("var_gpus", " and ".join(gpu_names))
+g("var_gpus", " and ".join(sorted(gpu_names)))
 g("var_n_gpus", len(gpus))
-g("var_machine_df", len(gpus) - 1)
+g("var_machine_df", f"{len(gpus) - 1} degree{'' if len(gpus) == 2 else 's'} of freedom")
 
 # the decomposition, call level in the runs' mode(s), kernel level once per placement
 comp = variance.decompose(DP, DS)
@@ -251,7 +251,7 @@ tables.show(shown[cols],
 #
 # Between the GPUs, `sdpa`'s machine component is {glue:text}`var_sdpa_call_machine:.2%`
 # per call; the median over all cells is {glue:text}`var_machine_median:.2%`. It rests on
-# {glue:text}`var_machine_df:d` degree(s) of freedom: it says whether these GPUs differed,
+# {glue:text}`var_machine_df:s`: it says whether these GPUs differed,
 # not how GPUs of a model differ in general.
 #
 # ## `eager_compiled` under randomized placement
@@ -278,12 +278,13 @@ tables.show(spd[["gpu", "level", "mode", "n_processes", "speedup", "ci_low", "ci
 # %% [markdown]
 # ## What the components say about the design
 #
-# From the components (`variance.log_speedup_se`), the design used (P =
-# {glue:text}`var_p_used:d`, M = {glue:text}`var_m_used:d`, N = {glue:text}`var_n_used:d`)
-# gives a standard error of the log speedup of {glue:text}`var_se_used:.2%` for
-# {glue:text}`var_cost_used:.0f` s of device time; one placement per process,
-# {glue:text}`var_se_one:.2%` for {glue:text}`var_cost_one:.0f` s. A process costs as much as
-# {glue:text}`var_proc_in_places:.0f` placements: placements buy precision cheaply, but only
+# From the components of runs {glue:text}`var_d_runs:s` (`variance.log_speedup_se`), the
+# design used (P = {glue:text}`var_p_used:d`, M = {glue:text}`var_m_used:d`, N =
+# {glue:text}`var_n_used:d`) has a standard error of the log speedup of
+# {glue:text}`var_se_used:.2%`. It costs {glue:text}`var_cost_used:.0f` s of device time.
+# One placement per process gives {glue:text}`var_se_one:.2%` in
+# {glue:text}`var_cost_one:.0f` s. Starting one process costs the time of
+# {glue:text}`var_proc_in_places:.0f` placements. Placements buy precision cheaply; only
 # processes give the interval degrees of freedom.
 
 
@@ -293,8 +294,8 @@ tables.show(spd[["gpu", "level", "mode", "n_processes", "speedup", "ci_low", "ci
 #
 # Under the other analyses this package implements, no verdict count of the headline runs
 # ({glue:text}`rb_runs:s`) moves by more than {glue:text}`rb_spread:s`
-# ({glue:text}`rb_spread_where:s`; {numref}`tbl-robustness`). The SM clock ranged over
-# {glue:text}`rb_clock_range:s` MHz. Per 100 MHz the speedup moved by
+# ({glue:text}`rb_spread_where:s`; {numref}`tbl-robustness`). In runs
+# {glue:text}`rb_clock_runs:s`, the SM clock ranged over {glue:text}`rb_clock_range:s`. Per 100 MHz the speedup moved by
 # {glue:text}`rb_slopes:s` ({numref}`fig-clock`). Dropping placements below each run's
 # median clock changes {glue:text}`rb_changed:s` verdicts ({glue:text}`rb_to_inc:s` to
 # inconclusive) and leaves {glue:text}`rb_lost:s` unjudged; as many dropped at random
@@ -318,23 +319,26 @@ def _recorded_modes(r):
         have - {"graph", "per_call", "cold_l2"})
 
 
-# Each headline run in its chapter's family: 3.7's whole run (call, kernel, attention),
-# 3.1's target family (every mode per call, and per kernel); counted where the chapters
-# count (3.7: call and kernel; 3.1: graph mode per call, and per kernel).
+# Each headline run in its chapter's family: 3.7's pre-registered family (call and kernel
+# levels, m = power.registered_family), 3.1's target family (every mode per call, and per
+# kernel); counted where the chapters count (3.7: call and kernel; 3.1: graph mode per
+# call, and per kernel).
+from attn_analysis.analyse.power import registered_family
 _head = {rid: comparisons.plan_comparisons(_load[rid].samples, _load[rid].placements,
-                                           modes=("graph",), kernels=_load[rid].kernels)[0]
-         for rid in _powered}
+                                           modes=("graph",))[0] for rid in _powered}
+_fam = {rid: registered_family(_load[rid].info) or len(_head[rid]) for rid in _powered}
 _head.update({rid: comparisons.plan_comparisons(r.samples, r.placements,
                                                 modes=_recorded_modes(r), configs=[cfg])[0]
               for rid, r in TR.items()})
+_fam.update({rid: len(_head[rid]) for rid in TR})
 _verdicts = pd.concat([rb.alternative_verdicts(
-    plan, margin=margin, n_resamples=n_resamples,
+    plan, family=_fam[rid], margin=margin, n_resamples=n_resamples,
     keep=lambda c, k, lv, m: lv == "kernel" or (lv == "call" and m == "graph")).assign(run=rid)
     for rid, plan in _head.items()], ignore_index=True)
 _cols = {}
 for rid in _head:
     c = rb.verdict_counts(_verdicts[_verdicts["run"] == rid])
-    _cols[f"{rid} (m = {len(_head[rid])})"] = [
+    _cols[f"{rid} (m = {_fam[rid]})"] = [
         "/".join(str(int(v)) for v in row) for row in c[list(rb.CATEGORIES)].to_numpy()]
 _all = rb.verdict_counts(_verdicts[_verdicts["run"] == next(iter(_head))])
 # the largest move of any count of any headline run between analyses, and where
@@ -345,18 +349,23 @@ g("rb_spread", str(_hi - _lo))
 g("rb_spread_where", f"{_mcat}, {_lo}–{_hi} in {_mrid}")
 g("rb_runs", ", ".join(_head))
 tables.show(pd.DataFrame({"analysis": list(_all.index), **_cols}),
-            "Verdicts (equivalent/faster/slower/inconclusive) of each headline run, "
-            "call and kernel level, under each analysis; Bonferroni over the run's m.",
+            "Verdicts (equivalent/faster/slower/inconclusive) of each headline run under "
+            "each analysis; Bonferroni over the run's family m. Powered run: call and "
+            "kernel level, every candidate and the A/A twin, m pre-registered. Target "
+            "runs: graph mode per call and per kernel; their m also holds the other "
+            "timing modes per call.",
             name="tbl-robustness", csv="robustness_counts.csv", full=_verdicts)
 
 # the SM clock, per GPU model: every run above, each comparison's placements paired
 _cs = rb.clock_sensitivity(
     [(rid, inventory.gpu_model(r.device), r,
       ("graph",) if rid not in TR else _recorded_modes(r), None if rid not in TR else [cfg],
-      r.kernels if rid not in TR else None) for rid, r in _load.items()], margin=margin)
+      r.kernels if rid not in TR and rid not in _fam else None) for rid, r in _load.items()],
+    margin=margin)
 _pairs = _cs.pairs
 _slopes = {(m_, lv): rb.clock_slope(d) for (m_, lv), d in _pairs.groupby(["model", "level"])}
-g("rb_clock_range", f"{_pairs['clock_mhz'].min():.0f}–{_pairs['clock_mhz'].max():.0f}")
+g("rb_clock_range", "; ".join(f"{m_} {d.min():.0f}–{d.max():.0f} MHz"
+                               for m_, d in _pairs.groupby("model")["clock_mhz"]))
 g("rb_slopes", "; ".join(f"{m_} {lv} {s.pct_per_100mhz:+.2f} % ({s.low:+.2f} to {s.high:+.2f})"
                          for (m_, lv), s in _slopes.items() if s is not None))
 g("rb_changed", f"{_cs.changed} of {_cs.judged}")

@@ -183,3 +183,28 @@ def test_clock_sensitivity_counts_the_verdicts_a_clock_cut_changes():
     assert (cs.judged, cs.lost, cs.changed, cs.to_inconclusive) == (4, 0, 1, 0)
     assert set(cs.pairs["model"]) == {"H100", "H200"}
     assert set(cs.pairs["level"]) == {"call", "kernel"}
+
+
+def test_the_book_row_of_the_powered_run_reproduces_the_powered_chapter():
+    """Appendix A judges the powered run as 3.7 does: call and kernel level, at its
+    registered family (not with the attention level, m = 180), so the book's analysis row
+    gives 3.7's counts, candidates and A/A twin together, in the headline categories."""
+    from pathlib import Path
+
+    from attn_analysis import configs, record
+    from attn_analysis.analyse import comparisons, power
+    from attn_analysis.chapters import powered as pw
+
+    run_dir = Path(__file__).resolve().parents[1] / "data" / "runs" / "h200-powered-v1-reports"
+    if not run_dir.is_dir():
+        pytest.skip("the powered run is not recorded in this checkout")
+    run = record.load(run_dir)
+    m = power.registered_family(run.info)
+    plan = comparisons.plan_comparisons(run.samples, run.placements, modes=("graph",))[0]
+    got = rb.verdict_counts(rb.alternative_verdicts(plan, family=m, margin=0.02,
+                                                    analyses=(rb.BOOK,))).iloc[0]
+    page = pw.family_table(run, configs.POWERED_PLANS["powered-v1-reports"], margin=0.02,
+                           n_resamples=2000)
+    want = pw.headline_counts(pw.verdict_counts(page))
+    assert m == int(page["n_comparisons"].iloc[0])
+    assert {c: int(got[c]) for c in rb.CATEGORIES} == want
