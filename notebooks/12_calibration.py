@@ -149,7 +149,7 @@ nbs.glue_text("cal2_fp_bound", (
 # {glue:text}`cal2_reps:d` replications** ({glue:text}`cal2_fp_bound:s`). The smallest
 # positive control, {glue:text}`cal2_small:s`, is slower by
 # {glue:text}`cal2_sdpa_spin0_slowdown_pct:.1f` % per call. The design called it slower
-# beyond the margin in a share {glue:text}`cal2_sdpa_spin0_power:.2f` of replications. The
+# beyond the margin in {glue:text}`cal2_sdpa_spin0_power:.0%` of replications. The
 # interval held each control's true speedup in {glue:text}`cal2_cov:.1%` of replications.
 # The kernel level was not calibrated in these runs; the next sections do it.
 #
@@ -283,8 +283,8 @@ else:
 # {glue:text}`cal3_choice_kernel:s` at the kernel level, so the design is
 # **{glue:text}`cal3_choice:s`** processes. Two processes find the largest control only
 # {glue:text}`cal3_power_k2:s` of the time. A kernel-level difference of one margin stays
-# hard to detect ({glue:text}`cal3_kernel_one:s`). At the chosen design the A/A twin was
-# given a difference beyond the margin in {glue:text}`cal3_aa_beyond:s`.
+# hard to detect ({glue:text}`cal3_kernel_one:s`). How often did the chosen design give the
+# A/A twin a difference beyond the margin? {glue:text}`cal3_aa_beyond:s`
 
 # %% tags=["remove-cell"]
 from attn_analysis import audit_plots

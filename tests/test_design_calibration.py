@@ -169,8 +169,11 @@ def test_the_chapter_pools_a_models_runs_and_puts_the_rates_in_words():
                and t.count("/6)") == 2 for t in near)
     beyond = cal.pick("kernel", 4, "aa", "beyond margin")
     assert len(beyond) == 1 and texts["cal3_aa_beyond"].startswith(
-        f"{int(cal.pick('call', 4, 'aa', 'beyond margin')['events'].iloc[0])}/6 at the call "
-        f"level and {int(beyond['events'].iloc[0])}/6 at the kernel level (95 % upper bounds ")
+        f"On the H100 (GPUs aaaaaaaa, bbbbbbbb): "
+        f"{int(cal.pick('call', 4, 'aa', 'beyond margin')['events'].iloc[0])}/6 per call "
+        f"and {int(beyond['events'].iloc[0])}/6 per kernel (95 % upper bound at most ")
+    assert texts["cal3_aa_beyond"].endswith(").")
+    assert "margins on the H100 (GPUs" in texts["cal3_power_k2"]
     assert texts["cal3_seeds"] == "on the H100 (GPUs aaaaaaaa, bbbbbbbb), 24 of 24"
     table, sentence = chapter.spread_table(cal)
     assert table["processes start"].tolist() == ["spawn", "forkserver"]

@@ -85,8 +85,8 @@ def design_texts(cal: DesignCalibration) -> dict:
         "cal3_choice": str(cal.choice) if cal.choice else "none of the designs compared",
         "cal3_choice_call": str(cal.by_level["call"] or NO_CHOICE),
         "cal3_choice_kernel": str(cal.by_level["kernel"] or NO_CHOICE),
-        "cal3_power_k2": ", ".join(f"{r.rate:.0%} ({r.device}, {r.size_margins:.1f} margins)"
-                                   for r in big.itertuples()),
+        "cal3_power_k2": "; ".join(f"{r.rate:.0%} at {r.size_margins:.1f} margins on the "
+                                   f"{r.device}" for r in big.itertuples()),
         "cal3_cov_k2": f"{cov['rate'].min():.0%} to {cov['rate'].max():.0%}",
         "cal3_kernel_one": "; ".join(
             f"{r.candidate}, {r.size_margins:.1f} margins, called slower in {int(r.events)} "
@@ -102,10 +102,10 @@ def design_texts(cal: DesignCalibration) -> dict:
                 f"{r.rate:.0%} at {r.size_margins:.2f} margins ({r.candidate}, "
                 f"{int(r.events)}/{int(r.n)})" for r in _bracket(g).itertuples())
             for (level, device), g in power.groupby(["level", "device"], sort=True)),
-        "cal3_aa_beyond": "; ".join(
-            f"{int(c.events)}/{int(c.n)} at the call level and {int(kr.events)}/{int(kr.n)} "
-            f"at the kernel level (95 % upper bounds {c.ci_high:.2%} and {kr.ci_high:.2%}) "
-            f"on the {c.device}"
+        "cal3_aa_beyond": " ".join(  # one sentence per GPU model
+            f"On the {c.device}: {int(c.events)}/{int(c.n)} per call and "
+            f"{int(kr.events)}/{int(kr.n)} per kernel (95 % upper bound at most "
+            f"{max(c.ci_high, kr.ci_high):.1%})."
             for c, kr in zip(*aa_by_level("beyond margin"))),
         "cal3_twin_truth": ", ".join(f"{r.slowdown:.4f} ({r.device})" for r in twin.itertuples()),
         "cal3_kmax": max(cal.ks),
