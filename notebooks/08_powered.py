@@ -14,12 +14,12 @@
 # %% [markdown]
 # # 3.7 The reports' matrix, decided
 #
-# {glue:text}`pw_counts_sentence:s` {glue:text}`pw_inconclusive_pct`% of the family stays
-# inconclusive. {glue:text}`pw_untimed_sentence:s`
+# {glue:text}`pw_counts_sentence:s` So {glue:text}`pw_n_inconclusive:s` of the
+# {glue:text}`pw_total:s` candidate comparisons stay inconclusive.
+# {glue:text}`pw_untimed_sentence:s`
 #
-# At the reports' shape these are a replication on run {glue:text}`pw_run:s` (call and
-# kernel level); the answer per GPU model is in {ref}`sota-target`. The run is
-# confirmatory.
+# Run {glue:text}`pw_run:s` is confirmatory. At the reports' shape it replicates, at the call
+# and kernel levels, the answer per GPU model of {ref}`sota-target`.
 # {glue:text}`pw_plan_sentence:s` Its processes were spread over a host's GPUs in shards,
 # then merged. {glue:text}`pw_decidability:s`
 
