@@ -60,7 +60,7 @@ published = pd.read_csv(root / "data/reference/fa3_published.csv")
 pub = published.set_index("quantity")
 nbs.glue_text("pr_runs", ", ".join(chosen))
 nbs.glue_text("pr_crossover_sentence", pr.crossover_sentence(ncu))
-nbs.glue_text("pr_crossover_lead", pr.crossover_lead(ncu))
+nbs.glue_text("pr_crossover_lead", pr.crossover_lead(ncu, float(params["margin"])))
 top = rate.sort_values("fraction_of_peak", ascending=False).iloc[0]
 nbs.glue_text("pr_top_rate", f"{top.tflops:.0f} TFLOP/s ({100 * top.fraction_of_peak:.0f}% of "
               f"the {top.gpu}'s peak, {top.candidate} at {top.config})")

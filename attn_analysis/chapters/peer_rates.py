@@ -121,17 +121,27 @@ def _waves(w: float) -> str:
 _NAMES = {"sdpa_cudnn": "cuDNN", "fa4": "FA4", "fa3": "FA3"}
 
 
-def crossover_lead(frame: pd.DataFrame) -> str:
-    """The fastest profiled kernel per GPU and sequence length, each GPU named once: 'On
-    the NVIDIA H200, the fastest profiled kernel is cuDNN at S = 512 and FA4 at S = 2048.'"""
+def crossover_lead(frame: pd.DataFrame, tie: float) -> str:
+    """The fastest profiled kernel per GPU and shape, each GPU named once. Nsight Compute
+    gives one time per kernel and no interval, so kernels within ``tie`` (a fraction, the
+    chapter's margin) of the fastest are called a tie, not ranked: 'On the NVIDIA H200,
+    cuDNN is fastest at B32-H8-S512-D64-fp16; FA4 and FA3 tie within ±2% at ...'."""
     if frame.empty:
         raise ValueError("`frame` must hold at least one kernel.")
-    best = frame.sort_values("time_us").groupby(["gpu", "seq_len"]).first().reset_index()
+    if not isinstance(tie, float) or not 0 <= tie < 1:
+        raise ValueError(f"`tie` must be a float in [0, 1); got {tie!r}.")
     parts = []
-    for gpu, g in best.groupby("gpu", sort=True):
-        wins = [f"{_NAMES.get(c, c)} at S = {s}" for c, s in zip(g["candidate"], g["seq_len"])]
-        joined = wins[0] if len(wins) == 1 else ", ".join(wins[:-1]) + " and " + wins[-1]
-        parts.append(f"On the {gpu}, the fastest profiled kernel is {joined}.")
+    for gpu, g in frame.groupby("gpu", sort=True):
+        fastest, tied = [], []
+        for config, c in g.groupby("config", sort=False):
+            c = c.sort_values("time_us")
+            near = c[c["time_us"] <= c["time_us"].iloc[0] * (1 + tie)]
+            names = [_NAMES.get(x, x) for x in near["candidate"]]
+            if len(names) == 1:
+                fastest.append(f"{names[0]} is fastest at {config}")
+            else:
+                tied.append(f"{' and '.join(names)} tie within ±{tie:.0%} at {config}")
+        parts.append(f"On the {gpu}, " + "; ".join(fastest + tied) + ".")
     return " ".join(parts)
 
 
