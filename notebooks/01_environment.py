@@ -109,7 +109,8 @@ nbs.glue_text("env_bug_tf32_after", str(bool(tf32_after)))
 nbs.glue_text("env_torch", torch.__version__)
 
 # %% [markdown]
-# With PyTorch {glue:text}`env_torch:s`, `allow_tf32` reads
+# With PyTorch {glue:text}`env_torch:s` (the build that executes this book, not the runs'),
+# `allow_tf32` reads
 # {glue:text}`env_bug_tf32_after:s` after the two lines, and `assert_locked()`
 # {glue:text}`env_bug_caught:s`.
 
