@@ -17,11 +17,23 @@ from ..configs import TARGET
 from .phrases import join
 
 __all__ = ["target_summary", "dispatch_sentence", "bshd_sentence", "attention_from_s",
-           "from_s_sentence",
+           "from_s_sentence", "runs_phrase",
            "long_sequence_wins", "LONG_SEQ_LEN"]
 
 LONG_SEQ_LEN = 2048  # "long sequences": four times the reports' S = 512 and beyond
 _EQ = Verdict.EQUIVALENT.value
+
+
+def runs_phrase(tables) -> str:
+    """Which GPU ran which run, for a figure caption: 'H100-a, run h100-sota-target; H200-f,
+    run h200-sota-target' (each GPU and run pair once, sorted), from the ``machine`` and
+    ``run`` columns of comparison tables."""
+    tables = list(tables)
+    if not tables or not all(isinstance(t, pd.DataFrame) and {"machine", "run"} <= set(t)
+                             for t in tables):
+        raise ValueError("`tables` must be comparison tables with `machine` and `run`.")
+    pairs = sorted({(m, r) for t in tables for m, r in zip(t["machine"], t["run"])})
+    return "; ".join(f"{m}, run {r}" for m, r in pairs)
 
 
 def _row(t: pd.DataFrame, cand: str, level: str):
