@@ -278,13 +278,13 @@ tables.show(spd[["gpu", "level", "mode", "n_processes", "speedup", "ci_low", "ci
 # %% [markdown]
 # ## What the components say about the design
 #
-# From the components of runs {glue:text}`var_d_runs:s` (`variance.log_speedup_se`), the
+# By the components of runs {glue:text}`var_d_runs:s` (`variance.log_speedup_se`), the
 # design used (P = {glue:text}`var_p_used:d`, M = {glue:text}`var_m_used:d`, N =
-# {glue:text}`var_n_used:d`) has a standard error of the log speedup of
-# {glue:text}`var_se_used:.2%`. It costs {glue:text}`var_cost_used:.0f` s of device time.
-# One placement per process gives {glue:text}`var_se_one:.2%` in
-# {glue:text}`var_cost_one:.0f` s. Starting one process costs the time of
-# {glue:text}`var_proc_in_places:.0f` placements. Placements buy precision cheaply; only
+# {glue:text}`var_n_used:d`) gives the log speedup a standard error of
+# {glue:text}`var_se_used:.2%` in {glue:text}`var_cost_used:.0f` s of device time. One
+# placement per process gives {glue:text}`var_se_one:.2%` in {glue:text}`var_cost_one:.0f` s.
+# A process start costs as much as {glue:text}`var_proc_in_places:.0f` placements.
+# Placements buy precision cheaply; only
 # processes give the interval degrees of freedom.
 
 
@@ -351,9 +351,8 @@ g("rb_runs", ", ".join(_head))
 tables.show(pd.DataFrame({"analysis": list(_all.index), **_cols}),
             "Verdicts (equivalent/faster/slower/inconclusive) of each headline run under "
             "each analysis; Bonferroni over the run's family m. Powered run: call and "
-            "kernel level, every candidate and the A/A twin, m pre-registered. Target "
-            "runs: graph mode per call and per kernel; their m also holds the other "
-            "timing modes per call.",
+            "kernel level with the A/A twin, m pre-registered. Target runs: graph mode "
+            "per call, and per kernel; their m also holds the other timing modes.",
             name="tbl-robustness", csv="robustness_counts.csv", full=_verdicts)
 
 # the SM clock, per GPU model: every run above, each comparison's placements paired
