@@ -139,6 +139,7 @@ labels = {machine: f"{machine} ({int(t['n_processes'].min())} processes)"
           for machine, t in target_tables.items()}
 shown = {labels[m]: t[t["level"].isin(["call", "kernel"])].assign(candidate=t["label"])
          for m, t in target_tables.items()}
+nbs.glue_text("sa_target_fig_runs", sota_sentences.runs_phrase(target_tables.values()))
 nbs.glue_figure("sa_target_figure", plots.speedup_summary(
     shown, params["margin"], "Every candidate against SDPA at B32 H8 S512 D64 fp16; "
     "each machine's run is one family"))
@@ -148,8 +149,8 @@ nbs.glue_figure("sa_target_figure", plots.speedup_summary(
 # :name: fig-sota-target
 #
 # Speedup of every candidate over SDPA's default dispatch at the reports' shape, per call
-# (left) and per kernel (right), one marker per GPU, with family-wise intervals and the
-# ±{glue:text}`sa_margin:.0%` margin band.
+# (left) and per kernel (right), one marker per GPU ({glue:text}`sa_target_fig_runs:s`),
+# with family-wise intervals and the ±{glue:text}`sa_margin:.0%` margin band.
 # ```
 #
 # :::{div} glued-sentences
@@ -180,7 +181,8 @@ for machine, t in target_tables.items():
 # geometry (S = {glue:text}`sa_long_s:s`). Every shape where they showed a lead went into a
 # confirmatory matrix (`configs.MATRICES["confirm-v1"]`). It ran with
 # {glue:text}`sa_confirm_n_proc:d` processes on a second GPU of each model, one family of
-# {glue:text}`sa_confirm_m:d` comparisons per run ({glue:text}`sa_confirm_runs:s`). Its plan
+# {glue:text}`sa_confirm_m:d` comparisons per run, {glue:text}`sa_confirm_per_level:s`
+# custom-kernel comparisons per level ({glue:text}`sa_confirm_runs:s`). Its plan
 # entered git with its results ({doc}`10_reproducibility`).
 
 # %% tags=["remove-input"]
@@ -194,6 +196,8 @@ seq_rows = sorted((t.assign(machine=t["machine"] + f"\n{kind}") for kind, ts in
                                                 "confirmatory" in t["machine"].iloc[0]))
 seq_all = sota.fa3_geometry(pd.concat(seq_rows, ignore_index=True)) if seq_rows else every
 seq_all = seq_all[~seq_all["same_kernel_as_baseline"] | (seq_all["origin"] == "peer")]
+seq_runs = list(tabs["long"].values()) + confirm
+nbs.glue_text("sa_seq_fig_runs", sota_sentences.runs_phrase(seq_runs) if seq_runs else "none")
 nbs.glue_figure("sa_seq_figure", plots.speedup_by_seq_len(
     seq_all, params["margin"], title=f"FlashAttention-3's geometry (B·S = {configs.FA3_TOKENS}, "
     f"H·D = {configs.FA3_HIDDEN}, fp16), CUDA-graph replay per call"))
@@ -212,6 +216,8 @@ wins_att = sota.wins_summary(away, level="attention", margin=params["margin"])
 nbs.glue_text("sa_wins_counts", phrases.count_by_model(
     {m: (int(k), int(n)) for m, k, n in wins[["machine", "n_faster", "n_custom"]].values},
     "comparisons") if len(wins) else "nowhere: no run away from the target")
+per_level = sorted({int(n) for n in wins["n_custom"]}) if len(wins) else [0]
+nbs.glue_text("sa_confirm_per_level", " or ".join(map(str, per_level)))
 short = sota.wins_table(away)
 for _, row in wins.iterrows():
     slug = sota.machine_slug(row["machine"])
@@ -259,7 +265,8 @@ for _, row in wins_att.iterrows():  # per attention kernel, for the abstract (P1
 # Speedup over SDPA's default dispatch against sequence length at FlashAttention-3's
 # geometry, per custom kernel. Rows: GPU and run kind; panels: head dimension and masking.
 # Family-wise intervals, cut at the edge, and the ±{glue:text}`sa_margin:.0%` margin band.
-# Hollow markers: one-process runs, not findings.
+# Hollow markers: one-process runs, not findings. GPUs and runs:
+# {glue:text}`sa_seq_fig_runs:s`.
 # ```
 #
 # :::{div} glued-sentences
@@ -282,7 +289,9 @@ for machine, rows in short.groupby("machine", sort=True):
     tables.show(
         rows[["config", "label", "interval", "attention_verdict"]],
         f"{machine}, run {rows['run'].iloc[0]} ({int(rows['n_processes'].min())} processes, "
-        f"one family of {int(rows['n_comparisons'].max())}): every per-call lead of a custom "
+        f"one family of {int(rows['n_comparisons'].max())}, "
+        f"{int(wins.set_index('machine').loc[machine, 'n_custom'])} custom-kernel comparisons "
+        f"per level): every per-call lead of a custom "
         f"kernel beyond the margin, and its attention kernel's verdict. Every comparison, "
         f"with the attention kernel's speedup, is in the CSV.",
         name=f"tbl-sota-wins-{sota.machine_slug(machine)}",
@@ -301,7 +310,7 @@ spread = machine_level.machine_spread(spread_tables) if spread_tables else None
 nbs.glue_text("sa_spread_sentence", machine_level.spread_sentence(spread)
               if spread is not None else "No run measured the target.")
 if spread is not None and len(spread):
-    tables.show(spread.assign(between_gpus=(spread["between_gpus"] - 1) * 100,
+    tables.show(spread.drop(columns="runs").assign(between_gpus=(spread["between_gpus"] - 1) * 100,
                               within_run=(spread["within_run"] - 1) * 100),
                 "Speedup over SDPA's default dispatch per call at B32 H8 S512 D64 fp16 on each "
                 "GPU of a model (inventory label: speedup, family-wise interval of its own run), "
@@ -356,6 +365,7 @@ gl_long = list(gl_tabs["long"].values())
 gl_seq = (sota.fa3_geometry(pd.concat(gl_long, ignore_index=True)) if gl_long
           else every.iloc[:0])
 if len(gl_seq):
+    nbs.glue_text("gl_seq_fig_runs", sota_sentences.runs_phrase(gl_long))
     nbs.glue_figure("gl_seq_figure", plots.speedup_by_seq_len(
         gl_seq, params["margin"], level="kernel",
         title=f"Our Gluon kernel and FlashAttention-4, kernel time (B·S = {configs.FA3_TOKENS}, "
@@ -370,8 +380,8 @@ for name, value in gl_values.items():
 # :name: fig-gluon-seq
 #
 # Kernel-time speedup over SDPA against sequence length for our Gluon kernel and
-# FlashAttention-4 in the same processes; family-wise intervals and the
-# ±{glue:text}`sa_margin:.0%` margin band.
+# FlashAttention-4 in the same processes ({glue:text}`gl_seq_fig_runs:s`); family-wise
+# intervals and the ±{glue:text}`sa_margin:.0%` margin band.
 # ```
 #
 # {glue:text}`gl_long_sentence:s` {glue:text}`gl_fa4_goal_sentence:s`

@@ -131,8 +131,8 @@ def test_goal_sentences_follow_the_data(runs):
                                  n_resamples=500)
     assert "is reached on every GPU measured" in gk.goal_sentence([fast])
     assert gk.goal_sentence([]).startswith("No recorded run")
-    assert "no worse than FA4 from S = 2048 is not reached: ours is slower beyond the " \
-        "margin at 1 of 2 configurations on the X" in gk.peer_goal_sentence({"X": {"slower": 1, "n": 2}},
+    assert "no worse than FA4 is not reached: ours is slower beyond the " \
+        "margin at 1 of 2 shapes from S = 2048 on the X" in gk.peer_goal_sentence({"X": {"slower": 1, "n": 2}},
                                                             "FA4", "from S = 2048")
     assert "goal of being no worse is met" in gk.peer_goal_sentence({"X": {"n": 2}}, "FA4")
     with pytest.raises(ValueError, match="`level` must be one of"):
@@ -159,8 +159,8 @@ def test_long_section_counts_and_stacks_per_gpu(runs):
     assert (values["gl_h200_long_n"], values["gl_h200_long_faster"],
             values["gl_h200_long_slower"]) == (3, 2, 1)
     assert values["gl_h200_fa4_m"] == len(versus) == 6
-    assert "FlashAttention-4 from S = 2048 is not reached" in values["gl_fa4_goal_sentence"]
-    assert "at 1 of 2 configurations on the H200 78684018" in values["gl_fa4_goal_sentence"]
+    assert "shapes from S = 2048 on the H200" in values["gl_fa4_goal_sentence"]
+    assert "at 1 of 2 shapes from S = 2048 on the H200 78684018" in values["gl_fa4_goal_sentence"]
     # said once per model, grammatical for any count (no "faster at 0 of 3")
     assert values["gl_long_sentence"] == ("Across the long grid the Gluon kernel is faster "
                                           "than SDPA's kernel at 2 of 3 shapes on the H200.")

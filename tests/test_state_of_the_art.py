@@ -271,7 +271,8 @@ def test_machine_spread_compares_gpus_of_one_model_only():
     assert "73c875d3" in fa4["per_gpu"] and "075bdbbd" in fa4["per_gpu"]
     assert 1.0 <= fa4["between_gpus"] < 1.01 and fa4["within_run"] > 1.0
     text = machine_level.spread_sentence(spread)
-    assert text.startswith("Between GPUs of one model: on the two H200s") and "agree" in text
+    assert text.startswith("In runs h200-a and h200-b,") and "both H200s" in text
+    assert "agree" in text
     bad = spread.assign(same_verdict=[False] + [True] * (len(spread) - 1))
     assert "1 verdict(s) differ" in machine_level.spread_sentence(bad)
     assert "No candidate" in machine_level.spread_sentence(spread.iloc[:0])

@@ -40,10 +40,11 @@ def machine_spread(tables: list, config: str = TARGET.key, level: str = "call") 
                          f"{m.split()[-1]}: {s:.3f} ({lo:.3f}–{hi:.3f})" for m, s, lo, hi in
                          zip(g["machine"], g["speedup"], g["ci_low"], g["ci_high"])),
                      "n_gpus": int(g["machine"].nunique()),
+                     "runs": " and ".join(sorted(g["run"].unique())) if "run" in g else "",
                      "between_gpus": float(g["speedup"].max() / g["speedup"].min()),
                      "within_run": float(half.max()),
                      "same_verdict": bool(g["verdict"].nunique() == 1)})
-    cols = ["model", "candidate", "per_gpu", "n_gpus", "between_gpus", "within_run",
+    cols = ["model", "candidate", "per_gpu", "n_gpus", "runs", "between_gpus", "within_run",
             "same_verdict"]
     return pd.DataFrame(rows, columns=cols)
 
@@ -51,7 +52,8 @@ def machine_spread(tables: list, config: str = TARGET.key, level: str = "call") 
 def spread_sentence(spread: pd.DataFrame) -> str:
     """One sentence from :func:`machine_spread`: per GPU model, how far the speedups of the
     same candidates moved between its GPUs against the within-run intervals, and whether
-    every verdict agreed."""
+    every verdict agreed. Each sentence names its runs: the spread holds for those runs,
+    not for every run of the model."""
     df = _validate.frame("spread", spread, ("model", "between_gpus", "within_run",
                                             "same_verdict", "n_gpus"))
     if df.empty:
@@ -59,10 +61,10 @@ def spread_sentence(spread: pd.DataFrame) -> str:
     parts = []
     for model, g in df.groupby("model", sort=True):
         differ = int((~g["same_verdict"]).sum())
-        parts.append(f"on the two {model}s the speedups of the {len(g)} candidates measured "
-                     f"on both differ by at most {(g['between_gpus'].max() - 1):.1%}, against "
-                     f"within-run interval half-widths of up to "
-                     f"{(g['within_run'].max() - 1):.1%}, and "
-                     + ("every verdict agrees" if not differ else
-                        f"{differ} verdict(s) differ"))
-    return "Between GPUs of one model: " + "; ".join(parts) + "."
+        runs = g["runs"].iloc[0] if "runs" in g and g["runs"].iloc[0] else "these runs"
+        parts.append(f"In runs {runs}, the {len(g)} candidates measured on both {model}s "
+                     f"differ in speedup by at most {(g['between_gpus'].max() - 1):.1%}. "
+                     f"Within-run half-widths reach {(g['within_run'].max() - 1):.1%}; "
+                     + ("every verdict agrees." if not differ else
+                        f"{differ} verdict(s) differ."))
+    return " ".join(parts)
