@@ -240,7 +240,8 @@ nbs.glue_figure("au_fig_replay", audit_plots.replay_curves(AT, audit.check_label
 # ```{glue:figure} au_fig_replay
 # :name: fig-audit-replay
 #
-# Event time per call against calls per graph, per candidate, at two configurations.
+# Event time per call against calls per graph, per candidate, at two configurations
+# ({glue:text}`au_label_rp:s`).
 # ```
 #
 # At S = 128 one call per replay reads {glue:text}`au_rp_s128_k1_lo:.0%` to
@@ -256,8 +257,8 @@ nbs.glue_figure("au_fig_replay", audit_plots.replay_curves(AT, audit.check_label
 # ### Hot and cold cache
 #
 # Graph replay keeps inputs that fit in L2 hot; the cold-L2 mode flushes L2 before each
-# call. At S = 256 the working set is {glue:text}`au_ws_s256:.2f` of this GPU's L2. The
-# cold call takes {glue:text}`au_coldhot_s256:.2f` times as long as the hot one; at S = 512,
+# call. On {glue:text}`au_label_l:s` (run {glue:text}`au_run_l:s`), at S = 256 the working
+# set is {glue:text}`au_ws_s256:.2f` of the L2. The cold call takes {glue:text}`au_coldhot_s256:.2f` times as long as the hot one; at S = 512,
 # {glue:text}`au_coldhot_s512:.2f` times. Minimum traffic over time is a rate of useful
 # bytes, not a DRAM bandwidth.
 
@@ -450,9 +451,9 @@ every_sota = [t for ts in sota_tables.values() for t in ts]
 # (audit-triton)=
 # ### Custom kernels against SDPA
 #
-# Of {glue:text}`au_ck_n:d` custom-kernel comparisons in the state-of-the-art runs,
-# {glue:text}`au_ck_n_reached:d` reach 1.1× with family-wise confidence (the leads are in
-# {numref}`fig-sota-seq`). At the reports' shape none is faster ({ref}`sota-target`). The
+# Per call, {glue:text}`au_ck_n_reached:d` of the {glue:text}`au_ck_n:d` custom-kernel
+# comparisons in runs {glue:text}`au_ck_runs:s` reach 1.1× (family-wise lower bound; leads
+# in {numref}`fig-sota-seq`). At the reports' shape none is faster ({ref}`sota-target`). The
 # claim concerns the L4.
 
 # %% tags=["remove-cell"]

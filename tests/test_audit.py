@@ -140,6 +140,8 @@ def test_the_audit_runs_on_the_committed_runs_and_checks():
         claims.mann_whitney_claim(a_fp, rep, alpha=0.05),
         kernel_claims.custom_kernels_claim(every, rep),
         kernel_claims.peers_claim(targets, not_run, rep))]
+    ck = kernel_claims.custom_kernels_claim(every, rep).values
+    assert ck["ck_n_runs"] == len(ck["ck_runs"].split(", ")) and 0 <= ck["ck_n_reached"] <= ck["ck_n"]
     v = claims.claims_values(rows)
     assert v["n_claims"] == 14 and v["n_fails"] + v["n_holds"] + v["n_cannot_be_tested_here"] == 14
     assert not any(isinstance(x, float) and math.isnan(x) for x in v.values())
