@@ -58,10 +58,9 @@ root, params = nbs.parameters(
 
 import numpy as np
 import pandas as pd
-from attn_analysis import plots, tables
+from attn_analysis import plots, tables, state_of_the_art as sota
 from attn_analysis.analyse import comparisons, machine_level
-from attn_analysis import state_of_the_art as sota
-from attn_analysis.chapters import phrases, sota_sentences
+from attn_analysis.chapters import gluon_kernel, phrases, sota_sentences
 
 if params["measure"]:  # every parameter is checked above, before anything is measured
     from attn_analysis import sweep
@@ -116,6 +115,7 @@ for machine, t in target_tables.items():
     nbs.glue_text(f"sa_{slug}_target_m", int(t["n_comparisons"].iloc[0]))
     nbs.glue_text(f"sa_{slug}_target_sentence", sota.target_sentence(machine, best))
     nbs.glue_text(f"sa_{slug}_target_winner_family", best["winner_family"])
+    nbs.glue_text(f"sa_{slug}_target_summary", sota_sentences.target_summary(machine, t))
     for level, b in (("call", best), ("attention", best_att)):
         for key in ("label", "speedup", "ci_low", "ci_high", "verdict"):
             value = b[f"custom_{key}"]
@@ -130,13 +130,9 @@ for machine, t in target_tables.items():
             nbs.glue_text(f"sa_{slug}_{cand}_{level}_verdict",
                           r["verdict"].iloc[0] if len(r) else "not measured")
 nbs.glue_text("sa_controls_sentence", sota.controls_sentence(target_tables))
-for machine, t in target_tables.items():
-    nbs.glue_text(f"sa_{sota.machine_slug(machine)}_target_summary",
-                  sota_sentences.target_summary(machine, t))
 nbs.glue_text("sa_dispatch_sentence", sota_sentences.dispatch_sentence(target_tables))
 nbs.glue_text("sa_bshd_sentence", sota_sentences.bshd_sentence(target_tables))
-labels = {machine: f"{machine} ({int(t['n_processes'].min())} processes)"
-          for machine, t in target_tables.items()}
+labels = {m: f"{m} ({int(t['n_processes'].min())} processes)" for m, t in target_tables.items()}
 shown = {labels[m]: t[t["level"].isin(["call", "kernel"])].assign(candidate=t["label"])
          for m, t in target_tables.items()}
 nbs.glue_text("sa_target_fig_runs", sota_sentences.runs_phrase(target_tables.values()))
@@ -327,7 +323,6 @@ if spread is not None and len(spread):
 # {glue:text}`gl_runs:s` measure it with {glue:text}`gl_n_proc:d` processes.
 
 # %% tags=["remove-input"]
-from attn_analysis.chapters import gluon_kernel
 
 gl = gluon_kernel.gluon_runs(runs, params["gluon_runs"])
 gl_tabs = {part: {r: sota.comparison_table(run, **compare) for r, run in rs.items()}
