@@ -313,8 +313,10 @@ def speedup_by_seq_len(table: pd.DataFrame, margin: float, level: str = "call",
                 d = p[p["label"] == label].sort_values("seq_len")
                 if d.empty:
                     continue
+                # one process: no interval over processes, so no bar (hollow markers)
                 ax.errorbar(d["seq_len"], d["speedup"],
-                            yerr=_err(d["speedup"], d["ci_low"], d["ci_high"]),
+                            yerr=None if single else _err(d["speedup"], d["ci_low"],
+                                                          d["ci_high"]),
                             color=palette[label], marker="o", ms=4, capsize=2, lw=1.2,
                             mfc="white" if single else palette[label], label=label)
             ax.set_xscale("log", base=2)

@@ -380,5 +380,5 @@ nbs.glue_figure("fig-clock", fig)
 # :name: fig-clock
 #
 # Speedup over SDPA against the SM clock, centred within each comparison, in 30 MHz bins;
-# lines: the fitted slopes.
+# lines: the fitted slopes. One panel per GPU model, its runs named in the panel title.
 # ```

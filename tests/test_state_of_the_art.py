@@ -207,6 +207,11 @@ def test_the_sequence_figure_has_a_row_per_machine(table):
     fig = plots.speedup_by_seq_len(pd.concat([table, other]), 0.02, title="t")
     assert len(fig.axes) == 2  # one panel (D=64, not causal) per machine
     assert "1 process" in fig.axes[0].get_ylabel() + fig.axes[1].get_ylabel()
+    # the one-process machine's row draws no interval bars; the other's does
+    single = [ax for ax in fig.axes if "1 process" in ax.get_ylabel()][0]
+    other_ax = [ax for ax in fig.axes if ax is not single][0]
+    assert not any(c.has_yerr for c in single.containers)
+    assert all(c.has_yerr for c in other_ax.containers) and other_ax.containers
     with pytest.raises(ValueError, match="level"):
         plots.speedup_by_seq_len(table, 0.02, level="nonsense")
 
