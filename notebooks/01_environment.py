@@ -120,8 +120,8 @@ nbs.glue_text("env_torch", torch.__version__)
 run_table = inventory.run_inventory(root / runs_dir)
 confirm = run_table[run_table["role"] == "confirmatory"]
 fixed_first = confirm[confirm["plan_committed_utc"].notna()
-                      & (pd.to_datetime(confirm["plan_committed_utc"])
-                         < pd.to_datetime(confirm["first_entry_utc"]))]
+                      & (pd.to_datetime(confirm["plan_committed_utc"], utc=True)
+                         < pd.to_datetime(confirm["first_entry_utc"], utc=True))]
 late = confirm[~confirm["run"].isin(fixed_first["run"])]
 nbs.glue_text("env_n_confirm_plan_first", len(fixed_first))
 nbs.glue_text("env_n_confirm", len(confirm))

@@ -27,7 +27,7 @@ pytestmark = pytest.mark.slow  # book build, papermill or the Triton interpreter
 ROOT = Path(__file__).resolve().parents[1]
 FIGURE_PAGES = {"notebooks/02_fixed_shape": 2, "notebooks/03_matrix": 2,
                 "notebooks/04_sweeps": 4, "notebooks/05_cross_device": 1, "notebooks/07_peer_rates": 1,
-                "notebooks/09_audit": 4}
+                "notebooks/09_audit": 3}
 MAX_TABLE_ROWS = 25  # attn_analysis.tables.MAX_ROWS; the claims table is 13
 
 
