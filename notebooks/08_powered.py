@@ -87,18 +87,13 @@ nbs.glue_text("pw_decidability", pw.decidability_sentence(
                                                      if lv in plan["levels"]},
                         params["margin"]), int(first["processes"])) if sigmas else
     "No design SDs are recorded for this GPU model, so whether the run decides is not said.")
-near = inv[inv["campaign"] == "neighbours-v1"]
-pairs = {}
-for model, g in near.groupby("model"):
-    conc = g[g["run"].str.endswith("-concurrent")]["run"].tolist()
-    ser = g[g["run"].str.endswith("-serial")]["run"].tolist()
-    if conc and ser:
-        pairs[model] = (conc[0], ser[0])
-effects = {m: neighbours.neighbour_effect(runs[c].placements, runs[s].placements,
-                                          margin=params["margin"]) for m, (c, s) in pairs.items()}
+near = inv[inv["campaign"] == "neighbours-v1"].set_index("run")
+pairs = neighbours.control_pairs(near.index)
 nbs.glue_text("pw_neighbours_sentence", " ".join(
-    f"On the {model}, runs {pairs[model][0]} and {pairs[model][1]} test it. "
-    + pw.neighbours_sentence(e, params["margin"]) for model, e in effects.items())
+    f"Runs {c} and {s} test it on {len(near.at[c, 'gpus'])} {near.at[c, 'model']} GPUs of "
+    f"one host. " + pw.neighbours_sentence(neighbours.neighbour_effect(
+        runs[c].placements, runs[s].placements, margin=params["margin"]), params["margin"])
+    for c, s in pairs)
     or "No neighbours control is recorded, so spreading processes over a host is not shown safe.")
 
 # %% [markdown]

@@ -45,3 +45,13 @@ def test_invalid_input_names_the_parameter():
         neighbours.neighbour_effect(_run(0, 0), _run(0, 0), controls=("nope",))
     with pytest.raises(ValueError, match="`controls`"):
         neighbours.neighbour_effect(_run(0, 0), _run(0, 0), controls=())
+
+
+def test_control_pairs_pair_each_host_by_stem():
+    runs = ["h200-neighbours-v1-concurrent", "h200-neighbours-v1-serial",
+            "h200x2-neighbours-v1-serial", "h200x2-neighbours-v1-concurrent",
+            "h100-neighbours-v1-concurrent", "h200-powered-v1-reports"]
+    assert neighbours.control_pairs(runs) == [
+        ("h200-neighbours-v1-concurrent", "h200-neighbours-v1-serial"),
+        ("h200x2-neighbours-v1-concurrent", "h200x2-neighbours-v1-serial")]
+    assert neighbours.control_pairs([]) == []

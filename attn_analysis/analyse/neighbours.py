@@ -21,11 +21,21 @@ from .. import _validate
 from .margin import DEFAULT_MARGIN
 from .power import _process_values
 
-__all__ = ["NEIGHBOUR_COLUMNS", "process_speedups", "neighbour_effect"]
+__all__ = ["NEIGHBOUR_COLUMNS", "control_pairs", "process_speedups", "neighbour_effect"]
 
 NEIGHBOUR_COLUMNS = ("candidate", "level", "speedup_concurrent", "speedup_serial",
                      "ratio", "ci_low", "ci_high", "processes_concurrent",
                      "processes_serial", "verdict")
+
+
+def control_pairs(runs) -> list[tuple[str, str]]:
+    """The (concurrent, one-at-a-time) run pairs among the run ids ``runs``: a run
+    ``STEM-concurrent`` pairs with ``STEM-serial`` of the same stem (one host's control, as
+    ``scripts/powered_campaign.sh`` names them); a run without its partner is left out.
+    Sorted by stem, so every host of a GPU model gets its own pair."""
+    runs = set(runs)
+    return [(c, c[:-len("-concurrent")] + "-serial") for c in sorted(runs)
+            if c.endswith("-concurrent") and c[:-len("-concurrent")] + "-serial" in runs]
 
 
 def process_speedups(placements: pd.DataFrame, candidate: str, baseline: str = "sdpa",
