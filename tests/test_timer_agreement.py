@@ -358,3 +358,17 @@ def test_target_values_give_every_speedup_and_the_largest_from_the_experiments()
     assert "no timer cross-check is recorded for the H200" in s["kernel"]
     title = ch.speedup_figure(doc, "H100", source="experiments").axes[0].get_title()
     assert "one process, no interval" in title
+
+
+def test_experiment_summary_reads_a_unit_that_only_a_later_process_measured():
+    """Regression (timers_h200.json): the first experiment process's deadline skipped the
+    target, and the summary took its fields from that process's row only, so every
+    composition effect of the second process read as missing."""
+    skipped = {"worker": 0, "units": [dict(shape=SHAPE, candidate="fast", skipped="deadline")]}
+    measured = {"worker": 1, "units": [dict(shape=SHAPE, candidate="fast", experiments={
+        "composition": {"graph_kauto": {"times_ms": [0.05]},
+                        "do_bench_cudagraph_rep20": {"times_ms": [0.048]}}})]}
+    doc = {"processes": [], "experiment_processes": [skipped, measured]}
+    (r,) = ta.experiment_summary(doc)
+    assert r["n_processes"] == 1
+    assert r["graph_over_dbcg_rep20"] == pytest.approx(0.05 / 0.048 - 1)

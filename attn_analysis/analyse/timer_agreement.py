@@ -19,6 +19,11 @@ Pure functions over the JSON that ``scripts/timer_crosscheck.py`` writes (kind `
   form (graph, do_bench flushed, do_bench_cudagraph rep 20, hot kernel time; no per_call),
   so that :func:`speedups` can read them where the main part lacks a unit;
 - :func:`experiment_rows`: the controlled experiments reduced to one row each;
+- :func:`clock_after`: per candidate and timer at one shape, the SM clock read right after the
+  timer ran (clocks are recorded, never set): a sustained timer can time two kernels at
+  different clocks;
+- :func:`build_meta` and :func:`main_kernels`: what each candidate is (as its build recorded
+  it) and the kernel that takes most of its call, to tell custom kernels from SDPA's own;
 - :func:`summary_text`: a short text report (printed at the end of a run).
 
 Nothing here reads files or touches a GPU.
@@ -33,7 +38,7 @@ import numpy as np
 
 __all__ = ["TIMERS", "KERNEL", "ALL_TIMERS", "DEFAULT_THRESHOLD", "unit_rows", "speedups",
            "disagreements", "eager_answer", "coverage", "experiment_unit_rows", "experiment_rows", "experiment_summary",
-           "summary_text", "gpu_label"]
+           "summary_text", "gpu_label", "clock_after", "build_meta", "main_kernels"]
 
 TIMERS = ("graph", "per_call", "do_bench", "do_bench_cudagraph")
 KERNEL = "kernel"
@@ -233,6 +238,49 @@ def eager_answer(rows, shape, reference="sdpa") -> list[dict]:
     return out
 
 
+def clock_after(doc, shape) -> list[dict]:
+    """Per candidate and timer at ``shape`` in the main processes: the SM clock the GPU
+    reported right after the timer ran (``gpu_state_after``): ``median_mhz``, ``min_mhz``
+    and ``n_processes``. A timer that keeps the GPU busy longer draws more power, and a
+    kernel that draws more power lowers the clock more, so a sustained timer can time two
+    kernels at different clocks. Units without a clock reading are left out."""
+    got: dict = {}
+    for p in _doc_iv(doc)["processes"]:
+        for u in p.get("units", []):
+            if u.get("shape") != shape:
+                continue
+            for timer, r in (u.get("timers") or {}).items():
+                mhz = ((r or {}).get("gpu_state_after") or {}).get("sm_clock_mhz")
+                if isinstance(mhz, (int, float)) and mhz > 0:
+                    got.setdefault((u["candidate"], timer), []).append(float(mhz))
+    return [dict(candidate=c, timer=t, median_mhz=_median(v), min_mhz=min(v), n_processes=len(v))
+            for (c, t), v in sorted(got.items())]
+
+
+def build_meta(doc, shape) -> dict:
+    """Candidate -> the metadata its build recorded at ``shape`` (``info["meta"]``: label,
+    origin, family) in the cross-check's build process; candidates without it are left out."""
+    out = {}
+    for p in doc.get("build_process") or []:
+        for cand, b in ((p.get("builds") or {}).get(shape) or {}).items():
+            meta = ((b or {}).get("info") or {}).get("meta")
+            if isinstance(meta, dict) and cand not in out:
+                out[cand] = meta
+    return out
+
+
+def main_kernels(doc, shape) -> dict:
+    """Candidate -> the name of the kernel with the largest time per call at ``shape``, from
+    the first main process whose profiler recorded one (``kernel["kernels"]``)."""
+    out = {}
+    for p in _doc_iv(doc)["processes"]:
+        for u in p.get("units", []):
+            ks = (u.get("kernel") or {}).get("kernels") or []
+            if u.get("shape") == shape and ks and u["candidate"] not in out:
+                out[u["candidate"]] = max(ks, key=lambda k: k.get("ms_per_call") or 0)["name"]
+    return out
+
+
 def _med(r) -> float | None:
     t = (r or {}).get("times_ms") or []
     return _median(t) if t else None
@@ -277,6 +325,10 @@ def experiment_rows(doc) -> list[dict]:
     return out
 
 
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
 def experiment_summary(doc) -> list[dict]:
     """:func:`experiment_rows` reduced per shape and candidate (median over experiment
     processes of each numeric field), with the effects that explain a disagreement:
@@ -290,16 +342,17 @@ def experiment_summary(doc) -> list[dict]:
     out = []
     for (shape, cand), rows in sorted(groups.items()):
         m = {}
-        for key in rows[0]:
+        # every process's fields: a process whose deadline skipped the unit has none
+        for key in dict.fromkeys(k for r in rows for k in r):
             vals = [r.get(key) for r in rows]
-            vals = [v for v in vals if isinstance(v, (int, float)) and not isinstance(v, bool)
-                    and math.isfinite(v)]
+            vals = [v for v in vals if _is_number(v)]
             if vals and key != "process":
                 m[key] = _median(vals)
 
         def ratio(a, b):
             return m[a] / m[b] - 1 if m.get(a) and m.get(b) else None
-        out.append(dict(shape=shape, candidate=cand, n_processes=len(rows), **m,
+        measured = [r for r in rows if any(_is_number(v) for k, v in r.items() if k != "process")]
+        out.append(dict(shape=shape, candidate=cand, n_processes=len(measured), **m,
                         l2_effect=ratio("flushed_kernel_ms", "hot_kernel_ms"),
                         do_bench_flush_effect=ratio("do_bench_flush_ms", "do_bench_no_flush_ms"),
                         graph_k1_over_k100=ratio("graph_k1_ms", "graph_k100_ms"),

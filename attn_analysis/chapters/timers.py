@@ -43,7 +43,7 @@ QUESTIONS = {"per_call": "a PyTorch user who calls attention eagerly",
              ta.KERNEL: "a kernel author who compares kernels"}
 TIMER_LABELS = {"graph": "graph replay (protocol)", "per_call": "eager call (per_call)",
                 "do_bench": "triton do_bench (L2 flushed)",
-                "do_bench_cudagraph": "triton do_bench_cudagraph",
+                "do_bench_cudagraph": "sustained replay (do_bench_cudagraph)",
                 ta.KERNEL: "kernel time (profiler)"}
 MODELS = ("H100", "H200")
 

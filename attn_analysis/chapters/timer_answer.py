@@ -1,0 +1,194 @@
+"""The answer at one shape under each timer, and why two timers give two answers (issue 46).
+
+The methods chapter and the abstract give the answer at the reports' shape for each user:
+an eager PyTorch call, CUDA-graph replay (the protocol), sustained back-to-back replay
+(Triton's ``do_bench_cudagraph``) and the kernel alone. :func:`answer_values` reduces one
+timer cross-check (``data/checks/timers_*.json``) to gluable numbers: the fastest custom
+kernel under each timer with its interval over processes, the host's share of SDPA's
+eager call, the SM clock after each timer (read, never set) for SDPA and for that kernel,
+and how much sustained replay moves that kernel's speedup against the protocol's.
+
+A custom kernel is ours or a peer's (``state_of_the_art.CUSTOM_ORIGINS``) whose main kernel
+is not SDPA's; cuDNN called directly runs SDPA's own kernel and is left out, as in the
+results chapter (``state_of_the_art.is_custom``).
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..analyse import timer_agreement as ta
+from ..configs import TARGET
+from ..state_of_the_art import CUSTOM_ORIGINS
+from .phrases import join
+
+__all__ = ["ANSWER_TIMERS", "ANSWER_LABELS", "custom_candidates", "answer_values",
+           "eager_sentence", "direction_sentence", "not_answered_sentence", "clock_table",
+           "clock_sentence"]
+
+# The timers that answer a user's question, and the key each gets in answer_values.
+ANSWER_TIMERS = {"per_call": "eager", "graph": "graph", "do_bench_cudagraph": "sustained",
+                 ta.KERNEL: "kernel"}
+
+ANSWER_LABELS = {"eager": "eager calls", "graph": "graph replay",
+                 "sustained": "sustained replay", "kernel": "kernel time"}
+
+
+def custom_candidates(doc, shape=TARGET.key, reference="sdpa") -> list[str]:
+    """The candidates of ``doc`` at ``shape`` that are custom kernels: origin ours or peer as
+    their build recorded it, and a main kernel other than ``reference``'s."""
+    meta, kernels = ta.build_meta(doc, shape), ta.main_kernels(doc, shape)
+    ref_kernel = kernels.get(reference)
+    return sorted(c for c, m in meta.items()
+                  if m.get("origin") in CUSTOM_ORIGINS and c != reference
+                  and (ref_kernel is None or kernels.get(c) != ref_kernel))
+
+
+def answer_values(doc, shape=TARGET.key, reference="sdpa") -> dict:
+    """Gluable numbers of one cross-check at ``shape`` (main processes only):
+
+    - ``n_processes``: processes that timed ``reference`` there;
+    - per timer key ``K`` of :data:`ANSWER_TIMERS`: ``K_best`` (the custom kernel with the
+      largest speedup over ``reference``), ``K_speedup``, ``K_low``, ``K_high`` (95 %
+      t-interval over processes);
+    - ``ref_call_us``, ``ref_kernel_us``, ``ref_host_share``: ``reference``'s eager call,
+      its kernel time and the host's share of the call; ``eager_best_host_share``;
+    - ``ref_clock_graph``, ``ref_clock_sustained``, ``best_clock_sustained``: the median SM
+      clock (MHz) right after the protocol's graph and after ``do_bench_cudagraph`` for
+      ``reference`` and for ``graph_best``;
+    - ``sustained_shift``, ``_low``, ``_high``: ``graph_best``'s speedup under sustained
+      replay over its speedup under the protocol's graph, minus one (paired by process).
+
+    Raises ``ValueError`` when ``doc`` holds no custom kernel timed beside ``reference``."""
+    custom = set(custom_candidates(doc, shape, reference))
+    rows = [r for r in ta.speedups(ta.unit_rows(doc), reference)
+            if r["shape"] == shape and r["candidate"] in custom]
+    out: dict = {}
+    for timer, key in ANSWER_TIMERS.items():
+        timed = [r for r in rows if r["timer"] == timer]
+        if not timed:
+            raise ValueError(f"`doc` holds no custom kernel timed under {timer!r} at "
+                             f"`shape` {shape!r}.")
+        best = max(timed, key=lambda r: r["speedup"])
+        out.update({f"{key}_best": best["candidate"], f"{key}_speedup": best["speedup"],
+                    f"{key}_low": best["low"], f"{key}_high": best["high"]})
+    eager = {r["candidate"]: r for r in ta.eager_answer(ta.unit_rows(doc), shape, reference)}
+    ref = eager[reference]
+    out.update(ref_call_us=1e3 * ref["per_call_ms"], ref_kernel_us=1e3 * ref["kernel_ms"],
+               ref_host_share=ref["host_share"],
+               eager_best_host_share=eager[out["eager_best"]]["host_share"],
+               n_processes=len({r["process"] for r in ta.unit_rows(doc)
+                                if r["shape"] == shape and r["candidate"] == reference}))
+    clocks = {(c["candidate"], c["timer"]): c["median_mhz"] for c in ta.clock_after(doc, shape)}
+    out.update(ref_clock_graph=clocks.get((reference, "graph"), math.nan),
+               ref_clock_sustained=clocks.get((reference, "do_bench_cudagraph"), math.nan),
+               best_clock_sustained=clocks.get((out["graph_best"], "do_bench_cudagraph"),
+                                               math.nan))
+    shift = [d for d in ta.disagreements(ta.speedups(ta.unit_rows(doc), reference),
+                                         timers=("do_bench_cudagraph", "graph"),
+                                         reference=reference)
+             if d["shape"] == shape and d["candidate"] == out["graph_best"]]
+    d = shift[0] if shift else dict(difference=math.nan, low=math.nan, high=math.nan)
+    out.update(sustained_shift=d["difference"], sustained_shift_low=d["low"],
+               sustained_shift_high=d["high"])
+    return out
+
+
+def _speedup(v, key) -> str:
+    text = f"{v[key + '_speedup']:.2f}×"
+    if math.isfinite(v[key + "_low"]):
+        text += f" ({v[key + '_low']:.2f}–{v[key + '_high']:.2f})"
+    return text
+
+
+def eager_sentence(v: dict, model: str) -> str:
+    """The abstract's eager answer at the shape on one GPU model: the fastest custom kernel
+    per eager call, with the host's share of SDPA's call and of that kernel's
+    (``v``: :func:`answer_values`)."""
+    return (f"Per eager call on the {model}, the fastest custom kernel runs at "
+            f"{_speedup(v, 'eager')} ({v['eager_best']}); the host takes "
+            f"{v['ref_host_share']:.0%} of SDPA's call and {v['eager_best_host_share']:.0%} "
+            f"of {v['eager_best']}'s.")
+
+
+def direction_sentence(v: dict) -> str:
+    """Under which timers every custom kernel is slower than SDPA (the fastest one's interval
+    lies below 1), under which the fastest is not told apart from SDPA (its interval spans
+    1), and under which it is faster (``v``: :func:`answer_values`)."""
+    below, spans, above = [], [], []
+    for key, label in ANSWER_LABELS.items():
+        low, high = v[f"{key}_low"], v[f"{key}_high"]
+        if not (math.isfinite(low) and math.isfinite(high)):
+            spans.append((key, label))
+        elif high < 1:
+            below.append((key, label))
+        elif low > 1:
+            above.append((key, label))
+        else:
+            spans.append((key, label))
+    parts = []
+    if below:
+        parts.append(f"Under {join([lb for _, lb in below])}, every custom kernel is slower "
+                     f"than SDPA.")
+    for key, label in spans:
+        parts.append(f"Under {label}, {v[key + '_best']} is not told apart from SDPA "
+                     f"(its interval spans 1).")
+    for key, label in above:
+        parts.append(f"Under {label}, {v[key + '_best']} is faster than SDPA.")
+    return " ".join(parts)
+
+
+def not_answered_sentence(model: str) -> str:
+    """For a GPU model whose cross-check never timed SDPA at the shape in a main process."""
+    return (f"On the {model}, the cross-check timed SDPA at this shape in no main process, so "
+            f"no answer per timer is given.")
+
+
+def clock_table(doc, shape=TARGET.key, reference="sdpa"):
+    """One row per custom kernel at ``shape`` (and ``reference`` first): its speedup under the
+    protocol's graph and under sustained replay (``do_bench_cudagraph``), the shift between
+    them with its interval (paired by process), and the median SM clock right after each
+    timer (MHz). A pandas DataFrame, rounded for display."""
+    import pandas as pd
+    sp = {(r["candidate"], r["timer"]): r for r in ta.speedups(ta.unit_rows(doc), reference)
+          if r["shape"] == shape}
+    shifts = {d["candidate"]: d for d in ta.disagreements(
+        ta.speedups(ta.unit_rows(doc), reference), timers=("do_bench_cudagraph", "graph"),
+        reference=reference) if d["shape"] == shape}
+    clocks = {(c["candidate"], c["timer"]): c["median_mhz"] for c in ta.clock_after(doc, shape)}
+    rows = []
+    for cand in [reference] + custom_candidates(doc, shape, reference):
+        d = shifts.get(cand)
+        rows.append({"candidate": cand,
+                     "graph replay": (sp.get((cand, "graph")) or {}).get("speedup"),
+                     "sustained replay": (sp.get((cand, "do_bench_cudagraph")) or {}).get("speedup"),
+                     "shift (%)": f"{100 * d['difference']:+.1f} [{100 * d['low']:+.1f}, "
+                                  f"{100 * d['high']:+.1f}]" if d else "",
+                     "SM clock after graph (MHz)": clocks.get((cand, "graph")),
+                     "SM clock after sustained (MHz)": clocks.get((cand, "do_bench_cudagraph"))})
+    return pd.DataFrame(rows).round(3)
+
+
+def clock_sentence(doc, shape=TARGET.key, reference="sdpa") -> str:
+    """Why sustained replay and the protocol's short replays disagree at ``shape``: the SM
+    clock after each timer for ``reference``, which custom kernels keep their clock under
+    sustained replay, and the range of their speedups' shift (:func:`clock_table`'s data)."""
+    t = clock_table(doc, shape, reference).set_index("candidate")
+    clock_g, clock_s = "SM clock after graph (MHz)", "SM clock after sustained (MHz)"
+    ref = t.loc[reference]
+    custom = t.drop(index=reference).dropna(subset=[clock_g, clock_s])
+    held = custom[custom[clock_s] >= custom[clock_g]]
+    fell = custom[custom[clock_s] < custom[clock_g]]
+    shifts = {c: float(t.loc[c, "sustained replay"]) / float(t.loc[c, "graph replay"]) - 1
+              for c in custom.index}
+    text = (f"Sustained replay lowers {reference}'s SM clock to {ref[clock_s]:.0f} MHz, against "
+            f"{ref[clock_g]:.0f} MHz after the protocol's short replays (medians over "
+            f"processes; clocks are read, never set).")
+    if len(held):
+        lo, hi = min(shifts[c] for c in held.index), max(shifts[c] for c in held.index)
+        text += (f" {join(list(held.index))} keep {held[clock_s].min():.0f} MHz, so their speedups rise by "
+                 f"{100 * lo:.1f}–{100 * hi:.1f}% under sustained replay.")
+    for cand, r in fell.iterrows():
+        text += (f" {cand}'s clock falls too ({r[clock_s]:.0f} MHz), and its speedup moves "
+                 f"by {100 * shifts[cand]:+.1f}%.")
+    return text

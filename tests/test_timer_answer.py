@@ -1,0 +1,121 @@
+"""attn_analysis.chapters.timer_answer on a synthetic cross-check with known answers: which
+candidates count as custom, the fastest under each timer, the host's share, the clocks
+after each timer and the sentence that explains a sustained-replay shift."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pytest
+
+from attn_analysis.analyse import timer_agreement as ta
+from attn_analysis.chapters import timer_answer as tn
+
+SHAPE = "B32-H8-S512-D64-fp16"
+CUDNN = "cudnn_generated_sdpa_sm90_kernel"
+META = {"sdpa": "library", "cudnn_frontend": "peer", "fast": "ours", "hot": "peer",
+        "eager_compiled": "library", "fa4_bshd": "control"}
+KERNELS = {"sdpa": CUDNN, "cudnn_frontend": CUDNN, "fast": "fast_kernel", "hot": "hot_kernel",
+           "eager_compiled": CUDNN, "fa4_bshd": "hot_kernel"}
+# kernel ms; sustained replay lowers sdpa's clock (and cudnn_frontend's), 'fast' drops with it
+TRUE = {"sdpa": 0.050, "cudnn_frontend": 0.0499, "fast": 0.052, "hot": 0.056,
+        "eager_compiled": 0.050, "fa4_bshd": 0.056}
+SUSTAINED_SLOWDOWN = {"sdpa": 1.04, "cudnn_frontend": 1.04, "fast": 1.04}
+CLOCK = {"sdpa": 1882, "cudnn_frontend": 1882, "fast": 1905}
+HOST = {"sdpa": 0.030, "fast": 0.028, "hot": 0.100}
+
+
+def doc(n_proc=6, seed=0):
+    rng = np.random.default_rng(seed)
+    procs = []
+    for p in range(n_proc):
+        units = []
+        for cand, t in TRUE.items():
+            timers = {}
+            for timer in ta.TIMERS:
+                mult = math.exp(rng.normal(0, 0.0005))
+                if timer == "do_bench_cudagraph":
+                    mult *= SUSTAINED_SLOWDOWN.get(cand, 1.0)
+                med = t * mult + (HOST.get(cand, 0.05) if timer == "per_call" else 0.0)
+                mhz = CLOCK.get(cand, 1980) if timer == "do_bench_cudagraph" else 1980
+                timers[timer] = {"times_ms": [med] * 3,
+                                 "gpu_state_after": {"sm_clock_mhz": mhz}}
+            units.append(dict(shape=SHAPE, candidate=cand, timers=timers, kernel={
+                "device_ms_per_call": t, "n_calls": 10,
+                "kernels": [{"name": "Memset (Device)", "ms_per_call": 0.001},
+                            {"name": KERNELS[cand], "ms_per_call": t}]}))
+        procs.append(dict(worker=p, units=units, fingerprint={"gpu_name": "NVIDIA H200"}))
+    builds = {SHAPE: {c: {"status": "ok", "info": {"meta": {"label": c, "origin": o,
+                                                            "family": c}}}
+                      for c, o in META.items()}}
+    return {"processes": procs, "build_process": [dict(worker=0, builds=builds)]}
+
+
+def test_custom_kernels_are_ours_or_peers_on_another_kernel_than_sdpa():
+    # cudnn_frontend runs SDPA's kernel, eager_compiled is the library's, fa4_bshd a control
+    assert tn.custom_candidates(doc()) == ["fast", "hot"]
+
+
+def test_answer_values_name_the_fastest_custom_kernel_per_timer_and_the_host_share():
+    v = tn.answer_values(doc())
+    assert v["n_processes"] == 6
+    assert v["graph_best"] == "fast" and v["graph_speedup"] == pytest.approx(0.050 / 0.052, rel=0.01)
+    assert v["graph_low"] < v["graph_speedup"] < v["graph_high"]
+    # sustained replay slows sdpa and fast alike (4 %), so fast stays the fastest there
+    assert v["sustained_best"] == "fast"
+    assert v["sustained_speedup"] == pytest.approx(0.050 / 0.052, rel=0.01)
+    assert v["eager_best"] == "fast"
+    assert v["eager_speedup"] == pytest.approx(0.080 / 0.080, rel=0.01)
+    assert v["ref_call_us"] == pytest.approx(80, rel=0.01)
+    assert v["ref_kernel_us"] == pytest.approx(50, rel=0.001)
+    assert v["ref_host_share"] == pytest.approx(0.030 / 0.080, rel=0.01)
+    assert v["eager_best_host_share"] == pytest.approx(0.028 / 0.080, rel=0.01)
+    assert (v["ref_clock_graph"], v["ref_clock_sustained"], v["best_clock_sustained"]) == \
+        (1980, 1882, 1905)
+    assert abs(v["sustained_shift"]) < 0.005
+    assert v["sustained_shift_low"] < v["sustained_shift"] < v["sustained_shift_high"]
+    text = tn.eager_sentence(v, "H200")
+    assert text.startswith("Per eager call on the H200") and f"{v['ref_host_share']:.0%} of SDPA's call" in text
+
+
+def test_clock_sentence_says_who_keeps_its_clock_and_by_how_much_it_gains():
+    table = tn.clock_table(doc()).set_index("candidate")
+    assert list(table.index) == ["sdpa", "fast", "hot"]
+    assert table.loc["hot", "SM clock after sustained (MHz)"] == 1980
+    text = tn.clock_sentence(doc())
+    assert "1882 MHz" in text and "hot keep 1980 MHz" in text
+    # hot's speedup rises by sdpa's 4 % slowdown under sustained replay
+    assert re.search(r"rise by (3\.[89]|4\.[01])–(3\.[89]|4\.[01])% under sustained", text)
+    assert "fast's clock falls too (1905 MHz)" in text
+
+
+def test_a_cross_check_without_custom_kernels_is_refused():
+    d = doc()
+    for p in d["processes"]:
+        p["units"] = [u for u in p["units"] if u["candidate"] in ("sdpa", "cudnn_frontend")]
+    with pytest.raises(ValueError, match="no custom kernel"):
+        tn.answer_values(d)
+
+
+def test_clock_after_reads_the_clock_after_each_timer_and_skips_missing_readings():
+    d = doc(n_proc=2)
+    del d["processes"][0]["units"][0]["timers"]["graph"]["gpu_state_after"]
+    rows = {(r["candidate"], r["timer"]): r for r in ta.clock_after(d, SHAPE)}
+    assert rows[("sdpa", "graph")]["n_processes"] == 1
+    assert rows[("sdpa", "do_bench_cudagraph")]["median_mhz"] == 1882
+    assert ta.clock_after(d, "B1-H1-S1-D64-fp16") == []
+
+
+def test_direction_sentence_sorts_timers_by_where_the_interval_lies():
+    v = {f"{k}_{f}": x for k in tn.ANSWER_LABELS for f, x in
+         (("best", "fast"), ("low", 0.95), ("high", 0.98))}
+    v.update(eager_low=0.9, eager_high=1.05, kernel_low=1.02, kernel_high=1.04,
+             kernel_best="hot", sustained_low=math.nan, sustained_high=math.nan)
+    text = tn.direction_sentence(v)
+    assert text.startswith("Under graph replay, every custom kernel is slower than SDPA.")
+    assert "Under eager calls, fast is not told apart from SDPA" in text
+    assert "Under sustained replay, fast is not told apart" in text  # no interval: not decided
+    assert text.endswith("Under kernel time, hot is faster than SDPA.")
+    assert "H100" in tn.not_answered_sentence("H100")
