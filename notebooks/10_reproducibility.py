@@ -141,12 +141,12 @@ tables.show(peers.assign(runs=peers["runs"].map(", ".join)),
 # python3 -m pip install -r requirements.txt -r requirements-test.txt && python3 -m pytest
 # ```
 #
-# On a GPU, keep your CUDA build of torch, measure the reports' shapes, check the run and
-# rebuild; the new run joins the tables above:
+# On a GPU, keep your CUDA build of torch, measure the reports' shape (a design that
+# decides at its family), check the run and rebuild; the new run joins the tables above:
 #
 # ```bash
 # python3 -m pip install -r requirements-core.txt
-# python3 -m attn_analysis sweep --out data/runs/my-gpu --matrix reports-v1 --modes graph
+# python3 -m attn_analysis sweep --out data/runs/my-gpu --matrix fixed-v1 --trials 18 --modes graph
 # python3 -m attn_analysis verify data/runs/*/
 # ```
 #

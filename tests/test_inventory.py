@@ -333,9 +333,11 @@ def test_every_command_duration_is_in_the_section_it_cites():
             "GPU command"} <= names
     for name in ("README 1: install and build the book", "README 2: the test suite"):
         assert df.loc[df["name"] == name, "command"].iloc[0] in readme, name
-    gpu = df.loc[df["name"] == "GPU command", "command"].iloc[0]
-    assert re.search(r"python3 -m attn_analysis sweep --out \S+ --matrix reports-v1 --modes graph",
-                     readme) and gpu.endswith("--matrix reports-v1 --modes graph")
+    # the README's GPU command (without its --out) has a measured duration
+    found = re.search(r"python3 -m attn_analysis sweep --out \S+ (--matrix .*)", readme)
+    assert found, "the README names no GPU command"
+    gpu = df.loc[df["name"] == "GPU command", "command"]
+    assert gpu.str.endswith(found.group(1).strip()).any(), found.group(1)
     for row in df.itertuples():
         path, heading = (s.strip() for s in row.source.split("§"))
         text = _section(ROOT / path, heading)
