@@ -130,3 +130,17 @@ def test_every_transcribed_value_links_to_a_cited_report():
     fa3 = pd.read_csv(ROOT / "data" / "reference" / "fa3_published.csv")
     assert fa3["source"].str.contains("FlashAttention-3").all()
     assert "shah2024flashattention3" in entries
+
+
+def test_author_year_labels_are_distinct():
+    """The book cites author-year (`_config.yml`): two entries with one author and one year
+    would render the same label ("Dent, 2025" twice), so the bibliography suffixes them."""
+    from pybtex.database import parse_file
+    bib = parse_file(str(ROOT / "book" / "references.bib"))
+    labels = []
+    for key, entry in bib.entries.items():
+        people = entry.persons.get("author") or entry.persons.get("editor") or []
+        first = " ".join(people[0].last_names) if people else key
+        labels.append((first, entry.fields.get("year", "n.d.")))
+    assert len(labels) == len(set(labels)), sorted(labels)
+    assert ("Dent", "2025a") in labels and ("Dent", "2025b") in labels
