@@ -37,7 +37,7 @@ import pandas as pd
 import torch
 
 from attn_analysis.measure import env
-from attn_analysis import tables
+from attn_analysis import configs, tables
 from attn_analysis.analyse import provenance
 
 from attn_analysis.analyse import inventory
@@ -166,6 +166,11 @@ nbs.glue_text("env_tm_eager_sentence", " ".join(
     [timer_answer.eager_sentence(v, model) for model, v in sorted(answers.items())]
     + [timer_answer.not_answered_sentence(m) for m in sorted(set(timers.MODELS) - set(answers))]))
 nbs.glue_text("env_tm_direction_sentence", timer_answer.direction_sentence(answers[tm_model]))
+long_docs = [d for d in timers.recorded(root / "data/checks").values()
+             if timers.gpu_model(d) == tm_model and configs.TARGET.key not in d["plan"]["shapes"]]
+nbs.glue_text("env_tm_long_agreement", " ".join(
+    timer_answer.agreement_sentence(d) for d in long_docs)
+    or f"No cross-check of the long shapes is recorded for the {tm_model}.")
 fp = tm_doc["processes"][0].get("fingerprint") or {}
 nbs.glue_figure("env_timers_figure", timers.speedup_figure(
     tm_doc, f"{timer_agreement.gpu_label(tm_doc)}, torch {fp.get('torch_version')}"))

@@ -119,3 +119,15 @@ def test_direction_sentence_sorts_timers_by_where_the_interval_lies():
     assert "Under sustained replay, fast is not told apart" in text  # no interval: not decided
     assert text.endswith("Under kernel time, hot is faster than SDPA.")
     assert "H100" in tn.not_answered_sentence("H100")
+
+
+def test_agreement_sentence_counts_the_pairs_beyond_the_threshold():
+    text = tn.agreement_sentence(doc())
+    # sustained replay slows sdpa by 4 % and not 'hot': hot's 2 pairs with
+    # do_bench_cudagraph exceed 1 %; 'fast' slows with sdpa, so none of its 3 pairs does
+    assert text.startswith(f"At {SHAPE} (6 processes), 2 of 6 pairs")
+    d = doc()
+    for p in d["processes"]:
+        p["units"] = [u for u in p["units"] if u["candidate"] == "sdpa"]
+    with pytest.raises(ValueError, match="no custom kernel"):
+        tn.agreement_sentence(d)

@@ -24,7 +24,7 @@ from .phrases import join
 
 __all__ = ["ANSWER_TIMERS", "ANSWER_LABELS", "custom_candidates", "answer_values",
            "eager_sentence", "direction_sentence", "not_answered_sentence", "clock_table",
-           "clock_sentence"]
+           "clock_sentence", "agreement_sentence"]
 
 # The timers that answer a user's question, and the key each gets in answer_values.
 ANSWER_TIMERS = {"per_call": "eager", "graph": "graph", "do_bench_cudagraph": "sustained",
@@ -95,10 +95,11 @@ def answer_values(doc, shape=TARGET.key, reference="sdpa") -> dict:
 
 
 def _speedup(v, key) -> str:
-    text = f"{v[key + '_speedup']:.2f}×"
+    """'0.95× (0.84–1.08; triton)': the fastest custom kernel under a timer key."""
+    text = f"{v[key + '_speedup']:.2f}× ("
     if math.isfinite(v[key + "_low"]):
-        text += f" ({v[key + '_low']:.2f}–{v[key + '_high']:.2f})"
-    return text
+        text += f"{v[key + '_low']:.2f}–{v[key + '_high']:.2f}; "
+    return text + f"{v[key + '_best']})"
 
 
 def eager_sentence(v: dict, model: str) -> str:
@@ -106,7 +107,7 @@ def eager_sentence(v: dict, model: str) -> str:
     per eager call, with the host's share of SDPA's call and of that kernel's
     (``v``: :func:`answer_values`)."""
     return (f"Per eager call on the {model}, the fastest custom kernel runs at "
-            f"{_speedup(v, 'eager')} ({v['eager_best']}); the host takes "
+            f"{_speedup(v, 'eager')}; the host takes "
             f"{v['ref_host_share']:.0%} of SDPA's call and {v['eager_best_host_share']:.0%} "
             f"of {v['eager_best']}'s.")
 
@@ -192,3 +193,24 @@ def clock_sentence(doc, shape=TARGET.key, reference="sdpa") -> str:
         text += (f" {cand}'s clock falls too ({r[clock_s]:.0f} MHz), and its speedup moves "
                  f"by {100 * shifts[cand]:+.1f}%.")
     return text
+
+
+def agreement_sentence(doc, reference="sdpa", timers=("graph", "do_bench_cudagraph", ta.KERNEL),
+                       threshold=ta.DEFAULT_THRESHOLD) -> str:
+    """How well ``timers`` (by default those that leave the host's launch path out: graph
+    replay, sustained replay, kernel time; ``do_bench`` and eager calls launch each call from
+    Python) agree on the
+    custom kernels' speedups at every shape of ``doc``: how many (shape, kernel, pair of
+    timers) differ beyond ``threshold`` with the interval wholly outside, of how many."""
+    rows = ta.speedups(ta.unit_rows(doc), reference)
+    shapes = sorted({r["shape"] for r in rows})
+    custom = {s: set(custom_candidates(doc, s, reference)) for s in shapes}
+    pairs = [d for d in ta.disagreements(rows, threshold, timers=timers, reference=reference)
+             if d["candidate"] in custom[d["shape"]]]
+    if not pairs:
+        raise ValueError("`doc` holds no custom kernel timed under two of `timers`.")
+    bad = sum(d["verdict"] == "exceeds" for d in pairs)
+    n_proc = max(d["n_processes"] for d in pairs)
+    return (f"At {join(shapes)} ({n_proc} processes), {bad} of {len(pairs)} pairs of timers "
+            f"that leave the host out differ on a custom kernel's speedup by more "
+            f"than {threshold:.0%}.")
