@@ -325,7 +325,7 @@ nbs.glue_figure("fig-design-power", fig)
 # Power (verdict "slower") of each positive control, labelled with its measured size in
 # margins, and the A/A twin's rate of claimed differences, against processes per
 # replication, with Clopper-Pearson 95 % intervals. Rows: call and kernel level; columns:
-# GPU model, its runs pooled.
+# GPU model, its runs pooled ({glue:text}`cal3_runs_by_model:s`).
 # ```
 
 # %% tags=["remove-cell"]

@@ -127,6 +127,10 @@ def test_the_sweep_default_is_what_the_recorded_calibration_chose():
     texts = chapter.design_texts(cal)
     assert texts["cal3_choice"] == "4" and texts["cal3_choice_kernel"] == "4"
     assert "H100 (GPUs H100-c, H100-d, H100-e)" in texts["cal3_processes"]
+    assert texts["cal3_runs_by_model"] == (
+        "H100 (GPUs H100-c, H100-d, H100-e): h100-calibration-v3, h100-calibration-v4, "
+        "h100b-calibration-v4; H200 (GPUs H200-h, H200-i): h200-calibration-v3, "
+        "h200-calibration-v4")
     assert ("at the kernel level on the H100 (GPUs H100-c, H100-d, H100-e), 51% at 1.46 "
             "margins (sdpa_spin1000, 37/72) and 100% at 2.30 margins (sdpa_spin2500, 57/57)"
             ) in texts["cal3_near_goal"]
@@ -156,6 +160,7 @@ def test_the_chapter_pools_a_models_runs_and_puts_the_rates_in_words():
     assert aa["n"].tolist() == [6]  # 12 // 4 replications in each of the two runs
     texts = chapter.design_texts(cal)
     assert texts["cal3_runs"] == "a, b"
+    assert texts["cal3_runs_by_model"] == "H100 (GPUs aaaaaaaa, bbbbbbbb): a, b"
     assert texts["cal3_processes"] == ("12 (a) + 12 (b) processes on the H100 "
                                        "(GPUs aaaaaaaa, bbbbbbbb)")
     assert texts["cal3_choice_call"] == str(cal.by_level["call"] or chapter.NO_CHOICE)

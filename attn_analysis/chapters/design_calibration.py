@@ -77,6 +77,10 @@ def design_texts(cal: DesignCalibration) -> dict:
     twin = cal.pick("call", k0, "aa", "claimed difference")
     return {
         "cal3_runs": ", ".join(r.run_id for r in cal.runs),
+        # the runs behind each GPU model's pooled rates (the figure's caption)
+        "cal3_runs_by_model": "; ".join(
+            f"{model_label(rs)}: {', '.join(r.run_id for r in rs)}"
+            for rs in cal.groups.values()),
         "cal3_processes": "; ".join(
             " + ".join(f"{r.samples['trial'].nunique()} ({r.run_id})" for r in rs)
             + f" processes on the {model_label(rs)}" for rs in cal.groups.values()),
