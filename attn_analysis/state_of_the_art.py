@@ -350,18 +350,24 @@ def machine_slug(machine: str) -> str:
     return provenance.machine_model(machine).lower()
 
 
-def target_sentence(machine: str, best: dict) -> str:
-    """One sentence: the fastest kernel at the target on ``machine`` (:func:`fastest`) and
-    how far the fastest custom kernel is from it."""
+def target_sentence(machine: str, best: dict, run: str | None = None,
+                    custom: bool = True) -> str:
+    """One sentence: the fastest kernel at the target on ``machine`` (:func:`fastest`),
+    naming ``run`` when given, and (``custom``) how far the fastest custom kernel is from
+    it. The one builder of this sentence: the chapter's per-GPU summary
+    (:func:`attn_analysis.chapters.sota_sentences.target_summary`) opens with it."""
+    if not isinstance(machine, str) or not machine:
+        raise ValueError(f"`machine` must be a non-empty string; got {machine!r}.")
+    place = f"On the {machine}" + (f" (run {run})" if run else "")
     if best["winner_verdict"] == "baseline":
-        lead = (f"On the {machine} no candidate is faster than SDPA's default dispatch beyond "
+        lead = (f"{place} no candidate is faster than SDPA's default dispatch beyond "
                 f"the margin at the reports' shape: its {best['winner_family']} kernel is the "
                 f"fastest measured")
     else:
-        lead = (f"On the {machine} {best['winner_label']} is faster than SDPA's default "
+        lead = (f"{place} {best['winner_label']} is faster than SDPA's default "
                 f"dispatch at the reports' shape ({best['winner_speedup']:.2f}×, "
                 f"{best['winner_ci_low']:.2f}–{best['winner_ci_high']:.2f})")
-    if "custom_label" not in best:
+    if not custom or "custom_label" not in best:
         return lead + "."
     return (lead + f"; the fastest custom kernel, {best['custom_label']}, runs at "
             f"{best['custom_speedup']:.2f}× ({best['custom_ci_low']:.2f}–"

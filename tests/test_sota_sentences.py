@@ -39,6 +39,12 @@ def test_target_summary_states_each_value_once_with_its_run_and_level(table):
         "On the H200-a (run h200-sota-x) no candidate is faster than SDPA's default dispatch")
     with pytest.raises(ValueError, match="`machine`"):
         ss.target_summary("", table)
+    # one builder: the summary opens with state_of_the_art.target_sentence, run named
+    head = sota.target_sentence("H200-a", sota.fastest(table), run="h200-sota-x",
+                                custom=False)
+    assert text.startswith(head + " Per call, ")
+    assert "fastest custom kernel" not in head
+    assert "(run " not in sota.target_sentence("H200-a", sota.fastest(table))
 
 
 def test_dispatch_and_bshd_conclusions_only_where_every_machine_is_equivalent(table):

@@ -46,18 +46,9 @@ def target_summary(machine: str, table: pd.DataFrame, also=("fa4",)) -> str:
     kernel, then the fastest custom kernel and the candidates of ``also`` (FlashAttention-4)
     per call and per attention kernel, each with its interval: the one place the book
     states these values."""
-    if not isinstance(machine, str) or not machine:
-        raise ValueError(f"`machine` must be a non-empty string; got {machine!r}.")
     best = sota.fastest(table)
     run = table["run"].iloc[0] if "run" in table else "unnamed"
-    if best["winner_verdict"] == "baseline":
-        head = (f"On the {machine} (run {run}) no candidate is faster than SDPA's default "
-                f"dispatch beyond the margin; its {best['winner_family']} kernel is the "
-                f"fastest.")
-    else:
-        head = (f"On the {machine} (run {run}) {best['winner_label']} is faster than SDPA's "
-                f"default dispatch ({best['winner_speedup']:.2f}×, "
-                f"{best['winner_ci_low']:.2f}–{best['winner_ci_high']:.2f}).")
+    head = sota.target_sentence(machine, best, run=run, custom=False)
     cands = [best["custom_candidate"]] if "custom_candidate" in best else []
     cands += [c for c in also if c not in cands and _row(table, c, "call") is not None]
     if not cands:
