@@ -176,7 +176,7 @@ nbs.glue_figure("env_timers_figure", timers.speedup_figure(
     tm_doc, f"{timer_agreement.gpu_label(tm_doc)}, torch {fp.get('torch_version')}"))
 
 # %% [markdown]
-# ### Speedup under graph replay and sustained replay, and the SM clock after each
+# ## Speedup under graph and sustained replay, and the SM clock after each
 #
 # The shift is the speedup under sustained replay over that under the protocol's graph,
 # minus one, with its 95 % interval over processes. Clocks are read after each timer.
