@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 
 from .cli.analysis_verbs import cmd_calibrate, cmd_compare
 from .cli.parser import build_parser
@@ -18,6 +19,20 @@ from .cli.sweep_verb import _power_warning, cmd_sweep  # noqa: F401  (tests impo
 
 COMMANDS = {"sweep": cmd_sweep, "verify": cmd_verify, "show": cmd_show, "merge": cmd_merge,
             "plan": cmd_plan, "compare": cmd_compare, "calibrate": cmd_calibrate}
+
+
+def interrupt_message(args) -> str:
+    """What an interrupted verb left: for a sweep whose folder holds a journal, that its
+    finished units are there and the same command resumes; for a sweep that recorded
+    nothing, that nothing was left; for any other verb, only that it was interrupted."""
+    if getattr(args, "verb", None) != "sweep":
+        return "interrupted"
+    from .record.schema import JOURNAL
+    out = Path(getattr(args, "out", "") or "")
+    if str(out) and (out / JOURNAL).is_dir() and any((out / JOURNAL).iterdir()):
+        return (f"interrupted: the finished units are in {out}; rerun the same command to "
+                f"resume")
+    return "interrupted before any unit was recorded; nothing was left on disk"
 
 
 def main(argv=None) -> int:
@@ -31,8 +46,7 @@ def main(argv=None) -> int:
     try:
         return COMMANDS[args.verb](args)
     except KeyboardInterrupt:
-        print("interrupted: finished units are on disk; rerun the same command to resume",
-              file=sys.stderr)
+        print(interrupt_message(args), file=sys.stderr)
         return 130
     except (ValueError, RuntimeError, OSError, ImportError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -270,3 +270,17 @@ def test_a_plugin_that_fails_in_the_prebuild_processes_prints_no_traceback(tmp_p
     summary = prebuild.run(sweep.trial_context("spawn"), plan, timeout_s=120)
     assert {r["status"] for r in summary["jobs"]} == {"not_done"}
     assert "Traceback" not in capfd.readouterr().err
+
+
+def test_the_interrupt_message_says_what_was_left(tmp_path):
+    from types import SimpleNamespace
+    from attn_analysis.__main__ import interrupt_message
+    empty = SimpleNamespace(verb="sweep", out=str(tmp_path / "never-made"))
+    assert interrupt_message(empty) == ("interrupted before any unit was recorded; nothing "
+                                        "was left on disk")
+    run = tmp_path / "run"
+    (run / "journal").mkdir(parents=True)
+    (run / "journal" / "timing__t0.json").write_text("{}")
+    text = interrupt_message(SimpleNamespace(verb="sweep", out=str(run)))
+    assert str(run) in text and "rerun the same command to resume" in text
+    assert interrupt_message(SimpleNamespace(verb="compare")) == "interrupted"

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from . import consolidate, journal
 from .journal import outside_git_iv
-from .schema import JOURNAL, PLAN, RecordError
+from .schema import JOURNAL, RecordError
 from .verification import read_info, verify
 
 __all__ = ["merge"]
