@@ -89,12 +89,24 @@ nbs.glue_text("pw_decidability", pw.decidability_sentence(
     "No design SDs are recorded for this GPU model, so whether the run decides is not said.")
 near = inv[inv["campaign"] == "neighbours-v1"].set_index("run")
 pairs = neighbours.control_pairs(near.index)
-nbs.glue_text("pw_neighbours_sentence", " ".join(
-    f"Runs {c} and {s} test it on {len(near.at[c, 'gpus'])} {near.at[c, 'model']} GPUs of "
-    f"one host. " + pw.neighbours_sentence(neighbours.neighbour_effect(
-        runs[c].placements, runs[s].placements, margin=params["margin"]), params["margin"])
-    for c, s in pairs)
-    or "No neighbours control is recorded, so spreading processes over a host is not shown safe.")
+nbs.glue_text("pw_neighbours_sentence", pw.neighbours_sentence({
+    f"runs {c} and {s}, {len(near.at[c, 'gpus'])} {near.at[c, 'model']} GPUs":
+    neighbours.neighbour_effect(runs[c].placements, runs[s].placements, margin=params["margin"])
+    for c, s in pairs}, params["margin"]) if pairs else
+    "No neighbours control is recorded, so spreading processes over a host is not shown safe.")
+
+unrun = [c for c in configs.POWERED_PLANS if c != "neighbours-v1" and c not in set(inv["campaign"])]
+nbs.glue_text("pw_unrun_sentence", " ".join(pw.unrun_plan_sentence(
+    c, configs.POWERED_PLANS[c], power.load_design_sigmas(
+        device=run.device, configs=[k.key for k in configs.matrix(configs.POWERED_PLANS[c]["matrix"])],
+        candidates=list(configs.POWERED_PLANS[c]["candidates"])), params["margin"])
+    for c in unrun) or "Every pre-registered powered plan has a run.")
+
+# %% [markdown]
+# ## The long grid
+#
+# The long grid's per-process spread is larger than the reports' shapes'.
+# {glue:text}`pw_unrun_sentence:s`
 
 # %% [markdown]
 # ## Neighbours, the condition for spreading processes

@@ -36,9 +36,15 @@ def test_neighbours_sentence_follows_the_verdicts():
     e = pd.DataFrame({"candidate": ["sdpa_twin"], "level": ["call"], "ratio": [0.999],
                       "ci_low": [0.996], "ci_high": [1.001], "processes_concurrent": [12],
                       "processes_serial": [12], "verdict": ["equivalent"]})
-    assert pw.neighbours_sentence(e, 0.02).startswith("Neighbours do not move")
-    assert pw.neighbours_sentence(e.assign(verdict="inconclusive"), 0.02).startswith(
-        "Neighbours are not shown")
+    text = pw.neighbours_sentence({"runs a, b (4 GPUs)": e, "runs c, d (2 GPUs)": e}, 0.02)
+    assert text == ("Neighbours do not move the controls beyond the margin (±2%) on any host: "
+                    "all 2 ratios of a process on every GPU over one at a time lie in "
+                    "[0.9960, 1.0010] and are equivalent (runs a, b (4 GPUs); runs c, d (2 GPUs)).")
+    text = pw.neighbours_sentence({"h1": e, "h2": e.assign(verdict="inconclusive")}, 0.02)
+    assert text.startswith("Neighbours are not shown") and "on h2 0.9990" in text
+    assert "on h1" not in text
+    with pytest.raises(ValueError, match="`effects`"):
+        pw.neighbours_sentence({}, 0.02)
 
 
 def test_speedup_display_leaves_out_the_attention_level():
@@ -113,3 +119,17 @@ def test_headline_counts_fold_the_verdicts_into_four_that_sum_to_the_total():
         pw.headline_counts({V.SLOWER.value: 3})
     with pytest.raises(ValueError, match="sum"):
         pw.headline_counts({V.SLOWER.value: 3, "total": 4})
+
+
+def test_unrun_plan_sentence_gives_the_processes_its_family_needs():
+    from attn_analysis.analyse import power
+    plan = {"levels": ("kernel",), "family_size": 96, "trials": 24}
+    text = pw.unrun_plan_sentence("long-plan", plan, {"call": 0.01, "kernel": 0.02}, 0.02)
+    need = power.processes_needed(0.02, 96, 0.02)
+    small = power.processes_needed(0.02, 4, 0.02)
+    assert text == (f"Plan long-plan was not run: at the kernel level (per-process SD 0.020) "
+                    f"its family of m = 96 needs {need} processes against the 24 planned, "
+                    f"and a family of 4 would need {small}.")
+    assert need > small > 24  # an SD this large: not even a small family decides at 24
+    with pytest.raises(ValueError, match="`sigmas`"):
+        pw.unrun_plan_sentence("long-plan", plan, {"call": 0.01}, 0.02)

@@ -16,7 +16,8 @@ from ..analyse.stats import Verdict
 from ..configs import BASELINE
 
 __all__ = ["LEVELS", "MARKS", "family_table", "verdict_counts", "headline_counts", "counts_sentence",
-           "inconclusive_share", "decidability_sentence", "plan_sentence", "speedup_display", "neighbours_sentence"]
+           "inconclusive_share", "decidability_sentence", "plan_sentence", "speedup_display", "neighbours_sentence",
+           "unrun_plan_sentence"]
 
 LEVELS = ("call", "kernel")
 # A verdict as a mark beside its speedup in the page's compact table (legend in its caption)
@@ -143,17 +144,47 @@ def speedup_display(table: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index()
 
 
-def neighbours_sentence(effect: pd.DataFrame, margin: float) -> str:
-    """The neighbours control in one sentence: each control's ratio (a process on every
-    GPU over one at a time) with its interval and verdict against ``margin``."""
-    if effect.empty:
-        raise ValueError("`effect` must hold at least one control.")
-    parts = [f"{r.candidate} at the {r.level} level {r.ratio:.4f} [{r.ci_low:.4f}, "
-             f"{r.ci_high:.4f}], {r.verdict}" for r in effect.itertuples()]
-    verdicts = set(effect["verdict"])
-    lead = ("Neighbours do not move the controls beyond the margin"
-            if verdicts == {"equivalent"} else
-            "Neighbours are not shown to leave the controls within the margin")
-    return (f"{lead} (±{100 * margin:g}%; speedup with a process on every GPU over one at "
-            f"a time, {effect['processes_concurrent'].min()} and "
-            f"{effect['processes_serial'].min()} processes): " + "; ".join(parts) + ".")
+def neighbours_sentence(effects: dict, margin: float) -> str:
+    """The neighbours control of every host in one sentence. ``effects`` maps a host's
+    description (its runs and GPUs) to its ``neighbours.neighbour_effect`` table (each
+    control's ratio, a process on every GPU over one at a time, with interval and verdict
+    against ``margin``). All equivalent: the range of every interval; else each ratio that
+    is not equivalent, named."""
+    if not effects or any(e.empty for e in effects.values()):
+        raise ValueError("`effects` must hold at least one host, each with a control.")
+    allrows = pd.concat([e.assign(host=h) for h, e in effects.items()], ignore_index=True)
+    hosts = "; ".join(effects)
+    if set(allrows["verdict"]) == {"equivalent"}:
+        return (f"Neighbours do not move the controls beyond the margin (±{100 * margin:g}%) "
+                f"on any host: all {len(allrows)} ratios of a process on every GPU over one at "
+                f"a time lie in [{allrows['ci_low'].min():.4f}, {allrows['ci_high'].max():.4f}] "
+                f"and are equivalent ({hosts}).")
+    bad = allrows[allrows["verdict"] != "equivalent"]
+    return ("Neighbours are not shown to leave the controls within the margin "
+            f"(±{100 * margin:g}%): " + "; ".join(
+                f"{r.candidate} at the {r.level} level on {r.host} {r.ratio:.4f} "
+                f"[{r.ci_low:.4f}, {r.ci_high:.4f}], {r.verdict}" for r in bad.itertuples())
+            + ".")
+
+
+def unrun_plan_sentence(name: str, plan: dict, sigmas: dict, margin: float,
+                        small_family: int = 4) -> str:
+    """Why a pre-registered plan ``name`` (a ``configs.POWERED_PLANS`` entry) was not run:
+    at the per-process SDs ``sigmas`` of its shapes and candidates (``{level: sd}``, as
+    ``power.load_design_sigmas`` gives), the processes its family m needs at each judged
+    level against the processes it plans, and what a family of ``small_family`` would need
+    (the smallest family worth running)."""
+    from ..analyse import power
+    levels = [lv for lv in plan["levels"] if lv in sigmas]
+    if not levels:
+        raise ValueError(f"`sigmas` must hold a level of plan {name!r}: {plan['levels']}.")
+    parts = []
+    for lv in levels:
+        need = power.processes_needed(sigmas[lv], plan["family_size"], margin)
+        small = power.processes_needed(sigmas[lv], small_family, margin)
+        parts.append(f"at the {lv} level (per-process SD {sigmas[lv]:.3f}) its family of "
+                     f"m = {plan['family_size']} needs "
+                     f"{need if need is not None else 'more than 1024'} processes against "
+                     f"the {plan['trials']} planned, and a family of {small_family} would "
+                     f"need {small if small is not None else 'more than 1024'}")
+    return f"Plan {name} was not run: " + "; ".join(parts) + "."
