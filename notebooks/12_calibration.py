@@ -371,3 +371,9 @@ tables.show(design_chapter.family_table(fam_rates, used),
             name="tbl-family-calibration", csv="family_calibration.csv",
             full=fam_rates.merge(used.groupby(["device", "m"])["run"].agg(", ".join)
                                  .reset_index(), on=["device", "m"], how="left"))
+
+# %% tags=["remove-cell"]
+# The confirmatory runs with fewer processes than `plan --power` asks at their own family:
+# their power there (the threats chapter pastes it).
+nbs.glue_text("fam_short_confirm_power", design_chapter.short_runs_power(
+    fam_rates, used, _inv.loc[_inv["role"] == "confirmatory", "run"]))

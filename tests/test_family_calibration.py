@@ -154,3 +154,25 @@ def test_used_designs_judge_a_pre_registered_run_at_its_registered_family():
 def comparisons_plan(run):
     from attn_analysis.analyse import comparisons
     return comparisons.plan_comparisons(run.samples, run.placements, kernels=run.kernels)[0]
+
+
+def test_short_runs_power_gives_each_short_runs_power_at_its_own_family(rates):
+    from attn_analysis.chapters import design_calibration as ch
+    both = pd.concat([rates, rates.assign(level="kernel")], ignore_index=True)
+    designs = pd.DataFrame([
+        {"run": "short", "device": "GPU A", "model": "A", "m": 60, "processes": 6,
+         "need_call": 8, "need_kernel": None},
+        {"run": "enough", "device": "GPU A", "model": "A", "m": 60, "processes": 8,
+         "need_call": 8, "need_kernel": 8},
+        {"run": "other", "device": "GPU A", "model": "A", "m": 1, "processes": 6,
+         "need_call": 8, "need_kernel": 8}])
+    p6 = f"{100 * _rate(rates, 'power', 60, 6)['rate']:.0f}"
+    # only the asked runs that fall short; each at its own m and P, call/kernel
+    assert ch.short_runs_power(both, designs, ["short", "enough"]) == (
+        f"{p6}/{p6} % on short (m = 60)")
+    assert ch.short_runs_power(both, designs, ["enough"]) == "none"
+    assert p6 != f"{100 * _rate(rates, 'power', 60, 8)['rate']:.0f}"  # P, not the need
+    with pytest.raises(ValueError, match="`runs`"):
+        ch.short_runs_power(both, designs, ["missing"])
+    with pytest.raises(ValueError, match="`runs`"):
+        ch.short_runs_power(both, designs, "short")

@@ -16,7 +16,8 @@ from ..analyse.provenance import model_label
 from ..configs import TARGET
 
 __all__ = ["DesignCalibration", "calibrate_design", "design_texts", "spread_table",
-           "used_designs", "family_calibration", "family_table", "family_texts"]
+           "used_designs", "family_calibration", "family_table", "family_texts",
+           "short_runs_power"]
 
 NO_CHOICE = "no choice (no control of that size, or no design reaching the goal)"
 
@@ -254,3 +255,24 @@ def family_texts(rates: pd.DataFrame, designs: pd.DataFrame) -> dict:
     fp = mine[(mine["m"] > 1) & (mine["measure"] == "false positive") & (mine["n"] > 0)]
     out["fam_fp_m"] = _span(100 * fp["rate"]) if len(fp) else "none"
     return out
+
+
+def short_runs_power(rates: pd.DataFrame, designs: pd.DataFrame, runs) -> str:
+    """The power, at its own family m and processes P, of each run of ``runs`` (run ids of
+    ``designs``, :func:`used_designs`) whose P falls short of what ``plan --power`` asks at
+    either level: "58/82 % on r1 (m = 144)", call/kernel as in :func:`family_table`, runs
+    joined by "and". The threats chapter pastes it; "none" when no such run falls short."""
+    if isinstance(runs, str):
+        raise ValueError(f"`runs` must be a collection of run ids; got the string {runs!r}.")
+    wanted = set(runs)
+    missing = wanted - set(designs["run"])
+    if missing:
+        raise ValueError(f"`runs` names runs that `designs` does not hold: {sorted(missing)}.")
+
+    def short(r):
+        return any(need is not None and not pd.isna(need) and r.processes < need
+                   for need in (r.need_call, r.need_kernel))
+    parts = ["/".join(_pct(rates, r.device, lv, r.m, r.processes, "power")
+                      for lv in ("call", "kernel")) + f" % on {r.run} (m = {int(r.m)})"
+             for r in designs.itertuples() if r.run in wanted and short(r)]
+    return " and ".join(parts) if parts else "none"
