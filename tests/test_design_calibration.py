@@ -131,6 +131,9 @@ def test_the_sweep_default_is_what_the_recorded_calibration_chose():
         "H100 (GPUs H100-c, H100-d, H100-e): h100-calibration-v3, h100-calibration-v4, "
         "h100b-calibration-v4; H200 (GPUs H200-h, H200-i): h200-calibration-v3, "
         "h200-calibration-v4")
+    # the design's A/A twin beyond the margin, per GPU model (the abstract's sentence)
+    assert texts["cal3_aa_beyond_short"] == (
+        "0 of 72 replications (H100) and 0 of 75 (H200), per call and kernel")
     assert ("at the kernel level on the H100 (GPUs H100-c, H100-d, H100-e), 51% at 1.46 "
             "margins (sdpa_spin1000, 37/72) and 100% at 2.30 margins (sdpa_spin2500, 57/57)"
             ) in texts["cal3_near_goal"]
@@ -161,6 +164,14 @@ def test_the_chapter_pools_a_models_runs_and_puts_the_rates_in_words():
     texts = chapter.design_texts(cal)
     assert texts["cal3_runs"] == "a, b"
     assert texts["cal3_runs_by_model"] == "H100 (GPUs aaaaaaaa, bbbbbbbb): a, b"
+    c = cal.pick("call", 4, "aa", "beyond margin").iloc[0]
+    kr = cal.pick("kernel", 4, "aa", "beyond margin").iloc[0]
+    if (c["events"], c["n"]) == (kr["events"], kr["n"]):
+        assert texts["cal3_aa_beyond_short"] == (
+            f"{int(c['events'])} of 6 replications (H100), per call and kernel")
+    else:
+        assert texts["cal3_aa_beyond_short"] == (
+            f"{int(c['events'])}/6 per call and {int(kr['events'])}/6 per kernel (H100)")
     assert texts["cal3_processes"] == ("12 (a) + 12 (b) processes on the H100 "
                                        "(GPUs aaaaaaaa, bbbbbbbb)")
     assert texts["cal3_choice_call"] == str(cal.by_level["call"] or chapter.NO_CHOICE)

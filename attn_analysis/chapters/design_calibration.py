@@ -15,7 +15,8 @@ from ..analyse.inventory import gpu_model
 from ..analyse.provenance import model_label
 from ..configs import TARGET
 
-__all__ = ["DesignCalibration", "calibrate_design", "design_texts", "spread_table",
+__all__ = ["DesignCalibration", "calibrate_design", "design_texts", "aa_beyond_short",
+           "spread_table",
            "used_designs", "family_calibration", "family_table", "family_texts",
            "short_runs_power"]
 
@@ -112,12 +113,34 @@ def design_texts(cal: DesignCalibration) -> dict:
             f"{int(kr.events)}/{int(kr.n)} per kernel (95 % upper bound at most "
             f"{max(c.ci_high, kr.ci_high):.1%})."
             for c, kr in zip(*aa_by_level("beyond margin"))),
+        "cal3_aa_beyond_short": aa_beyond_short(cal),
         "cal3_twin_truth": ", ".join(f"{r.slowdown:.4f} ({r.device})" for r in twin.itertuples()),
         "cal3_kmax": max(cal.ks),
         "cal3_seeds": "; ".join(
             f"on the {model_label(cal.groups[model])}, {rep} of {n}"
             for model, (rep, n) in dc.repeated_draws(cal.runs).items()),
     }
+
+
+def aa_beyond_short(cal: DesignCalibration) -> str:
+    """The abstract's count of the A/A twin called faster or slower beyond the margin at
+    the design's processes, per GPU model: "0 of 72 replications (H100) and 0 of 75
+    (H200), per call and kernel" when both levels agree on every model, else each level's
+    count per model."""
+    k, parts, same = cal.k_shown, [], True
+    for model, rs in cal.groups.items():
+        label = model_label(rs)
+        c, kr = (cal.pick(level, k, "aa", "beyond margin") for level in ("call", "kernel"))
+        c, kr = c[c["device"] == label].iloc[0], kr[kr["device"] == label].iloc[0]
+        same &= (int(c["events"]), int(c["n"])) == (int(kr["events"]), int(kr["n"]))
+        parts.append((gpu_model(model), c, kr))
+    if same:
+        return " and ".join(
+            f"{int(c['events'])} of {int(c['n'])}"
+            f"{' replications' if i == 0 else ''} ({name})"
+            for i, (name, c, _) in enumerate(parts)) + ", per call and kernel"
+    return " and ".join(f"{int(c['events'])}/{int(c['n'])} per call and {int(kr['events'])}/"
+                        f"{int(kr['n'])} per kernel ({name})" for name, c, kr in parts)
 
 
 def _bracket(power: pd.DataFrame) -> pd.DataFrame:
