@@ -6,7 +6,7 @@ one call: :func:`prelude` in the notebooks that can measure (they lead with one 
 :func:`parameters` in those that only read named runs and checks. Either checks every
 parameter, each with the check the notebook names for it, before any work. Everything
 numeric lives in :mod:`attn_analysis.analyse` and the chapter modules
-(:mod:`attn_analysis.chapters`), and every figure in :mod:`attn_analysis.plots`; the checks
+(:mod:`attn_analysis.chapters`), and every figure in :mod:`attn_analysis.present.plots`; the checks
 of recorded inputs (runs, check files) live in :mod:`attn_analysis.chapters.inputs`.
 """
 

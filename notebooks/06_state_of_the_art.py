@@ -58,7 +58,8 @@ root, params = nbs.parameters(
 
 import numpy as np
 import pandas as pd
-from attn_analysis import plots, tables, state_of_the_art as sota
+from attn_analysis import tables, state_of_the_art as sota
+from attn_analysis.present import plots
 from attn_analysis.analyse import comparisons, machine_level
 from attn_analysis.chapters import gluon_kernel, phrases, sota_sentences
 

@@ -129,7 +129,7 @@ TINY_NOTEBOOK = {"cells": [
 def test_a_figure_glued_in_a_notebook_and_pasted_on_another_page_renders(tmp_path, builder):
     """Regression (issue 41): myst-nb pastes a figure on another page as a path to
     ``<sha256>.png`` and writes no file, so a figure glued with ``display=False`` was a
-    missing PNG and the PDF build stopped. attn_analysis.book_figures writes it."""
+    missing PNG and the PDF build stopped. attn_analysis.present.book_figures writes it."""
     import json
     import shutil
 
@@ -139,7 +139,7 @@ def test_a_figure_glued_in_a_notebook_and_pasted_on_another_page_renders(tmp_pat
     (tmp_path / "_config.yml").write_text(
         "title: tiny\nauthor: a\nonly_build_toc_files: true\n"
         "execute:\n  execute_notebooks: force\n"
-        f"sphinx:\n  local_extensions:\n    attn_analysis.book_figures: {ROOT}\n"
+        f"sphinx:\n  local_extensions:\n    attn_analysis.present.book_figures: {ROOT}\n"
         "latex:\n  latex_documents:\n    targetname: book.tex\n")
     (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: index\nchapters:\n"
                                        "  - file: sub/page\n  - file: nb\n")

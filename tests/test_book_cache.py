@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from attn_analysis import book_cache
+from attn_analysis.present import book_cache
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -177,7 +177,7 @@ execute:
   timeout: 120
 sphinx:
   local_extensions:
-    attn_analysis.book_cache: {repo}
+    attn_analysis.present.book_cache: {repo}
 """
 
 

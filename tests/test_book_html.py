@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from attn_analysis import book_words as W
+from attn_analysis.present import book_words as W
 
 ROOT = Path(__file__).resolve().parents[1]
 

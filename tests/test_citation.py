@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from attn_analysis import __version__, citation as C
+from attn_analysis import __version__
+from attn_analysis.present import citation as C
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -11,8 +11,8 @@ lazy import still runs when the function does). The stages, lowest first:
 ``analyse``   pure functions of a loaded run's frames (``analyse/``);
 ``measure``   the GPU side (``measure/``): it writes through ``record`` and names its
               candidates with ``analyse.catalog``'s vocabulary, so it sits above both;
-``present``   figures and short tables (``plots``, ``tables``, ``show``) and the book's build
-              helpers;
+``present``   figures and short tables (``present/``: ``plots``, ``show``, ...; ``tables`` and
+              ``audit_plots`` still at the top level) and the book's build helpers;
 ``chapters``  one module per chapter of the book (``chapters/``, ``state_of_the_art``);
 ``entry``     what a notebook or the command line calls first (``notebook_support``,
               ``__main__`` and the command line's verbs, ``cli/``).
@@ -39,14 +39,11 @@ ROOT = Path(__file__).resolve().parents[1] / PACKAGE
 STAGES = ("core", "record", "analyse", "measure", "present", "chapters", "entry")
 # Top-level modules by stage; a subpackage's modules take its name as their stage.
 TOP_LEVEL = {"__init__": "core", "_validate": "core", "configs": "core",
-             "plots": "present", "latency_plots": "present", "audit_plots": "present",
-             "figure_style": "present", "tables": "present", "show": "present",
-             "book_cache": "present", "citation": "present", "book_words": "present",
-             "book_figures": "present",
+             "audit_plots": "present", "tables": "present",
              "state_of_the_art": "chapters",
              "notebook_support": "entry", "__main__": "entry"}
 SUBPACKAGES = {"record": "record", "analyse": "analyse", "measure": "measure",
-               "chapters": "chapters", "cli": "entry"}
+               "present": "present", "chapters": "chapters", "cli": "entry"}
 TORCH_FREE = ("record", "analyse", "present", "chapters")
 FORBIDDEN = ("torch", "triton", f"{PACKAGE}.measure")
 

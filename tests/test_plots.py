@@ -7,8 +7,9 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
-from attn_analysis import plots as P
-from attn_analysis import audit_plots, figure_style, latency_plots
+from attn_analysis.present import plots as P
+from attn_analysis import audit_plots
+from attn_analysis.present import figure_style, latency_plots
 from attn_analysis.analyse import sample_groups
 
 LABEL = "NVIDIA H100 80GB HBM3, torch 2.11.0+cu130"

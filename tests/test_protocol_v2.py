@@ -260,7 +260,7 @@ def test_calibrate_cli_gives_rates_with_intervals_and_replication_counts(cpu_run
 def test_summary_figure_has_both_levels_a_linear_axis_around_one_and_the_margin_band():
     samples, placements = _frames()
     table = comparisons.speedup_table(samples, placements, n_resamples=500)
-    from attn_analysis import plots
+    from attn_analysis.present import plots
     fig = plots.speedup_summary({"GPU a": table, "GPU b": table}, 0.02, "NVIDIA H200, test")
     call, kernel = fig.axes[:2]
     assert "call" in call.get_title() and "kernel" in kernel.get_title()

@@ -10,7 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from attn_analysis import configs, plots
+from attn_analysis import configs
+from attn_analysis.present import plots
 from attn_analysis.analyse import catalog, comparisons
 from attn_analysis import state_of_the_art as sota
 from attn_analysis.configs import TARGET, Config

@@ -7,7 +7,7 @@ import matplotlib
 import numpy as np
 from matplotlib.figure import Figure
 
-from .. import figure_style
+from ..present import figure_style
 from ..analyse import robustness as rb
 
 __all__ = ["LEVEL_COLOURS", "clock_figure"]

@@ -72,7 +72,7 @@ def speedup_figure(doc, device_label: str, shape=TARGET.key, reference="sdpa",
     device (``device_label``) and shape in the title, which says "no interval" where every
     point comes from one process; limits fitted to the points
     (``figure_style.interval_window``)."""
-    from .. import figure_style as fs
+    from ..present import figure_style as fs
     label = fs._label_iv(device_label)
     rows = [r for r in _speedups(doc, shape, reference, source)
             if r["timer"] in timers and r["candidate"] != reference]

@@ -32,7 +32,8 @@ def cmd_verify(args) -> int:
 
 
 def cmd_show(args) -> int:
-    from .. import record, show
+    from .. import record
+    from ..present import show
     run = record.load(args.run)
     print(show.summary(run))
     return 0

@@ -142,7 +142,7 @@ def refresh_cache(cache: Path, digests: dict[str, str]) -> list[str]:
 
 def write_stamp(cache: Path, digests: dict[str, str]) -> None:
     """Stamp ``cache`` with the group digests of the build that just finished (atomically)."""
-    from .record import atomic_write_bytes
+    from ..record import atomic_write_bytes
     atomic_write_bytes(Path(cache) / STAMP,
                        json.dumps(digests, indent=1, sort_keys=True).encode() + b"\n")
 
@@ -150,7 +150,7 @@ def write_stamp(cache: Path, digests: dict[str, str]) -> None:
 def _on_config_inited(app, config) -> None:
     import os
 
-    from .record import verify_memo
+    from ..record import verify_memo
     digests = input_digests(app.srcdir)
     app.attn_input_digests = digests
     config.attn_inputs_digest = combined_digest(digests)

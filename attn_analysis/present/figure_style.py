@@ -20,9 +20,9 @@ import seaborn as sns
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from . import _validate
-from .configs import Config
-from .analyse.stats import Verdict
+from .. import _validate
+from ..configs import Config
+from ..analyse.stats import Verdict
 
 __all__ = ["VERDICT_COLORS", "AXIS_LABELS", "MODE_LABELS", "MODE_TITLES", "PAGE_WIDTH_IN",
            "STYLE", "near_one_window", "MAX_SPAN_RATIO", "MIN_NEEDED_SPAN", "check_span",

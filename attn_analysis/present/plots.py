@@ -22,8 +22,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter
 
-from .configs import Config
-from .analyse.stats import Verdict, margin_iv
+from ..configs import Config
+from ..analyse.stats import Verdict, margin_iv
 from .figure_style import (_err, _figure, _finish, _frame_iv, _label_iv, _legend_below,
                            check_span, interval_window,
                            MODE_LABELS, MODE_TITLES, near_one_window, PAGE_WIDTH_IN,

@@ -14,8 +14,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
-from .analyse import workload
-from .configs import Config
+from ..analyse import workload
+from ..configs import Config
 from .figure_style import (AXIS_LABELS, _by_candidate, _figure, _finish, _frame_iv,
                            _label_iv, _legend_below, MODE_LABELS, MODE_TITLES,
                            PAGE_WIDTH_IN, _plain_log_axis, _short, _styled, _title)
