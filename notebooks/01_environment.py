@@ -148,7 +148,8 @@ for cand in ("fa3", "flex_flash", "sdpa_fa4", "fa4_bshd"):
 # target per timer, the host's share of an eager call, and the SM clock after each timer.
 from attn_analysis.chapters import timers, timer_answer
 from attn_analysis.analyse import timer_agreement
-timer_docs = timers.by_model(timers.recorded(root / "data/checks"))
+checks = timers.recorded(root / "data/checks")
+timer_docs = timers.by_model(checks)
 answers = {}
 for model, doc in timer_docs.items():
     try:
@@ -161,12 +162,15 @@ tm_model = "H200" if "H200" in answers else sorted(answers)[0]
 tm_doc = timer_docs[tm_model]
 nbs.glue_values("env_ta_", answers[tm_model])
 nbs.glue_text("env_tm_model", tm_model)
+nbs.glue_text("env_tm_file", next(f"data/checks/{k}.json" for k in sorted(checks)
+                                  if timers.gpu_model(checks[k]) == tm_model))
 nbs.glue_text("env_tm_clock_sentence", timer_answer.clock_sentence(tm_doc))
 nbs.glue_text("env_tm_eager_sentence", " ".join(
     [timer_answer.eager_sentence(v, model) for model, v in sorted(answers.items())]
-    + [timer_answer.not_answered_sentence(m) for m in sorted(set(timers.MODELS) - set(answers))]))
+    + [timer_answer.not_answered_sentence(m, timer_docs.get(m))
+       for m in sorted(set(timers.MODELS) - set(answers))]))
 nbs.glue_text("env_tm_direction_sentence", timer_answer.direction_sentence(answers[tm_model]))
-long_docs = [d for d in timers.recorded(root / "data/checks").values()
+long_docs = [d for d in checks.values()
              if timers.gpu_model(d) == tm_model and configs.TARGET.key not in d["plan"]["shapes"]]
 nbs.glue_text("env_tm_long_agreement", " ".join(
     timer_answer.agreement_sentence(d) for d in long_docs)
@@ -176,13 +180,14 @@ nbs.glue_figure("env_timers_figure", timers.speedup_figure(
     tm_doc, f"{timer_agreement.gpu_label(tm_doc)}, torch {fp.get('torch_version')}"))
 
 # %% [markdown]
-# ## Speedup under graph and sustained replay, and the SM clock after each
+# ## Speedup under each timer, and the SM clock after graph and sustained replay
 #
-# The shift is the speedup under sustained replay over that under the protocol's graph,
-# minus one, with its 95 % interval over processes. Clocks are read after each timer.
+# Speedups over SDPA are geometric means over processes. The shift is the speedup under
+# sustained replay over that under graph replay, minus one, with its 95 % interval.
 
 # %% tags=["remove-input"]
 tables.show(timer_answer.clock_table(tm_doc),
-            f"Speedup over SDPA at the target under graph and sustained replay, and the SM "
-            f"clock after each, {timer_agreement.gpu_label(tm_doc)} "
+            f"Speedup over SDPA at the target under each timer, the shift of sustained over "
+            f"graph replay, and the SM clock after graph / sustained replay, "
+            f"{timer_agreement.gpu_label(tm_doc)} "
             f"({answers[tm_model]['n_processes']} processes)", name="tbl-timer-clocks")

@@ -37,9 +37,9 @@ def test_neighbours_sentence_follows_the_verdicts():
                       "ci_low": [0.996], "ci_high": [1.001], "processes_concurrent": [12],
                       "processes_serial": [12], "verdict": ["equivalent"]})
     text = pw.neighbours_sentence({"runs a, b (4 GPUs)": e, "runs c, d (2 GPUs)": e}, 0.02)
-    assert text == ("Neighbours do not move the controls beyond the margin (±2%) on any host: "
-                    "all 2 ratios of a process on every GPU over one at a time lie in "
-                    "[0.9960, 1.0010] and are equivalent (runs a, b (4 GPUs); runs c, d (2 GPUs)).")
+    assert text == ("Hosts tested: runs a, b (4 GPUs); runs c, d (2 GPUs). On each, neighbours "
+                    "move no control beyond the margin (±2%): all 2 ratios of concurrent over "
+                    "one-at-a-time lie in [0.9960, 1.0010], each equivalent.")
     text = pw.neighbours_sentence({"h1": e, "h2": e.assign(verdict="inconclusive")}, 0.02)
     assert text.startswith("Neighbours are not shown") and "on h2 0.9990" in text
     assert "on h1" not in text

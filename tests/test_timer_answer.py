@@ -82,13 +82,29 @@ def test_answer_values_name_the_fastest_custom_kernel_per_timer_and_the_host_sha
 
 def test_clock_sentence_says_who_keeps_its_clock_and_by_how_much_it_gains():
     table = tn.clock_table(doc()).set_index("candidate")
-    assert list(table.index) == ["sdpa", "fast", "hot"]
-    assert table.loc["hot", "SM clock after sustained (MHz)"] == 1980
+    # sdpa, the candidates on its kernel, then the custom kernels
+    assert list(table.index) == ["sdpa", "cudnn_frontend", "eager_compiled", "fast", "hot"]
+    assert table.loc["hot", "SM clock (MHz)"] == "1980 / 1980"
+    assert table.loc["sdpa", "SM clock (MHz)"] == "1980 / 1882"
+    assert table.loc["hot", "graph replay"] == pytest.approx(0.050 / 0.056, rel=0.01)
+    assert float(table.loc["hot", "shift (%)"].split()[0]) == pytest.approx(4.0, abs=0.3)
     text = tn.clock_sentence(doc())
     assert "1882 MHz" in text and "hot keep 1980 MHz" in text
     # hot's speedup rises by sdpa's 4 % slowdown under sustained replay
-    assert re.search(r"rise by (3\.[89]|4\.[01])–(3\.[89]|4\.[01])% under sustained", text)
+    assert re.search(r"rise by (3\.[89]|4\.[01])–(3\.[89]|4\.[01])%\.", text)
     assert "fast's clock falls too (1905 MHz)" in text
+    # eager_compiled runs sdpa's kernel and keeps its clock: the fall is not the kernel's
+    assert "1980 MHz (eager_compiled)" in text and "not the kernel's alone" in text
+    d = doc()
+    for p in d["processes"]:
+        for u in p["units"]:
+            if u["candidate"] == "eager_compiled":
+                u["timers"]["do_bench_cudagraph"]["gpu_state_after"]["sm_clock_mhz"] = 1882
+    assert "falls wherever it runs" in tn.clock_sentence(d)
+
+
+def test_pct_never_prints_a_negative_zero():
+    assert tn._pct(-0.0003) == "+0.0" and tn._pct(0.0249) == "+2.5" and tn._pct(-0.013) == "-1.3"
 
 
 def test_a_cross_check_without_custom_kernels_is_refused():
@@ -114,11 +130,18 @@ def test_direction_sentence_sorts_timers_by_where_the_interval_lies():
     v.update(eager_low=0.9, eager_high=1.05, kernel_low=1.02, kernel_high=1.04,
              kernel_best="hot", sustained_low=math.nan, sustained_high=math.nan)
     text = tn.direction_sentence(v)
-    assert text.startswith("Under graph replay, every custom kernel is slower than SDPA.")
+    assert text.startswith("Under graph replay, SDPA is faster than every custom kernel (95 % "
+                           "intervals below 1, not family-wise).")
     assert "Under eager calls, fast is not told apart from SDPA" in text
     assert "Under sustained replay, fast is not told apart" in text  # no interval: not decided
     assert text.endswith("Under kernel time, hot is faster than SDPA.")
-    assert "H100" in tn.not_answered_sentence("H100")
+    assert tn.not_answered_sentence("H100") == "No eager answer is recorded for the H100."
+    d = doc(n_proc=2)
+    for p in d["processes"]:
+        p["units"] = [dict(shape=SHAPE, candidate="sdpa", skipped="deadline")]
+    assert tn.not_answered_sentence("H100", d) == (
+        "No eager answer is recorded for the H100: its cross-check skipped SDPA here "
+        "(deadline in 2 of 2 processes).")
 
 
 def test_agreement_sentence_counts_the_pairs_beyond_the_threshold():

@@ -155,10 +155,10 @@ def neighbours_sentence(effects: dict, margin: float) -> str:
     allrows = pd.concat([e.assign(host=h) for h, e in effects.items()], ignore_index=True)
     hosts = "; ".join(effects)
     if set(allrows["verdict"]) == {"equivalent"}:
-        return (f"Neighbours do not move the controls beyond the margin (±{100 * margin:g}%) "
-                f"on any host: all {len(allrows)} ratios of a process on every GPU over one at "
-                f"a time lie in [{allrows['ci_low'].min():.4f}, {allrows['ci_high'].max():.4f}] "
-                f"and are equivalent ({hosts}).")
+        return (f"Hosts tested: {hosts}. On each, neighbours move no control beyond the "
+                f"margin (±{100 * margin:g}%): all {len(allrows)} ratios of concurrent over "
+                f"one-at-a-time lie in [{allrows['ci_low'].min():.4f}, "
+                f"{allrows['ci_high'].max():.4f}], each equivalent.")
     bad = allrows[allrows["verdict"] != "equivalent"]
     return ("Neighbours are not shown to leave the controls within the margin "
             f"(±{100 * margin:g}%): " + "; ".join(

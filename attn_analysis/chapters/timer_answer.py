@@ -104,12 +104,9 @@ def _speedup(v, key) -> str:
 
 def eager_sentence(v: dict, model: str) -> str:
     """The abstract's eager answer at the shape on one GPU model: the fastest custom kernel
-    per eager call, with the host's share of SDPA's call and of that kernel's
-    (``v``: :func:`answer_values`)."""
+    per eager call, and the host's share of SDPA's call (``v``: :func:`answer_values`)."""
     return (f"Per eager call on the {model}, the fastest custom kernel runs at "
-            f"{_speedup(v, 'eager')}; the host takes "
-            f"{v['ref_host_share']:.0%} of SDPA's call and {v['eager_best_host_share']:.0%} "
-            f"of {v['eager_best']}'s.")
+            f"{_speedup(v, 'eager')}; the host takes {v['ref_host_share']:.0%} of SDPA's call.")
 
 
 def direction_sentence(v: dict) -> str:
@@ -129,8 +126,8 @@ def direction_sentence(v: dict) -> str:
             spans.append((key, label))
     parts = []
     if below:
-        parts.append(f"Under {join([lb for _, lb in below])}, every custom kernel is slower "
-                     f"than SDPA.")
+        parts.append(f"Under {join([lb for _, lb in below])}, SDPA is faster than every custom "
+                     f"kernel (95 % intervals below 1, not family-wise).")
     for key, label in spans:
         parts.append(f"Under {label}, {v[key + '_best']} is not told apart from SDPA "
                      f"(its interval spans 1).")
@@ -139,16 +136,40 @@ def direction_sentence(v: dict) -> str:
     return " ".join(parts)
 
 
-def not_answered_sentence(model: str) -> str:
-    """For a GPU model whose cross-check never timed SDPA at the shape in a main process."""
-    return f"No eager answer is recorded for the {model}: its cross-check never timed SDPA here."
+def not_answered_sentence(model: str, doc=None, shape=TARGET.key, reference="sdpa") -> str:
+    """For a GPU model whose cross-check never timed ``reference`` at ``shape`` in a main
+    process: that no eager answer is recorded, and why, from the check's coverage (e.g. the
+    run's deadline skipped it) where ``doc`` is given."""
+    why = ""
+    if doc is not None:
+        cov = {r["candidate"]: r for r in ta.coverage(doc, shape)}.get(reference)
+        if cov and cov["skipped"]:
+            why = ": its cross-check skipped SDPA here (" + ", ".join(
+                f"{k} in {v} of {cov['n_processes']} processes"
+                for k, v in sorted(cov["skipped"].items())) + ")"
+    return f"No eager answer is recorded for the {model}{why or ''}."
+
+
+def _pct(x: float) -> str:
+    """A signed percentage with one decimal, never '-0.0'."""
+    text = f"{100 * x:+.1f}"
+    return "+0.0" if text == "-0.0" else text
+
+
+def _same_kernel(doc, shape, reference) -> list[str]:
+    """Candidates other than ``reference`` whose main kernel at ``shape`` is its kernel."""
+    kernels = ta.main_kernels(doc, shape)
+    ref = kernels.get(reference)
+    return sorted(c for c, k in kernels.items() if c != reference and ref is not None and k == ref)
 
 
 def clock_table(doc, shape=TARGET.key, reference="sdpa"):
-    """One row per custom kernel at ``shape`` (and ``reference`` first): its speedup under the
-    protocol's graph and under sustained replay (``do_bench_cudagraph``), the shift between
-    them with its interval (paired by process), and the median SM clock right after each
-    timer (MHz). A pandas DataFrame, rounded for display."""
+    """One row per candidate at ``shape``: ``reference``, the candidates running its kernel,
+    then the custom kernels. Columns: the speedup over ``reference`` under each timer that
+    answers a user (eager call, graph replay, sustained replay, kernel time), the shift of
+    sustained over graph replay with its 95 % interval (paired by process), and the median
+    SM clock right after graph and after sustained replay (MHz, "graph / sustained"). A
+    pandas DataFrame, rounded for display."""
     import pandas as pd
     sp = {(r["candidate"], r["timer"]): r for r in ta.speedups(ta.unit_rows(doc), reference)
           if r["shape"] == shape}
@@ -157,40 +178,54 @@ def clock_table(doc, shape=TARGET.key, reference="sdpa"):
         reference=reference) if d["shape"] == shape}
     clocks = {(c["candidate"], c["timer"]): c["median_mhz"] for c in ta.clock_after(doc, shape)}
     rows = []
-    for cand in [reference] + custom_candidates(doc, shape, reference):
+    for cand in dict.fromkeys([reference] + _same_kernel(doc, shape, reference)
+                              + custom_candidates(doc, shape, reference)):
         d = shifts.get(cand)
-        rows.append({"candidate": cand,
-                     "graph replay": (sp.get((cand, "graph")) or {}).get("speedup"),
-                     "sustained replay": (sp.get((cand, "do_bench_cudagraph")) or {}).get("speedup"),
-                     "shift (%)": f"{100 * d['difference']:+.1f} [{100 * d['low']:+.1f}, "
-                                  f"{100 * d['high']:+.1f}]" if d else "",
-                     "SM clock after graph (MHz)": clocks.get((cand, "graph")),
-                     "SM clock after sustained (MHz)": clocks.get((cand, "do_bench_cudagraph"))})
+        row = {"candidate": cand}
+        for timer, key in ANSWER_TIMERS.items():
+            row[ANSWER_LABELS[key]] = (sp.get((cand, timer)) or {}).get("speedup")
+        g, su = clocks.get((cand, "graph")), clocks.get((cand, "do_bench_cudagraph"))
+        row.update({"shift (%)": f"{_pct(d['difference'])} [{_pct(d['low'])}, "
+                                 f"{_pct(d['high'])}]" if d else "",
+                    "SM clock (MHz)": f"{g:.0f} / {su:.0f}" if g and su else ""})
+        rows.append(row)
     return pd.DataFrame(rows).round(3)
 
 
 def clock_sentence(doc, shape=TARGET.key, reference="sdpa") -> str:
-    """Why sustained replay and the protocol's short replays disagree at ``shape``: the SM
-    clock after each timer for ``reference``, which custom kernels keep their clock under
-    sustained replay, and the range of their speedups' shift (:func:`clock_table`'s data)."""
-    t = clock_table(doc, shape, reference).set_index("candidate")
-    clock_g, clock_s = "SM clock after graph (MHz)", "SM clock after sustained (MHz)"
-    ref = t.loc[reference]
-    custom = t.drop(index=reference).dropna(subset=[clock_g, clock_s])
-    held = custom[custom[clock_s] >= custom[clock_g]]
-    fell = custom[custom[clock_s] < custom[clock_g]]
-    shifts = {c: float(t.loc[c, "sustained replay"]) / float(t.loc[c, "graph replay"]) - 1
-              for c in custom.index}
-    text = (f"Sustained replay lowers {reference}'s SM clock to {ref[clock_s]:.0f} MHz, against "
-            f"{ref[clock_g]:.0f} MHz after the protocol's short replays (medians over "
-            f"processes; clocks are read, never set).")
-    if len(held):
-        lo, hi = min(shifts[c] for c in held.index), max(shifts[c] for c in held.index)
-        text += (f" {join(list(held.index))} keep {held[clock_s].min():.0f} MHz, so their speedups rise by "
-                 f"{100 * lo:.1f}–{100 * hi:.1f}% under sustained replay.")
-    for cand, r in fell.iterrows():
-        text += (f" {cand}'s clock falls too ({r[clock_s]:.0f} MHz), and its speedup moves "
-                 f"by {100 * shifts[cand]:+.1f}%.")
+    """Why sustained replay and the protocol's short replays disagree at ``shape``, as the
+    data show it: the SM clock after each for ``reference``; the custom kernels that keep
+    their clock and the range of their speedups' shift (paired by process, as
+    :func:`clock_table`); those whose clock falls too; and the clock of the candidates that
+    run ``reference``'s own kernel, which says whether the fall is the kernel's alone."""
+    rows = {c["candidate"]: c for c in ta.clock_after(doc, shape) if c["timer"] == "do_bench_cudagraph"}
+    after_graph = {c["candidate"]: c["median_mhz"] for c in ta.clock_after(doc, shape)
+                   if c["timer"] == "graph"}
+    if reference not in rows or reference not in after_graph:
+        raise ValueError(f"`doc` holds no clock reading of {reference!r} at `shape` {shape!r}.")
+    shifts = {d["candidate"]: d["difference"] for d in ta.disagreements(
+        ta.speedups(ta.unit_rows(doc), reference), timers=("do_bench_cudagraph", "graph"),
+        reference=reference) if d["shape"] == shape}
+    custom = [c for c in custom_candidates(doc, shape, reference) if c in rows and c in shifts]
+    held = [c for c in custom if rows[c]["median_mhz"] >= after_graph.get(c, math.inf)]
+    fell = [c for c in custom if c not in held]
+    text = (f"Sustained replay lowers {reference}'s SM clock to "
+            f"{rows[reference]['median_mhz']:.0f} MHz, against {after_graph[reference]:.0f} MHz "
+            f"after graph replay (medians over processes; clocks are read, never set).")
+    if held:
+        lo, hi = min(shifts[c] for c in held), max(shifts[c] for c in held)
+        text += (f" {join(held)} keep {min(rows[c]['median_mhz'] for c in held):.0f} MHz; "
+                 f"their speedups rise by {100 * lo:.1f}–{100 * hi:.1f}%.")
+    for cand in fell:
+        text += (f" {cand}'s clock falls too ({rows[cand]['median_mhz']:.0f} MHz); its speedup "
+                 f"moves by {_pct(shifts[cand])}%.")
+    same = [c for c in _same_kernel(doc, shape, reference) if c in rows]
+    if same:
+        kept = any(rows[c]["median_mhz"] >= after_graph.get(c, math.inf) for c in same)
+        text += (f" Candidates that run {reference}'s own kernel read "
+                 + join([f"{rows[c]['median_mhz']:.0f} MHz ({c})" for c in same])
+                 + (", so the fall is not the kernel's alone." if kept else
+                    ": the kernel's clock falls wherever it runs."))
     return text
 
 
