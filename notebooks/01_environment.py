@@ -37,7 +37,8 @@ import pandas as pd
 import torch
 
 from attn_analysis.measure import env
-from attn_analysis import configs, tables
+from attn_analysis import configs
+from attn_analysis.present import tables
 from attn_analysis.analyse import provenance
 
 from attn_analysis.analyse import inventory

@@ -45,8 +45,8 @@ root, params, runs, catalog, lead, R = nbs.prelude(
 import json, pandas as pd
 from attn_analysis.analyse import (findings, kernel_evidence, latency_tables, provenance, reference,
                                    sample_groups, stats, replay_cost as rc)
-from attn_analysis import configs, tables
-from attn_analysis.present import plots
+from attn_analysis import configs
+from attn_analysis.present import tables, plots
 from attn_analysis.configs import TARGET
 from attn_analysis.measure.controls import CONTROL_NAMES
 

@@ -50,8 +50,8 @@ root, params, runs, catalog, lead, R = nbs.prelude(globals(), mode=nbs.mode_iv,
 
 import numpy as np
 import pandas as pd
-from attn_analysis import configs, tables
-from attn_analysis.present import figure_style, plots
+from attn_analysis import configs
+from attn_analysis.present import tables, figure_style, plots
 from attn_analysis.chapters import matrix as mx
 from attn_analysis.analyse import (catalog, comparisons, latency_tables, provenance, reference,
                                    stats, workload)

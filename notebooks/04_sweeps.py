@@ -39,8 +39,8 @@ roofline_names = params["roofline_candidates"]
 
 import numpy as np
 import pandas as pd
-from attn_analysis import configs, tables
-from attn_analysis.present import figure_style, latency_plots
+from attn_analysis import configs
+from attn_analysis.present import tables, figure_style, latency_plots
 from attn_analysis.analyse import latency_tables, provenance, reference, workload
 
 if not set(roofline_names) & set(R.samples.loc[R.samples["mode"] == mode, "candidate"]):

@@ -37,8 +37,8 @@ root, params, runs, catalog, lead, R = nbs.prelude(globals(), candidate=nbs.cand
 
 import numpy as np
 import pandas as pd
-from attn_analysis import configs, tables
-from attn_analysis.present import latency_plots
+from attn_analysis import configs
+from attn_analysis.present import tables, latency_plots
 from attn_analysis.chapters import cross_device as xd
 from attn_analysis.analyse import latency_tables, provenance, reference, workload
 

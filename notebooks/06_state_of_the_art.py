@@ -58,10 +58,9 @@ root, params = nbs.parameters(
 
 import numpy as np
 import pandas as pd
-from attn_analysis import tables, state_of_the_art as sota
-from attn_analysis.present import plots
+from attn_analysis.present import plots, tables
 from attn_analysis.analyse import comparisons, machine_level
-from attn_analysis.chapters import gluon_kernel, phrases, sota_sentences
+from attn_analysis.chapters import gluon_kernel, phrases, sota_sentences, state_of_the_art as sota
 
 if params["measure"]:  # every parameter is checked above, before anything is measured
     from attn_analysis import sweep

@@ -37,9 +37,8 @@ root, params = nbs.parameters(globals(), checks_dir=lambda n, v, p: str(v),
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-from attn_analysis import tables
-from attn_analysis.present import figure_style
-from attn_analysis import state_of_the_art as sota
+from attn_analysis.present import tables, figure_style
+from attn_analysis.chapters import state_of_the_art as sota
 from attn_analysis.analyse import inventory
 from attn_analysis.chapters import peer_rates as pr
 from attn_analysis.record import checks

@@ -36,8 +36,9 @@ from attn_analysis import notebook_support as nbs
 root, params = nbs.parameters(globals(), margin=nbs.margin_iv, n_resamples=nbs.resamples_iv)
 
 import pandas as pd
-from attn_analysis import configs, tables
-from attn_analysis import state_of_the_art as sota
+from attn_analysis import configs
+from attn_analysis.present import tables
+from attn_analysis.chapters import state_of_the_art as sota
 from attn_analysis.analyse import inventory, neighbours, power
 from attn_analysis.chapters import powered as pw
 

@@ -130,7 +130,8 @@ from myst_nb import glue
 
 from attn_analysis.analyse import protocols
 from attn_analysis.chapters import claim_table, claims, kernel_claims
-from attn_analysis import audit_plots, configs, tables
+from attn_analysis import configs
+from attn_analysis.present import audit_plots, tables
 
 claim_rows = []  # the claims table, in the order of the subsections below
 
@@ -440,7 +441,7 @@ nbs.glue_figure("au_fig_warmup", audit_plots.warmup_traces(wu, n_warmup, H["labe
 found(claims.mann_whitney_claim(A_AA, rep, alpha=alpha))
 
 # %% tags=["remove-cell"]
-from attn_analysis import state_of_the_art as sota
+from attn_analysis.chapters import state_of_the_art as sota
 all_runs = nbs.load_runs(params["runs_dir"])
 sota_by_campaign = sota.campaigns_of(all_runs, params["sota_runs"])
 sota_tables = {c: [sota.comparison_table(run, margin=margin, n_resamples=n_resamples)

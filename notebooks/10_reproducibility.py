@@ -29,7 +29,7 @@ root, params = nbs.parameters(globals())
 
 import pandas as pd
 
-from attn_analysis import tables
+from attn_analysis.present import tables
 from attn_analysis.analyse import inventory, software
 
 RUNS = params["runs_dir"]

@@ -42,7 +42,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from attn_analysis.analyse import gpu_time
-from attn_analysis import audit_plots, tables
+from attn_analysis.present import audit_plots, tables
 from attn_analysis.analyse import design, provenance, stats, variance
 from attn_analysis.configs import TARGET
 from attn_analysis.measure.plan import DEFAULT_TRIALS

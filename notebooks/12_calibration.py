@@ -50,7 +50,7 @@ CR = list(params["calibration_runs"].values())
 import pandas as pd
 from attn_analysis.analyse import (calibration, comparisons, intervals, protocols, provenance,
                                    simulation as sim, stats)
-from attn_analysis import tables
+from attn_analysis.present import tables
 from attn_analysis.configs import TARGET
 
 samples, kernels = protocols.pool_runs({r.run_id: (r.samples, r.kernels) for r in CR},
@@ -287,7 +287,7 @@ else:
 # A/A twin a difference beyond the margin? {glue:text}`cal3_aa_beyond:s`
 
 # %% tags=["remove-cell"]
-from attn_analysis import audit_plots
+from attn_analysis.present import audit_plots
 from attn_analysis.analyse import design_calibration as dc
 from attn_analysis.chapters import design_calibration as design_chapter
 

@@ -13,7 +13,7 @@ import pytest
 from attn_analysis.chapters import audit, claims, kernel_claims
 from attn_analysis.analyse import protocols
 from attn_analysis.record import checks
-from attn_analysis import state_of_the_art as sota
+from attn_analysis.chapters import state_of_the_art as sota
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = ROOT / "data" / "runs"

@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 FIGURE_PAGES = {"notebooks/02_fixed_shape": 2, "notebooks/03_matrix": 2,
                 "notebooks/04_sweeps": 4, "notebooks/05_cross_device": 1, "notebooks/07_peer_rates": 1,
                 "notebooks/09_audit": 3}
-MAX_TABLE_ROWS = 25  # attn_analysis.tables.MAX_ROWS; the claims table is 13
+MAX_TABLE_ROWS = 25  # attn_analysis.present.tables.MAX_ROWS; the claims table is 13
 
 
 def test_the_chapter_list_is_the_table_of_contents():

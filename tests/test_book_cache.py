@@ -132,7 +132,7 @@ def _package_and_notebooks(root):
 
 
 @pytest.mark.parametrize("path, group", [
-    ("attn_analysis/tables.py", "package code"),  # every chapter imports it
+    ("attn_analysis/present/tables.py", "package code"),  # every chapter imports it
     ("attn_analysis/hardware.json", "package code"),
     ("notebooks/02_fixed_shape.py", "notebooks"),
 ])

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from attn_analysis import audit_plots
+from attn_analysis.present import audit_plots
 from attn_analysis.analyse import calibration, design_calibration as dc, protocols
 
 CFG = "B32-H8-S512-D64-fp16"
@@ -271,7 +271,7 @@ def test_level_samples_gives_a_runs_timed_samples_or_its_kernel_times():
 
 
 def test_end_of_line_labels_are_moved_apart_and_stay_on_the_axes():
-    from attn_analysis.audit_plots import _spread_labels
+    from attn_analysis.present.audit_plots import _spread_labels
     out = _spread_labels([(1.0, "2.9 m", "a"), (1.0, "1.9 m", "b"), (0.5, "1.3 m", "c")],
                          gap=0.07)
     ys = [y for y, _, _ in out]

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from attn_analysis import state_of_the_art as sota
+from attn_analysis.chapters import state_of_the_art as sota
 from attn_analysis.analyse import catalog
 from attn_analysis.chapters import gluon_kernel as gk
 from attn_analysis.configs import TARGET, Config

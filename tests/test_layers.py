@@ -11,9 +11,9 @@ lazy import still runs when the function does). The stages, lowest first:
 ``analyse``   pure functions of a loaded run's frames (``analyse/``);
 ``measure``   the GPU side (``measure/``): it writes through ``record`` and names its
               candidates with ``analyse.catalog``'s vocabulary, so it sits above both;
-``present``   figures and short tables (``present/``: ``plots``, ``show``, ...; ``tables`` and
-              ``audit_plots`` still at the top level) and the book's build helpers;
-``chapters``  one module per chapter of the book (``chapters/``, ``state_of_the_art``);
+``present``   figures and short tables (``present/``: ``plots``, ``tables``, ``show``, ...) and
+              the book's build helpers;
+``chapters``  one module per chapter of the book (``chapters/``);
 ``entry``     what a notebook or the command line calls first (``notebook_support``,
               ``__main__`` and the command line's verbs, ``cli/``).
 
@@ -39,8 +39,6 @@ ROOT = Path(__file__).resolve().parents[1] / PACKAGE
 STAGES = ("core", "record", "analyse", "measure", "present", "chapters", "entry")
 # Top-level modules by stage; a subpackage's modules take its name as their stage.
 TOP_LEVEL = {"__init__": "core", "_validate": "core", "configs": "core",
-             "audit_plots": "present", "tables": "present",
-             "state_of_the_art": "chapters",
              "notebook_support": "entry", "__main__": "entry"}
 SUBPACKAGES = {"record": "record", "analyse": "analyse", "measure": "measure",
                "present": "present", "chapters": "chapters", "cli": "entry"}

@@ -28,7 +28,7 @@ NEW_CONFIG_SHOWN = ("B2-H2-S48-D64-fp16", "B2 H2 S48")  # tables print the short
 
 
 def _html_outputs(nb) -> str:
-    """The HTML and Markdown outputs (tables are Markdown, see attn_analysis.tables)."""
+    """The HTML and Markdown outputs (tables are Markdown, see attn_analysis.present.tables)."""
     return "\n".join(o.get("data", {}).get(kind, "") for c in nb.cells
                      if c.cell_type == "code" for o in c.get("outputs", [])
                      for kind in ("text/html", "text/markdown"))

@@ -8,7 +8,7 @@ import pytest
 from matplotlib.figure import Figure
 
 from attn_analysis.present import plots as P
-from attn_analysis import audit_plots
+from attn_analysis.present import audit_plots
 from attn_analysis.present import figure_style, latency_plots
 from attn_analysis.analyse import sample_groups
 

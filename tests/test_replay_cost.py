@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
-from attn_analysis import audit_plots
+from attn_analysis.present import audit_plots
 from attn_analysis.analyse import replay_cost as rc
 
 KEY = "B32-H8-S128-D64-fp16"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from attn_analysis import state_of_the_art as sota
+from attn_analysis.chapters import state_of_the_art as sota
 from attn_analysis.chapters import sota_sentences as ss
 from test_state_of_the_art import make_run
 

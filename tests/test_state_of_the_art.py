@@ -13,7 +13,7 @@ import pytest
 from attn_analysis import configs
 from attn_analysis.present import plots
 from attn_analysis.analyse import catalog, comparisons
-from attn_analysis import state_of_the_art as sota
+from attn_analysis.chapters import state_of_the_art as sota
 from attn_analysis.configs import TARGET, Config
 
 LONG = Config(2, 32, 8192, 64)

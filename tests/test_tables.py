@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from attn_analysis import tables as T
+from attn_analysis.present import tables as T
 
 
 def frame(n=3):

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from attn_analysis import audit_plots
+from attn_analysis.present import audit_plots
 
 LABEL = "NVIDIA H200, torch 2.11.0+cu130"
 

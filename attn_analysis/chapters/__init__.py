@@ -10,4 +10,4 @@ Torch-free (``tests/test_layers.py``).
 """
 
 __all__ = ["audit", "claims", "claim_table", "cross_device", "fixed_shape", "gluon_kernel",
-           "inputs", "kernel_claims", "matrix"]
+           "inputs", "kernel_claims", "matrix", "state_of_the_art"]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .. import tables
+from ..present import tables
 from ..analyse import reports_statistics
 
 __all__ = ["REPORTS_SAME", "QUOTED", "gpu_label", "family_note", "two_level_table",

@@ -18,7 +18,7 @@ import json
 import pandas as pd
 
 from .. import _validate
-from .. import state_of_the_art as sota
+from . import state_of_the_art as sota
 from ..analyse import comparisons
 from ..analyse.provenance import machine_model
 from .phrases import count_by_model

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .. import state_of_the_art as sota
+from . import state_of_the_art as sota
 from ..analyse.provenance import machine_model
 from ..configs import TARGET
 from . import claim_table

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .. import tables
+from ..present import tables
 from ..analyse import comparisons, workload
 from ..analyse.stats import VERDICT_ORDER, Verdict
 from .phrases import tally

@@ -1,5 +1,5 @@
 """The state-of-the-art chapter's sentences (``notebooks/06_state_of_the_art.py``), built
-from its comparison tables (:func:`attn_analysis.state_of_the_art.comparison_table`) so
+from its comparison tables (:func:`attn_analysis.chapters.state_of_the_art.comparison_table`) so
 that each reads right for every outcome and states each value once, with its run and
 level: the answer at the target per GPU (:func:`target_summary`), what the controls say
 about SDPA's dispatch and FlashInfer's memory order (:func:`dispatch_sentence`,
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .. import state_of_the_art as sota
+from . import state_of_the_art as sota
 from ..analyse.stats import Verdict
 from ..configs import TARGET
 from .phrases import join

@@ -19,7 +19,7 @@ import math
 
 from ..analyse import timer_agreement as ta
 from ..configs import TARGET
-from ..state_of_the_art import CUSTOM_ORIGINS
+from .state_of_the_art import CUSTOM_ORIGINS
 from .phrases import join
 
 __all__ = ["ANSWER_TIMERS", "ANSWER_LABELS", "custom_candidates", "answer_values",

@@ -2,7 +2,8 @@
 text, and the book's build support.
 
 - ``figure_style`` (one look for every figure), ``plots`` (the results' figures),
-  ``latency_plots`` (latency against shape);
+  ``latency_plots`` (latency against shape), ``audit_plots`` (the audit's and the
+  appendices' figures), ``tables`` (a frame as a captioned MyST table, with its CSV);
 - ``show`` (a run summarised on the command line);
 - the book's build: ``book_cache`` (the notebook cache keyed by the recorded data),
   ``book_figures`` (a glued figure's PNG for the PDF), ``citation`` (the cite page),
@@ -11,5 +12,5 @@ text, and the book's build support.
 Torch-free: it reads loaded runs and analysis results only (``tests/test_layers.py``).
 """
 
-__all__ = ["book_cache", "book_figures", "book_words", "citation", "figure_style",
-           "latency_plots", "plots", "show"]
+__all__ = ["audit_plots", "book_cache", "book_figures", "book_words", "citation",
+           "figure_style", "latency_plots", "plots", "show", "tables"]

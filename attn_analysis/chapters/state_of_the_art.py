@@ -1,21 +1,18 @@
 """The title question against the state of the art: the chapter's logic (pure).
 
-The runs that measured the peer kernels (:mod:`attn_analysis.peers`) are found by their
-plan: the named matrix of a campaign (``configs.CAMPAIGN_PLANS``) and at least one peer
-among the candidates, so a
-new run of ``scripts/sota_campaign.sh`` on another GPU (an L4, say) joins the chapter
-without a change here. Each run is compared with SDPA's default dispatch at the call, the
-kernel and the attention level by :func:`comparisons.speedup_table`, one Bonferroni family
-per run; every row carries what the candidate is (label, origin, kernel family, from the
-metadata the run recorded, :mod:`attn_analysis.catalog`) and the configuration's fields.
+The runs that measured the peer kernels (:mod:`attn_analysis.measure.peers`) are found by
+their plan: a campaign's matrix (``configs.CAMPAIGN_PLANS``) with at least one peer, so a
+new run of ``scripts/sota_campaign.sh`` on another GPU joins the chapter unchanged. Each
+run is compared with SDPA's default dispatch at the call, kernel and attention level by
+:func:`comparisons.speedup_table`, one Bonferroni family per run; every row carries what
+the candidate is (from the metadata the run recorded, :mod:`attn_analysis.analyse.catalog`)
+and the configuration's fields.
 
 A "custom kernel" is a candidate of origin "ours" or "peer" whose attention kernel is not
-the one SDPA's default dispatch ran at that configuration (the profiler's longest kernel of
-each call): cuDNN called directly runs SDPA's own cuDNN kernel on Hopper, so it can show the
-cost of SDPA's dispatch but not a faster kernel. A finding needs a faster
-verdict (the family-wise interval beyond the margin) in a run of at least
-:data:`MIN_PROCESSES` processes; rows of a run with fewer processes are kept and labelled,
-as corroboration of direction, never as findings.
+the one SDPA's default dispatch ran at that configuration: cuDNN called directly runs
+SDPA's own kernel on Hopper, so it shows the cost of SDPA's dispatch, not a faster kernel.
+A finding needs a faster verdict in a run of at least :data:`MIN_PROCESSES` processes;
+rows of a smaller run are kept and labelled, as corroboration of direction only.
 """
 
 from __future__ import annotations
@@ -25,12 +22,12 @@ import json
 import numpy as np
 import pandas as pd
 
-from . import _validate
-from .analyse import catalog, comparisons
-from .analyse import provenance
-from .analyse.provenance import machine_label  # re-exported: the chapters' GPU label
-from .analyse.stats import DEFAULT_MARGIN, Verdict
-from .configs import (BASELINE, CAMPAIGNS, CONFIG_FIELDS, FA3_HIDDEN, FA3_TOKENS, TARGET,
+from .. import _validate
+from ..analyse import catalog, comparisons
+from ..analyse import provenance
+from ..analyse.provenance import machine_label  # re-exported: the chapters' GPU label
+from ..analyse.stats import DEFAULT_MARGIN, Verdict
+from ..configs import (BASELINE, CAMPAIGNS, CONFIG_FIELDS, FA3_HIDDEN, FA3_TOKENS, TARGET,
                       Config)
 
 __all__ = ["CUSTOM_ORIGINS", "MIN_PROCESSES", "campaign_runs",
@@ -164,15 +161,11 @@ def custom_faster(table: pd.DataFrame, level: str = "call",
 
 
 def fastest(table: pd.DataFrame, config: str = TARGET.key, level: str = "call") -> dict:
-    """Which kernel is fastest at ``config`` and ``level``.
-
-    ``winner_*``: the candidate with the largest speedup among those faster than SDPA
-    beyond the margin, or SDPA's default dispatch itself when none is (speedup 1, verdict
-    "baseline"); ``winner_family`` names its kernel family (for SDPA, the family of the
-    kernel it ran, ``baseline_kernel``). ``custom_*``: the custom kernel
-    (:func:`is_custom`) with the largest speedup, faster or not, with its interval and
-    verdict.
-    """
+    """Which kernel is fastest at ``config`` and ``level``. ``winner_*``: the largest
+    speedup among candidates faster than SDPA beyond the margin, else SDPA's default
+    dispatch (speedup 1, verdict "baseline"; ``winner_family``: its kernel's family).
+    ``custom_*``: the custom kernel (:func:`is_custom`) with the largest speedup, faster or
+    not, with its interval and verdict."""
     df = _validate.frame("table", table, ("config", "level", "candidate", "speedup", "verdict",
                                           "origin", "family", "same_kernel_as_baseline"))
     d = df[(df["config"] == config) & (df["level"] == level)]

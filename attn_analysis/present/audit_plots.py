@@ -11,8 +11,8 @@ import seaborn as sns
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
-from .configs import Config
-from .present.figure_style import (_err, _figure, _finish, _frame_iv, _label_iv, _legend_below,
+from ..configs import Config
+from .figure_style import (_err, _figure, _finish, _frame_iv, _label_iv, _legend_below,
                            MODE_TITLES, PAGE_WIDTH_IN, _plain_log_axis, _short, _styled,
                            _title)
 

@@ -145,7 +145,7 @@ def with_interval(values, lows, highs, spec: str = ".3f") -> list[str]:
 def short_config(key: str) -> str:
     """A configuration key as the figures print it: 'B32 H8 S512' (head dimension and
     dtype only when they are not 64 and fp16)."""
-    from .configs import Config
+    from ..configs import Config
     try:
         c = Config.from_key(str(key))
     except (ValueError, KeyError, TypeError):
