@@ -364,7 +364,7 @@ if len(both):
 
 # %% [markdown]
 # Run {glue:text}`fx_r2_run:s` ({glue:text}`fx2_gpu2:s`, {glue:text}`fx_r2_trials:d`
-# processes) held k = {glue:text}`fx_r12_k:s` calls per replay. Judged on this run
+# processes) held {glue:text}`fx_r12_k:s`. Judged on this run
 # alone, the claim is {glue:text}`fx_r2_claim:s`.
 
 # %% tags=["remove-cell"]

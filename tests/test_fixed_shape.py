@@ -72,8 +72,8 @@ def test_twin_sentence_and_k_range():
         "the A/A twin is slower, speedup 1.000 (family-wise interval 0.990–1.010)")
     assert fx.twin_sentence(t.drop(index="sdpa_twin")) == "the run has no A/A twin"
     assert fx.k_range(pd.DataFrame({"k_min": [2, 3], "k_max": [5, 4]})) == "2–5"
-    assert fx.k_versus("1–21", "1–21") == "1–21, the same range as the lead run"
-    assert fx.k_versus("1–9", "1–21") == "1–9, against 1–21 in the lead run"
+    assert fx.k_versus("1–21", "1–21") == "k = 1–21 calls per replay, as the lead run did"
+    assert fx.k_versus("1–9", "1–21") == "k = 1–9 calls per replay, against 1–21 in the lead run"
     with pytest.raises(ValueError, match="`lead`"):
         fx.k_versus("1–9", "")
 

@@ -192,8 +192,8 @@ def k_versus(replication: str, lead: str) -> str:
     for name, v in (("replication", replication), ("lead", lead)):
         if not isinstance(v, str) or not v:
             raise ValueError(f"`{name}` must be a non-empty k range; got {v!r}.")
-    return (f"{replication}, the same range as the lead run" if replication == lead
-            else f"{replication}, against {lead} in the lead run")
+    return (f"k = {replication} calls per replay, as the lead run did" if replication == lead
+            else f"k = {replication} calls per replay, against {lead} in the lead run")
 
 
 def reports_sentence(n_significant: int, n_sig_equivalent: int, n_equivalent: int,
