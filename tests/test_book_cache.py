@@ -122,7 +122,8 @@ def _package_and_notebooks(root):
     pkg = root / "attn_analysis"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
-    (pkg / "tables.py").write_text("ROWS = 25\n")
+    (pkg / "present").mkdir()
+    (pkg / "present" / "tables.py").write_text("ROWS = 25\n")
     (pkg / "hardware.json").write_text('{"H100": {}}')
     (root / "notebooks").mkdir()
     (root / "notebooks" / "02_fixed_shape.py").write_text("# %%\nx = 1\n")
