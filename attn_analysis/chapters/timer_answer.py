@@ -44,6 +44,19 @@ def custom_candidates(doc, shape=TARGET.key, reference="sdpa") -> list[str]:
                   and (ref_kernel is None or kernels.get(c) != ref_kernel))
 
 
+def _sustained_shifts(doc, shape, reference) -> dict:
+    """Candidate -> its speedup under sustained replay over that under graph replay, paired
+    by process (``ta.disagreements``' row: ``difference``, ``low``, ``high``), at ``shape``."""
+    return {d["candidate"]: d for d in ta.disagreements(
+        ta.speedups(ta.unit_rows(doc), reference), timers=("do_bench_cudagraph", "graph"),
+        reference=reference) if d["shape"] == shape}
+
+
+def _clocks(doc, shape) -> dict:
+    """(candidate, timer) -> the median SM clock (MHz) right after that timer at ``shape``."""
+    return {(c["candidate"], c["timer"]): c["median_mhz"] for c in ta.clock_after(doc, shape)}
+
+
 def answer_values(doc, shape=TARGET.key, reference="sdpa") -> dict:
     """Gluable numbers of one cross-check at ``shape`` (main processes only):
 
@@ -79,16 +92,13 @@ def answer_values(doc, shape=TARGET.key, reference="sdpa") -> dict:
                eager_best_host_share=eager[out["eager_best"]]["host_share"],
                n_processes=len({r["process"] for r in ta.unit_rows(doc)
                                 if r["shape"] == shape and r["candidate"] == reference}))
-    clocks = {(c["candidate"], c["timer"]): c["median_mhz"] for c in ta.clock_after(doc, shape)}
+    clocks = _clocks(doc, shape)
     out.update(ref_clock_graph=clocks.get((reference, "graph"), math.nan),
                ref_clock_sustained=clocks.get((reference, "do_bench_cudagraph"), math.nan),
                best_clock_sustained=clocks.get((out["graph_best"], "do_bench_cudagraph"),
                                                math.nan))
-    shift = [d for d in ta.disagreements(ta.speedups(ta.unit_rows(doc), reference),
-                                         timers=("do_bench_cudagraph", "graph"),
-                                         reference=reference)
-             if d["shape"] == shape and d["candidate"] == out["graph_best"]]
-    d = shift[0] if shift else dict(difference=math.nan, low=math.nan, high=math.nan)
+    d = _sustained_shifts(doc, shape, reference).get(
+        out["graph_best"], dict(difference=math.nan, low=math.nan, high=math.nan))
     out.update(sustained_shift=d["difference"], sustained_shift_low=d["low"],
                sustained_shift_high=d["high"])
     return out
@@ -173,10 +183,8 @@ def clock_table(doc, shape=TARGET.key, reference="sdpa"):
     import pandas as pd
     sp = {(r["candidate"], r["timer"]): r for r in ta.speedups(ta.unit_rows(doc), reference)
           if r["shape"] == shape}
-    shifts = {d["candidate"]: d for d in ta.disagreements(
-        ta.speedups(ta.unit_rows(doc), reference), timers=("do_bench_cudagraph", "graph"),
-        reference=reference) if d["shape"] == shape}
-    clocks = {(c["candidate"], c["timer"]): c["median_mhz"] for c in ta.clock_after(doc, shape)}
+    shifts = _sustained_shifts(doc, shape, reference)
+    clocks = _clocks(doc, shape)
     rows = []
     for cand in dict.fromkeys([reference] + _same_kernel(doc, shape, reference)
                               + custom_candidates(doc, shape, reference)):
@@ -198,32 +206,31 @@ def clock_sentence(doc, shape=TARGET.key, reference="sdpa") -> str:
     their clock and the range of their speedups' shift (paired by process, as
     :func:`clock_table`); those whose clock falls too; and the clock of the candidates that
     run ``reference``'s own kernel, which says whether the fall is the kernel's alone."""
-    rows = {c["candidate"]: c for c in ta.clock_after(doc, shape) if c["timer"] == "do_bench_cudagraph"}
-    after_graph = {c["candidate"]: c["median_mhz"] for c in ta.clock_after(doc, shape)
-                   if c["timer"] == "graph"}
-    if reference not in rows or reference not in after_graph:
+    clocks = _clocks(doc, shape)
+    after_sustained = {c: mhz for (c, t), mhz in clocks.items() if t == "do_bench_cudagraph"}
+    after_graph = {c: mhz for (c, t), mhz in clocks.items() if t == "graph"}
+    if reference not in after_sustained or reference not in after_graph:
         raise ValueError(f"`doc` holds no clock reading of {reference!r} at `shape` {shape!r}.")
-    shifts = {d["candidate"]: d["difference"] for d in ta.disagreements(
-        ta.speedups(ta.unit_rows(doc), reference), timers=("do_bench_cudagraph", "graph"),
-        reference=reference) if d["shape"] == shape}
-    custom = [c for c in custom_candidates(doc, shape, reference) if c in rows and c in shifts]
-    held = [c for c in custom if rows[c]["median_mhz"] >= after_graph.get(c, math.inf)]
+    shifts = {c: d["difference"] for c, d in _sustained_shifts(doc, shape, reference).items()}
+    custom = [c for c in custom_candidates(doc, shape, reference)
+              if c in after_sustained and c in shifts]
+    held = [c for c in custom if after_sustained[c] >= after_graph.get(c, math.inf)]
     fell = [c for c in custom if c not in held]
     text = (f"Sustained replay lowers {reference}'s SM clock to "
-            f"{rows[reference]['median_mhz']:.0f} MHz, against {after_graph[reference]:.0f} MHz "
+            f"{after_sustained[reference]:.0f} MHz, against {after_graph[reference]:.0f} MHz "
             f"after graph replay (medians over processes; clocks are read, never set).")
     if held:
         lo, hi = min(shifts[c] for c in held), max(shifts[c] for c in held)
-        text += (f" {join(held)} keep {min(rows[c]['median_mhz'] for c in held):.0f} MHz; "
+        text += (f" {join(held)} keep {min(after_sustained[c] for c in held):.0f} MHz; "
                  f"their speedups rise by {100 * lo:.1f}–{100 * hi:.1f}%.")
     for cand in fell:
-        text += (f" {cand}'s clock falls too ({rows[cand]['median_mhz']:.0f} MHz); its speedup "
+        text += (f" {cand}'s clock falls too ({after_sustained[cand]:.0f} MHz); its speedup "
                  f"moves by {_pct(shifts[cand])}%.")
-    same = [c for c in _same_kernel(doc, shape, reference) if c in rows]
+    same = [c for c in _same_kernel(doc, shape, reference) if c in after_sustained]
     if same:
-        kept = any(rows[c]["median_mhz"] >= after_graph.get(c, math.inf) for c in same)
+        kept = any(after_sustained[c] >= after_graph.get(c, math.inf) for c in same)
         text += (f" Candidates that run {reference}'s own kernel read "
-                 + join([f"{rows[c]['median_mhz']:.0f} MHz ({c})" for c in same])
+                 + join([f"{after_sustained[c]:.0f} MHz ({c})" for c in same])
                  + (", so the fall is not the kernel's alone." if kept else
                     ": the kernel's clock falls wherever it runs."))
     return text
