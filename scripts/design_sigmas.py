@@ -1,9 +1,9 @@
-"""Record the per-process SD of every comparison with SDPA at the default placements
-(analyse.power.recorded_sds) in the committed runs with at least three processes that
+"""Record the per-process SD of every comparison with SDPA at the default placements, and
+its variance components (analyse.power.recorded_sds), in the committed runs with at least three processes that
 compare SDPA with the custom kernels and peers, into data/reference/design_sigmas.json,
 with each run's content hash. ``sweep``, ``plan --power`` and the notebooks size a design
-from its quantile over the plan's GPU model, shapes and candidates
-(analyse.power.load_design_sigmas).
+from its quantile over the plan's GPU model, shapes and candidates, at the plan's
+placements per process (analyse.power.load_design_sigmas).
 
     python3 scripts/design_sigmas.py            # writes the file
     python3 scripts/design_sigmas.py --check    # exits 1 if the file differs from the runs
@@ -21,7 +21,8 @@ from attn_analysis.analyse import power  # noqa: E402
 from attn_analysis.measure.plan import DEFAULT_PLACEMENTS  # noqa: E402
 
 RUNS = ("h100-sota-target", "h200-sota-target", "h100-sota-confirm", "h200-sota-confirm",
-        "h100-gluon-target", "h200-gluon-target", "h100-gluon-long", "h200-gluon-long")
+        "h100-gluon-target", "h200-gluon-target", "h100-gluon-long", "h200-gluon-long",
+        "h200x2-long-placements32")
 # PyTorch's slow reference paths and the spin controls are not what a family compares
 EXCLUDE = ("eager", "sdpa_math", "sdpa_efficient", "sdpa_spin0", "sdpa_spin1000")
 
@@ -29,7 +30,8 @@ EXCLUDE = ("eager", "sdpa_math", "sdpa_efficient", "sdpa_spin0", "sdpa_spin1000"
 def build() -> dict:
     runs = [record.load(ROOT / "data" / "runs" / r) for r in RUNS]
     sds = power.recorded_sds(runs, DEFAULT_PLACEMENTS, exclude=EXCLUDE)
-    sds["sd"] = sds["sd"].round(6)
+    for col in ("sd", *power.COMPONENT_COLUMNS):
+        sds[col] = sds[col].round(6)
     return {"kind": "design_sigmas", "placements": DEFAULT_PLACEMENTS,
             "excluded_candidates": list(EXCLUDE),
             "runs": {r.run_id: r.content_hash for r in runs},

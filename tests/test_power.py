@@ -223,3 +223,59 @@ def test_sweep_warns_when_its_design_cannot_decide(capsys):
     _power_warning(sweep.Plan(configs=configs.matrix("reports-v1"),
                               candidates=("sdpa", "triton"), trials=64, device="cpu"))
     assert capsys.readouterr().err == ""
+
+
+def test_sigmas_at_more_placements_come_from_the_components():
+    from conftest import ROOT
+    sds = pw.load_design_sds(ROOT / pw.DESIGN_SIGMAS)
+    assert set(pw.COMPONENT_COLUMNS) <= set(sds.columns)
+    recorded = pw.sigmas_of(sds)
+    assert pw.sigmas_of(sds, placements=8) == pytest.approx(recorded, abs=2e-6)  # rounding
+    more = pw.sigmas_of(sds, placements=32)
+    assert all(more[lv] < recorded[lv] for lv in recorded)
+    # the SD of each row at P placements is diff_sd of its components
+    row = sds.iloc[0]
+    one = pw.sigmas_of(sds.iloc[[0]], placements=16)[row.level]
+    assert one == pytest.approx(pw.diff_sd(row.sd_interaction, (row.sd_placement_base,
+                                                               row.sd_placement_cand), 16))
+    with pytest.raises(ValueError, match="`placements`"):
+        pw.sigmas_of(sds[["device", "run", "config", "candidate", "level", "sd"]],
+                     placements=16)
+    with pytest.raises(ValueError, match="`placements`"):
+        pw.sigmas_of(sds, placements=0)
+
+
+def test_cli_plan_power_sizes_the_design_at_its_placements(capsys):
+    from conftest import main_here
+    at = {}
+    for p in ("8", "48"):
+        done = main_here(capsys, "plan", "--power", "--campaign", "powered-v2-long",
+                         "--gpu-model", "NVIDIA H200", "--placements", p)
+        assert done.returncode == 0, done.stderr
+        assert f"at {p} placements per process" in done.stdout
+        at[p] = int(done.stdout.split("kernel: needs ")[1].split()[0])
+    assert at["48"] < at["8"]
+    bad = main_here(capsys, "plan", "--power", "--campaign", "powered-v2-long",
+                    "--placements", "0")
+    assert bad.returncode == 1 and "`--placements`" in bad.stderr
+
+
+def test_subsample_check_recovers_the_placement_lever():
+    from attn_analysis.analyse import placement_lever
+    frame = _synthetic_placements(inter=0.0, place=0.02, processes=300, placements=32)
+    check = placement_lever.subsample_check(frame, groups=4)
+    assert list(check.columns) == list(placement_lever.CHECK_COLUMNS)
+    for r in check.itertuples():
+        assert r.subset == 8
+        assert r.sd_subset == pytest.approx(r.predicted_subset, rel=0.1)
+        assert r.sd_all == pytest.approx(r.sd_subset / 2, rel=0.15)  # 4x placements: half
+    # with a large process-by-candidate part the lever stops working
+    stiff = placement_lever.subsample_check(
+        _synthetic_placements(inter=0.03, place=0.005, processes=300, placements=32))
+    assert (stiff.sd_all > 0.8 * stiff.sd_subset).all()
+    with pytest.raises(ValueError, match="`groups`"):
+        placement_lever.subsample_check(frame, groups=1)
+    with pytest.raises(ValueError, match="`groups`"):
+        placement_lever.subsample_check(_synthetic_placements(0.0, 0.02, 10, 6), groups=4)
+    with pytest.raises(ValueError, match="`placements`"):
+        placement_lever.subsample_check(frame.iloc[:0])

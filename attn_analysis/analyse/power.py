@@ -35,7 +35,7 @@ from .margin import DEFAULT_MARGIN, margin_iv
 __all__ = ["POWER_GOAL", "EQUIVALENCE_GOAL", "EFFECT_MARGINS", "FAMILY_CONFIDENCE",
            "verdict_rates", "power", "equivalence_rate", "diff_sd", "processes_needed",
            "paired_components", "family_sigma", "LevelDesign", "design_report",
-           "decidability_text", "registered_family"]
+           "decidability_text", "registered_family", "COMPONENT_COLUMNS"]
 
 POWER_GOAL = 0.80  # power against a candidate EFFECT_MARGINS margins faster
 EQUIVALENCE_GOAL = 0.90  # the A/A twin called "equivalent"
@@ -294,11 +294,16 @@ def family_size(n_configs: int, candidates, baseline: str = "sdpa",
     return n * len(others) * len(tuple(levels))
 
 
+COMPONENT_COLUMNS = ("sd_interaction", "sd_placement_base", "sd_placement_cand")
+
+
 def recorded_sds(runs, placements: int, baseline: str = "sdpa", exclude=()) -> pd.DataFrame:
     """One row per comparison with ``baseline`` in ``runs`` (loaded ``record.Run`` objects;
     those with fewer than 3 shared processes give none) and level: ``device``, ``run``,
-    ``config``, ``candidate``, ``level`` and ``sd``, the :func:`diff_sd` of its
-    components at ``placements`` placements. Candidates in ``exclude`` are left out."""
+    ``config``, ``candidate``, ``level``, ``sd`` (the :func:`diff_sd` of its components
+    at ``placements`` placements) and the components themselves (``COMPONENT_COLUMNS``),
+    so that :func:`sigmas_of` can give the SD at any other number of placements.
+    Candidates in ``exclude`` are left out."""
     rows = []
     for run in runs:
         for level in ("call", "kernel"):
@@ -309,20 +314,40 @@ def recorded_sds(runs, placements: int, baseline: str = "sdpa", exclude=()) -> p
                              "candidate": r.candidate, "level": level,
                              "sd": diff_sd(r.sd_interaction,
                                            (r.sd_placement_base, r.sd_placement_cand),
-                                           placements)})
-    return pd.DataFrame(rows, columns=["device", "run", "config", "candidate", "level", "sd"])
+                                           placements),
+                             **{c: float(getattr(r, c)) for c in COMPONENT_COLUMNS}})
+    return pd.DataFrame(rows, columns=["device", "run", "config", "candidate", "level", "sd",
+                                       *COMPONENT_COLUMNS])
+
+
+def _sds_at(sds: pd.DataFrame, placements: int | None) -> pd.Series:
+    """The rows' SDs at ``placements`` placements per arm (None: as recorded, ``sd``),
+    from their components; rows recorded without components raise ValueError."""
+    if placements is None:
+        return sds["sd"]
+    p = _validate.integer("placements", placements, 1)
+    cols = list(COMPONENT_COLUMNS)
+    if not set(cols) <= set(sds.columns) or sds[cols].isna().any().any():
+        raise ValueError("`placements` needs the recorded variance components "
+                         f"({', '.join(COMPONENT_COLUMNS)}); rerun scripts/design_sigmas.py.")
+    return pd.Series([diff_sd(r.sd_interaction, (r.sd_placement_base, r.sd_placement_cand), p)
+                      for r in sds.itertuples()], index=sds.index)
 
 
 def sigmas_of(sds: pd.DataFrame, device: str | None = None, configs=None, candidates=None,
-              quantile: float = SIGMA_QUANTILE) -> dict:
+              quantile: float = SIGMA_QUANTILE, placements: int | None = None) -> dict:
     """``{level: SD}``: the ``quantile`` of the rows of ``sds`` (:func:`recorded_sds`) on
     GPU model ``device`` (None or absent: every model), at ``configs`` and of
     ``candidates`` (keys and names; None: all). A filter that leaves no row of a level is
     dropped, widest first (candidates, then configurations, then the model), so a plan of
-    shapes or kernels never recorded is judged by every recorded comparison."""
+    shapes or kernels never recorded is judged by every recorded comparison. With
+    ``placements``, each row's SD is first recomputed from its components at that many
+    placements per arm (:func:`diff_sd`): the design lever where the spread between
+    processes is placement noise (benchmarks/long-placements/)."""
     q = float(quantile)
     if not 0.0 <= q <= 1.0:
         raise ValueError(f"`quantile` must be in [0, 1]; got {quantile!r}.")
+    sds = sds.assign(sd=_sds_at(sds, placements))
     out = {}
     for level, rows in sds.groupby("level", sort=True):
         masks = [rows["device"] == device if device in set(rows["device"]) else None,
@@ -353,11 +378,13 @@ def load_design_sds(path=None) -> pd.DataFrame | None:
 
 
 def load_design_sigmas(path=None, device: str | None = None, configs=None,
-                       candidates=None) -> dict | None:
-    """:func:`sigmas_of` the recorded rows (:func:`load_design_sds`), or None where the
-    file is absent (a checkout without it: the caller says it cannot judge)."""
+                       candidates=None, placements: int | None = None) -> dict | None:
+    """:func:`sigmas_of` the recorded rows (:func:`load_design_sds`), at ``placements``
+    placements per arm (None: the recorded default), or None where the file is absent (a
+    checkout without it: the caller says it cannot judge)."""
     sds = load_design_sds(path)
-    return None if sds is None else sigmas_of(sds, device, configs, candidates)
+    return None if sds is None else sigmas_of(sds, device, configs, candidates,
+                                              placements=placements)
 
 
 def plan_decidability(n_configs: int, candidates, processes: int, sigmas: dict,
@@ -395,16 +422,18 @@ def run_decidability(run, sigmas: dict | None = None, baseline: str = "sdpa",
     the configs plan the run measured pre-registered (:func:`registered_family`: its A/A
     twin is judged at that m but is no member), else every comparison with ``baseline``
     in the run at ``levels``; the SDs are ``sigmas`` or, by default, the recorded design
-    SDs for the run's GPU model (:func:`load_design_sigmas`)."""
+    SDs for the run's GPU model (:func:`load_design_sigmas`) at the run's placements."""
     if family is None:
         family = registered_family(getattr(run, "info", None))
     s = run.samples
     configs = s["config"].nunique()
     candidates = sorted(s["candidate"].unique())
     processes = int(s.groupby(["config", "candidate"])["trial"].nunique().min())
-    if sigmas is None:
+    if sigmas is None:  # the recorded SDs at the run's own placements per process
+        placements = int(s.groupby(["config", "candidate", "trial"])["placement"]
+                         .nunique().median())
         sigmas = load_design_sigmas(device=run.device, configs=s["config"].unique(),
-                                    candidates=candidates)
+                                    candidates=candidates, placements=placements)
     if not sigmas:
         return (f"run {run.run_id}: no recorded design SDs ({DESIGN_SIGMAS}), so whether "
                 f"{processes} processes decide at its family cannot be said.")

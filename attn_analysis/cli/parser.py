@@ -136,6 +136,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help=f"with --matrix: {names} (default: every built-in but gluon)")
     pl.add_argument("--trials", type=int, default=None,
                     help=f"processes (default: the plan's, else {defaults.DEFAULT_TRIALS})")
+    pl.add_argument("--placements", type=int, default=None,
+                    help="placements per process (default: the plan's, else "
+                         f"{defaults.DEFAULT_PLACEMENTS}); the recorded SDs are recomputed "
+                         "from their variance components at this number")
     pl.add_argument("--gpu-model", default=None,
                     help="GPU model whose recorded SDs to use, e.g. 'NVIDIA H200' "
                          "(default: pooled over models)")

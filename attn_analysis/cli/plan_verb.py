@@ -21,6 +21,8 @@ def _plan_spec(args) -> dict:
         spec = {"matrix": args.matrix or "reports-v1", "candidates": candidates}
     if args.trials is not None:
         spec["trials"] = _validate.integer("--trials", args.trials)
+    if args.placements is not None:
+        spec["placements"] = _validate.integer("--placements", args.placements)
     return spec
 
 
@@ -28,22 +30,26 @@ def cmd_plan(args) -> int:
     from .. import configs
     from ..analyse import power
     from ..measure import sweep
+    from ..measure.plan import DEFAULT_PLACEMENTS
     spec = _plan_spec(args)
     cfgs = configs.matrix(spec["matrix"])
     trials = spec.get("trials", sweep.DEFAULT_TRIALS)
+    placements = spec.get("placements", DEFAULT_PLACEMENTS)
     levels = tuple(spec.get("levels", ("call", "kernel")))
     if args.sigma is not None:
         sigmas = {"call": args.sigma[0], "kernel": args.sigma[1]}
         source = "given with --sigma"
     else:
         sigmas = power.load_design_sigmas(device=args.gpu_model, configs=[c.key for c in cfgs],
-                                          candidates=spec["candidates"])
+                                          candidates=spec["candidates"],
+                                          placements=placements)
         if sigmas is None:
             raise ValueError(f"no recorded design SDs ({power.DESIGN_SIGMAS}; "
                              f"scripts/design_sigmas.py writes it): pass --sigma CALL KERNEL.")
         source = (f"the {power.SIGMA_QUANTILE:.0%} quantile of the recorded comparisons of "
                   f"these shapes and candidates ({power.DESIGN_SIGMAS}, "
-                  f"{args.gpu_model or 'GPU models pooled'}; where none was recorded, of all)")
+                  f"{args.gpu_model or 'GPU models pooled'}; where none was recorded, of all), "
+                  f"at {placements} placements per process")
     m, report, text = power.plan_decidability(
         len(cfgs), spec["candidates"], trials, sigmas, levels=levels,
         family=spec.get("family_size"))

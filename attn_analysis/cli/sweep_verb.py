@@ -164,7 +164,7 @@ def _power_warning(plan) -> None:
     recorded design SDs; nothing where they are absent."""
     from ..analyse import power
     sigmas = power.load_design_sigmas(configs=[c.key for c in plan.configs],
-                                      candidates=plan.candidates)
+                                      candidates=plan.candidates, placements=plan.placements)
     if sigmas is None:
         return
     m, report, text = power.plan_decidability(len(plan.configs), plan.candidates,
