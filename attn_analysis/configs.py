@@ -145,6 +145,9 @@ MATRICES: dict[str, tuple[Config, ...]] = {
     "long-v1": (Config(32, 8, 4096), Config(32, 8, 8192),
                 Config(32, 8, 512, 128), Config(32, 8, 2048, 128)),
     "long-grid-v1": _long_grid_v1(),
+    # The long-grid rows where FlashAttention-3-design kernels were seen ahead of cuDNN
+    # (S = 2048 and 8192): the matrix of the scoped long-sequence plan powered-v2-long.
+    "long-v2": tuple(c for c in _long_grid_v1() if c.seq_len >= 2048),
     "confirm-v1": _confirm_v1(),
     # Tiny shapes for CPU smoke runs and tests.
     "tiny-v1": (Config(1, 2, 16, 64), Config(2, 2, 33, 64)),
@@ -292,6 +295,23 @@ POWERED_PLANS = {
                         "candidates": ("sdpa", *POWERED_FAMILY, "sdpa_twin"),
                         "family_candidates": POWERED_FAMILY, "levels": ("kernel",),
                         "family_size": 96, "shards": 2, "rule": POWERED_RULE},
+    # powered-v1-long cannot decide (plan --power: 108+ processes at 8 placements). At the
+    # long shapes the spread between processes is placement noise (interaction ~0), so it
+    # shrinks with the placements per process as the variance components predict
+    # (benchmarks/long-placements/: SD at 32 placements half that at 8, run
+    # h200x2-long-placements32). This plan, committed before any of its runs, scopes the
+    # family to the question the long grid answers (do the FlashAttention-3-design kernels
+    # beat cuDNN from S = 2048?) and buys precision with placements: fa3, fa4 and
+    # flex_flash against sdpa at the 8 configurations of long-v2, both levels, m = 48; 48
+    # placements per process; 36 processes, at least what plan --power asks on each GPU
+    # model (H100 call 19 / kernel 31, H200 24 / 29 from data/reference/design_sigmas.json
+    # at this commit). Nine shards of 4 processes, each one device call on a 2-GPU host.
+    "powered-v2-long": {"matrix": "long-v2", "trials": 36, "placements": 48,
+                        "modes": ("graph",),
+                        "candidates": ("sdpa", "fa3", "fa4", "flex_flash", "sdpa_twin"),
+                        "family_candidates": ("fa3", "fa4", "flex_flash"),
+                        "levels": ("call", "kernel"), "family_size": 48, "shards": 9,
+                        "rule": POWERED_RULE},
     # Whether running neighbours move the results: the A/A twin and the ~1.9-margin spin
     # control at the target, run once with a process on every GPU at a time (--gpus all)
     # and once one process at a time over the same GPUs (--one-at-a-time), on one host.
@@ -309,5 +329,6 @@ def sweep_arguments(campaign: str) -> list[str]:
              **POWERED_PLANS}
     plan = plans[_validate.choice("campaign", campaign, sorted(plans))]
     args = [arg for plugin in plan.get("plugins", PLUGINS) for arg in ("--plugin", plugin)]
-    return args + ["--matrix", plan["matrix"], "--trials", str(plan["trials"]),
+    placements = ["--placements", str(plan["placements"])] if "placements" in plan else []
+    return args + ["--matrix", plan["matrix"], "--trials", str(plan["trials"]), *placements,
                    "--modes", *plan["modes"], "--candidates", *plan["candidates"]]

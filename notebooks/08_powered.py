@@ -100,7 +100,8 @@ unrun = [c for c in configs.POWERED_PLANS if c != "neighbours-v1" and c not in s
 nbs.glue_text("pw_unrun_sentence", " ".join(pw.unrun_plan_sentence(
     c, configs.POWERED_PLANS[c], power.load_design_sigmas(
         device=run.device, configs=[k.key for k in configs.matrix(configs.POWERED_PLANS[c]["matrix"])],
-        candidates=list(configs.POWERED_PLANS[c]["candidates"])), params["margin"])
+        candidates=list(configs.POWERED_PLANS[c]["candidates"]),
+        placements=configs.POWERED_PLANS[c].get("placements")), params["margin"])
     for c in unrun) or "Every pre-registered powered plan has a run.")
 
 # %% [markdown]

@@ -173,11 +173,17 @@ def unrun_plan_sentence(name: str, plan: dict, sigmas: dict, margin: float,
     at the per-process SDs ``sigmas`` of its shapes and candidates (``{level: sd}``, as
     ``power.load_design_sigmas`` gives), the processes its family m needs at each judged
     level against the processes it plans, and what a family of ``small_family`` would need
-    (the smallest family worth running)."""
+    (the smallest family worth running). A plan whose processes suffice at every judged
+    level has not run yet: the sentence says so, with its placements per process."""
     from ..analyse import power
     levels = [lv for lv in plan["levels"] if lv in sigmas]
     if not levels:
         raise ValueError(f"`sigmas` must hold a level of plan {name!r}: {plan['levels']}.")
+    needs = [power.processes_needed(sigmas[lv], plan["family_size"], margin) for lv in levels]
+    if all(n is not None and n <= plan["trials"] for n in needs):
+        each = f", {plan['placements']} placements each" if plan.get("placements") else ""
+        return (f"Plan {name} (m = {plan['family_size']}) decides with its {plan['trials']} "
+                f"processes{each} (it needs {max(needs)}) and has no run yet.")
     parts = []
     for lv in levels:
         need = power.processes_needed(sigmas[lv], plan["family_size"], margin)
