@@ -17,9 +17,13 @@ default (cuDNN) at the target, and optionally ncu's pipe and stall metrics for t
     stall reasons) on one launch each of the two fastest variants and of SDPA.
 
 Usage (repository root, an sm90 GPU): ``PYTHONPATH=. python3 scripts/gluon_ablation.py
-[--variants a,b,...] [--ncu] [--jobs 13] [--quick]``. Writes the sealed check file
-``$OUT/gluon_ablation.json`` (kind ``gluon_check``, marked ``ablation``), rewritten after each phase, and
-prints the timing table last. Exit code 1 if any variant failed its grid.
+[--variants a,b,...|round2] [--out-name NAME.json] [--ncu] [--jobs 13] [--quick]``.
+``--variants round2`` is ``gluon_config.ROUND2_VARIANTS`` (the second round: the H100 round's
+best two beside the combinations of its winners). Writes the sealed check file
+``$OUT/<--out-name>`` (default ``gluon_ablation.json``; kind ``gluon_check``, marked
+``ablation``), rewritten after each phase, ncu's raw CSV beside it (``<stem>_ncu.csv``), and
+prints the timing table last. Invalid arguments raise ValueError naming the option before
+any GPU work or file write. Exit code 1 if any variant failed its grid.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import importlib.util
 import io
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -53,6 +58,12 @@ NCU_METRICS = (
     "smsp__average_warps_issue_stalled_math_pipe_throttle_per_issue_active.ratio",
     "smsp__average_warps_issue_stalled_short_scoreboard_per_issue_active.ratio",
     "smsp__average_warps_issue_stalled_mio_throttle_per_issue_active.ratio",
+    # occupancy: programs per SM allowed by shared memory and registers, and achieved
+    # (the second round's hypotheses turn on one versus two programs per SM)
+    "launch__registers_per_thread",
+    "launch__occupancy_limit_shared_mem",
+    "launch__occupancy_limit_registers",
+    "sm__warps_active.avg.pct_of_peak_sustained_active",
 )
 
 
@@ -70,6 +81,36 @@ def _gluon_check():
 
 
 # ------------------------------------------------------------------ pure helpers
+
+
+def parse_variants(text, known, default: tuple, named: dict) -> list:
+    """The variant list of ``--variants``: None gives ``default``; a name of ``named`` (e.g.
+    ``round2``) its tuple; else comma-separated names, each in ``known``, none twice.
+    ValueError naming ``--variants`` otherwise."""
+    if text is None:
+        return list(default)
+    if text in named:
+        return list(named[text])
+    names = [v.strip() for v in text.split(",")]
+    if not names or any(not v for v in names):
+        raise ValueError(f"`--variants` must be comma-separated variant names or one of "
+                         f"{tuple(named)}; got {text!r}.")
+    unknown = sorted(set(names) - set(known))
+    if unknown:
+        raise ValueError(f"`--variants` must be among {tuple(known)} (or one of "
+                         f"{tuple(named)}); got {unknown}.")
+    if len(set(names)) != len(names):
+        raise ValueError(f"`--variants` names a variant twice: {text!r}.")
+    return names
+
+
+def check_out_name(name: str) -> str:
+    """``--out-name``: a plain file name (no folder) ending in ``.json``, written under
+    ``$OUT``; ValueError naming ``--out-name`` otherwise."""
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*\.json", name):
+        raise ValueError(f"`--out-name` must be a file name ending in .json, without a "
+                         f"folder (letters, digits, _ . -); got {name!r}.")
+    return name
 
 
 def placement_orders(names: list, rounds: int) -> list:
@@ -183,7 +224,11 @@ def time_child(variants: list, rounds: int, calls: int, replays: int) -> None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--variants", default=None, help="default: gluon_config.ABLATION_VARIANTS")
+    ap.add_argument("--variants", default=None,
+                    help="comma-separated names, or round2 (gluon_config.ROUND2_VARIANTS); "
+                         "default: gluon_config.ABLATION_VARIANTS")
+    ap.add_argument("--out-name", default="gluon_ablation.json",
+                    help="file name of the check file under $OUT (ncu's CSV: <stem>_ncu.csv)")
     ap.add_argument("--jobs", type=int, default=13, help="grid children at a time")
     ap.add_argument("--quick", action="store_true", help="grid S in (17, 509) only")
     ap.add_argument("--skip-grid", action="store_true", help="time without the grid (exploration)")
@@ -200,14 +245,15 @@ def main(argv=None) -> int:
         time_child([v for v in args.time_child.split(",") if v], args.rounds, args.calls,
                    args.replays)
         return 0
-    variants = (args.variants.split(",") if args.variants else list(gc.ABLATION_VARIANTS))
-    unknown = sorted(set(variants) - set(gc.VARIANTS))
-    if unknown:
-        ap.error(f"--variants must be among {tuple(gc.VARIANTS)}; got {unknown}")
+    variants = parse_variants(args.variants, gc.VARIANTS, gc.ABLATION_VARIANTS,
+                              {"round2": gc.ROUND2_VARIANTS})
+    name = check_out_name(args.out_name)
     for key in ("jobs", "rounds", "calls", "replays"):
         if getattr(args, key) < 1:
-            ap.error(f"--{key} must be >= 1")
-    out = os.path.join(os.environ.get("OUT", "."), "gluon_ablation.json")
+            raise ValueError(f"`--{key}` must be >= 1; got {getattr(args, key)}.")
+    if not args.timeout_s > 0:
+        raise ValueError(f"`--timeout-s` must be > 0; got {args.timeout_s}.")
+    out = os.path.join(os.environ.get("OUT", "."), name)
     reason = ga.unavailable_reason()
     doc = {"ablation": True, "fingerprint": machine.fingerprint(), "unavailable": reason,
            "variants": variants,
@@ -262,7 +308,7 @@ def main(argv=None) -> int:
         if args.ncu:
             best = [n for n in sorted(summ, key=lambda n: summ[n]["median_ms"])
                     if n != "sdpa"][:2]
-            report = os.path.join(os.environ.get("OUT", "."), "gluon_ablation_ncu.csv")
+            report = os.path.join(os.environ.get("OUT", "."), name[:-5] + "_ncu.csv")
             ncu = ["ncu", "--metrics", ",".join(NCU_METRICS), "-k",
                    "regex:_gluon_attn_fwd|fprop", "--csv", "--page", "raw",
                    "--log-file", report, sys.executable, os.path.join(HERE, "gluon_ncu.py"),

@@ -117,7 +117,8 @@ def test_each_variant_changes_only_its_keys_and_fits(head_dim, dtype, causal):
     base = gc.config_for(head_dim, "plain", dtype, causal)
     assert base == gc.DEFAULT_CONFIGS[head_dim]
     assert not (base["PERSIST"] or base["WARP_SPEC"] or base["PINGPONG"] or base["OVERLAP"])
-    for name, changes in gc.VARIANTS.items():
+    for name in gc.VARIANTS:
+        changes = gc.variant_changes(name, head_dim)
         cfg = gc.config_for(head_dim, name, dtype, causal)
         assert {k for k in cfg if cfg[k] != base[k]} == {k for k, v in changes.items()
                                                           if base[k] != v}, name
@@ -381,7 +382,8 @@ def _ws_ptx(variant: str, head_dim: int = 64) -> list[str]:
 @pytest.mark.slow
 @pytest.mark.usefixtures("sm90a_compiler")
 @pytest.mark.parametrize("variant", ["warp_spec", "pingpong", "fa3", "ws_q2", "pp_gemms",
-                                     "pp_exp", "cudnn_tile"])
+                                     "pp_exp", "cudnn_tile", "cudnn_s3", "fa3_n128_s3",
+                                     "ws_n128_s3", "ws_ovl_n128"])
 def test_warp_specialised_releases_are_partition_synchronised(variant):
     """Risks 1 and 4 of notes/gluon-plan.md as Triton 3.6 lowers them: every plain
     mbarrier.arrive (a K/V slot, the Q buffer or a ping-pong turn released) comes right after
@@ -402,6 +404,47 @@ def test_warp_specialised_releases_are_partition_synchronised(variant):
                 assert int(count) in partition_threads, ln
             else:  # only the compiler's switch-loop barrier (id 1) spans every warp
                 assert ident.strip() == "1", ln
+
+
+def _ptxas_usage(variant: str) -> tuple[int, int]:
+    """(registers per thread, spill bytes) of ``variant`` at D64 fp16 (not causal), from
+    the ptxas bundled with Triton 3.6 (``-v``) on the PTX it compiles."""
+    import re
+    import tempfile
+
+    import triton
+    ptx = "\n".join(_ws_ptx(variant))
+    ptxas = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "k.ptx"
+        src.write_text(ptx)
+        err = subprocess.run([str(ptxas), "-arch=sm_90a", "-v", str(src), "-o",
+                              str(Path(tmp) / "k.cubin")], capture_output=True, text=True,
+                             check=True).stderr
+    regs = int(re.search(r"Used (\d+) registers", err).group(1))
+    spills = sum(int(n) for n in re.findall(r"(\d+) bytes spill", err))
+    return regs, spills
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("sm90a_compiler")
+def test_round2_register_pressure():
+    """Register pressure of the second round at D64, as ptxas allocates it: no variant
+    spills; the warp-specialised ones stay at their MAXNREG (168, whence 240 per consumer
+    thread); overlap_only (8 warps) and overlap_n128_m64 (4 warps) leave registers for two
+    programs per SM, so shared memory alone decides their occupancy (see the shared-memory
+    test); key step 128 on 8 warps needs more than 128 per thread (a 128 x 128 fp32 score
+    tile is 64 per thread, with P and O beside it), so one program per SM there."""
+    usage = {n: _ptxas_usage(n) for n in gc.ROUND2_VARIANTS}
+    assert all(spill == 0 for _, spill in usage.values()), usage
+    for name, (regs, _) in usage.items():
+        cfg = gc.config_for(64, name)
+        if cfg["WARP_SPEC"]:
+            assert regs <= cfg["MAXNREG"], name
+    for name in ("overlap_only", "overlap_p2", "overlap_n128_m64"):
+        threads = 32 * gc.config_for(64, name)["num_warps"]
+        assert 2 * threads * (-(-usage[name][0] // 8) * 8) <= 65536, (name, usage[name])
+    assert usage["overlap_n128"][0] > 128
 
 
 def test_ping_pong_consumers_get_equal_register_budgets():
@@ -449,7 +492,7 @@ def test_the_schedule_is_checked_like_the_kernel():
 def test_issue43_variants_are_in_the_ablation_and_not_yet_tuned():
     assert set(gc.ABLATION_VARIANTS) <= set(gc.VARIANTS)
     new = set(gc.VARIANTS) - set(gc.CHECKED_VARIANTS)
-    assert new and new <= set(gc.ABLATION_VARIANTS)
+    assert new and new <= set(gc.ABLATION_VARIANTS) | set(gc.ROUND2_VARIANTS)
     for d in gc.HEAD_DIMS:
         assert not new & set(gc.tuning_space(d))
 
@@ -467,6 +510,59 @@ def test_cudnn_tile_is_the_engines_shape_at_d64():
 def test_q_double_buffer_counts_in_shared_memory():
     one, two = gc.config_for(64, "warp_spec"), gc.config_for(64, "ws_q2")
     assert gc.shared_bytes(two, 64) - gc.shared_bytes(one, 64) == 128 * 64 * 2
+
+
+def test_round2_runs_the_best_two_beside_every_new_combination():
+    """The second round times the H100 round's best two and every variant added after it
+    (none left out, none of the first round's repeated), each valid at both head dims."""
+    r2 = gc.ROUND2_VARIANTS
+    assert r2[:2] == ("overlap_only", "cudnn_tile") and len(set(r2)) == len(r2)
+    new = set(gc.VARIANTS) - set(gc.CHECKED_VARIANTS) - set(gc.ABLATION_VARIANTS)
+    assert set(r2[2:]) == new
+    for name in r2:
+        for d in gc.HEAD_DIMS:
+            assert gc.shared_bytes(gc.config_for(d, name), d) <= gc.SMEM_BYTES
+
+
+def test_round2_shapes_and_shared_memory_at_the_target():
+    """The hypotheses' arithmetic at D64: key step 128 (4 key tiles a tile), the shared
+    memory each asks, and how many programs it leaves room for per SM (228 KiB an SM,
+    1 KiB reserved per program): overlap_only and overlap_p2 two, overlap_n128 one,
+    overlap_n128_m64 two again."""
+    sm_bytes = 228 * 1024
+
+    def per_sm(name):
+        return sm_bytes // (gc.shared_bytes(gc.config_for(64, name), 64) + 1024)
+
+    assert {n: gc.shared_bytes(gc.config_for(64, n), 64) // 1024 for n in gc.ROUND2_VARIANTS} \
+        == {"overlap_only": 80, "cudnn_tile": 112, "overlap_n128": 128,
+            "overlap_n128_m64": 112, "overlap_n128_p1": 128, "overlap_p2": 80,
+            "cudnn_s3": 144, "fa3_n128_s3": 144, "ws_n128_s3": 144, "ws_ovl_n128": 144}
+    assert [per_sm(n) for n in ("overlap_only", "overlap_p2", "overlap_n128",
+                                "overlap_n128_m64")] == [2, 2, 1, 2]
+    for name in gc.ROUND2_VARIANTS[2:]:
+        cfg = gc.config_for(64, name)
+        p = gc.plan((32, 8, 512, 64), False, cfg, num_sms=132)
+        assert cfg["BLOCK_N"] == 128 or name == "overlap_p2"
+        assert p["kv_tiles_first"] == 512 // cfg["BLOCK_N"]
+    assert gc.plan((32, 8, 512, 64), False, gc.config_for(64, "overlap_p2"), 132)["grid"] \
+        == (264,)
+    ws = gc.config_for(64, "ws_ovl_n128")
+    assert ws["OVERLAP"] and ws["WARP_SPEC"] and not ws["PINGPONG"] and ws["QBUF"] == 2
+
+
+def test_head_dim_overrides_are_only_where_needed():
+    """Each override at D128 exists because the variant's own setting does not fit there
+    (a test that fails if an override becomes unnecessary), and the overridden variant
+    keeps its schedule switches."""
+    for d, table in gc.HEAD_DIM_OVERRIDES.items():
+        for name, keys in table.items():
+            with pytest.raises(ValueError, match="shared memory"):
+                gc.full_config(gc.VARIANTS[name], d)
+            cfg = gc.config_for(d, name)
+            for flag in ("PERSIST", "WARP_SPEC", "PINGPONG", "OVERLAP", "QBUF", "PP_TURN"):
+                assert cfg[flag] == gc.config_for(64, name)[flag], (name, flag)
+            assert set(keys) <= {"STAGES", "BLOCK_N"}
 
 
 @pytest.mark.parametrize("config, message", [
@@ -550,11 +646,41 @@ def test_ablation_reads_ncu_csv():
     assert mod.parse_ncu_csv("nothing") == []
 
 
-def test_ablation_refuses_unknown_variants_and_writes_why_not_here(tmp_path, monkeypatch):
+@pytest.mark.parametrize("argv, message", [
+    (["--variants", "nope"], "`--variants` must be among"),
+    (["--variants", "ws_q2,"], "`--variants` must be comma-separated"),
+    (["--variants", "ws_q2,ws_q2"], "`--variants` names a variant twice"),
+    (["--variants", "round3"], "`--variants` must be among"),
+    (["--out-name", "sub/x.json"], "`--out-name` must be a file name"),
+    (["--out-name", "x.txt"], "`--out-name` must be a file name"),
+    (["--out-name", ".json"], "`--out-name` must be a file name"),
+    (["--rounds", "0"], "`--rounds` must be >= 1"),
+    (["--timeout-s", "0"], "`--timeout-s` must be > 0"),
+])
+def test_ablation_refuses_bad_arguments_before_writing(argv, message, tmp_path, monkeypatch):
+    monkeypatch.setenv("OUT", str(tmp_path))
+    with pytest.raises(ValueError, match=message):
+        _ablation().main(argv)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_ablation_variants_parse():
+    parse = _ablation().parse_variants
+    named = {"round2": gc.ROUND2_VARIANTS}
+    assert parse(None, gc.VARIANTS, gc.ABLATION_VARIANTS, named) == list(gc.ABLATION_VARIANTS)
+    assert parse("round2", gc.VARIANTS, gc.ABLATION_VARIANTS, named) == list(gc.ROUND2_VARIANTS)
+    assert parse("ws_q2, fa3", gc.VARIANTS, (), named) == ["ws_q2", "fa3"]
+
+
+def test_ablation_writes_why_not_here_under_its_name(tmp_path, monkeypatch):
     mod = _ablation()
-    with pytest.raises(SystemExit):
-        mod.main(["--variants", "nope"])
     monkeypatch.setenv("OUT", str(tmp_path))
     assert mod.main(["--variants", "ws_q2"]) == 1  # no GPU here: recorded, not run
     doc = json.loads((tmp_path / "gluon_ablation.json").read_text())
     assert doc["unavailable"] and doc["ablation"] and doc["check"] == "gluon_check"
+    assert mod.main(["--variants", "round2", "--quick", "--out-name",
+                     "gluon_ablation2_h200.json"]) == 1
+    doc = json.loads((tmp_path / "gluon_ablation2_h200.json").read_text())
+    assert doc["variants"] == list(gc.ROUND2_VARIANTS) and doc["args"]["quick"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gluon_ablation.json",
+                                                          "gluon_ablation2_h200.json"]

@@ -42,9 +42,9 @@ from __future__ import annotations
 import torch
 
 __all__ = ["HEAD_DIMS", "DTYPES", "CONFIG_KEYS", "SMEM_BYTES", "DEFAULT_CONFIGS", "VARIANTS",
-           "CHECKED_VARIANTS", "ABLATION_VARIANTS",
-           "config_for", "tuning_space", "variant_of", "shared_bytes", "full_config", "cdiv",
-           "plan"]
+           "CHECKED_VARIANTS", "ABLATION_VARIANTS", "ROUND2_VARIANTS", "HEAD_DIM_OVERRIDES",
+           "variant_changes", "config_for", "tuning_space", "variant_of", "shared_bytes",
+           "full_config", "cdiv", "plan"]
 
 HEAD_DIMS = (64, 128)
 DTYPES = (torch.float16, torch.bfloat16)
@@ -105,7 +105,34 @@ VARIANTS = {
     "overlap_exp": {"OVERLAP": True, "STAGES": 3, "EXP_SPLIT": 2},
     "fa3_exp": {"PERSIST": 1, "WARP_SPEC": True, "PINGPONG": True, "OVERLAP": True,
                 "BLOCK_M": 64, "num_warps": 4, "MAXNREG": 168, "EXP_SPLIT": 1},
+    # Issue 43's second round (notes/kernel-schedules.md, "second round"): the H100
+    # round's winners combined. Shared memory at D64 (Q and O 16 KiB each per consumer,
+    # a 128-key slot 32 KiB): overlap_n128 128 KiB, one program per SM where overlap_only's
+    # 80 KiB allowed two; cudnn_s3 144 KiB; ws_n128_s3 and ws_ovl_n128 144 KiB.
+    "overlap_n128": {"OVERLAP": True, "STAGES": 3, "BLOCK_N": 128},
+    "overlap_n128_p1": {"OVERLAP": True, "STAGES": 3, "BLOCK_N": 128, "PERSIST": 1},
+    "overlap_n128_m64": {"OVERLAP": True, "STAGES": 3, "BLOCK_N": 128, "BLOCK_M": 64,
+                         "num_warps": 4},
+    "overlap_p2": {"OVERLAP": True, "STAGES": 3, "PERSIST": 2},
+    "cudnn_s3": {"PERSIST": 1, "WARP_SPEC": True, "PINGPONG": True, "BLOCK_M": 64,
+                 "num_warps": 4, "MAXNREG": 168, "BLOCK_N": 128, "STAGES": 3,
+                 "QBUF": 2, "PP_TURN": 2},
+    "fa3_n128_s3": {"PERSIST": 1, "WARP_SPEC": True, "PINGPONG": True, "OVERLAP": True,
+                    "BLOCK_M": 64, "num_warps": 4, "MAXNREG": 168, "BLOCK_N": 128,
+                    "STAGES": 3, "QBUF": 2},
+    "ws_n128_s3": {"PERSIST": 1, "WARP_SPEC": True, "MAXNREG": 168, "BLOCK_N": 128,
+                   "STAGES": 3, "QBUF": 2},
+    "ws_ovl_n128": {"PERSIST": 1, "WARP_SPEC": True, "OVERLAP": True, "MAXNREG": 168,
+                    "BLOCK_N": 128, "STAGES": 3, "QBUF": 2},
 }
+# Where a variant's setting does not fit an sm90 block at a head dim (the second round is
+# tuned for D64; the float64 grid still checks D128, where a 128-key slot is 64 KiB): the
+# keys it takes there instead. The warp-specialised ones keep their schedule with 2 slots
+# (224 KiB); the plain overlap needs 3 slots, so at D128 it keeps key step 64.
+HEAD_DIM_OVERRIDES = {128: {"overlap_n128": {"BLOCK_N": 64},
+                            "overlap_n128_p1": {"BLOCK_N": 64},
+                            "cudnn_s3": {"STAGES": 2}, "fa3_n128_s3": {"STAGES": 2},
+                            "ws_n128_s3": {"STAGES": 2}, "ws_ovl_n128": {"STAGES": 2}}}
 # The variants that have passed the float64 grid on a GPU: the tuning space of the
 # ``gluon`` candidate (issue 43's variants join once their grid has passed).
 CHECKED_VARIANTS = ("plain", "persist", "warp_spec", "pingpong", "fa3", "overlap_only")
@@ -113,9 +140,20 @@ CHECKED_VARIANTS = ("plain", "persist", "warp_spec", "pingpong", "fa3", "overlap
 ABLATION_VARIANTS = ("warp_spec", "ws_q2", "ws_n128", "pingpong", "pp_gemms", "pp_exp",
                      "cudnn_tile", "cudnn_exp", "fa3", "fa3_n128", "fa3_exp",
                      "overlap_only", "overlap_exp")
+# The second round (``scripts/gluon_ablation.py --variants round2``): the H100 round's best
+# two, then each combination of its winners (hypotheses in notes/kernel-schedules.md).
+ROUND2_VARIANTS = ("overlap_only", "cudnn_tile", "overlap_n128", "overlap_n128_m64",
+                   "overlap_n128_p1", "overlap_p2", "cudnn_s3", "fa3_n128_s3", "ws_n128_s3",
+                   "ws_ovl_n128")
 
 
 # --------------------------------------------------------------------------- configuration
+
+
+def variant_changes(variant: str, head_dim: int) -> dict:
+    """The keys ``variant`` changes from the default at ``head_dim``: its entry of
+    :data:`VARIANTS` with :data:`HEAD_DIM_OVERRIDES` at that head dim applied."""
+    return {**VARIANTS[variant], **HEAD_DIM_OVERRIDES.get(head_dim, {}).get(variant, {})}
 
 
 def config_for(head_dim: int, variant: str = "plain", dtype=torch.float16,
@@ -133,7 +171,7 @@ def config_for(head_dim: int, variant: str = "plain", dtype=torch.float16,
         raise ValueError(f"`dtype` must be torch.float16 or torch.bfloat16; got {dtype}.")
     if not isinstance(causal, bool):
         raise ValueError(f"`causal` must be True or False; got {causal!r}.")
-    return full_config(VARIANTS[variant], head_dim)
+    return full_config(variant_changes(variant, head_dim), head_dim)
 
 
 def tuning_space(head_dim: int) -> dict:
@@ -145,8 +183,7 @@ def tuning_space(head_dim: int) -> dict:
         raise ValueError(f"`head_dim` must be one of {HEAD_DIMS}; got {head_dim!r}.")
     space = {}
     for name in CHECKED_VARIANTS:
-        changes = VARIANTS[name]
-        cfg = full_config(changes, head_dim)
+        cfg = full_config(variant_changes(name, head_dim), head_dim)
         if cfg not in space.values():
             space[name] = cfg
     return space
@@ -156,7 +193,8 @@ def variant_of(cfg: dict, head_dim: int) -> str:
     """The name of the variant whose full configuration at ``head_dim`` is ``cfg``, or
     "custom" for any other configuration."""
     full = full_config(cfg, head_dim)
-    return next((n for n, d in VARIANTS.items() if full_config(d, head_dim) == full), "custom")
+    return next((n for n in VARIANTS if full_config(variant_changes(n, head_dim), head_dim)
+                 == full), "custom")
 
 
 def shared_bytes(cfg: dict, head_dim: int) -> int:
