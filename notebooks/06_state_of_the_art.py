@@ -56,7 +56,6 @@ root, params = nbs.parameters(
     device=lambda n, v, p: nbs.choice_iv(n, v, ("cuda", "cpu")),
     margin=nbs.margin_iv, n_resamples=nbs.resamples_iv)
 
-import numpy as np
 import pandas as pd
 from attn_analysis.present import plots, tables
 from attn_analysis.analyse import comparisons, machine_level
@@ -106,29 +105,15 @@ tables.show(versions.drop(columns="run"),
 
 # %% tags=["remove-input"]
 target_tables = {sota.machine_label(chosen["target"][r]): t for r, t in tabs["target"].items()}
-for machine, t in target_tables.items():
-    slug = sota.machine_slug(machine)
-    best = sota.fastest(t, level="call")
-    best_att = sota.fastest(t, level="attention")
-    nbs.glue_text(f"sa_{slug}_machine", machine)
-    nbs.glue_text(f"sa_{slug}_target_n_proc", int(t["n_processes"].min()))
-    nbs.glue_text(f"sa_{slug}_target_m", int(t["n_comparisons"].iloc[0]))
-    nbs.glue_text(f"sa_{slug}_target_sentence", sota.target_sentence(machine, best))
-    nbs.glue_text(f"sa_{slug}_target_winner_family", best["winner_family"])
-    nbs.glue_text(f"sa_{slug}_target_summary", sota_sentences.target_summary(machine, t))
-    for level, b in (("call", best), ("attention", best_att)):
-        for key in ("label", "speedup", "ci_low", "ci_high", "verdict"):
-            value = b[f"custom_{key}"]
-            nbs.glue_text(f"sa_{slug}_target_custom_{level}_{key}",
-                          value if isinstance(value, str) else nbs.as_number(value))
-    for cand in ("fa4", "flashinfer", "cudnn_frontend", "sdpa_twin", "sdpa_bshd", "triton"):
-        for level in ("call", "attention"):
-            r = t[(t["candidate"] == cand) & (t["level"] == level)]
-            for key in ("speedup", "ci_low", "ci_high"):
-                nbs.glue_text(f"sa_{slug}_{cand}_{level}_{key}",
-                              nbs.as_number(r[key].iloc[0]) if len(r) else np.nan)
-            nbs.glue_text(f"sa_{slug}_{cand}_{level}_verdict",
-                          r["verdict"].iloc[0] if len(r) else "not measured")
+# the answer at the target rests on the confirmatory runs where they measured it; the
+# exploratory target runs (every candidate and control) give the figure and the controls
+confirm_target = {t["machine"].iloc[0]: t for t in tabs["confirm"].values()
+                  if (t["config"] == configs.TARGET.key).any()}
+for machine, t in (confirm_target or target_tables).items():
+    nbs.glue_text(f"sa_{sota.machine_slug(machine)}_target_summary",
+                  sota_sentences.target_summary(machine, t))
+nbs.glue_text("sa_target_custom_phrase", sota_sentences.custom_target_phrase(
+    {m: sota.fastest(t) for m, t in (confirm_target or target_tables).items()}))
 nbs.glue_text("sa_controls_sentence", sota.controls_sentence(target_tables))
 nbs.glue_text("sa_dispatch_sentence", sota_sentences.dispatch_sentence(target_tables))
 nbs.glue_text("sa_bshd_sentence", sota_sentences.bshd_sentence(target_tables))
@@ -145,7 +130,7 @@ nbs.glue_figure("sa_target_figure", plots.speedup_summary(
 # :name: fig-sota-target
 #
 # Speedup of every candidate over SDPA's default dispatch at the reports' shape, per call
-# (left) and per kernel (right), one marker per GPU ({glue:text}`sa_target_fig_runs:s`),
+# (left) and per kernel (right), one marker per GPU (exploratory: {glue:text}`sa_target_fig_runs:s`),
 # with family-wise intervals and the ±{glue:text}`sa_margin:.0%` margin band.
 # ```
 #
@@ -194,6 +179,7 @@ seq_all = sota.fa3_geometry(pd.concat(seq_rows, ignore_index=True)) if seq_rows 
 seq_all = seq_all[~seq_all["same_kernel_as_baseline"] | (seq_all["origin"] == "peer")]
 seq_runs = list(tabs["long"].values()) + confirm
 nbs.glue_text("sa_seq_fig_runs", sota_sentences.runs_phrase(seq_runs) if seq_runs else "none")
+nbs.glue_text("sa_seq_inconclusive", sota_sentences.inconclusive_runs_sentence(seq_all))
 nbs.glue_figure("sa_seq_figure", plots.speedup_by_seq_len(
     seq_all, params["margin"], title=f"FlashAttention-3's geometry (B·S = {configs.FA3_TOKENS}, "
     f"H·D = {configs.FA3_HIDDEN}, fp16), CUDA-graph replay per call"))
@@ -235,11 +221,10 @@ for _, row in (sota.wins_summary(explore, margin=params["margin"]) if explore
     slug = sota.machine_slug(row["machine"])
     nbs.glue_text(f"sa_{slug}_explore_sentence", sota.wins_sentence(row.to_dict()))
     nbs.glue_text(f"sa_{slug}_explore_min_processes", int(row["min_processes"]))
-# every GPU that measured the target decides the target clause, confirmatory ones included
-target_best = {**{m: sota.fastest(t) for m, t in target_tables.items()},
-               **{t["machine"].iloc[0]: sota.fastest(t) for t in confirm
-                  if (t["config"] == configs.TARGET.key).any()}}
-answer = sota.claim_sentences(target_best, wins)
+# the target clause rests on the confirmatory runs that measured the target
+answer = sota.claim_sentences({m: sota.fastest(t) for m, t in
+                               (confirm_target or target_tables).items()}, wins,
+                              kind="confirmatory" if confirm_target else "exploratory")
 short_cfg = configs.Config(32, 8, 128).key  # glued once: the key must be unique
 nbs.glue_text("sa_s128_config", short_cfg)
 for t in confirm:  # where our kernel's short-sequence lead comes from, in microseconds
@@ -262,7 +247,7 @@ for _, row in wins_att.iterrows():  # per attention kernel, for the abstract (P1
 # geometry, per custom kernel. Rows: GPU and run kind; panels: head dimension and masking.
 # Family-wise intervals, cut at the edge, and the ±{glue:text}`sa_margin:.0%` margin band.
 # Hollow markers: one-process runs, not findings. GPUs and runs:
-# {glue:text}`sa_seq_fig_runs:s`.
+# {glue:text}`sa_seq_fig_runs:s`. {glue:text}`sa_seq_inconclusive:s`
 # ```
 #
 # :::{div} glued-sentences
@@ -319,8 +304,8 @@ if spread is not None and len(spread):
 # %% [markdown]
 # ## Our Gluon kernel beside cuDNN and FlashAttention-4
 #
-# Our Gluon kernel follows FlashAttention-3's Hopper schedule ({doc}`../book/kernels`). Runs
-# {glue:text}`gl_runs:s` measure it with {glue:text}`gl_n_proc:d` processes.
+# Our Gluon kernel follows FlashAttention-3's Hopper schedule ({doc}`../book/kernels`). Exploratory
+# runs {glue:text}`gl_runs:s` measure it with {glue:text}`gl_n_proc:d` processes.
 
 # %% tags=["remove-input"]
 
@@ -334,11 +319,12 @@ for name, value in gluon_kernel.target_values(gl_tabs["target"], gl["target"]).i
     nbs.glue_text(name, nbs.as_number(value) if isinstance(value, float) else value)
 
 # %% [markdown]
-# At the reports' shape it runs at {glue:text}`gl_h100_gluon_kernel_speedup:.3f`× of SDPA's
-# kernel time on the {glue:text}`gl_h100_machine:s`
-# ({glue:text}`gl_h100_gluon_kernel_verdict:s`) and
-# {glue:text}`gl_h200_gluon_kernel_speedup:.3f`× on the {glue:text}`gl_h200_machine:s`
-# ({glue:text}`gl_h200_gluon_kernel_verdict:s`).
+# At the reports' shape it runs at {glue:text}`gl_h100_gluon_kernel_speedup:.3f`×
+# ({glue:text}`gl_h100_gluon_kernel_ci_low:.3f`–{glue:text}`gl_h100_gluon_kernel_ci_high:.3f`,
+# {glue:text}`gl_h100_gluon_kernel_verdict:s`) of SDPA's kernel time on the
+# {glue:text}`gl_h100_machine:s` and {glue:text}`gl_h200_gluon_kernel_speedup:.3f`×
+# ({glue:text}`gl_h200_gluon_kernel_ci_low:.3f`–{glue:text}`gl_h200_gluon_kernel_ci_high:.3f`,
+# {glue:text}`gl_h200_gluon_kernel_verdict:s`) on the {glue:text}`gl_h200_machine:s`.
 
 # %% tags=["remove-cell"]
 for t in gl_tabs["target"].values():

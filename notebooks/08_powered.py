@@ -14,8 +14,7 @@
 # %% [markdown]
 # # 3.7 The reports' matrix, decided
 #
-# {glue:text}`pw_counts_sentence:s` So {glue:text}`pw_n_inconclusive:s` of the
-# {glue:text}`pw_total:s` candidate comparisons stay inconclusive.
+# {glue:text}`pw_counts_sentence:s`
 # {glue:text}`pw_untimed_sentence:s`
 #
 # Run {glue:text}`pw_run:s` is confirmatory. At the reports' shape it replicates, at the call
@@ -62,16 +61,15 @@ nbs.glue_text("pw_counts_sentence",
               f"Run {first['run']} measured the reports' matrix with "
               f"{int(first['processes'])} processes on {inventory.compact_labels(first['gpus'])} "
               f"({first['model']}). Its family was fixed in advance: m = {m}, at the call and "
-              f"kernel levels. Of its {counts['total']} comparisons of a candidate with SDPA, "
-              f"{pw.counts_sentence(counts)}."
+              f"kernel levels. Of its {counts['total']} comparisons of a candidate with SDPA: "
+              f"{pw.headline_phrase(counts)}."
               + (f" Of the A/A twin's {controls['total']}, {pw.counts_sentence(controls)}."
                  if controls else ""))
-nbs.glue_text("pw_inconclusive_pct", f"{100 * pw.inconclusive_share(counts):.1f}")
+# the abstract states the same four counts, from the same phrase
+nbs.glue_text("pw_headline", pw.headline_phrase(counts))
 nbs.glue_text("pw_total", str(counts["total"]))
 nbs.glue_text("pw_model", str(first["model"]))
 nbs.glue_text("pw_run", str(first["run"]))
-for verdict, n in pw.headline_counts(counts).items():  # the abstract's four, summing to the total
-    nbs.glue_text(f"pw_n_{verdict}", str(n))
 nbs.glue_text("pw_processes", str(int(first["processes"])))
 nbs.glue_text("pw_gpus", inventory.compact_labels(first["gpus"]))
 nbs.glue_text("pw_plan_sentence", pw.plan_sentence(first))

@@ -115,6 +115,10 @@ def test_headline_counts_fold_the_verdicts_into_four_that_sum_to_the_total():
               V.FASTER_WITHIN_MARGIN.value: 1, V.UNDECIDED.value: 1, "total": 100}
     assert pw.headline_counts(counts) == {"equivalent": 21, "faster": 10, "slower": 63,
                                           "inconclusive": 6}
+    assert pw.headline_phrase(counts) == ("10 faster, 21 equivalent (3 of them differ inside "
+                                          "the margin), 63 slower and 6 inconclusive")
+    assert pw.headline_phrase({V.EQUIVALENT.value: 20, "total": 20}) == (
+        "0 faster, 20 equivalent, 0 slower and 0 inconclusive")
     with pytest.raises(ValueError, match="`counts`"):
         pw.headline_counts({V.SLOWER.value: 3})
     with pytest.raises(ValueError, match="sum"):
@@ -146,3 +150,16 @@ def test_unrun_plan_sentence_of_a_plan_that_decides_says_it_has_no_run_yet():
     # one level short of its processes: the sentence of a plan that cannot decide
     short = pw.unrun_plan_sentence("p2", plan, {"call": 0.008, "kernel": 0.05}, 0.02)
     assert short.startswith("Plan p2 was not run: ")
+
+
+def test_decidability_sentence_says_whether_the_processes_decide_then_what_each_level_needs():
+    from types import SimpleNamespace as Row
+    rows = [Row(level="call", needed=14, sigma=0.0059, decides=True, family=120),
+            Row(level="kernel", needed=11, sigma=0.0047, decides=True, family=120)]
+    assert pw.decidability_sentence(rows, 24) == (
+        "24 processes decide at m = 120. At this GPU model's recorded per-process SDs, 80 % "
+        "power and 90 % A/A equivalence need 14 processes per call (SD 0.0059) and 11 per "
+        "kernel (SD 0.0047).")
+    rows[1] = Row(level="kernel", needed=None, sigma=0.03, decides=False, family=120)
+    assert pw.decidability_sentence(rows, 24).startswith(
+        "24 processes do not decide at every level at m = 120.")

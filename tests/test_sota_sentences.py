@@ -115,3 +115,30 @@ def test_runs_phrase_names_each_gpu_and_run_once():
         ss.runs_phrase([a.drop(columns="run")])
     with pytest.raises(ValueError, match="`tables`"):
         ss.runs_phrase([])
+
+
+def test_custom_target_phrase_names_the_kernel_once_and_each_gpu_with_its_interval():
+    best = {"H200-g": {"custom_label": "our Triton kernel", "custom_speedup": 0.9659,
+                       "custom_ci_low": 0.9547, "custom_ci_high": 0.9774},
+            "H100-b": {"custom_label": "our Triton kernel", "custom_speedup": 0.9377,
+                       "custom_ci_low": 0.9314, "custom_ci_high": 0.9441}}
+    assert ss.custom_target_phrase(best) == ("our Triton kernel, runs at 0.94× (0.93–0.94) on "
+                                             "the H100-b and 0.97× (0.95–0.98) on the H200-g")
+    best["H200-g"] = {**best["H200-g"], "custom_label": "FlashAttention-4 (CuTe DSL)"}
+    assert ss.custom_target_phrase(best) == (
+        "runs at 0.94× (0.93–0.94; our Triton kernel) on the H100-b and 0.97× (0.95–0.98; "
+        "FlashAttention-4 (CuTe DSL)) on the H200-g")
+    with pytest.raises(ValueError, match="`best`"):
+        ss.custom_target_phrase({"H100-b": {"winner_verdict": "baseline"}})
+
+
+def test_inconclusive_runs_sentence_names_only_runs_without_a_finding():
+    t = pd.DataFrame({"machine": ["H200-f\nexploratory"] * 2 + ["H200-g\nconfirmatory"] * 2,
+                      "run": ["long", "long", "confirm", "confirm"], "level": ["call"] * 4,
+                      "verdict": ["inconclusive", "undecided at this precision", "faster",
+                                  "inconclusive"]})
+    assert ss.inconclusive_runs_sentence(t) == (
+        "Every verdict on H200-f (run long) is inconclusive.")
+    assert ss.inconclusive_runs_sentence(t.assign(verdict="slower")) == ""
+    with pytest.raises(ValueError, match="`table`"):
+        ss.inconclusive_runs_sentence(t.drop(columns="run"))

@@ -105,6 +105,8 @@ def test_claim_sentences_follow_the_data(table):
     base = {"H200 a": {"winner_verdict": "baseline"}}
     answer = sota.claim_sentences(base, wins.assign(n_faster=0))
     assert "holds on every GPU that ran it in the state-of-the-art runs (H200 a)" in answer["target"]
+    confirmed = sota.claim_sentences(base, wins.assign(n_faster=0), kind="confirmatory")
+    assert "holds on every GPU that ran it in the confirmatory runs (H200 a)" in confirmed["target"]
     assert answer["general"].startswith("No custom kernel beats SDPA")
 
 

@@ -15,7 +15,8 @@ from ..analyse import comparisons, robustness
 from ..analyse.stats import Verdict
 from ..configs import BASELINE
 
-__all__ = ["LEVELS", "MARKS", "family_table", "verdict_counts", "headline_counts", "counts_sentence",
+__all__ = ["LEVELS", "MARKS", "family_table", "verdict_counts", "headline_counts", "headline_phrase",
+           "counts_sentence",
            "inconclusive_share", "decidability_sentence", "plan_sentence", "speedup_display", "neighbours_sentence",
            "unrun_plan_sentence"]
 
@@ -80,6 +81,20 @@ def headline_counts(counts: dict) -> dict:
     return heads
 
 
+def headline_phrase(counts: dict) -> str:
+    """The four :func:`headline_counts` of a family in one phrase, the within-margin
+    verdicts named inside "equivalent": '10 faster, 21 equivalent (3 of them differ inside
+    the margin), 63 slower and 6 inconclusive'. The one statement of a powered run's
+    counts, in the abstract and on its page alike."""
+    heads = headline_counts(counts)
+    within = sum(int(n) for v, n in counts.items()
+                 if v in (Verdict.FASTER_WITHIN_MARGIN.value, Verdict.SLOWER_WITHIN_MARGIN.value))
+    eq = f"{heads['equivalent']} equivalent" + (
+        f" ({within} of them differ inside the margin)" if within else "")
+    return (f"{heads['faster']} faster, {eq}, {heads['slower']} slower and "
+            f"{heads['inconclusive']} inconclusive")
+
+
 def counts_sentence(counts: dict) -> str:
     """'a are slower, b equivalent, ...' in the order of ``counts`` (a clause to follow
     "Of the N comparisons, ")."""
@@ -106,13 +121,15 @@ def decidability_sentence(report, processes: int) -> str:
     rows = list(report)
     if not rows:
         raise ValueError("`report` must hold at least one level.")
-    need = " and ".join(f"{'?' if r.needed is None else r.needed} at the {r.level} level "
-                        f"(per-process SD {r.sigma:.4f})" for r in rows)
+    where = {"call": "per call", "kernel": "per kernel"}
+    need = " and ".join(f"{'?' if r.needed is None else r.needed}{' processes' if i == 0 else ''} "
+                        f"{where.get(r.level, f'at the {r.level} level')} (SD {r.sigma:.4f})"
+                        for i, r in enumerate(rows))
     decides = all(r.decides for r in rows)
-    lead = (f"{processes} processes decide at m = {rows[0].family}" if decides else
-            f"{processes} processes do not decide at every level at m = {rows[0].family}")
-    return (f"{lead}: 80 % power and a 90 % A/A equivalence rate need {need}, from the "
-            f"design SDs recorded for this GPU model.")
+    lead = (f"{processes} processes decide at m = {rows[0].family}." if decides else
+            f"{processes} processes do not decide at every level at m = {rows[0].family}.")
+    return (f"{lead} At this GPU model's recorded per-process SDs, 80 % power and 90 % A/A "
+            f"equivalence need {need}.")
 
 
 def plan_sentence(inventory_row) -> str:

@@ -16,8 +16,8 @@ from ..analyse.stats import Verdict
 from ..configs import TARGET
 from .phrases import join
 
-__all__ = ["target_summary", "dispatch_sentence", "bshd_sentence", "attention_from_s",
-           "from_s_sentence", "runs_phrase",
+__all__ = ["target_summary", "custom_target_phrase", "dispatch_sentence", "bshd_sentence", "attention_from_s",
+           "from_s_sentence", "runs_phrase", "inconclusive_runs_sentence",
            "long_sequence_wins", "LONG_SEQ_LEN"]
 
 LONG_SEQ_LEN = 2048  # "long sequences": four times the reports' S = 512 and beyond
@@ -34,6 +34,23 @@ def runs_phrase(tables) -> str:
         raise ValueError("`tables` must be comparison tables with `machine` and `run`.")
     pairs = sorted({(m, r) for t in tables for m, r in zip(t["machine"], t["run"])})
     return "; ".join(f"{m}, run {r}" for m, r in pairs)
+
+
+def inconclusive_runs_sentence(table: pd.DataFrame, level: str = "call") -> str:
+    """For a figure caption: the GPU and run pairs of ``table`` (stacked comparison tables)
+    whose every comparison at ``level`` is inconclusive (or undecided at the precision), so
+    that their markers are not read as findings; '' where there is none."""
+    if not isinstance(table, pd.DataFrame) or not {"machine", "run", "level",
+                                                   "verdict"} <= set(table):
+        raise ValueError("`table` must be comparison tables with machine, run, level and "
+                         "verdict.")
+    open_ = {Verdict.INCONCLUSIVE.value, Verdict.UNDECIDED.value}
+    t = table[table["level"] == level]
+    pairs = [f"{str(m).split(chr(10))[0]} (run {r})" for (m, r), g in
+             t.groupby(["machine", "run"], sort=True) if set(g["verdict"]) <= open_]
+    if not pairs:
+        return ""
+    return f"Every verdict on {' and '.join(pairs)} is inconclusive."
 
 
 def _row(t: pd.DataFrame, cand: str, level: str):
@@ -67,6 +84,21 @@ def target_summary(machine: str, table: pd.DataFrame, also=("fa4",)) -> str:
         text += (" Per attention kernel they run at " if len(att) > 1
                  else " Per attention kernel it runs at ") + join(att) + "."
     return text
+
+
+def custom_target_phrase(best: dict) -> str:
+    """The fastest custom kernel per call at the target on each machine (``best``: machine
+    -> :func:`sota.fastest` of its run), for the abstract: 'our Triton kernel, runs at
+    0.94× (0.93–0.94) on the H100-b and 0.97× (0.95–0.98) on the H200-g', the kernel named
+    once where it is the same on every machine."""
+    rows = {m: b for m, b in sorted(best.items()) if "custom_label" in b}
+    if not rows:
+        raise ValueError(f"`best` must hold a custom kernel on some machine; got {best!r}.")
+    labels = {b["custom_label"] for b in rows.values()}
+    one = len(labels) == 1
+    parts = [f"{b['custom_speedup']:.2f}× ({b['custom_ci_low']:.2f}–{b['custom_ci_high']:.2f}"
+             f"{'' if one else '; ' + b['custom_label']}) on the {m}" for m, b in rows.items()]
+    return (f"{labels.pop()}, runs at " if one else "runs at ") + join(parts)
 
 
 def _verdicts(target_tables: dict, cand: str, level: str = "call") -> dict:
