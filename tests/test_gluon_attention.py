@@ -383,7 +383,7 @@ def _ws_ptx(variant: str, head_dim: int = 64) -> list[str]:
 @pytest.mark.usefixtures("sm90a_compiler")
 @pytest.mark.parametrize("variant", ["warp_spec", "pingpong", "fa3", "ws_q2", "pp_gemms",
                                      "pp_exp", "cudnn_tile", "cudnn_s3", "fa3_n128_s3",
-                                     "ws_n128_s3", "ws_ovl_n128"])
+                                     "ws_n128_s3", "ws_ovl_n128", "cudnn_kv", "ws_ovl_kv"])
 def test_warp_specialised_releases_are_partition_synchronised(variant):
     """Risks 1 and 4 of notes/gluon-plan.md as Triton 3.6 lowers them: every plain
     mbarrier.arrive (a K/V slot, the Q buffer or a ping-pong turn released) comes right after
@@ -404,6 +404,22 @@ def test_warp_specialised_releases_are_partition_synchronised(variant):
                 assert int(count) in partition_threads, ln
             else:  # only the compiler's switch-loop barrier (id 1) spans every warp
                 assert ident.strip() == "1", ln
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("sm90a_compiler")
+@pytest.mark.parametrize("variant, base", [("cudnn_kv", "cudnn_tile"),
+                                           ("ws_ovl_kv", "ws_ovl_n128")])
+def test_kv_split_gives_v_barriers_of_its_own(variant, base):
+    """KV_SPLIT as compiled: the same configuration as its base but the switch; one more
+    expect_tx (the producer arms K's and V's barriers apart), one more mbarrier per ring
+    slot, and more waits (each consumer waits for V before its PV products)."""
+    cfg, ref = gc.config_for(64, variant), gc.config_for(64, base)
+    assert {k for k in cfg if cfg[k] != ref[k]} == {"KV_SPLIT"}
+    ptx, ref_ptx = "\n".join(_ws_ptx(variant)), "\n".join(_ws_ptx(base))
+    assert ptx.count("expect_tx") == ref_ptx.count("expect_tx") + 1
+    assert ptx.count("mbarrier.init") == ref_ptx.count("mbarrier.init") + cfg["STAGES"]
+    assert ptx.count("mbarrier.try_wait") > ref_ptx.count("mbarrier.try_wait")
 
 
 def _ptxas_usage(variant: str) -> tuple[int, int]:
@@ -537,7 +553,8 @@ def test_round2_shapes_and_shared_memory_at_the_target():
     assert {n: gc.shared_bytes(gc.config_for(64, n), 64) // 1024 for n in gc.ROUND2_VARIANTS} \
         == {"overlap_only": 80, "cudnn_tile": 112, "overlap_n128": 128,
             "overlap_n128_m64": 112, "overlap_n128_p1": 128, "overlap_p2": 80,
-            "cudnn_s3": 144, "fa3_n128_s3": 144, "ws_n128_s3": 144, "ws_ovl_n128": 144}
+            "cudnn_s3": 144, "fa3_n128_s3": 144, "ws_n128_s3": 144, "ws_ovl_n128": 144,
+            "cudnn_kv": 112, "ws_ovl_kv": 144}
     assert [per_sm(n) for n in ("overlap_only", "overlap_p2", "overlap_n128",
                                 "overlap_n128_m64")] == [2, 2, 1, 2]
     for name in gc.ROUND2_VARIANTS[2:]:
@@ -560,7 +577,8 @@ def test_head_dim_overrides_are_only_where_needed():
             with pytest.raises(ValueError, match="shared memory"):
                 gc.full_config(gc.VARIANTS[name], d)
             cfg = gc.config_for(d, name)
-            for flag in ("PERSIST", "WARP_SPEC", "PINGPONG", "OVERLAP", "QBUF", "PP_TURN"):
+            for flag in ("PERSIST", "WARP_SPEC", "PINGPONG", "OVERLAP", "QBUF", "PP_TURN",
+                         "KV_SPLIT"):
                 assert cfg[flag] == gc.config_for(64, name)[flag], (name, flag)
             assert set(keys) <= {"STAGES", "BLOCK_N"}
 
@@ -571,6 +589,8 @@ def test_head_dim_overrides_are_only_where_needed():
       "num_warps": 4, "PP_TURN": 2}, "PP_TURN"),
     ({"PERSIST": 1, "WARP_SPEC": True, "PP_TURN": 1}, "PP_TURN"),
     ({"EXP_SPLIT": 3}, "EXP_SPLIT"),
+    ({"KV_SPLIT": 1}, "KV_SPLIT"),
+    ({"KV_SPLIT": 2, "PERSIST": 1, "WARP_SPEC": True}, "KV_SPLIT"),
     ({"QBUF": True}, "QBUF"),
 ])
 def test_issue43_switches_are_checked(config, message):

@@ -31,6 +31,10 @@ launcher (:mod:`.gluon_attention`) a GPU. The keys are the kernel's constexpr sw
 * ``EXP_SPLIT`` (issue 43): 0: every exponential on the SFU (``ex2``); 1: odd key columns
   through a polynomial on the FMA pipe (half); 2: a quarter of the columns
   (:mod:`.gluon_tile`'s ``_exp2_poly``, FlashAttention-4's idea on Hopper).
+* ``KV_SPLIT`` (issue 43, second round; needs WARP_SPEC): 1 gives K and V of a ring slot
+  mbarriers of their own, so a consumer starts the scores' product when K has landed
+  and waits for V only before the PV product (cuDNN's engine and FlashAttention-3 keep K
+  and V apart); 0 waits for both at once.
 
 All of these are off in the default, "plain", variant; ``BLOCK_M``, ``BLOCK_N``, ``STAGES``
 (slots of the K/V ring), ``num_warps`` and ``MAXNREG`` (0: the compiler's register count)
@@ -49,13 +53,14 @@ __all__ = ["HEAD_DIMS", "DTYPES", "CONFIG_KEYS", "SMEM_BYTES", "DEFAULT_CONFIGS"
 HEAD_DIMS = (64, 128)
 DTYPES = (torch.float16, torch.bfloat16)
 CONFIG_KEYS = ("BLOCK_M", "BLOCK_N", "STAGES", "num_warps", "PERSIST", "WARP_SPEC",
-               "PINGPONG", "OVERLAP", "MAXNREG", "QBUF", "PP_TURN", "EXP_SPLIT")
+               "PINGPONG", "OVERLAP", "MAXNREG", "QBUF", "PP_TURN", "EXP_SPLIT", "KV_SPLIT")
 _FLAGS = ("WARP_SPEC", "PINGPONG", "OVERLAP")
 _ALLOWED = {"BLOCK_M": (64, 128), "BLOCK_N": (64, 128), "STAGES": (1, 2, 3, 4),
             "num_warps": (4, 8), "PERSIST": (0, 1, 2), "WARP_SPEC": (False, True),
             "PINGPONG": (False, True), "OVERLAP": (False, True),
             "MAXNREG": (0, 128, 152, 168, 200, 232, 240),
-            "QBUF": (1, 2), "PP_TURN": (0, 1, 2), "EXP_SPLIT": (0, 1, 2)}
+            "QBUF": (1, 2), "PP_TURN": (0, 1, 2), "EXP_SPLIT": (0, 1, 2),
+            "KV_SPLIT": (0, 1)}
 SMEM_BYTES = 227 * 1024  # usable shared memory per block on sm90 (H100, H200)
 
 # Default configuration per head dim: the plain variant, the one to test first.
@@ -63,10 +68,10 @@ SMEM_BYTES = 227 * 1024  # usable shared memory per block on sm90 (H100, H200)
 DEFAULT_CONFIGS = {
     64: {"BLOCK_M": 128, "BLOCK_N": 64, "STAGES": 3, "num_warps": 8, "PERSIST": 0,
          "WARP_SPEC": False, "PINGPONG": False, "OVERLAP": False, "MAXNREG": 0,
-         "QBUF": 1, "PP_TURN": 0, "EXP_SPLIT": 0},
+         "QBUF": 1, "PP_TURN": 0, "EXP_SPLIT": 0, "KV_SPLIT": 0},
     128: {"BLOCK_M": 128, "BLOCK_N": 64, "STAGES": 2, "num_warps": 8, "PERSIST": 0,
           "WARP_SPEC": False, "PINGPONG": False, "OVERLAP": False, "MAXNREG": 0,
-         "QBUF": 1, "PP_TURN": 0, "EXP_SPLIT": 0},
+         "QBUF": 1, "PP_TURN": 0, "EXP_SPLIT": 0, "KV_SPLIT": 0},
 }
 # The ablation, in the order of the issue's schedule steps; each names the keys it changes
 # from the default of its head dim. "overlap_only" isolates the intra-warpgroup overlap on
@@ -124,6 +129,13 @@ VARIANTS = {
                    "STAGES": 3, "QBUF": 2},
     "ws_ovl_n128": {"PERSIST": 1, "WARP_SPEC": True, "OVERLAP": True, "MAXNREG": 168,
                     "BLOCK_N": 128, "STAGES": 3, "QBUF": 2},
+    # K and V on barriers of their own, on the two warp-specialised schedules closest to
+    # cuDNN's engine (same shared memory as their bases: barriers aside).
+    "cudnn_kv": {"PERSIST": 1, "WARP_SPEC": True, "PINGPONG": True, "BLOCK_M": 64,
+                 "num_warps": 4, "MAXNREG": 168, "BLOCK_N": 128, "STAGES": 2,
+                 "QBUF": 2, "PP_TURN": 2, "KV_SPLIT": 1},
+    "ws_ovl_kv": {"PERSIST": 1, "WARP_SPEC": True, "OVERLAP": True, "MAXNREG": 168,
+                  "BLOCK_N": 128, "STAGES": 3, "QBUF": 2, "KV_SPLIT": 1},
 }
 # Where a variant's setting does not fit an sm90 block at a head dim (the second round is
 # tuned for D64; the float64 grid still checks D128, where a 128-key slot is 64 KiB): the
@@ -132,7 +144,8 @@ VARIANTS = {
 HEAD_DIM_OVERRIDES = {128: {"overlap_n128": {"BLOCK_N": 64},
                             "overlap_n128_p1": {"BLOCK_N": 64},
                             "cudnn_s3": {"STAGES": 2}, "fa3_n128_s3": {"STAGES": 2},
-                            "ws_n128_s3": {"STAGES": 2}, "ws_ovl_n128": {"STAGES": 2}}}
+                            "ws_n128_s3": {"STAGES": 2}, "ws_ovl_n128": {"STAGES": 2},
+                            "ws_ovl_kv": {"STAGES": 2}}}
 # The variants that have passed the float64 grid on a GPU: the tuning space of the
 # ``gluon`` candidate (issue 43's variants join once their grid has passed).
 CHECKED_VARIANTS = ("plain", "persist", "warp_spec", "pingpong", "fa3", "overlap_only")
@@ -144,7 +157,7 @@ ABLATION_VARIANTS = ("warp_spec", "ws_q2", "ws_n128", "pingpong", "pp_gemms", "p
 # two, then each combination of its winners (hypotheses in notes/kernel-schedules.md).
 ROUND2_VARIANTS = ("overlap_only", "cudnn_tile", "overlap_n128", "overlap_n128_m64",
                    "overlap_n128_p1", "overlap_p2", "cudnn_s3", "fa3_n128_s3", "ws_n128_s3",
-                   "ws_ovl_n128")
+                   "ws_ovl_n128", "cudnn_kv", "ws_ovl_kv")
 
 
 # --------------------------------------------------------------------------- configuration
@@ -236,6 +249,9 @@ def full_config(config, head_dim: int) -> dict:
     if full["QBUF"] == 2 and not full["WARP_SPEC"]:
         raise ValueError("`config['QBUF']` 2 needs WARP_SPEC (the producer warp loads the "
                          "next Q while the consumers read this one).")
+    if full["KV_SPLIT"] and not full["WARP_SPEC"]:
+        raise ValueError("`config['KV_SPLIT']` 1 needs WARP_SPEC (the producer warp issues "
+                         "K and V on barriers of their own).")
     if full["PP_TURN"] and (not full["PINGPONG"] or full["OVERLAP"]):
         raise ValueError("`config['PP_TURN']` 1 or 2 needs PINGPONG without OVERLAP (with "
                          "OVERLAP one turn already covers both products).")

@@ -12,7 +12,7 @@ validates, configures and launches it is :mod:`.gluon_attention`.
 Importing this module needs neither triton nor a GPU: the ``@gluon.jit`` functions are
 defined only where Gluon imports (``gluon_tile.GLUON_IMPORT_ERROR`` is None). Written against
 Triton 3.6's Gluon API; every schedule has run on a GPU and passed a float64 grid
-(``notes/gluon-plan.md``).
+(``notes/gluon-plan.md``) but KV_SPLIT (issue 43's second round), which awaits its first run.
 """
 
 from __future__ import annotations
@@ -102,7 +102,8 @@ if GLUON_IMPORT_ERROR is None:
                   HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                   STAGES: gl.constexpr, CAUSAL: gl.constexpr, PERSIST: gl.constexpr,
                   OVERLAP: gl.constexpr, CONSUMERS: gl.constexpr, QBUF: gl.constexpr,
-                  PP_TURN: gl.constexpr, EXP_SPLIT: gl.constexpr):
+                  PP_TURN: gl.constexpr, EXP_SPLIT: gl.constexpr,
+                  KV_SPLIT: gl.constexpr):
         """One warp: for each tile of this program, Q (one box per consumer) once its
         buffer is released, then every key tile into the ring as slots are released."""
         ROWS: gl.constexpr = BLOCK_M * CONSUMERS
@@ -128,7 +129,7 @@ if GLUON_IMPORT_ERROR is None:
                 slot = ld % STAGES
                 mbarrier.wait(empty_bars.index(slot), ((ld // STAGES) & 1) ^ 1)
                 _issue_kv(k_desc, v_desc, k_bufs, v_bufs, ready_bars, bh, j, ld, BLOCK_N,
-                          STAGES)
+                          STAGES, KV_SPLIT=KV_SPLIT)
                 ld += 1
             t_local += 1
 
@@ -138,7 +139,8 @@ if GLUON_IMPORT_ERROR is None:
                   HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                   STAGES: gl.constexpr, CAUSAL: gl.constexpr, PERSIST: gl.constexpr,
                   OVERLAP: gl.constexpr, CONSUMERS: gl.constexpr, QBUF: gl.constexpr,
-                  PP_TURN: gl.constexpr, EXP_SPLIT: gl.constexpr, WG: gl.constexpr):
+                  PP_TURN: gl.constexpr, EXP_SPLIT: gl.constexpr, KV_SPLIT: gl.constexpr,
+                  WG: gl.constexpr):
         """Consumer warpgroup(s) WG: rows ``[start_m + WG * BLOCK_M, +BLOCK_M)`` of each tile;
         every consumer walks every key tile of the tile (the producer loads each once)."""
         ROWS: gl.constexpr = BLOCK_M * CONSUMERS
@@ -160,7 +162,7 @@ if GLUON_IMPORT_ERROR is None:
                 q2, k_desc, v_desc, k_bufs, v_bufs, ready_bars, empty_bars, pp_bars, bh,
                 start_m + WG * BLOCK_M, n_kv, S, qk_scale, cs, 0, HEAD_DIM, BLOCK_M,
                 BLOCK_N, STAGES, CAUSAL, OVERLAP, True, CONSUMERS == 2, WG, PP_TURN,
-                EXP_SPLIT)
+                EXP_SPLIT, KV_SPLIT)
             mbarrier.arrive(q_empty.index(qi), count=1)  # all products have retired
             _epilogue(acc, l_i, o_bufs.index(WG), o_desc, bh, start_m + WG * BLOCK_M, BLOCK_M,
                       HEAD_DIM, PERSIST)
@@ -173,11 +175,12 @@ if GLUON_IMPORT_ERROR is None:
                    HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                    STAGES: gl.constexpr, CAUSAL: gl.constexpr, PERSIST: gl.constexpr,
                    OVERLAP: gl.constexpr, CONSUMERS: gl.constexpr, QBUF: gl.constexpr,
-                   PP_TURN: gl.constexpr, EXP_SPLIT: gl.constexpr):
+                   PP_TURN: gl.constexpr, EXP_SPLIT: gl.constexpr,
+                   KV_SPLIT: gl.constexpr):
         _consumer(q_desc, k_desc, v_desc, o_desc, q_bufs, o_bufs, k_bufs, v_bufs, q_ready,
                   q_empty, ready_bars, empty_bars, pp_bars, S, qk_scale, n_m, n_tiles,
                   HEAD_DIM, BLOCK_M, BLOCK_N, STAGES, CAUSAL, PERSIST, OVERLAP, CONSUMERS,
-                  QBUF, PP_TURN, EXP_SPLIT, 0)
+                  QBUF, PP_TURN, EXP_SPLIT, KV_SPLIT, 0)
 
     @gluon.jit
     def _consumer1(q_desc, k_desc, v_desc, o_desc, q_bufs, o_bufs, k_bufs, v_bufs, q_ready,
@@ -185,11 +188,12 @@ if GLUON_IMPORT_ERROR is None:
                    HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                    STAGES: gl.constexpr, CAUSAL: gl.constexpr, PERSIST: gl.constexpr,
                    OVERLAP: gl.constexpr, CONSUMERS: gl.constexpr, QBUF: gl.constexpr,
-                   PP_TURN: gl.constexpr, EXP_SPLIT: gl.constexpr):
+                   PP_TURN: gl.constexpr, EXP_SPLIT: gl.constexpr,
+                   KV_SPLIT: gl.constexpr):
         _consumer(q_desc, k_desc, v_desc, o_desc, q_bufs, o_bufs, k_bufs, v_bufs, q_ready,
                   q_empty, ready_bars, empty_bars, pp_bars, S, qk_scale, n_m, n_tiles,
                   HEAD_DIM, BLOCK_M, BLOCK_N, STAGES, CAUSAL, PERSIST, OVERLAP, CONSUMERS,
-                  QBUF, PP_TURN, EXP_SPLIT, 1)
+                  QBUF, PP_TURN, EXP_SPLIT, KV_SPLIT, 1)
 
     # ------------------------------------------------------------------------ the entry
 
@@ -199,15 +203,18 @@ if GLUON_IMPORT_ERROR is None:
                         STAGES: gl.constexpr, CAUSAL: gl.constexpr, PERSIST: gl.constexpr,
                         WARP_SPEC: gl.constexpr, PINGPONG: gl.constexpr,
                         OVERLAP: gl.constexpr, QBUF: gl.constexpr = 1,
-                        PP_TURN: gl.constexpr = 0, EXP_SPLIT: gl.constexpr = 0):
+                        PP_TURN: gl.constexpr = 0, EXP_SPLIT: gl.constexpr = 0,
+                        KV_SPLIT: gl.constexpr = 0):
         """Grid (n_m, B*H) or, PERSIST, (programs,); descriptors over (B*H, S, D)."""
         dtype: gl.constexpr = q_desc.dtype
         k_bufs = gl.allocate_shared_memory(dtype, [STAGES] + k_desc.block_type.shape,
                                            k_desc.layout)
         v_bufs = gl.allocate_shared_memory(dtype, [STAGES] + v_desc.block_type.shape,
                                            v_desc.layout)
-        ready_bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-        for i in gl.static_range(STAGES):
+        # KV_SPLIT: V of slot i arrives on barrier STAGES + i, K on barrier i.
+        ready_bars = gl.allocate_shared_memory(gl.int64, [STAGES * (1 + KV_SPLIT), 1],
+                                               mbarrier.MBarrierLayout())
+        for i in gl.static_range(STAGES * (1 + KV_SPLIT)):
             mbarrier.init(ready_bars.index(i), count=1)
         if not WARP_SPEC:
             q_smem = gl.allocate_shared_memory(dtype, q_desc.block_type.shape, q_desc.layout)
@@ -245,24 +252,29 @@ if GLUON_IMPORT_ERROR is None:
                     (_consumer0, (q_desc, k_desc, v_desc, o_desc, q_bufs, o_bufs, k_bufs,
                                   v_bufs, q_ready, q_empty, ready_bars, empty_bars, pp_bars, S,
                                   qk_scale, n_m, n_tiles, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES,
-                                  CAUSAL, PERSIST, OVERLAP, CONSUMERS, QBUF, PP_TURN, EXP_SPLIT)),
+                                  CAUSAL, PERSIST, OVERLAP, CONSUMERS, QBUF, PP_TURN, EXP_SPLIT,
+                                 KV_SPLIT)),
                     (_consumer1, (q_desc, k_desc, v_desc, o_desc, q_bufs, o_bufs, k_bufs,
                                   v_bufs, q_ready, q_empty, ready_bars, empty_bars, pp_bars, S,
                                   qk_scale, n_m, n_tiles, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES,
-                                  CAUSAL, PERSIST, OVERLAP, CONSUMERS, QBUF, PP_TURN, EXP_SPLIT)),
+                                  CAUSAL, PERSIST, OVERLAP, CONSUMERS, QBUF, PP_TURN, EXP_SPLIT,
+                                 KV_SPLIT)),
                     (_producer, (q_desc, k_desc, v_desc, o_desc, q_bufs, o_bufs, k_bufs,
                                  v_bufs, q_ready, q_empty, ready_bars, empty_bars, pp_bars, S,
                                  qk_scale, n_m, n_tiles, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES,
-                                 CAUSAL, PERSIST, OVERLAP, CONSUMERS, QBUF, PP_TURN, EXP_SPLIT)),
+                                 CAUSAL, PERSIST, OVERLAP, CONSUMERS, QBUF, PP_TURN, EXP_SPLIT,
+                                 KV_SPLIT)),
                 ], [4, 1], [_CONSUMER_REGS, _PRODUCER_REGS])
             else:
                 gl.warp_specialize([
                     (_consumer0, (q_desc, k_desc, v_desc, o_desc, q_bufs, o_bufs, k_bufs,
                                   v_bufs, q_ready, q_empty, ready_bars, empty_bars, pp_bars, S,
                                   qk_scale, n_m, n_tiles, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES,
-                                  CAUSAL, PERSIST, OVERLAP, CONSUMERS, QBUF, PP_TURN, EXP_SPLIT)),
+                                  CAUSAL, PERSIST, OVERLAP, CONSUMERS, QBUF, PP_TURN, EXP_SPLIT,
+                                 KV_SPLIT)),
                     (_producer, (q_desc, k_desc, v_desc, o_desc, q_bufs, o_bufs, k_bufs,
                                  v_bufs, q_ready, q_empty, ready_bars, empty_bars, pp_bars, S,
                                  qk_scale, n_m, n_tiles, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES,
-                                 CAUSAL, PERSIST, OVERLAP, CONSUMERS, QBUF, PP_TURN, EXP_SPLIT)),
+                                 CAUSAL, PERSIST, OVERLAP, CONSUMERS, QBUF, PP_TURN, EXP_SPLIT,
+                                 KV_SPLIT)),
                 ], [1], [_PRODUCER_REGS])

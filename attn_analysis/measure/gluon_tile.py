@@ -8,8 +8,9 @@ Why a module of its own: these are the building blocks every schedule of
 each file about one thing and under the size limit. The Gluon import lives here, guarded:
 importing this module needs neither triton nor a GPU (:data:`GLUON_IMPORT_ERROR` says what
 is missing, and the ``@gluon.jit`` functions are then not defined). The code is written
-against Triton 3.6's Gluon API; every variant has run on a GPU and passed a float64
-grid (``notes/gluon-plan.md``).
+against Triton 3.6's Gluon API; every piece has run on a GPU and passed a float64 grid
+(``notes/gluon-plan.md``) but KV_SPLIT's V barriers (issue 43's second round), which await
+their first run.
 """
 
 from __future__ import annotations
@@ -79,15 +80,32 @@ if GLUON_IMPORT_ERROR is None:
 
     @gluon.jit
     def _issue_kv(k_desc, v_desc, k_bufs, v_bufs, ready_bars, bh, n, ld,
-                  BLOCK_N: gl.constexpr, STAGES: gl.constexpr, pred=True):
-        """TMA loads of key tile ``n`` into ring slot ``ld % STAGES`` (predicated)."""
+                  BLOCK_N: gl.constexpr, STAGES: gl.constexpr, pred=True,
+                  KV_SPLIT: gl.constexpr = 0):
+        """TMA loads of key tile ``n`` into ring slot ``ld % STAGES`` (predicated). KV_SPLIT:
+        K arrives on the slot's barrier and V on barrier ``STAGES + slot``, so the scores'
+        product can start before V has landed; else both on the slot's barrier."""
         slot = ld % STAGES
         bar = ready_bars.index(slot)
-        mbarrier.expect(bar, k_desc.block_type.nbytes + v_desc.block_type.nbytes, pred=pred)
+        if KV_SPLIT:
+            vbar = ready_bars.index(STAGES + slot)
+            mbarrier.expect(bar, k_desc.block_type.nbytes, pred=pred)
+            mbarrier.expect(vbar, v_desc.block_type.nbytes, pred=pred)
+        else:
+            vbar = bar
+            mbarrier.expect(bar, k_desc.block_type.nbytes + v_desc.block_type.nbytes,
+                            pred=pred)
         tma.async_copy_global_to_shared(k_desc, [bh, n * BLOCK_N, 0], bar, k_bufs.index(slot),
                                         pred=pred)
-        tma.async_copy_global_to_shared(v_desc, [bh, n * BLOCK_N, 0], bar, v_bufs.index(slot),
-                                        pred=pred)
+        tma.async_copy_global_to_shared(v_desc, [bh, n * BLOCK_N, 0], vbar,
+                                        v_bufs.index(slot), pred=pred)
+
+    @gluon.jit
+    def _wait_v(ready_bars, slot, cs, STAGES: gl.constexpr, KV_SPLIT: gl.constexpr):
+        """With KV_SPLIT, wait for V of ring slot ``slot`` (consumed as slot count ``cs``);
+        without it the slot's one barrier, already waited for, covered V too."""
+        if KV_SPLIT:
+            mbarrier.wait(ready_bars.index(STAGES + slot), (cs // STAGES) & 1)
 
     @gluon.jit
     def _scores(qk, start_n, offs_m, mask_from, S, CAUSAL: gl.constexpr,
@@ -163,7 +181,8 @@ if GLUON_IMPORT_ERROR is None:
                       HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                       STAGES: gl.constexpr, CAUSAL: gl.constexpr, OVERLAP: gl.constexpr,
                       PRODUCER: gl.constexpr, PINGPONG: gl.constexpr, WG: gl.constexpr,
-                      PP_TURN: gl.constexpr = 0, EXP_SPLIT: gl.constexpr = 0):
+                      PP_TURN: gl.constexpr = 0, EXP_SPLIT: gl.constexpr = 0,
+                      KV_SPLIT: gl.constexpr = 0):
         """Walk key tiles 0..n_kv-1 for the BLOCK_M query rows at ``start_m`` (Q in
         ``q_smem``); return (acc, l, cs, ld) with acc unnormalised in the output layout.
 
@@ -172,7 +191,8 @@ if GLUON_IMPORT_ERROR is None:
         slot on ``empty_bars``; else this side prefetches ``STAGES - 1`` tiles ahead itself
         (the caller has issued the first ones). PINGPONG: warpgroup WG waits for its turn
         on ``pp_bars`` before issuing products and hands the turn over after; PP_TURN says what
-        a turn covers (``gluon_config``), EXP_SPLIT where the exponentials run."""
+        a turn covers (``gluon_config``), EXP_SPLIT where the exponentials run, KV_SPLIT
+        whether K and V of a slot arrive on barriers of their own (PRODUCER only)."""
         NW: gl.constexpr = gl.num_warps()
         dtype: gl.constexpr = k_desc.dtype
         qk_layout: gl.constexpr = gl.NVMMADistributedLayout(
@@ -228,6 +248,7 @@ if GLUON_IMPORT_ERROR is None:
                     p, alpha, m_i, l_i = _softmax(qk, m_i, l_i, qk_scale, EXP_SPLIT)
                 acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
                 p16 = gl.convert_layout(p.to(dtype), p_layout)
+                _wait_v(ready_bars, slot, cs, STAGES, KV_SPLIT)
                 if PINGPONG and PP_TURN == 1:
                     _pp_take(pp_bars, 2 * cs + 1, WG)
                 acc = warpgroup_mma(p16, v_bufs.index(slot).reshape(KV), acc, is_async=True)
@@ -269,6 +290,7 @@ if GLUON_IMPORT_ERROR is None:
                     mbarrier.wait(pp_bars.index(WG), (cs & 1) ^ (1 - WG), pred=cs > 0 - WG)
                 qk_tok = warpgroup_mma(q_smem, k_bufs.index(slot).reshape(KV).permute((1, 0)), qk0,
                                        use_acc=False, is_async=True)
+                _wait_v(ready_bars, prev, cs - 1, STAGES, KV_SPLIT)
                 acc_tok = warpgroup_mma(p16, v_bufs.index(prev).reshape(KV), acc, is_async=True)
                 if PINGPONG:
                     mbarrier.arrive(pp_bars.index(1 - WG), count=1)
@@ -288,6 +310,7 @@ if GLUON_IMPORT_ERROR is None:
                 p16 = gl.convert_layout(p.to(dtype), p_layout)
                 prev = slot
                 cs += 1
+            _wait_v(ready_bars, prev, cs - 1, STAGES, KV_SPLIT)
             acc = warpgroup_mma(p16, v_bufs.index(prev).reshape(KV), acc, is_async=True)
             acc = warpgroup_mma_wait(0, deps=[acc])
             if PRODUCER:
