@@ -208,7 +208,20 @@ CAMPAIGN_PLANS = {
     "confirm": {"matrix": "confirm-v1", "trials": 6, "modes": ("graph",),
                 "candidates": ("sdpa", "triton", "fa4", "flashinfer", "sdpa_twin")},
 }
-PLUGINS = ("attn_analysis.peers", "attn_analysis.controls")
+PLUGINS = ("attn_analysis.measure.peers", "attn_analysis.measure.controls")
+# Plugin modules that moved, old path -> new: recorded plans (plan.json, run.json) and old
+# command lines name them by the old path, which still loads (measure.candidates.load_plugins)
+# and compares equal to the new one (plugin_modules).
+RENAMED_MODULES = {"attn_analysis.peers": "attn_analysis.measure.peers",
+                   "attn_analysis.controls": "attn_analysis.measure.controls"}
+
+
+def plugin_modules(plugins) -> tuple:
+    """``plugins`` (module names) by their current paths (``RENAMED_MODULES``), as a tuple;
+    a name that never moved, or anything not a string, is left as it is."""
+    return tuple(RENAMED_MODULES.get(p, p) if isinstance(p, str) else p for p in plugins)
+
+
 # campaign -> the named matrix its runs measure
 CAMPAIGNS = {name: plan["matrix"] for name, plan in CAMPAIGN_PLANS.items()}
 # The calibration of the comparison design at the target (scripts/calibration_campaign.sh):
@@ -221,14 +234,14 @@ CALIBRATION_PLANS = {
     "calibration-v3": {"matrix": "fixed-v1", "trials": 144, "modes": ("graph",),
                        "candidates": ("sdpa", "sdpa_twin", "sdpa_spin1000e3",
                                       "sdpa_spin2000e2", "sdpa_spin1000"),
-                       "plugins": ("attn_analysis.controls",)},
+                       "plugins": ("attn_analysis.measure.controls",)},
     # v3 plus a 2500-cycle spin after every call: the kernel level's control of at least
     # 1.5 margins (v3's largest measured 1.1-1.3 margins of kernel time); 288 processes
     # are 72 replications of the 4-process design, accumulated over runs of one GPU model.
     "calibration-v4": {"matrix": "fixed-v1", "trials": 288, "modes": ("graph",),
                        "candidates": ("sdpa", "sdpa_twin", "sdpa_spin1000e3",
                                       "sdpa_spin2000e2", "sdpa_spin1000", "sdpa_spin2500"),
-                       "plugins": ("attn_analysis.controls",)},
+                       "plugins": ("attn_analysis.measure.controls",)},
 }
 
 # The Gluon campaigns (issue "Our kernel beats cuDNN"; scripts/sota_campaign.sh names their
@@ -239,10 +252,10 @@ CALIBRATION_PLANS = {
 GLUON_PLANS = {
     "gluon-target": {"matrix": "fixed-v1", "trials": 4, "modes": ("graph",),
                      "candidates": ("sdpa", "sdpa_cudnn", "triton", "gluon", "sdpa_twin"),
-                     "plugins": ("attn_analysis.controls",)},
+                     "plugins": ("attn_analysis.measure.controls",)},
     "gluon-long": {"matrix": "long-grid-v1", "trials": 4, "modes": ("graph",),
                    "candidates": ("sdpa", "gluon", "fa4"),
-                   "plugins": ("attn_analysis.peers",)},
+                   "plugins": ("attn_analysis.measure.peers",)},
 }
 
 # The peer campaigns of issue 42 (scripts/sota_campaign.sh names their runs PREFIX-sota-CAMPAIGN):
@@ -317,7 +330,7 @@ POWERED_PLANS = {
     # and once one process at a time over the same GPUs (--one-at-a-time), on one host.
     "neighbours-v1": {"matrix": "fixed-v1", "trials": 12, "modes": ("graph",),
                       "candidates": ("sdpa", "sdpa_twin", "sdpa_spin1000"),
-                      "plugins": ("attn_analysis.controls",)},
+                      "plugins": ("attn_analysis.measure.controls",)},
 }
 
 

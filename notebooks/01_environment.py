@@ -29,7 +29,7 @@ n_resamples = 1000        # bootstrap resamples (unused here; shared parameter s
 # %% tags=["remove-cell"]
 import pathlib, sys  # this repository's package first, whichever copy is installed
 sys.path.insert(0, str(next(p for p in pathlib.Path("_").resolve().parents if (p / "attn_analysis").is_dir())))
-from attn_analysis import notebook_support as nbs
+from attn_analysis.cli import notebook_support as nbs
 
 root, params, runs, catalog, lead, R = nbs.prelude(globals())
 

@@ -35,7 +35,7 @@ replication = "h200-target-p2-m2"  # the same plan on a second GPU of the same m
 # %% tags=["remove-cell"]
 import pathlib, sys  # this repository's package first, whichever copy is installed
 sys.path.insert(0, str(next(p for p in pathlib.Path("_").resolve().parents if (p / "attn_analysis").is_dir())))
-from attn_analysis import notebook_support as nbs
+from attn_analysis.cli import notebook_support as nbs
 
 root, params, runs, catalog, lead, R = nbs.prelude(
     globals(), config=nbs.config_iv, margin=nbs.margin_iv,

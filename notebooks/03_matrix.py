@@ -41,7 +41,7 @@ fa3_run = "h200-fa3-shapes-p2"  # the FlashAttention-3 paper's shapes; '' for no
 # %% tags=["remove-cell"]
 import pathlib, sys  # this repository's package first, whichever copy is installed
 sys.path.insert(0, str(next(p for p in pathlib.Path("_").resolve().parents if (p / "attn_analysis").is_dir())))
-from attn_analysis import notebook_support as nbs
+from attn_analysis.cli import notebook_support as nbs
 
 root, params, runs, catalog, lead, R = nbs.prelude(globals(), mode=nbs.mode_iv,
                                                    triton_run=nbs.recorded_run_iv,

@@ -31,7 +31,7 @@ roofline_candidates = "sdpa,sdpa_flash,sdpa_cudnn,triton"  # drawn on the roofli
 # %% tags=["remove-cell"]
 import pathlib, sys  # this repository's package first, whichever copy is installed
 sys.path.insert(0, str(next(p for p in pathlib.Path("_").resolve().parents if (p / "attn_analysis").is_dir())))
-from attn_analysis import notebook_support as nbs
+from attn_analysis.cli import notebook_support as nbs
 
 root, params, runs, catalog, lead, R = nbs.prelude(
     globals(), mode=nbs.mode_iv, roofline_candidates=nbs.candidate_names_iv)

@@ -44,7 +44,7 @@ n_resamples = 5000        # bootstrap resamples per interval
 # %% tags=["remove-cell"]
 import pathlib, sys  # this repository's package first, whichever copy is installed
 sys.path.insert(0, str(next(p for p in pathlib.Path("_").resolve().parents if (p / "attn_analysis").is_dir())))
-from attn_analysis import notebook_support as nbs
+from attn_analysis.cli import notebook_support as nbs
 from attn_analysis import configs
 
 root, params = nbs.parameters(
@@ -62,7 +62,7 @@ from attn_analysis.analyse import comparisons, machine_level
 from attn_analysis.chapters import gluon_kernel, phrases, sota_sentences, state_of_the_art as sota
 
 if params["measure"]:  # every parameter is checked above, before anything is measured
-    from attn_analysis import sweep
+    from attn_analysis.measure import sweep
     prefix = params["run_prefix"][0] if params["run_prefix"] else params["device"]
     for campaign in params["campaigns"]:
         sweep.run(params["runs_dir"] / f"{prefix}-sota-{campaign}",

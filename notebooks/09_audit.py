@@ -113,7 +113,7 @@ n_resamples = 1000                               # bootstrap resamples per compa
 import pathlib, sys  # this repository's package first, whichever copy is installed
 sys.path.insert(0, str(next(p for p in pathlib.Path("_").resolve().parents if (p / "attn_analysis").is_dir())))
 from attn_analysis.chapters import audit
-from attn_analysis import notebook_support as nbs
+from attn_analysis.cli import notebook_support as nbs
 
 root, params = nbs.parameters(
     globals(), ks=audit.ks_iv, margin=nbs.margin_iv, alpha=nbs.small_fraction_iv,

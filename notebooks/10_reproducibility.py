@@ -23,7 +23,7 @@ runs_dir = "data/runs"    # recorded runs, relative to the repository root
 # %% tags=["remove-cell"]
 import pathlib, sys  # this repository's package first, whichever copy is installed
 sys.path.insert(0, str(next(p for p in pathlib.Path("_").resolve().parents if (p / "attn_analysis").is_dir())))
-from attn_analysis import notebook_support as nbs
+from attn_analysis.cli import notebook_support as nbs
 
 root, params = nbs.parameters(globals())
 

@@ -36,7 +36,7 @@ family_runs = "h100-sota-target,h200-sota-target"  # other runs judged whole; th
 # %% tags=["remove-cell"]
 import pathlib, sys  # this repository's package first, whichever copy is installed
 sys.path.insert(0, str(next(p for p in pathlib.Path("_").resolve().parents if (p / "attn_analysis").is_dir())))
-from attn_analysis import notebook_support as nbs
+from attn_analysis.cli import notebook_support as nbs
 
 root, params = nbs.parameters(globals(), processes=nbs.count_iv, margin=nbs.margin_iv,
                               family_run=nbs.run_iv, n_resamples=nbs.resamples_iv,

@@ -1,6 +1,6 @@
 """Check the peer kernels on a CUDA GPU before they are timed (a script, not a test).
 
-For every peer that ``attn_analysis.peers`` registers (and, beside them, SDPA's default
+For every peer that ``attn_analysis.measure.peers`` registers (and, beside them, SDPA's default
 dispatch on the same inputs), over a grid of configurations (fp16 and bf16, causal and not,
 D 64 and 128, the target shape, odd and long sequence lengths): build the candidate as the
 sweep would (``candidates.build``: compile, plan, first call), pass it through the float64

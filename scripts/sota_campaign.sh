@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The state-of-the-art campaigns (issue "The title question answered against the state of
-# the art"): the peers (attn_analysis.peers) beside PyTorch's paths and our kernel, under
+# the art"): the peers (attn_analysis.measure.peers) beside PyTorch's paths and our kernel, under
 # protocol 2, one device call each, resumable across calls (scripts/campaign.sh).
 #
 # Usage, on the GPU machine from the repository root, after the peers were staged:

@@ -99,7 +99,7 @@ def test_outcome_table_shows_each_outcome_with_its_interval():
 
 @pytest.mark.slow
 def test_the_audit_runs_on_the_committed_runs_and_checks():
-    from attn_analysis import notebook_support as nbs
+    from attn_analysis.cli import notebook_support as nbs
     params = {"root": ROOT, "runs_dir": RUNS}
     cr = audit.calibration_runs_iv("c", "h100-calibration-v1,h100-calibration-v2", params)
     lead, triton = (nbs.run_iv("r", r, params) for r in ("h200-reports-p2-all", "h200-triton-p2"))

@@ -237,7 +237,7 @@ def controls_sweep(tmp_path_factory):
     proc = subprocess.run(
         [sys.executable, "-m", "attn_analysis", "sweep", "--out", str(out), "--device", "cpu",
          "--shape", "2,2,64", "--samples", "3", "--placements", "2", "--trials", "2",
-         "--plugin", "attn_analysis.controls", "--candidates", "sdpa", "sdpa_spin1000e3",
+         "--plugin", "attn_analysis.measure.controls", "--candidates", "sdpa", "sdpa_spin1000e3",
          "--no-kernel-times", "--quiet"],
         capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

@@ -139,9 +139,10 @@ def test_from_key_well_formed_but_invalid(key, match):
 
 @pytest.mark.parametrize("name", ["reports-v2", "", "REPORTS-V1", None, 1])
 def test_unknown_matrix_lists_known_names(name):
-    known = r"\['confirm-v1', 'fixed-v1', 'long-grid-v1', 'long-v1', 'reports-v1', 'tiny-v1'\]"
+    known = (r"\['confirm-v1', 'fixed-v1', 'long-grid-v1', 'long-v1', 'long-v2', 'reports-v1', "
+             r"'tiny-v1'\]")
     assert sorted(configs.MATRICES) == ["confirm-v1", "fixed-v1", "long-grid-v1", "long-v1",
-                                        "reports-v1", "tiny-v1"]
+                                        "long-v2", "reports-v1", "tiny-v1"]
     with pytest.raises(ValueError, match=rf"`matrix` must be one of {known}; got "):
         configs.matrix(name)
 

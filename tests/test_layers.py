@@ -14,14 +14,15 @@ lazy import still runs when the function does). The stages, lowest first:
 ``present``   figures and short tables (``present/``: ``plots``, ``tables``, ``show``, ...) and
               the book's build helpers;
 ``chapters``  one module per chapter of the book (``chapters/``);
-``entry``     what a notebook or the command line calls first (``notebook_support``,
-              ``__main__`` and the command line's verbs, ``cli/``).
+``entry``     what a notebook or the command line calls first (``__main__``, and ``cli/``:
+              the command line's verbs and ``cli.notebook_support``, the notebooks' prelude).
 
 A module imports only from its own stage or a lower one (no back arrow); the package's
 modules form no import cycle; and nothing in record, analyse, present or chapters reaches
-torch, triton or the measuring modules, even through another module. The old import
-paths kept as aliases (``sys.modules`` entries of the moved modules) sit with what they
-alias.
+torch, triton or the measuring modules, even through another module. The top level holds
+the core and ``__main__`` only, every other module lives in its stage's subpackage; a module
+that moved keeps no alias at its old path (a moved plugin's old name is mapped where plugins
+load: ``configs.RENAMED_MODULES``).
 """
 
 from __future__ import annotations
@@ -38,8 +39,7 @@ ROOT = Path(__file__).resolve().parents[1] / PACKAGE
 
 STAGES = ("core", "record", "analyse", "measure", "present", "chapters", "entry")
 # Top-level modules by stage; a subpackage's modules take its name as their stage.
-TOP_LEVEL = {"__init__": "core", "_validate": "core", "configs": "core",
-             "notebook_support": "entry", "__main__": "entry"}
+TOP_LEVEL = {"__init__": "core", "_validate": "core", "configs": "core", "__main__": "entry"}
 SUBPACKAGES = {"record": "record", "analyse": "analyse", "measure": "measure",
                "present": "present", "chapters": "chapters", "cli": "entry"}
 TORCH_FREE = ("record", "analyse", "present", "chapters")
@@ -93,20 +93,8 @@ def imports_of(module: str) -> set[str]:
     return found
 
 
-def alias_target(module: str) -> str | None:
-    """The module an old import path aliases (it replaces itself in ``sys.modules``)."""
-    path = _module_file(module)
-    if path is None or "sys.modules[__name__]" not in path.read_text():
-        return None
-    (target,) = [m for m in imports_of(module) if m.startswith(PACKAGE + ".")]
-    return target
-
-
 def stage_of(module: str) -> str:
     """The stage of a package module (see the module docstring)."""
-    target = alias_target(module)
-    if target is not None:
-        return stage_of(target)
     parts = module.split(".")
     if len(parts) == 1:
         return TOP_LEVEL["__init__"]
@@ -182,6 +170,17 @@ def test_every_module_has_a_stage():
     assert {stage_of(m) for m in MODULES} <= set(STAGES)
 
 
+def test_the_top_level_holds_the_core_and_the_stage_subpackages_only():
+    """A newcomer finds each module in its stage's folder: beside the subpackages, the top
+    level holds the core (``__init__``, ``_validate``, ``configs``) and ``__main__``."""
+    files = sorted(p.stem for p in ROOT.glob("*.py"))
+    assert files == sorted(TOP_LEVEL) == ["__init__", "__main__", "_validate", "configs"]
+    packages = sorted(p.name for p in ROOT.iterdir() if (p / "__init__.py").is_file())
+    assert packages == sorted(SUBPACKAGES)
+    assert sorted(set(SUBPACKAGES.values()) | set(TOP_LEVEL.values()), key=STAGES.index) == \
+        list(STAGES)
+
+
 @pytest.mark.parametrize("name", MODULES)
 def test_no_module_imports_a_later_stage(name):
     mine = STAGES.index(stage_of(name))
@@ -199,7 +198,7 @@ def test_analysis_records_and_chapters_reach_neither_torch_nor_the_measuring_sid
     assert _violations(name) == []
 
 
-def test_the_walk_sees_lazy_imports_aliases_and_cycles():
+def test_the_walk_sees_lazy_imports_and_cycles():
     sweep = f"{PACKAGE}.measure.sweep"
     # sweep imports candidates inside functions only; the walk must still find torch
     assert f"{PACKAGE}.measure.candidates" in imports_of(sweep)
@@ -208,8 +207,6 @@ def test_the_walk_sees_lazy_imports_aliases_and_cycles():
     assert "torch" in reach(f"{PACKAGE}.measure.ceilings")
     assert reach(f"{PACKAGE}.analyse.calibration")[f"{PACKAGE}.analyse.stats"][-1] == \
         f"{PACKAGE}.analyse.stats"
-    # an old import path is an alias, staged with what it aliases
-    assert alias_target(f"{PACKAGE}.sweep") == sweep and stage_of(f"{PACKAGE}.sweep") == "measure"
     # the stage of a subpackage's module is the subpackage's
     assert stage_of(f"{PACKAGE}.record.journal") == "record"
     assert stage_of(f"{PACKAGE}.chapters.audit") == "chapters"
@@ -279,8 +276,8 @@ def _all_of(path: Path) -> list[str] | None:
     return None
 
 
-@pytest.mark.parametrize("name", [m for m in MODULES if alias_target(m) is None
-                                  and not m.endswith("__main__") and m not in WITHOUT_ALL])
+@pytest.mark.parametrize("name", [m for m in MODULES
+                                  if not m.endswith("__main__") and m not in WITHOUT_ALL])
 def test_every_module_names_its_public_api(name):
     path = _module_file(name)
     names = _all_of(path)

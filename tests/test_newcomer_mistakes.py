@@ -67,7 +67,7 @@ def test_every_file_of_a_run_has_one_mode_as_the_umask_allows(tmp_path):
 
 
 def test_an_unknown_notebook_run_is_refused_before_any_run_is_loaded(tmp_path, monkeypatch):
-    from attn_analysis import notebook_support as nbs
+    from attn_analysis.cli import notebook_support as nbs
     make_run(tmp_path)
 
     def no_loading(*args, **kwargs):

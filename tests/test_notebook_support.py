@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from attn_analysis.record import checks
-from attn_analysis import notebook_support as nbs
+from attn_analysis.cli import notebook_support as nbs
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"

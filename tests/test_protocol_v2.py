@@ -176,7 +176,7 @@ def cpu_run(tmp_path_factory):
     plan = sweep.Plan(configs=(Config(1, 2, 32, 64, "float16", False),),
                       candidates=("sdpa", "sdpa_twin", "sdpa_spin0", "sdpa_spin6000"),
                       modes=("graph",), trials=4, device="cpu", timing={"n_samples": 8},
-                      plugins=("attn_analysis.controls",), ceilings=False, profile=False,
+                      plugins=("attn_analysis.measure.controls",), ceilings=False, profile=False,
                       placements=2, process_warmup_ms=0.0)
     sweep.run(out, plan, progress=False)
     return out

@@ -13,7 +13,7 @@ import pytest
 from attn_analysis import record
 from attn_analysis.record import RECORD_FORMAT_VERSION
 from attn_analysis.__main__ import main
-from attn_analysis.notebook_support import runs_iv
+from attn_analysis.cli.notebook_support import runs_iv
 from conftest import make_run
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -36,12 +36,13 @@ def test_spin_names_and_the_control_list():
         assert name in cands.CANDIDATES
 
 
-def test_the_old_plugin_path_is_the_same_module_and_loads_again_without_error():
-    """``--plugin attn_analysis.controls`` names the moved module; importing it again must
-    not register the controls twice (``register`` refuses a repeated name)."""
+def test_the_plugin_loads_again_without_error():
+    """``--plugin attn_analysis.measure.controls`` (or its old path, tests/test_plugin_paths.py)
+    names the imported module; loading it again must not register the controls twice
+    (``register`` refuses a repeated name)."""
     before = dict(cands.CANDIDATES)
-    assert importlib.import_module("attn_analysis.controls") is controls
-    cands.load_plugins(["attn_analysis.controls", "attn_analysis.measure.controls"])
+    cands.load_plugins(["attn_analysis.measure.controls"])
+    assert importlib.import_module("attn_analysis.measure.controls") is controls
     assert cands.CANDIDATES == before
     with pytest.raises(ValueError, match="already registered"):
         cands.register(cands.CANDIDATES["sdpa_spin1000e3"])
@@ -230,7 +231,7 @@ def test_calibration_v3_plan():
     assert plan["trials"] == 144 and plan["modes"] == ("graph",)
     assert plan["candidates"] == ("sdpa", "sdpa_twin", "sdpa_spin1000e3", "sdpa_spin2000e2",
                                   "sdpa_spin1000")
-    assert plan["plugins"] == ("attn_analysis.controls",)
+    assert plan["plugins"] == ("attn_analysis.measure.controls",)
     for name in plan["candidates"]:
         assert name in cands.CANDIDATES
         assert "cpu" in cands.CANDIDATES[name].devices and "cuda" in cands.CANDIDATES[name].devices
@@ -239,12 +240,12 @@ def test_calibration_v3_plan():
 
 def test_sweep_arguments_of_the_calibration_uses_only_its_own_plugin():
     args = configs.sweep_arguments("calibration-v3")
-    assert args == ["--plugin", "attn_analysis.controls", "--matrix", "fixed-v1",
+    assert args == ["--plugin", "attn_analysis.measure.controls", "--matrix", "fixed-v1",
                     "--trials", "144", "--modes", "graph", "--candidates", "sdpa", "sdpa_twin",
                     "sdpa_spin1000e3", "sdpa_spin2000e2", "sdpa_spin1000"]
-    assert "attn_analysis.peers" not in args
+    assert "attn_analysis.measure.peers" not in args
     parsed = cli.build_parser().parse_args(["sweep", "--out", "x", *args])
-    assert parsed.plugin == ["attn_analysis.controls"] and parsed.trials == 144
+    assert parsed.plugin == ["attn_analysis.measure.controls"] and parsed.trials == 144
     assert parsed.candidates == list(configs.CALIBRATION_PLANS["calibration-v3"]["candidates"])
 
 

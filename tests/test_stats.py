@@ -1,4 +1,4 @@
-"""Tests for attn_analysis.stats: each statistic against scipy or a closed form."""
+"""Tests for attn_analysis.analyse.stats: each statistic against scipy or a closed form."""
 
 from __future__ import annotations
 

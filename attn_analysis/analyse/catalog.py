@@ -109,7 +109,7 @@ CATALOG: dict[str, Meta] = {
     "triton": Meta("our Triton kernel", "ours", "attn_analysis Triton kernel", _OURS_TRITON),
     "gluon": Meta("our Gluon kernel (FA3-style)", "ours", "attn_analysis Gluon kernel",
                   _OURS_GLUON),
-    # Other projects' shipped kernels (attn_analysis.peers).
+    # Other projects' shipped kernels (attn_analysis.measure.peers).
     "fa4": Meta("FlashAttention-4 (CuTe DSL)", "peer", "FlashAttention-4 (CuTe DSL)", _FA4),
     "flashinfer": Meta("FlashInfer (batch prefill)", "peer", "FlashInfer prefill", _FLASHINFER),
     "cudnn_frontend": Meta("cuDNN frontend (direct)", "peer", "cuDNN attention", _CUDNN),

@@ -2,7 +2,7 @@
 under ``runs_dir`` (loaded and verified) and the sealed check files of ``data/checks/``.
 
 Each ``*_iv`` takes a parameter's name, its value and the parameters checked so far, and
-raises ``ValueError`` naming the parameter; :mod:`attn_analysis.notebook_support` applies
+raises ``ValueError`` naming the parameter; :mod:`attn_analysis.cli.notebook_support` applies
 them to a notebook's parameters cell, and the chapter modules use them for their own
 inputs. Torch-free.
 """

@@ -56,7 +56,7 @@ def cmd_calibrate(args) -> int:
     if gaps:
         raise ValueError(f"`runs` must hold the calibration controls; missing {gaps} in "
                          f"{[r.run_id for r in runs]} (a calibration run times sdpa, "
-                         f"sdpa_twin and sdpa_spin<N>: --plugin attn_analysis.controls).")
+                         f"sdpa_twin and sdpa_spin<N>: --plugin attn_analysis.measure.controls).")
     most = protocols.max_processes(samples)
     if args.processes > most:
         per = ", ".join(f"{r.run_id}: {r.samples['trial'].nunique()}" for r in runs)

@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from ..analyse import catalog
-from ..configs import DEVICES, Config
+from ..configs import DEVICES, Config, plugin_modules
 from . import compile_settings
 from .gate import (REL_ERROR_THRESHOLD, CorrectnessResult, _device_iv,  # noqa: F401 (re-exported)
                    check, make_inputs, reference)
@@ -105,8 +105,10 @@ def register(candidate: Candidate) -> Candidate:
 
 
 def load_plugins(modules) -> None:
-    """Import modules that register extra candidates (e.g. a user's own kernel)."""
-    for name in modules or ():
+    """Import modules that register extra candidates (e.g. a user's own kernel); a module
+    that moved is imported at its new path (``configs.RENAMED_MODULES``), so a recorded
+    plan or command line naming the old one still loads."""
+    for name in plugin_modules(modules or ()):
         importlib.import_module(name)
 
 

@@ -1,6 +1,6 @@
 """Negative and positive controls for calibrating the comparison protocol (a plugin).
 
-Load with ``python -m attn_analysis sweep --plugin attn_analysis.controls ...``. It
+Load with ``python -m attn_analysis sweep --plugin attn_analysis.measure.controls ...``. It
 registers:
 
 - ``sdpa_twin``: the default SDPA dispatch again, built and timed as a separate

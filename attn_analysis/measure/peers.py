@@ -1,6 +1,6 @@
 """Peer candidates: other projects' attention kernels, as their authors ship them (a plugin).
 
-Load with ``python -m attn_analysis sweep --plugin attn_analysis.peers ...``. It registers
+Load with ``python -m attn_analysis sweep --plugin attn_analysis.measure.peers ...``. It registers
 
 - ``fa4``: FlashAttention-4's CuTe DSL kernel (``flash_attn.cute.flash_attn_func``, package
   ``flash-attn-4``); on Hopper it runs the FlashAttention-3 design (warp-specialised

@@ -11,7 +11,7 @@ import datetime as _dt
 import math
 
 from .. import _validate, record
-from ..configs import MODES, Config
+from ..configs import MODES, Config, plugin_modules
 
 __all__ = ["SETTINGS_THAT_MUST_MATCH", "PROTOCOL", "DEFAULT_TRIALS", "DEFAULT_PLACEMENTS",
            "DEFAULT_TIMING", "START_METHODS", "SweepError", "Plan", "plan_units"]
@@ -76,6 +76,8 @@ class Plan:
 
     def __post_init__(self):
         from . import candidates as cands
+        if isinstance(self.plugins, (list, tuple)):  # a moved plugin by its current path
+            object.__setattr__(self, "plugins", plugin_modules(self.plugins))
         _plugins_iv(self.plugins)
         if not self.configs or not all(isinstance(c, Config) for c in self.configs):
             raise ValueError("`configs` must be a non-empty sequence of Config.")
@@ -151,9 +153,12 @@ class Plan:
 
 def with_recorded_defaults(plan_json: dict) -> dict:
     """A copy of a recorded plan with the keys that older runs lack set to what those runs
-    did (``start_method``: spawned)."""
+    did (``start_method``: spawned), and its plugins by their current module paths
+    (``configs.RENAMED_MODULES``), so a run recorded under an old path resumes."""
     d = dict(plan_json)
     d.setdefault("start_method", record.RECORDED_START_METHOD)
+    if isinstance(d.get("plugins"), (list, tuple)):
+        d["plugins"] = list(plugin_modules(d["plugins"]))
     return d
 
 
@@ -197,7 +202,8 @@ def _plugins_iv(plugins) -> None:
         try:
             cands.load_plugins((name,))
         except ModuleNotFoundError as exc:
-            if exc.name == name or name.startswith(f"{exc.name}."):
+            module = plugin_modules((name,))[0]
+            if exc.name == module or module.startswith(f"{exc.name}."):
                 raise ValueError(f"`plugins` must be importable module names (on sys.path or "
                                  f"PYTHONPATH) that register candidates; no module named "
                                  f"{name!r}.") from None

@@ -18,6 +18,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from ..configs import plugin_modules
 from . import consolidate, journal
 from .journal import outside_git_iv
 from .schema import JOURNAL, RecordError
@@ -83,8 +84,11 @@ def merge(out_dir, shard_dirs) -> Path:
 
 
 def _merged_plan(plans: list, dirs: list) -> dict:
-    """The unsharded plan the shards share; ValueError naming ``shard_dirs`` otherwise."""
-    bare = [{k: v for k, v in p.items() if k != "shard"} for p in plans]
+    """The unsharded plan the shards share; ValueError naming ``shard_dirs`` otherwise.
+    Plugins compare, and are merged, by their current module paths (a shard recorded
+    before a plugin moved names its old path: ``configs.RENAMED_MODULES``)."""
+    bare = [{k: (list(plugin_modules(v)) if k == "plugins" and isinstance(v, (list, tuple))
+                 else v) for k, v in p.items() if k != "shard"} for p in plans]
     for d, p in zip(dirs[1:], bare[1:]):
         if p != bare[0]:
             keys = sorted(k for k in set(p) | set(bare[0]) if p.get(k) != bare[0].get(k))

@@ -23,9 +23,9 @@ from typing import NamedTuple
 
 import pandas as pd
 
-from . import _validate, configs
-from .analyse import provenance, stats
-from .chapters.inputs import (check_file_iv, load_runs, protocol2_runs_iv,
+from .. import _validate, configs
+from ..analyse import provenance, stats
+from ..chapters.inputs import (check_file_iv, load_runs, protocol2_runs_iv,
                               recorded_run_iv, recorded_runs_iv, repo_file_iv, run_iv,
                               runs_iv)
 
@@ -147,7 +147,7 @@ def check_given(root: Path, given: dict, extra=()) -> dict:
     params = check_parameters(root=root, **{k: given[k] for k in COMMON_PARAMETERS})
     params["plan"] = None
     if params["measure"]:
-        from .measure import sweep
+        from ..measure import sweep
         params["plan"] = sweep.measurement_plan(
             params["device"], shapes=params["shapes"], candidates=params["candidates"],
             trials=params["trials"], samples=params["samples"])
@@ -171,7 +171,7 @@ def fraction_iv(name: str, value, high: float) -> float:
 def config_iv(name: str, value, params: dict) -> str:
     """Check a configuration key: '' or a key such as B32-H8-S512-D64-fp16; when
     measuring, one of the configurations the plan measures."""
-    from .configs import Config
+    from ..configs import Config
     if not isinstance(value, str):
         raise ValueError(f"`{name}` must be '' or a configuration key; got {value!r}.")
     if value:
@@ -186,7 +186,7 @@ def config_iv(name: str, value, params: dict) -> str:
 def candidate_names_iv(name: str, value, params: dict, single: bool = False) -> tuple:
     """Check comma-separated candidate names (exactly one if ``single``): each registered;
     when measuring, at least one of them among the plan's candidates. Returns the names."""
-    from .measure import candidates as cands
+    from ..measure import candidates as cands
     what = "a candidate name" if single else "comma-separated candidate names"
     names = tuple(value.replace(",", " ").split()) if isinstance(value, str) else ()
     bad = [n for n in names if n not in cands.CANDIDATES]
@@ -204,7 +204,7 @@ def measure_new_run(params: dict) -> str:
     """Measure ``params["plan"]`` (default: ``sweep.measurement_plan`` of the
     parameters) into ``runs_dir/<run_id>`` (resumable); return the run id. The default id
     names the device and the UTC time."""
-    from .measure import sweep
+    from ..measure import sweep
     run_id = params["run_id"] or (f"{params['device']}-"
                                   f"{_dt.datetime.now(_dt.timezone.utc):%Y%m%dT%H%M%SZ}")
     plan = params.get("plan") or sweep.measurement_plan(

@@ -1,9 +1,0 @@
-"""The old import path of :mod:`attn_analysis.analyse.stats`: the same module object, so
-callers not yet moved (the state-of-the-art chapter) keep working. New code imports
-``attn_analysis.analyse.stats``."""
-
-import sys
-
-from .analyse import stats as _moved
-
-sys.modules[__name__] = _moved
