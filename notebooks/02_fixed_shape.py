@@ -15,8 +15,8 @@
 # # 3.1 The reports' shape
 #
 # **At {glue:text}`fx_config:s`, nothing that PyTorch offers beats SDPA's default dispatch
-# beyond the margin.** This section decides claim A for PyTorch's own paths. Our
-# Triton kernel and the public kernels at this shape are in {ref}`sota-target`.
+# beyond the margin.** These runs are exploratory; confirmatory runs of our Triton kernel
+# and the public kernels at this shape are in {ref}`sota-target`.
 
 # %% tags=["parameters", "hide-input"]
 runs_dir = "data/runs"    # recorded runs, relative to the repository root
@@ -142,8 +142,7 @@ else:
 # per call on {glue:text}`fx2_gpu1:s` ({glue:text}`fx2_procs1:d` processes ×
 # {glue:text}`fx2_places1:d` placements) and {glue:text}`fx2_sdpa_us2:.2f` µs on
 # {glue:text}`fx2_gpu2:s`. `eager_compiled` runs the default dispatch's own cuDNN kernels; it
-# is {glue:text}`fx2_levels_eager_compiled1:s`. Its earlier lead was the placement of its
-# buffers ({ref}`variance-v2`).
+# is {glue:text}`fx2_levels_eager_compiled1:s`.
 
 # %% tags=["remove-input"]
 if two_level:

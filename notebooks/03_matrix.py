@@ -16,10 +16,9 @@
 #
 # **These runs are exploratory.** They hold two processes per unit, so each interval has one
 # degree of freedom and most differences of a few percent stay inconclusive
-# ({ref}`methods-interval`). They show where to look. They are not the test of the reports'
-# matrix: the pre-registered, powered run of the same shapes decides it in
-# {doc}`08_powered`, and the confirmatory runs at the shapes they pointed to are in
-# {doc}`06_state_of_the_art`.
+# ({ref}`methods-interval`). They show where to look. A powered run of the same shapes
+# decides the reports' matrix ({doc}`08_powered`). Confirmatory runs at the shapes they
+# pointed to are in {doc}`06_state_of_the_art`.
 
 # %% tags=["parameters", "hide-input"]
 runs_dir = "data/runs"    # recorded runs, relative to the repository root

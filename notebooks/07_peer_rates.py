@@ -14,8 +14,6 @@
 # %% [markdown]
 # # 3.6 Rates and the crossover
 #
-# {glue:text}`pr_crossover_lead:s`
-#
 # A rate is the forward attention FLOPs, 4·B·H·S²·D (halved for causal; softmax not
 # counted), over the kernel time: the profiler's kernel sum per call, the median over the
 # peer and powered runs of a GPU model.
@@ -60,7 +58,9 @@ published = pd.read_csv(root / "data/reference/fa3_published.csv")
 pub = published.set_index("quantity")
 nbs.glue_text("pr_runs", ", ".join(chosen))
 nbs.glue_text("pr_crossover_sentence", pr.crossover_sentence(ncu))
-nbs.glue_text("pr_crossover_lead", pr.crossover_lead(ncu, float(params["margin"])))
+ncu_files = sorted(folder.glob("crossover_ncu_*.json"))
+nbs.glue_text("pr_ncu_source", "; ".join(sorted(set(ncu["gpu"]))) + ", "
+              + ", ".join(p.name for p in ncu_files))
 top = rate.sort_values("fraction_of_peak", ascending=False).iloc[0]
 nbs.glue_text("pr_top_rate", f"{top.tflops:.0f} TFLOP/s ({100 * top.fraction_of_peak:.0f}% of "
               f"the {top.gpu}'s peak, {top.candidate} at {top.config})")
@@ -83,10 +83,11 @@ nbs.glue_text("pr_gate_sentence", " ".join(
 # %% tags=["remove-input"]
 for gpu, g in rate.groupby("gpu"):
     peak = float((g["tflops"] / g["fraction_of_peak"]).median())
-    shown = pr.rate_display(g, min_seq_len=pr.LONG_S, percent=False).drop(columns="GPU")
-    tables.show(shown, f"{gpu}: TFLOP/s per candidate at the shapes of S ≥ {pr.LONG_S} "
-                f"(dense fp16 peak {peak:.0f}); runs " + ", ".join(chosen) + ". The CSV "
-                "holds every shape and the percent of peak.",
+    shown = pr.rate_display(g, min_seq_len=pr.LONG_S, percent=False,
+                            min_filled=0.5).drop(columns="GPU")
+    tables.show(shown, f"{gpu}: TFLOP/s per candidate measured at most shapes of S ≥ "
+                f"{pr.LONG_S} (dense fp16 peak {peak:.0f}); runs " + ", ".join(chosen) + ". "
+                "The CSV holds every candidate and shape and the percent of peak.",
                 csv=f"rates_{gpu.split()[-1].lower()}.csv", full=g)
 
 # %% [markdown]
@@ -95,17 +96,18 @@ for gpu, g in rate.groupby("gpu"):
 # {glue:text}`pr_crossover_sentence:s`
 
 # %% tags=["remove-cell"]
-fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharey=True)
+fig, axes = plt.subplots(1, 2, figsize=(10, 0.4 * len(ncu) + 1.2), sharey=True)
 for ax, (col, name) in zip(axes, [("tensor_pct", "tensor pipe busy (%)"),
                                   ("xu_pct", "XU pipe (exponentials) (%)")]):
-    labels = [f"{pr._NAMES.get(c, c)}\n{s}" for c, s in
+    labels = [f"{pr._NAMES.get(c, c)}, {s}" for c, s in
               zip(ncu["candidate"], ncu["config"].str.replace("-D64-fp16", ""))]
     y = ncu[col].to_numpy(float)
-    ax.bar(range(len(y)), y, color=[{"sdpa_cudnn": "C0", "fa4": "C1", "fa3": "C2"}.get(c, "C7")
-                                    for c in ncu["candidate"]])
-    ax.set_xticks(range(len(y)), labels, fontsize=6, rotation=60)
-    ax.set_title(name, fontsize=9)
-    ax.set_ylim(*figure_style.check_span((0, 1.1 * y.max()), y, name="y"))
+    ax.barh(range(len(y)), y, color=[{"sdpa_cudnn": "C0", "fa4": "C1", "fa3": "C2"}.get(c, "C7")
+                                     for c in ncu["candidate"]])
+    ax.set_yticks(range(len(y)), labels, fontsize=9)
+    ax.set_xlabel(name, fontsize=9)
+    ax.set_xlim(*figure_style.check_span((0, 1.1 * y.max()), y, name="x"))
+axes[0].invert_yaxis()  # the axes share y: once puts the first kernel on top
 fig.suptitle("Nsight Compute at S = 512 and 2048, D = 64, on the "
              + ", ".join(sorted(ncu["gpu"].unique())), fontsize=10)
 fig.tight_layout()
@@ -116,7 +118,7 @@ nbs.glue_figure("pr_crossover_figure", fig)
 # :name: fig-crossover
 #
 # Pipe utilisation of cuDNN's SDPA kernel, FA4 and FA3 per profiled shape (Nsight Compute,
-# clocks not controlled).
+# clocks not controlled; {glue:text}`pr_ncu_source:s`).
 # ```
 #
 # ## The new peers' gate

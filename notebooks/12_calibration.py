@@ -270,8 +270,8 @@ else:
 # (calibration-design)=
 # ## The design at the margin, on the H100 and the H200
 #
-# Runs {glue:text}`cal3_runs:s` time the default dispatch, its A/A twin and positive
-# controls near 0.5, 1 and 1.5 margins, at the call and kernel levels:
+# The calibration runs time the default dispatch, its A/A twin and positive controls near
+# 0.5, 1 and 1.5 margins, at the call and kernel levels. They hold
 # {glue:text}`cal3_processes:s`. A replication of a k-process design takes k consecutive
 # processes of one run. Processes that repeat another run's random draws:
 # {glue:text}`cal3_seeds:s`.

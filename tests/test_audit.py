@@ -118,6 +118,12 @@ def test_the_audit_runs_on_the_committed_runs_and_checks():
     fid = audit.fidelity(lead)
     assert fid.values["fid_s128_host"] > 0.5  # per call at S=128 is mostly host time
     assert set(audit.replay(anatomy, lead).values) >= {"rp_s128_k8_hi", "rp_rec_k512"}
+    # the rule's example agrees with the rule: at S = 128 the cap on calls binds, so the
+    # auto-sized replay is shorter than the target; the label names the check file
+    rp = audit.replay(anatomy, lead, "data/checks/graph_anatomy_h100.json").values
+    assert rp["rp_auto128_ms"] < rp["rp_target_ms"]
+    assert rp["label_rp"] == "H100, graph_anatomy_h100.json"
+    assert audit.check_label(extras).startswith("H100, torch ")
     cache_table, copy_gbs = audit.cache(lead).data
     assert copy_gbs > 0 and len(cache_table) == 10
     assert len(audit.cost(cr, lead, ks).data) == 1 + len(ks)

@@ -162,7 +162,8 @@ def test_the_chapter_pools_a_models_runs_and_puts_the_rates_in_words():
     aa = cal.pick("call", 4, "aa", "claimed difference")
     assert aa["n"].tolist() == [6]  # 12 // 4 replications in each of the two runs
     texts = chapter.design_texts(cal)
-    assert texts["cal3_runs"] == "a, b"
+    assert "cal3_runs" not in texts  # the processes' text names the runs
+    assert "(a)" in texts["cal3_processes"] and "(b)" in texts["cal3_processes"]
     assert texts["cal3_runs_by_model"] == "H100 (GPUs aaaaaaaa, bbbbbbbb): a, b"
     c = cal.pick("call", 4, "aa", "beyond margin").iloc[0]
     kr = cal.pick("kernel", 4, "aa", "beyond margin").iloc[0]

@@ -12,6 +12,7 @@ number or a text) and shows the figures and tables.
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -105,13 +106,17 @@ def calibration_runs_iv(name: str, value, params: dict) -> CalibrationRuns:
     return CalibrationRuns(runs, samples, kernels, sorted(set(samples["config"].unique()))[0], aa, spins)
 
 
-def check_label(doc: dict) -> str:
-    """GPU model and torch of a check file's fingerprint, short for prose: 'H100, torch
-    2.11.0+cu130' (check files record no GPU UUID, so no inventory label; the full device
-    name and software are in the reproducibility chapter)."""
+def check_label(doc: dict, file=None) -> str:
+    """GPU model of a check file's fingerprint and the file's name, short for prose: 'H100,
+    audit_extras_h100.json' (check files record no GPU UUID, so no inventory label: the
+    file names the check); without ``file``, the torch version instead. The full device
+    name and software are in the reproducibility chapter."""
     fp = doc["fingerprint"]
     words = str(fp["gpu_name"]).replace("NVIDIA ", "").split()
-    return f"{words[0] if words else 'unknown GPU'}, torch {fp['torch_version']}"
+    gpu = words[0] if words else "unknown GPU"
+    if file is not None:
+        return f"{gpu}, {Path(str(file)).name}"
+    return f"{gpu}, torch {fp['torch_version']}"
 
 
 def _gpu(run) -> str:
@@ -126,12 +131,13 @@ def _gpu(run) -> str:
 
 
 def header_values(cr: CalibrationRuns, lead, triton, extras: dict, *, margin: float,
-                  alpha: float) -> dict:
-    """The labels and sizes the chapter's opening and calibration section paste."""
+                  alpha: float, extras_file=None) -> dict:
+    """The labels and sizes the chapter's opening and calibration section paste
+    (``extras_file``: the extras check's path, named in its label)."""
     units = pd.concat([r.units for r in cr.runs]).query("status == 'ok'")
     return {"label_c": ", ".join(dict.fromkeys(_gpu(r) for r in cr.runs)),
             "label_l": _gpu(lead),
-            "label_t": provenance.run_label(triton), "label_x": check_label(extras),
+            "label_t": provenance.run_label(triton), "label_x": check_label(extras, extras_file),
             "run_c": " and ".join(r.run_id for r in cr.runs), "run_l": lead.run_id,
             "run_t": triton.run_id, "cfg": cr.config, "n_trials": cr.n_trials,
             "n_runs_c": len(cr.runs), "n_per_unit": int(units["n_samples"].median()),
@@ -260,14 +266,15 @@ def fidelity(lead) -> Finding:
                     "fid_n_small": len(small)}, data=fid)
 
 
-def replay(anatomy: dict, lead) -> Finding:
-    """What one graph replay costs beyond its kernels, from the graph-anatomy check, and
-    the calls per replay the lead run's units ran with (``data``: ``rc.anatomy_table``)."""
+def replay(anatomy: dict, lead, file=None) -> Finding:
+    """What one graph replay costs beyond its kernels, from the graph-anatomy check (its
+    path ``file``, named in its label), and the calls per replay the lead run's units ran
+    with (``data``: ``rc.anatomy_table``)."""
     s128, s512 = S128.key, S512.key
     at = rc.anatomy_table(anatomy)
     auto = rc.auto_table(anatomy).set_index(["config", "candidate"])
     ks = sorted(at["k"].unique())
-    out = {"label_rp": check_label(anatomy), "rp_ks": ", ".join(str(k) for k in ks),
+    out = {"label_rp": check_label(anatomy, file), "rp_ks": ", ".join(str(k) for k in ks),
            "rp_replays": int(anatomy["replays"]), "rp_rounds": int(anatomy["rounds"]),
            "rp_kmax": int(max(ks))}
     for k in (4, 8, 16):
@@ -281,6 +288,9 @@ def replay(anatomy: dict, lead) -> Finding:
                 "rp_auto_k512": "–".join(str(k) for k in sorted(
                     {int(auto.loc[s512, "k"].min()), int(auto.loc[s512, "k"].max())})),
                 "rp_auto128_max": auto128["excess"].abs().max(),
+                # the longest auto-sized replay at S = 128: below the target where the cap
+                # on calls binds
+                "rp_auto128_ms": float((auto128["k"] * auto128["per_call_ms"]).max()),
                 "rp_target_ms": float(anatomy["graph_target_ms"])})
     # Beyond the kernels, per call: event time at the largest k minus the profiler's kernel
     # sum in the same graph; calls of one kernel against calls of two (a memset and the

@@ -78,7 +78,6 @@ def design_texts(cal: DesignCalibration) -> dict:
     power = pd.concat([cal.pick(level, k, "positive", "slower") for level in ("call", "kernel")])
     twin = cal.pick("call", k0, "aa", "claimed difference")
     return {
-        "cal3_runs": ", ".join(r.run_id for r in cal.runs),
         # the runs behind each GPU model's pooled rates (the figure's caption)
         "cal3_runs_by_model": "; ".join(
             f"{model_label(rs)}: {', '.join(r.run_id for r in rs)}"

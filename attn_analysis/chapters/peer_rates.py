@@ -17,7 +17,7 @@ import pandas as pd
 from ..analyse import peer_rates
 
 __all__ = ["RATE_CAMPAIGN", "LONG_S", "rate_campaign", "kernel_times", "rates", "rate_display",
-           "crossover_frame", "crossover_lead", "crossover_sentence", "gate_frame",
+           "crossover_frame", "crossover_sentence", "gate_frame",
            "sdpa_fa4_sentence", "xformers_sentence"]
 
 LONG_S = 2048  # the shortest sequence the page's rate table shows (the long shapes)
@@ -57,10 +57,13 @@ def rates(tables) -> pd.DataFrame:
 
 
 def rate_display(rate: pd.DataFrame, min_seq_len: int = 0,
-                 percent: bool = True) -> pd.DataFrame:
+                 percent: bool = True, min_filled: float = 0.0) -> pd.DataFrame:
     """The visible table: one row per (GPU, shape) of sequence length at least
     ``min_seq_len``, one column per candidate, each cell 'TFLOP/s (percent of peak)', or
-    TFLOP/s alone without ``percent``."""
+    TFLOP/s alone without ``percent``; only the candidates measured at a share of at least
+    ``min_filled`` of the shapes shown (0.5: no column left mostly empty)."""
+    if not isinstance(min_filled, (int, float)) or not 0 <= min_filled <= 1:
+        raise ValueError(f"`min_filled` must be a share in [0, 1]; got {min_filled!r}.")
     r = rate[[int(re.search(r"-S(\d+)-", c).group(1)) >= min_seq_len for c in rate["config"]]]
     if r.empty:
         raise ValueError(f"`min_seq_len` leaves no shape; got {min_seq_len}.")
@@ -69,6 +72,7 @@ def rate_display(rate: pd.DataFrame, min_seq_len: int = 0,
                  for t, f in zip(r["tflops"], r["fraction_of_peak"])]
     out = r.pivot_table(index=["gpu", "config"], columns="candidate", values="cell",
                         aggfunc="first").fillna("")
+    out = out.loc[:, (out != "").mean(axis=0) >= min_filled]
     out.columns.name = None
     return out.reset_index().rename(columns={"gpu": "GPU", "config": "shape"})
 
@@ -119,30 +123,6 @@ def _waves(w: float) -> str:
 
 
 _NAMES = {"sdpa_cudnn": "cuDNN", "fa4": "FA4", "fa3": "FA3"}
-
-
-def crossover_lead(frame: pd.DataFrame, tie: float) -> str:
-    """The fastest profiled kernel per GPU and shape, each GPU named once. Nsight Compute
-    gives one time per kernel and no interval, so kernels within ``tie`` (a fraction, the
-    chapter's margin) of the fastest are called a tie, not ranked: 'On the NVIDIA H200,
-    cuDNN is fastest at B32-H8-S512-D64-fp16; FA4 and FA3 tie within ±2% at ...'."""
-    if frame.empty:
-        raise ValueError("`frame` must hold at least one kernel.")
-    if not isinstance(tie, float) or not 0 <= tie < 1:
-        raise ValueError(f"`tie` must be a float in [0, 1); got {tie!r}.")
-    parts = []
-    for gpu, g in frame.groupby("gpu", sort=True):
-        fastest, tied = [], []
-        for config, c in g.groupby("config", sort=False):
-            c = c.sort_values("time_us")
-            near = c[c["time_us"] <= c["time_us"].iloc[0] * (1 + tie)]
-            names = [_NAMES.get(x, x) for x in near["candidate"]]
-            if len(names) == 1:
-                fastest.append(f"{names[0]} is fastest at {config}")
-            else:
-                tied.append(f"{' and '.join(names)} tie within ±{tie:.0%} at {config}")
-        parts.append(f"On the {gpu}, " + "; ".join(fastest + tied) + ".")
-    return " ".join(parts)
 
 
 def crossover_sentence(frame: pd.DataFrame) -> str:
