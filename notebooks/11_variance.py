@@ -237,7 +237,7 @@ tables.show(shown[cols],
 #
 # Standard deviation of each nested component of the log time, per candidate and
 # configuration: call level on the left, kernel level on the right. Runs
-# {glue:text}`var_d_runs:s`.
+# {glue:text}`var_d_runs:s` on {glue:text}`var_gpus:s`.
 # ```
 #
 # ## Placement and the spread between processes
