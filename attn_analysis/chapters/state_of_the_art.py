@@ -389,13 +389,11 @@ def wins_sentence(row: dict) -> str:
             f"{row['n_custom']} comparisons." + open_)
 
 
-def claim_sentences(target_best: dict, wins: pd.DataFrame,
-                    kind: str = "state-of-the-art") -> dict:
-    """The answer to the title question in two bold-able clauses, from the data:
-    ``target`` says on which machines no candidate beats SDPA beyond the margin at the
-    reports' shape (``target_best``: machine -> :func:`fastest`, from the ``kind`` runs,
-    e.g. the confirmatory ones), ``general`` whether a custom kernel beats it anywhere else
-    as a finding (``wins``: :func:`wins_summary`)."""
+def claim_sentences(target_best: dict, wins: pd.DataFrame, kind: str = "state-of-the-art") -> dict:
+    """The answer to the title question in two bold-able clauses: ``target``, on which
+    machines no candidate beats SDPA beyond the margin at the reports' shape (``target_best``:
+    machine -> :func:`fastest` of the ``kind`` runs), ``general``, whether a custom kernel
+    beats it elsewhere as a finding (``wins``: :func:`wins_summary`)."""
     beaten = sorted(m for m, b in target_best.items() if b["winner_verdict"] != "baseline")
     held = sorted(m for m in target_best if m not in beaten)
     where = f"every GPU that ran it in the {kind} runs"
