@@ -38,7 +38,7 @@ import pandas as pd
 from attn_analysis import configs
 from attn_analysis.present import tables
 from attn_analysis.chapters import state_of_the_art as sota
-from attn_analysis.analyse import inventory, neighbours, power
+from attn_analysis.analyse import inventory, neighbours, placement_lever, power
 from attn_analysis.chapters import powered as pw
 
 inv = inventory.run_inventory(params["runs_dir"])
@@ -102,10 +102,15 @@ nbs.glue_text("pw_unrun_sentence", " ".join(pw.unrun_plan_sentence(
         placements=configs.POWERED_PLANS[c].get("placements")), params["margin"])
     for c in unrun) or "Every pre-registered powered plan has a run.")
 
+lever = {rid: placement_lever.lever_summary(r.placements) for rid, r in runs.items()
+         if placement_lever.placements_per_process(r.placements) >= 32}
+nbs.glue_text("pw_lever_sentence", pw.lever_sentence(lever))
+
 # %% [markdown]
 # ## The long grid
 #
 # The long grid's per-process spread is larger than the reports' shapes'.
+# {glue:text}`pw_lever_sentence:s`
 # {glue:text}`pw_unrun_sentence:s`
 
 # %% [markdown]

@@ -279,3 +279,16 @@ def test_subsample_check_recovers_the_placement_lever():
         placement_lever.subsample_check(_synthetic_placements(0.0, 0.02, 10, 6), groups=4)
     with pytest.raises(ValueError, match="`placements`"):
         placement_lever.subsample_check(frame.iloc[:0])
+
+
+def test_lever_summary_is_the_median_ratio_of_the_check():
+    from attn_analysis.analyse import placement_lever
+    frame = _synthetic_placements(inter=0.0, place=0.02, processes=200, placements=32)
+    got = placement_lever.lever_summary(frame)
+    check = placement_lever.subsample_check(frame)
+    assert got.comparisons == len(check) and got.placements == 32 and got.subset == 8
+    assert got.median_ratio == pytest.approx((check.sd_all / check.sd_subset).median())
+    assert got.noise_ratio == pytest.approx(0.5)
+    assert got.median_ratio == pytest.approx(0.5, abs=0.08)
+    with pytest.raises(ValueError, match="`baseline`"):
+        placement_lever.lever_summary(frame, baseline="nope")

@@ -163,3 +163,16 @@ def test_decidability_sentence_says_whether_the_processes_decide_then_what_each_
     rows[1] = Row(level="kernel", needed=None, sigma=0.03, decides=False, family=120)
     assert pw.decidability_sentence(rows, 24).startswith(
         "24 processes do not decide at every level at m = 120.")
+
+
+def test_lever_sentence_calls_it_placement_noise_only_near_the_noise_ratio():
+    from attn_analysis.analyse.placement_lever import LeverSummary
+    near = {"r1": LeverSummary(32, 8, 16, 0.47, 0.5)}
+    assert pw.lever_sentence(near) == (
+        "In run r1, 32 placements per process instead of 8 cut the per-process SD to 0.47 of "
+        "its value (median of 16 comparisons). Pure placement noise gives 0.50, so the "
+        "spread is placement noise and placements are the lever.")
+    far = {"r1": LeverSummary(32, 8, 16, 0.47, 0.5), "r2": LeverSummary(48, 12, 24, 0.9, 0.5)}
+    text = pw.lever_sentence(far)
+    assert "in run r2, 48 placements" in text and text.endswith("do not remove the spread.")
+    assert "No run" in pw.lever_sentence({})

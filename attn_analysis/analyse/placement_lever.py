@@ -13,6 +13,7 @@ with the full run's and with the model's prediction from the full run's componen
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -21,7 +22,8 @@ import pandas as pd
 from .. import _validate
 from .power import diff_sd, paired_components
 
-__all__ = ["CHECK_COLUMNS", "subsample_check"]
+__all__ = ["CHECK_COLUMNS", "subsample_check", "LeverSummary", "lever_summary",
+           "placements_per_process"]
 
 CHECK_COLUMNS = ("config", "candidate", "level", "processes", "placements", "sd_all",
                  "subset", "sd_subset", "predicted_subset", "sd_interaction")
@@ -65,3 +67,38 @@ def subsample_check(placements: pd.DataFrame, baseline: str = "sdpa", groups: in
                                                      max(1, round(size))),
                          "sd_interaction": float(r.sd_interaction)})
     return pd.DataFrame(rows, columns=list(CHECK_COLUMNS))
+
+
+@dataclasses.dataclass(frozen=True)
+class LeverSummary:
+    """:func:`subsample_check` of one run in one line: its placements per process, the
+    subset size, how many comparisons, the median ratio of the SD at all placements to the
+    SD at the subset, and what pure placement noise gives (``sqrt(1 / groups)``)."""
+
+    placements: int
+    subset: int
+    comparisons: int
+    median_ratio: float
+    noise_ratio: float
+
+
+def lever_summary(placements: pd.DataFrame, baseline: str = "sdpa",
+                  groups: int = 4) -> LeverSummary:
+    """The median over every comparison and level of ``sd_all / sd_subset``
+    (:func:`subsample_check`); near ``sqrt(1 / groups)`` when the spread between processes
+    is placement noise, near 1 when it is the processes'."""
+    check = subsample_check(placements, baseline, groups)
+    if check.empty:
+        raise ValueError(f"`placements` holds no comparison with `baseline` {baseline!r}.")
+    ratio = float((check["sd_all"] / check["sd_subset"]).median())
+    return LeverSummary(int(check["placements"].median()), int(check["subset"].median()),
+                        int(len(check)), ratio, math.sqrt(1 / groups))
+
+
+def placements_per_process(placements: pd.DataFrame) -> int:
+    """The median number of placements a (config, candidate, process) holds in a run's
+    ``placements`` table: how a run's design can be told apart as a lever study."""
+    if placements is None or len(placements) == 0:
+        raise ValueError("`placements` must hold at least one placement row.")
+    return int(placements.groupby(["config", "candidate", "trial"])["placement"]
+               .nunique().median())

@@ -211,3 +211,22 @@ def unrun_plan_sentence(name: str, plan: dict, sigmas: dict, margin: float,
                      f"the {plan['trials']} planned, and a family of {small_family} would "
                      f"need {small if small is not None else 'more than 1024'}")
     return f"Plan {name} was not run: " + "; ".join(parts) + "."
+
+
+def lever_sentence(summaries: dict, tolerance: float = 0.1) -> str:
+    """What the runs with many placements per process say about the placements lever:
+    ``summaries`` maps a run id to its ``placement_lever.lever_summary``. Each run gives
+    the ratio of its per-process SD to that at a quarter of its placements; the sentence
+    calls the spread placement noise only where every ratio lies within ``tolerance`` of
+    what pure placement noise gives."""
+    if not summaries:
+        return "No run holds enough placements per process to test the placements lever."
+    parts = [f"in run {rid}, {s.placements} placements per process instead of {s.subset} "
+             f"cut the per-process SD to {s.median_ratio:.2f} of its value (median of "
+             f"{s.comparisons} comparisons)" for rid, s in sorted(summaries.items())]
+    noise = next(iter(summaries.values())).noise_ratio
+    text = "; ".join(parts)
+    text = text[0].upper() + text[1:] + f". Pure placement noise gives {noise:.2f}"
+    if all(abs(s.median_ratio - s.noise_ratio) <= tolerance for s in summaries.values()):
+        return text + ", so the spread is placement noise and placements are the lever."
+    return text + ", so more placements alone do not remove the spread."
