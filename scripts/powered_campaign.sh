@@ -6,7 +6,7 @@
 # Usage, on the GPU machine from the repository root, after the peers were staged
 # (source scripts/peers_install.sh):
 #   bash scripts/powered_campaign.sh PLAN PREFIX K
-# PLAN: powered-v1-reports or powered-v1-long; K: the shard 1..N (N is the plan's
+# PLAN: powered-v1-reports or powered-v2-long; K: the shard 1..N (N is the plan's
 # `shards`): records shard K/N into $RUNS/PREFIX-PLAN-sK (RUNS default data/runs),
 # resuming what is there, and leaves $OUT/PREFIX-PLAN-sK.tar.gz. Once every shard is
 # back: python -m attn_analysis merge data/runs/PREFIX-PLAN PREFIX-PLAN-s1 ... -sN.
