@@ -17,9 +17,10 @@ default (cuDNN) at the target, and optionally ncu's pipe and stall metrics for t
     stall reasons) on one launch each of the two fastest variants and of SDPA.
 
 Usage (repository root, an sm90 GPU): ``PYTHONPATH=. python3 scripts/gluon_ablation.py
-[--variants a,b,...|round2] [--out-name NAME.json] [--ncu] [--jobs 13] [--quick]``.
+[--variants a,b,...|round2|round3] [--out-name NAME.json] [--ncu] [--jobs 13] [--quick]``.
 ``--variants round2`` is ``gluon_config.ROUND2_VARIANTS`` (the second round: the H100 round's
-best two beside the combinations of its winners). Writes the sealed check file
+best two beside the combinations of its winners); ``round3`` is ``ROUND3_VARIANTS`` (round
+2's fastest, fa3_n128_s3, and overlap_p2 beside their one-step changes). Writes the sealed check file
 ``$OUT/<--out-name>`` (default ``gluon_ablation.json``; kind ``gluon_check``, marked
 ``ablation``), rewritten after each phase, ncu's raw CSV beside it (``<stem>_ncu.csv``), and
 prints the timing table last. Invalid arguments raise ValueError naming the option before
@@ -225,7 +226,8 @@ def time_child(variants: list, rounds: int, calls: int, replays: int) -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--variants", default=None,
-                    help="comma-separated names, or round2 (gluon_config.ROUND2_VARIANTS); "
+                    help="comma-separated names, or round2 or round3 "
+                         "(gluon_config.ROUND2_VARIANTS, ROUND3_VARIANTS); "
                          "default: gluon_config.ABLATION_VARIANTS")
     ap.add_argument("--out-name", default="gluon_ablation.json",
                     help="file name of the check file under $OUT (ncu's CSV: <stem>_ncu.csv)")
@@ -241,12 +243,13 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     from attn_analysis.measure import gluon_attention as ga, gluon_config as gc, machine
     from attn_analysis.record import checks
+    ROUNDS = {"round2": gc.ROUND2_VARIANTS, "round3": gc.ROUND3_VARIANTS}
     if args.time_child is not None:
         time_child([v for v in args.time_child.split(",") if v], args.rounds, args.calls,
                    args.replays)
         return 0
     variants = parse_variants(args.variants, gc.VARIANTS, gc.ABLATION_VARIANTS,
-                              {"round2": gc.ROUND2_VARIANTS})
+                              ROUNDS)
     name = check_out_name(args.out_name)
     for key in ("jobs", "rounds", "calls", "replays"):
         if getattr(args, key) < 1:

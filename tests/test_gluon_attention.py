@@ -274,19 +274,22 @@ def _fake_gpu(monkeypatch, medians, nonfinite=(), broken=()):
 
 
 def test_tune_picks_the_fastest_and_skips_what_fails(monkeypatch):
-    medians = {"plain": 0.052, "persist": 0.069, "warp_spec": 0.030, "pingpong": 0.064,
-               "fa3": 0.040, "overlap_only": 0.050}
+    # (every checked variant timed; any added later, e.g. gluon_config.NEXT_CHECKED, slower)
+    medians = dict.fromkeys(gc.CHECKED_VARIANTS, 0.09) | {
+        "plain": 0.052, "persist": 0.069, "warp_spec": 0.030, "pingpong": 0.064,
+        "fa3": 0.040, "overlap_only": 0.050}
     _fake_gpu(monkeypatch, medians, nonfinite=("warp_spec",), broken=("pingpong",))
     got = ga.tune(*qkv((1, 2, 17, 64)))
     assert got["variant"] == "fa3" and got["tuned_ms"] == pytest.approx(0.040)
     assert {k: got[k] for k in gc.CONFIG_KEYS} == gc.config_for(64, "fa3")
-    assert set(got["tried_ms"]) == {"plain", "persist", "fa3", "overlap_only"}
-    assert (got["n_tried"], got["n_failed"]) == (4, 2)
+    assert set(got["tried_ms"]) == set(gc.CHECKED_VARIANTS) - {"warp_spec", "pingpong"}
+    assert (got["n_tried"], got["n_failed"]) == (len(gc.CHECKED_VARIANTS) - 2, 2)
 
 
 def test_tune_with_every_configuration_failing_raises(monkeypatch):
     _fake_gpu(monkeypatch, {}, broken=tuple(gc.VARIANTS))
-    with pytest.raises(RuntimeError, match="every one of 6 Gluon configurations failed"):
+    with pytest.raises(RuntimeError, match=f"every one of {len(gc.CHECKED_VARIANTS)} Gluon "
+                                           f"configurations failed"):
         ga.tune(*qkv((1, 2, 17, 64)))
 
 
@@ -295,7 +298,8 @@ def test_build_tunes_or_reuses_and_records_which(monkeypatch):
     _fake_gpu(monkeypatch, medians)
     q, k, v = qkv((1, 2, 17, 64))
     fn, info = ga.build(q, k, v, tuned=True)
-    assert info["variant"] == "overlap_only" and info["n_tried"] == 6 and "reused" not in info
+    assert info["variant"] == "overlap_only" and "reused" not in info
+    assert info["n_tried"] == len(gc.CHECKED_VARIANTS)
     fn, again = ga.build(q, k, v, config={key: info[key] for key in gc.CONFIG_KEYS})
     assert again["variant"] == "overlap_only" and again["reused"] and "tuned_ms" not in again
     with pytest.raises(ValueError, match="`tuned` and `config` exclude each other"):
@@ -383,7 +387,8 @@ def _ws_ptx(variant: str, head_dim: int = 64) -> list[str]:
 @pytest.mark.usefixtures("sm90a_compiler")
 @pytest.mark.parametrize("variant", ["warp_spec", "pingpong", "fa3", "ws_q2", "pp_gemms",
                                      "pp_exp", "cudnn_tile", "cudnn_s3", "fa3_n128_s3",
-                                     "ws_n128_s3", "ws_ovl_n128", "cudnn_kv", "ws_ovl_kv"])
+                                     "ws_n128_s3", "ws_ovl_n128", "cudnn_kv", "ws_ovl_kv",
+                                     "fa3_kv_s3", "fa3_kv_s4"])
 def test_warp_specialised_releases_are_partition_synchronised(variant):
     """Risks 1 and 4 of notes/gluon-plan.md as Triton 3.6 lowers them: every plain
     mbarrier.arrive (a K/V slot, the Q buffer or a ping-pong turn released) comes right after
@@ -409,7 +414,8 @@ def test_warp_specialised_releases_are_partition_synchronised(variant):
 @pytest.mark.slow
 @pytest.mark.usefixtures("sm90a_compiler")
 @pytest.mark.parametrize("variant, base", [("cudnn_kv", "cudnn_tile"),
-                                           ("ws_ovl_kv", "ws_ovl_n128")])
+                                           ("ws_ovl_kv", "ws_ovl_n128"),
+                                           ("fa3_kv_s3", "fa3_n128_s3")])
 def test_kv_split_gives_v_barriers_of_its_own(variant, base):
     """KV_SPLIT as compiled: the same configuration as its base but the switch; one more
     expect_tx (the producer arms K's and V's barriers apart), one more mbarrier per ring
@@ -463,6 +469,21 @@ def test_round2_register_pressure():
     assert usage["overlap_n128"][0] > 128
 
 
+@pytest.mark.slow
+@pytest.mark.usefixtures("sm90a_compiler")
+def test_round3_register_pressure():
+    """The third round at D64, as ptxas allocates it: no spills; the warp-specialised ones
+    within MAXNREG 168 (KV_SPLIT and a fourth slot add barriers, not live values); the
+    fourth slot of overlap_p2_s4 leaves its registers room for two programs per SM, as
+    overlap_p2's."""
+    usage = {n: _ptxas_usage(n) for n in gc.ROUND3_VARIANTS}
+    assert all(spill == 0 for _, spill in usage.values()), usage
+    for name in ("fa3_n128_s3", "fa3_kv_s3", "fa3_kv_s4"):
+        assert usage[name][0] <= gc.config_for(64, name)["MAXNREG"], (name, usage[name])
+    threads = 32 * gc.config_for(64, "overlap_p2_s4")["num_warps"]
+    assert 2 * threads * (-(-usage["overlap_p2_s4"][0] // 8) * 8) <= 65536, usage
+
+
 def test_ping_pong_consumers_get_equal_register_budgets():
     """Risk 3: the default partition gets what MAXNREG leaves after the workers (warps
     are allocated by warpgroup, so the one-warp producer counts as four); with 240 for the
@@ -508,9 +529,31 @@ def test_the_schedule_is_checked_like_the_kernel():
 def test_issue43_variants_are_in_the_ablation_and_not_yet_tuned():
     assert set(gc.ABLATION_VARIANTS) <= set(gc.VARIANTS)
     new = set(gc.VARIANTS) - set(gc.CHECKED_VARIANTS)
-    assert new and new <= set(gc.ABLATION_VARIANTS) | set(gc.ROUND2_VARIANTS)
+    assert new and new <= (set(gc.ABLATION_VARIANTS) | set(gc.ROUND2_VARIANTS)
+                           | set(gc.ROUND3_VARIANTS))
     for d in gc.HEAD_DIMS:
         assert not new & set(gc.tuning_space(d))
+
+
+def test_the_next_checked_variants_have_passed_the_full_grid_on_a_gpu():
+    """gluon_config.NEXT_CHECKED (the variants that join the tuning space after their
+    sanitizer pass) holds only variants whose every full-grid case (56: fp16, bf16; D 64,
+    128; causal or not; six S and the multi-tile row) passed in a recorded check file."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("gluon_check",
+                                                  ROOT / "scripts" / "gluon_check.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    full = set(script.grid_cases(quick=False))
+    passed = {}
+    for path in sorted((ROOT / "data" / "checks").glob("gluon_check*.json")):
+        for r in json.loads(path.read_text()).get("rows", []):
+            if r.get("section") == "grid" and r.get("ok"):
+                passed.setdefault(r["variant"], set()).add(
+                    (r["dtype"], r["D"], r["causal"], r["B"], r["H"], r["S"]))
+    assert gc.NEXT_CHECKED and set(gc.NEXT_CHECKED) <= set(gc.VARIANTS)
+    for name in gc.NEXT_CHECKED:
+        assert passed.get(name, set()) >= full, (name, len(full - passed.get(name, set())))
 
 
 def test_cudnn_tile_is_the_engines_shape_at_d64():
@@ -533,8 +576,9 @@ def test_round2_runs_the_best_two_beside_every_new_combination():
     (none left out, none of the first round's repeated), each valid at both head dims."""
     r2 = gc.ROUND2_VARIANTS
     assert r2[:2] == ("overlap_only", "cudnn_tile") and len(set(r2)) == len(r2)
-    new = set(gc.VARIANTS) - set(gc.CHECKED_VARIANTS) - set(gc.ABLATION_VARIANTS)
-    assert set(r2[2:]) == new
+    new = (set(gc.VARIANTS) - set(gc.CHECKED_VARIANTS) - set(gc.ABLATION_VARIANTS)
+           - set(gc.ROUND3_VARIANTS[2:]))
+    assert set(r2[2:]) - set(gc.CHECKED_VARIANTS) == new
     for name in r2:
         for d in gc.HEAD_DIMS:
             assert gc.shared_bytes(gc.config_for(d, name), d) <= gc.SMEM_BYTES
@@ -566,6 +610,31 @@ def test_round2_shapes_and_shared_memory_at_the_target():
         == (264,)
     ws = gc.config_for(64, "ws_ovl_n128")
     assert ws["OVERLAP"] and ws["WARP_SPEC"] and not ws["PINGPONG"] and ws["QBUF"] == 2
+
+
+def test_round3_changes_one_step_from_its_base_and_fits():
+    """Round 3 times round 2's fastest two of their schedules, then variants that each
+    change one thing of one of them (at D64): K and V apart, then a fourth slot; a fourth
+    slot on overlap_p2. Shared memory per program (KiB) and programs per SM (228 KiB an
+    SM, 1 KiB reserved each): the fourth slot keeps overlap_p2_s4 at two per SM and
+    fa3_kv_s4 within one block; every variant is valid at both head dims."""
+    r3 = gc.ROUND3_VARIANTS
+    assert r3[:2] == ("fa3_n128_s3", "overlap_p2") and len(set(r3)) == len(r3)
+    assert set(r3[:2]) <= set(gc.ROUND2_VARIANTS)
+    steps = {"fa3_kv_s3": ("fa3_n128_s3", {"KV_SPLIT"}), "fa3_kv_s4": ("fa3_kv_s3", {"STAGES"}),
+             "overlap_p2_s4": ("overlap_p2", {"STAGES"})}
+    assert set(steps) == set(r3[2:])
+    for name, (base, keys) in steps.items():
+        cfg, ref = gc.config_for(64, name), gc.config_for(64, base)
+        assert {k for k in cfg if cfg[k] != ref[k]} == keys, name
+    kib = {n: gc.shared_bytes(gc.config_for(64, n), 64) // 1024 for n in r3}
+    assert kib == {"fa3_n128_s3": 144, "overlap_p2": 80, "fa3_kv_s3": 144, "fa3_kv_s4": 176,
+                   "overlap_p2_s4": 96}
+    assert [228 // (kib[n] + 1) for n in ("overlap_p2", "overlap_p2_s4", "fa3_kv_s4")] \
+        == [2, 2, 1]
+    for name in r3:
+        for d in gc.HEAD_DIMS:
+            assert gc.shared_bytes(gc.config_for(d, name), d) <= gc.SMEM_BYTES
 
 
 def test_head_dim_overrides_are_only_where_needed():
@@ -670,7 +739,7 @@ def test_ablation_reads_ncu_csv():
     (["--variants", "nope"], "`--variants` must be among"),
     (["--variants", "ws_q2,"], "`--variants` must be comma-separated"),
     (["--variants", "ws_q2,ws_q2"], "`--variants` names a variant twice"),
-    (["--variants", "round3"], "`--variants` must be among"),
+    (["--variants", "round4"], "`--variants` must be among"),
     (["--out-name", "sub/x.json"], "`--out-name` must be a file name"),
     (["--out-name", "x.txt"], "`--out-name` must be a file name"),
     (["--out-name", ".json"], "`--out-name` must be a file name"),
@@ -686,9 +755,10 @@ def test_ablation_refuses_bad_arguments_before_writing(argv, message, tmp_path, 
 
 def test_ablation_variants_parse():
     parse = _ablation().parse_variants
-    named = {"round2": gc.ROUND2_VARIANTS}
+    named = {"round2": gc.ROUND2_VARIANTS, "round3": gc.ROUND3_VARIANTS}
     assert parse(None, gc.VARIANTS, gc.ABLATION_VARIANTS, named) == list(gc.ABLATION_VARIANTS)
     assert parse("round2", gc.VARIANTS, gc.ABLATION_VARIANTS, named) == list(gc.ROUND2_VARIANTS)
+    assert parse("round3", gc.VARIANTS, gc.ABLATION_VARIANTS, named) == list(gc.ROUND3_VARIANTS)
     assert parse("ws_q2, fa3", gc.VARIANTS, (), named) == ["ws_q2", "fa3"]
 
 
@@ -702,5 +772,10 @@ def test_ablation_writes_why_not_here_under_its_name(tmp_path, monkeypatch):
                      "gluon_ablation2_h200.json"]) == 1
     doc = json.loads((tmp_path / "gluon_ablation2_h200.json").read_text())
     assert doc["variants"] == list(gc.ROUND2_VARIANTS) and doc["args"]["quick"]
+    assert mod.main(["--variants", "round3", "--quick", "--out-name",
+                     "gluon_ablation3_h200.json"]) == 1
+    doc = json.loads((tmp_path / "gluon_ablation3_h200.json").read_text())
+    assert doc["variants"] == list(gc.ROUND3_VARIANTS)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["gluon_ablation.json",
-                                                          "gluon_ablation2_h200.json"]
+                                                          "gluon_ablation2_h200.json",
+                                                          "gluon_ablation3_h200.json"]

@@ -9,7 +9,8 @@ shared-memory fit; ``scripts/gluon_check.py`` checks each variant against float6
 device. Every variant of ``gluon_config.CHECKED_VARIANTS`` has passed the full float64
 grid on a GPU (the multi-tile row included); issue 43's ablation variants pass the quick
 grid before they are timed (``scripts/gluon_ablation.py``; the second round's, KV_SPLIT's
-included, have not run on a GPU yet). Triton's concurrency sanitizer has run every case
+included, ran on an H200, ``data/checks/gluon_ablation2_h200.json``; the third round's
+await their first run). Triton's concurrency sanitizer has run every case
 of ``warp_spec``, ``pingpong`` and ``fa3`` with no race reported:
 ``data/checks/gluon_check_*.json``. The ``gluon``
 candidate tunes over the variants per shape (:func:`tune`) and was measured under protocol

@@ -46,7 +46,8 @@ from __future__ import annotations
 import torch
 
 __all__ = ["HEAD_DIMS", "DTYPES", "CONFIG_KEYS", "SMEM_BYTES", "DEFAULT_CONFIGS", "VARIANTS",
-           "CHECKED_VARIANTS", "ABLATION_VARIANTS", "ROUND2_VARIANTS", "HEAD_DIM_OVERRIDES",
+           "CHECKED_VARIANTS", "NEXT_CHECKED", "ABLATION_VARIANTS", "ROUND2_VARIANTS",
+           "ROUND3_VARIANTS", "HEAD_DIM_OVERRIDES",
            "variant_changes", "config_for", "tuning_space", "variant_of", "shared_bytes",
            "full_config", "cdiv", "plan"]
 
@@ -136,6 +137,18 @@ VARIANTS = {
                  "QBUF": 2, "PP_TURN": 2, "KV_SPLIT": 1},
     "ws_ovl_kv": {"PERSIST": 1, "WARP_SPEC": True, "OVERLAP": True, "MAXNREG": 168,
                   "BLOCK_N": 128, "STAGES": 3, "QBUF": 2, "KV_SPLIT": 1},
+    # Issue 43's third round (notes/kernel-schedules.md, "Round 3"): round 2's fastest,
+    # fa3_n128_s3, with K and V apart (144 KiB), then with a fourth slot (176 KiB: a whole
+    # tile's four key tiles in the ring); overlap_p2 with a fourth slot (96 KiB, still two
+    # programs per SM), which doubles its single-partition prefetch lead (STAGES - 2 key
+    # tiles ahead).
+    "fa3_kv_s3": {"PERSIST": 1, "WARP_SPEC": True, "PINGPONG": True, "OVERLAP": True,
+                  "BLOCK_M": 64, "num_warps": 4, "MAXNREG": 168, "BLOCK_N": 128,
+                  "STAGES": 3, "QBUF": 2, "KV_SPLIT": 1},
+    "fa3_kv_s4": {"PERSIST": 1, "WARP_SPEC": True, "PINGPONG": True, "OVERLAP": True,
+                  "BLOCK_M": 64, "num_warps": 4, "MAXNREG": 168, "BLOCK_N": 128,
+                  "STAGES": 4, "QBUF": 2, "KV_SPLIT": 1},
+    "overlap_p2_s4": {"OVERLAP": True, "STAGES": 4, "PERSIST": 2},
 }
 # Where a variant's setting does not fit an sm90 block at a head dim (the second round is
 # tuned for D64; the float64 grid still checks D128, where a 128-key slot is 64 KiB): the
@@ -145,7 +158,16 @@ HEAD_DIM_OVERRIDES = {128: {"overlap_n128": {"BLOCK_N": 64},
                             "overlap_n128_p1": {"BLOCK_N": 64},
                             "cudnn_s3": {"STAGES": 2}, "fa3_n128_s3": {"STAGES": 2},
                             "ws_n128_s3": {"STAGES": 2}, "ws_ovl_n128": {"STAGES": 2},
-                            "ws_ovl_kv": {"STAGES": 2}}}
+                            "ws_ovl_kv": {"STAGES": 2}, "fa3_kv_s3": {"STAGES": 2},
+                            "fa3_kv_s4": {"STAGES": 2}}}
+# Variants that have passed the full float64 grid on a GPU but not yet every case of the
+# concurrency sanitizer (``scripts/gluon_check.py --sections consan``): fa3_n128_s3's grid is
+# data/checks/gluon_check_h200d_grid_round2.json. Not tuned yet. Once a sanitizer file
+# with every case ok is in data/checks, the one-line change that makes them the ``gluon``
+# candidate's is appending ``+ NEXT_CHECKED`` to CHECKED_VARIANTS below (a round-3 winner
+# that passes both joins this tuple first); the plan GLUON_PLANS["gluon-v2-target"] of
+# configs.py runs only after that change.
+NEXT_CHECKED = ("fa3_n128_s3",)
 # The variants that have passed the float64 grid on a GPU: the tuning space of the
 # ``gluon`` candidate (issue 43's variants join once their grid has passed).
 CHECKED_VARIANTS = ("plain", "persist", "warp_spec", "pingpong", "fa3", "overlap_only")
@@ -158,6 +180,10 @@ ABLATION_VARIANTS = ("warp_spec", "ws_q2", "ws_n128", "pingpong", "pp_gemms", "p
 ROUND2_VARIANTS = ("overlap_only", "cudnn_tile", "overlap_n128", "overlap_n128_m64",
                    "overlap_n128_p1", "overlap_p2", "cudnn_s3", "fa3_n128_s3", "ws_n128_s3",
                    "ws_ovl_n128", "cudnn_kv", "ws_ovl_kv")
+# The third round (``--variants round3``): round 2's fastest two of their schedules
+# (fa3_n128_s3, overlap_p2), then each one-step change of them (hypotheses in
+# notes/kernel-schedules.md, written before the run).
+ROUND3_VARIANTS = ("fa3_n128_s3", "overlap_p2", "fa3_kv_s3", "fa3_kv_s4", "overlap_p2_s4")
 
 
 # --------------------------------------------------------------------------- configuration
@@ -204,10 +230,12 @@ def tuning_space(head_dim: int) -> dict:
 
 def variant_of(cfg: dict, head_dim: int) -> str:
     """The name of the variant whose full configuration at ``head_dim`` is ``cfg``, or
-    "custom" for any other configuration."""
+    "custom" for any other configuration. Where head-dim overrides make two variants one
+    configuration (fa3_n128 and fa3_n128_s3 at D128), a checked variant's name wins, so a
+    tuned build is recorded under the name it was tuned as."""
     full = full_config(cfg, head_dim)
-    return next((n for n in VARIANTS if full_config(variant_changes(n, head_dim), head_dim)
-                 == full), "custom")
+    return next((n for n in (*CHECKED_VARIANTS, *VARIANTS)
+                 if full_config(variant_changes(n, head_dim), head_dim) == full), "custom")
 
 
 def shared_bytes(cfg: dict, head_dim: int) -> int:

@@ -12,7 +12,8 @@ validates, configures and launches it is :mod:`.gluon_attention`.
 Importing this module needs neither triton nor a GPU: the ``@gluon.jit`` functions are
 defined only where Gluon imports (``gluon_tile.GLUON_IMPORT_ERROR`` is None). Written against
 Triton 3.6's Gluon API; every schedule has run on a GPU and passed a float64 grid
-(``notes/gluon-plan.md``) but KV_SPLIT (issue 43's second round), which awaits its first run.
+(``notes/gluon-plan.md``), KV_SPLIT (issue 43's second round) the quick grid and, in
+``cudnn_kv``, the full one; no KV_SPLIT variant has run under the sanitizer yet.
 """
 
 from __future__ import annotations

@@ -9,8 +9,8 @@ each file about one thing and under the size limit. The Gluon import lives here,
 importing this module needs neither triton nor a GPU (:data:`GLUON_IMPORT_ERROR` says what
 is missing, and the ``@gluon.jit`` functions are then not defined). The code is written
 against Triton 3.6's Gluon API; every piece has run on a GPU and passed a float64 grid
-(``notes/gluon-plan.md``) but KV_SPLIT's V barriers (issue 43's second round), which await
-their first run.
+(``notes/gluon-plan.md``), KV_SPLIT's V barriers (issue 43's second round) included; those
+have not yet run under the concurrency sanitizer.
 """
 
 from __future__ import annotations
