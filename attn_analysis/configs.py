@@ -334,6 +334,26 @@ POWERED_PLANS = {
 }
 
 
+# Pre-registered (committed 2026-11-28, before any of its runs): issue 43's confirmatory
+# test of our Gluon kernel against SDPA's default at the target (a GLUON_PLANS entry, set
+# here because it is judged by POWERED_RULE above). The gluon candidate tunes over
+# gluon_config.CHECKED_VARIANTS at the run's commit; the plan runs only after fa3_n128_s3
+# (round 2's fastest, full float64 grid passed) and, if one passes its full grid too,
+# round 3's winner have joined it with a sanitizer pass (gluon_config.NEXT_CHECKED,
+# notes/kernel-schedules.md). The run records the variant its tuning picked; if neither
+# passes, the plan is not run. Family: gluon against sdpa at the call and kernel levels,
+# m = 2 (one configuration; sdpa_cudnn, the same cuDNN kernel forced, and the A/A twin are
+# judged at that m, not members). Processes, from data/reference/design_sigmas.json at this
+# commit, 8 placements: plan --power --matrix fixed-v1 --candidates sdpa gluon needs H200
+# call 4 / kernel 5, H100 19 / 20; plan --power --campaign gluon-v2-target (the SDs of all
+# four candidates, the twin's included) H200 4 / 5, H100 13 / 27. 28 meet every one.
+GLUON_PLANS["gluon-v2-target"] = {
+    "matrix": "fixed-v1", "trials": 28, "placements": 8, "modes": ("graph",),
+    "candidates": ("sdpa", "sdpa_cudnn", "gluon", "sdpa_twin"),
+    "plugins": ("attn_analysis.measure.controls",), "family_candidates": ("gluon",),
+    "levels": ("call", "kernel"), "family_size": 2, "rule": POWERED_RULE}
+
+
 def sweep_arguments(campaign: str) -> list[str]:
     """The ``python -m attn_analysis sweep`` arguments of ``campaign`` (a key of
     ``CAMPAIGN_PLANS``, ``CALIBRATION_PLANS``, ``GLUON_PLANS``, ``PEER_PLANS`` or

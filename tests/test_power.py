@@ -137,6 +137,33 @@ def test_powered_plans_state_their_family_and_are_sized_for_it(name):
     assert needed is not None and needed <= plan["trials"]
 
 
+def test_the_preregistered_gluon_plan_states_its_family_and_is_sized_for_it(capsys):
+    """configs.GLUON_PLANS['gluon-v2-target'] (issue 43): gluon against sdpa at the target,
+    both levels, m = 2; its processes at least what ``plan --power`` asks on the H100 and
+    the H200 from the recorded SDs, both for gluon's comparisons alone and for all its
+    candidates' (the twin's included); a run of it is judged at the registered m."""
+    from conftest import main_here
+    plan = configs.GLUON_PLANS["gluon-v2-target"]
+    assert configs.sweep_arguments("gluon-v2-target")[-4:] == list(plan["candidates"])
+    assert plan["candidates"][0] == configs.BASELINE and "sdpa_twin" in plan["candidates"]
+    assert set(plan["family_candidates"]) == {"gluon"} < set(plan["candidates"])
+    m = len(configs.matrix(plan["matrix"])) * len(plan["family_candidates"]) * len(
+        plan["levels"])
+    assert plan["family_size"] == m == 2 and plan["rule"] == configs.POWERED_RULE
+    info = {"plan": {"matrix": plan["matrix"], "modes": list(plan["modes"]),
+                     "candidates": list(plan["candidates"])}}
+    assert pw.registered_family(info) == 2
+    for gpu in ("NVIDIA H200", "NVIDIA H100 80GB HBM3"):
+        for how in (("--campaign", "gluon-v2-target"),
+                    ("--matrix", "fixed-v1", "--candidates", "sdpa", "gluon")):
+            done = main_here(capsys, "plan", "--power", *how, "--gpu-model", gpu,
+                             "--placements", str(plan["placements"]))
+            assert done.returncode == 0, done.stderr
+            for level in plan["levels"]:
+                need = int(done.stdout.split(f"{level}: needs ")[1].split()[0])
+                assert need <= plan["trials"], (gpu, how, level, need)
+
+
 def test_family_size_counts_every_comparison_with_sdpa():
     assert pw.family_size(10, ("sdpa", "a", "b")) == 40
     assert pw.family_size(10, ("sdpa", "a"), levels=("kernel",)) == 10
