@@ -8,9 +8,9 @@
 # CAMPAIGN is one of target, reports, long, confirm (their plans: configs.CAMPAIGN_PLANS);
 # PREFIX names the device (h100, h200), so the run lands in data/runs/PREFIX-sota-CAMPAIGN
 # and comes back as $OUT/PREFIX-sota-CAMPAIGN.tar.gz. The Gluon campaigns
-# (configs.GLUON_PLANS: gluon-target, gluon-long) land in data/runs/PREFIX-CAMPAIGN.
+# (configs.GLUON_PLANS: gluon-target, gluon-long, gluon-v2-target) land in data/runs/PREFIX-CAMPAIGN.
 set -uo pipefail
-USAGE="usage: sota_campaign.sh target|reports|long|confirm|gluon-target|gluon-long PREFIX"
+USAGE="usage: sota_campaign.sh target|reports|long|confirm|gluon-target|gluon-long|gluon-v2-target PREFIX"
 CAMPAIGN=${1:?$USAGE}
 PREFIX=${2:?$USAGE}
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}

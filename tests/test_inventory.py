@@ -145,6 +145,16 @@ def test_a_run_of_a_configs_campaign_is_named_and_the_powered_ones_confirm():
     assert inv.campaign_of(run_plan) == ("POWERED_PLANS", name)
     assert inv.run_role("x", run_plan) == "confirmatory"
     assert inv.campaign_of({"matrix": "fixed-v1", "candidates": ["nothing"]}) is None
+    # a plan outside POWERED_PLANS that states its family is pre-registered too
+    gluon = configs.GLUON_PLANS["gluon-v2-target"]
+    assert "family_size" in gluon
+    gluon_run = {"matrix": gluon["matrix"], "modes": list(gluon["modes"]),
+                 "candidates": list(gluon["candidates"])}
+    assert inv.campaign_of(gluon_run) == ("GLUON_PLANS", "gluon-v2-target")
+    assert inv.run_role("x", gluon_run) == "confirmatory"
+    old = configs.GLUON_PLANS["gluon-target"]  # exploratory: no family stated
+    assert inv.run_role("x", {"matrix": old["matrix"], "modes": list(old["modes"]),
+                              "candidates": list(old["candidates"])}) == "exploratory"
 
 
 def test_roles():

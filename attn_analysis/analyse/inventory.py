@@ -106,7 +106,9 @@ def run_role(run_id: str, plan: dict, info: dict | None = None) -> str:
     if only_controls or "calibration" in run_id or "controls" in run_id:
         return "calibration"
     found = campaign_of(plan or {})
-    if found and found[0] in _CONFIRMATORY_PLANS:
+    # a pre-registered plan: every POWERED_PLANS entry, and any plan that states its family
+    if found and (found[0] in _CONFIRMATORY_PLANS
+                  or "family_size" in getattr(configs, found[0])[found[1]]):
         return "confirmatory"
     return "exploratory"
 
