@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["MAX_ROWS", "COLUMNS", "INTERVALS", "interval_decimals", "with_interval",
-           "short_config", "format_value", "header", "formatted", "csv_link",
+           "short_config", "format_value", "header", "formatted", "csv_ready", "csv_link",
            "markdown_table", "show"]
 
 MAX_ROWS = 25
@@ -216,12 +216,28 @@ def formatted(df: pd.DataFrame, formats: dict | None = None,
 
 # --------------------------------------------------------------------------- output
 
+def csv_ready(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with every list, tuple, set or array cell written as plain text
+    ("H200-k, H200-l"), so a downloaded CSV holds no Python reprs; other cells unchanged."""
+    def plain(v):
+        if isinstance(v, (set, frozenset)):
+            v = sorted(v, key=str)
+        if isinstance(v, (list, tuple, np.ndarray)):
+            return ", ".join(str(x) for x in v)
+        return v
+    out = df.copy()
+    for c in out.columns:
+        if out[c].dtype == object:
+            out[c] = [plain(v) for v in out[c]]
+    return out
+
+
 def csv_link(df: pd.DataFrame, filename: str, text: str | None = None) -> str:
     """A raw-HTML paragraph with a download link holding ``df`` as CSV (a ``data:`` URI,
     so the page carries its own data; the PDF drops raw HTML)."""
     if not re.fullmatch(r"[A-Za-z0-9_.-]+\.csv", filename or ""):
         raise ValueError(f"`filename` must be a plain name ending in .csv; got {filename!r}.")
-    data = df.to_csv(index=False).encode("utf-8")
+    data = csv_ready(df).to_csv(index=False).encode("utf-8")
     href = "data:text/csv;charset=utf-8;base64," + base64.b64encode(data).decode("ascii")
     text = text or f"Download the full table as CSV ({len(df)} rows, {df.shape[1]} columns)"
     return (f'<p class="csv-download"><a download="{filename}" href="{href}">'
