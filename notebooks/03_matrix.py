@@ -351,8 +351,7 @@ if len(latest):
 
 # %% [markdown]
 # Our kernel's value at the target is in {ref}`sota-target`. At FlashAttention-3's shapes
-# (run {glue:text}`mx_fa3_run:s`), per kernel: {glue:text}`mx_fa3_tally:s`. The development
-# log is `notes/triton_kernel.md`.
+# (run {glue:text}`mx_fa3_run:s`), per kernel: {glue:text}`mx_fa3_tally:s`.
 
 # %% tags=["remove-cell"]
 if len(fa3):

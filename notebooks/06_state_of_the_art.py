@@ -163,8 +163,7 @@ for machine, t in target_tables.items():
 # confirmatory matrix (`configs.MATRICES["confirm-v1"]`). It ran with
 # {glue:text}`sa_confirm_n_proc:d` processes on a second GPU of each model, one family of
 # {glue:text}`sa_confirm_m:d` comparisons per run, {glue:text}`sa_confirm_per_level:s`
-# custom-kernel comparisons per level ({glue:text}`sa_confirm_runs:s`). Its plan
-# entered git with its results ({doc}`10_reproducibility`).
+# custom-kernel comparisons per level ({glue:text}`sa_confirm_runs:s`).
 
 # %% tags=["remove-input"]
 explore = [t for c in ("reports", "long") for t in tabs[c].values()]

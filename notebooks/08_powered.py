@@ -94,14 +94,6 @@ nbs.glue_text("pw_neighbours_sentence", pw.neighbours_sentence({
     for c, s in pairs}, params["margin"]) if pairs else
     "No neighbours control is recorded, so spreading processes over a host is not shown safe.")
 
-unrun = [c for c in configs.POWERED_PLANS if c != "neighbours-v1" and c not in set(inv["campaign"])]
-nbs.glue_text("pw_unrun_sentence", " ".join(pw.unrun_plan_sentence(
-    c, configs.POWERED_PLANS[c], power.load_design_sigmas(
-        device=run.device, configs=[k.key for k in configs.matrix(configs.POWERED_PLANS[c]["matrix"])],
-        candidates=list(configs.POWERED_PLANS[c]["candidates"]),
-        placements=configs.POWERED_PLANS[c].get("placements")), params["margin"])
-    for c in unrun) or "Every pre-registered powered plan has a run.")
-
 lever = {rid: placement_lever.lever_summary(r.placements) for rid, r in runs.items()
          if placement_lever.placements_per_process(r.placements) >= 32}
 nbs.glue_text("pw_lever_sentence", pw.lever_sentence(lever))
@@ -111,7 +103,6 @@ nbs.glue_text("pw_lever_sentence", pw.lever_sentence(lever))
 #
 # The long grid's per-process spread is larger than the reports' shapes'.
 # {glue:text}`pw_lever_sentence:s`
-# {glue:text}`pw_unrun_sentence:s`
 
 # %% [markdown]
 # ## Neighbours, the condition for spreading processes

@@ -93,8 +93,9 @@ def test_clock_sentence_says_who_keeps_its_clock_and_by_how_much_it_gains():
     # hot's speedup rises by sdpa's 4 % slowdown under sustained replay
     assert re.search(r"rise by (3\.[89]|4\.[01])–(3\.[89]|4\.[01])%\.", text)
     assert "fast's clock falls too (1905 MHz)" in text
-    # eager_compiled runs sdpa's kernel and keeps its clock: the fall is not the kernel's
-    assert "1980 MHz (eager_compiled)" in text and "not the kernel's alone" in text
+    # eager_compiled runs sdpa's kernel and keeps its clock: the drop is how sdpa is called
+    assert ("eager_compiled runs sdpa's own kernel yet keeps 1980 MHz under sustained replay, "
+            "so the drop comes from how sdpa is called, not from the kernel alone.") in text
     d = doc()
     for p in d["processes"]:
         for u in p["units"]:

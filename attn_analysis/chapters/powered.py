@@ -133,15 +133,16 @@ def decidability_sentence(report, processes: int) -> str:
 
 
 def plan_sentence(inventory_row) -> str:
-    """When the plan was committed beside the run's first journal entry (inventory row)."""
+    """Whether the plan was committed before the run's first journal entry (inventory row),
+    one clause without times: the times are history (App. C)."""
     committed, first = inventory_row["plan_committed_utc"], inventory_row["first_entry_utc"]
     if committed is None or pd.isna(committed):
         return (f"Git holds no commit time of the plan of {inventory_row['run']}, so this "
                 f"page does not claim it came first.")
     c, f = pd.Timestamp(committed), pd.Timestamp(first)
-    order = "before" if c < f else "after"
-    return (f"The plan of {inventory_row['run']} was committed at {c:%Y-%m-%d %H:%M} UTC, "
-            f"{order} its first process started ({f:%H:%M} UTC).")
+    if c < f:
+        return "Pre-registered: its plan was committed before its first process started."
+    return "Not pre-registered: its plan was committed after its first process started."
 
 
 def speedup_display(table: pd.DataFrame) -> pd.DataFrame:
