@@ -139,8 +139,8 @@ main = main[main["config"].isin(drawn) | main["run"].isin(single)]
 wide = main.pivot_table(index="config", columns="run", values="median_ms")
 short = wide.loc[sorted(wide.index, key=configs.Config.from_key)].reset_index()
 tables.show(short, f"Median latency of {candidate} (ms) per configuration, one run per "
-            f"device: the figure's configurations, and every one of a device with a single "
-            f"run. The CSV holds every run, configuration and timing mode, and the L4 range.",
+            f"device. Rows: the figure's configurations, plus all configurations of devices "
+            f"with one run. The CSV holds every run, configuration and timing mode, and the L4 range.",
             name="tbl-cross-device",
             labels={r: f"{r}, {run_mode[r]} (ms)" for r in wide.columns},
             formats={r: ".4f" for r in wide.columns}, csv="cross_device.csv", full=table)

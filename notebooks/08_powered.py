@@ -84,7 +84,7 @@ sigmas = power.load_design_sigmas(device=run.device, configs=run.samples["config
 nbs.glue_text("pw_decidability", pw.decidability_sentence(
     power.design_report(int(first["processes"]), m, {lv: s for lv, s in (sigmas or {}).items()
                                                      if lv in plan["levels"]},
-                        params["margin"]), int(first["processes"])) if sigmas else
+                        params["margin"]), int(first["processes"]), first["model"]) if sigmas else
     "No design SDs are recorded for this GPU model, so whether the run decides is not said.")
 near = inv[inv["campaign"] == "neighbours-v1"].set_index("run")
 pairs = neighbours.control_pairs(near.index)

@@ -338,8 +338,8 @@ found(claims.self_claim(CR, rep))
 # ### Non-overlapping intervals
 #
 # Intervals of different configurations measure different workloads. That they do not
-# overlap says the workloads differ. One process's interval covers the median over
-# processes in only {glue:text}`au_cov_pc:.0%` of processes.
+# overlap says the workloads differ. On runs {glue:text}`au_run_c:s` ({glue:text}`au_label_c:s`),
+# one process's interval covers the median over processes in only {glue:text}`au_cov_pc:.0%` of them.
 
 # %% tags=["remove-cell"]
 found(claims.ci_claim(cb, CR, rep))

@@ -157,9 +157,10 @@ def test_decidability_sentence_says_whether_the_processes_decide_then_what_each_
     rows = [Row(level="call", needed=14, sigma=0.0059, decides=True, family=120),
             Row(level="kernel", needed=11, sigma=0.0047, decides=True, family=120)]
     assert pw.decidability_sentence(rows, 24) == (
-        "24 processes decide at m = 120. At this GPU model's recorded per-process SDs, 80 % "
-        "power and 90 % A/A equivalence need 14 processes per call (SD 0.0059) and 11 per "
-        "kernel (SD 0.0047).")
+        "24 processes decide at m = 120. At this GPU model's per-process SDs (pooled over its "
+        "runs), 80 % power and 90 % A/A equivalence need 14 processes per call (SD 0.0059) and "
+        "11 per kernel (SD 0.0047).")
+    assert "At the H200's per-process SDs" in pw.decidability_sentence(rows, 24, "H200")
     rows[1] = Row(level="kernel", needed=None, sigma=0.03, decides=False, family=120)
     assert pw.decidability_sentence(rows, 24).startswith(
         "24 processes do not decide at every level at m = 120.")

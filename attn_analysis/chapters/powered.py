@@ -114,10 +114,11 @@ def inconclusive_share(counts: dict) -> float:
     return undecided / counts["total"]
 
 
-def decidability_sentence(report, processes: int) -> str:
+def decidability_sentence(report, processes: int, model: str | None = None) -> str:
     """Whether ``processes`` decide at the family, in one sentence, from
     :func:`power.design_report`'s rows (one per level): the processes each level needs
-    for 80 % power and a 90 % A/A equivalence rate, and its per-process SD."""
+    for 80 % power and a 90 % A/A equivalence rate, and its per-process SD (pooled over
+    the runs of GPU model ``model``, named where given)."""
     rows = list(report)
     if not rows:
         raise ValueError("`report` must hold at least one level.")
@@ -128,7 +129,8 @@ def decidability_sentence(report, processes: int) -> str:
     decides = all(r.decides for r in rows)
     lead = (f"{processes} processes decide at m = {rows[0].family}." if decides else
             f"{processes} processes do not decide at every level at m = {rows[0].family}.")
-    return (f"{lead} At this GPU model's recorded per-process SDs, 80 % power and 90 % A/A "
+    whose = f"the {model}'s" if model else "this GPU model's"
+    return (f"{lead} At {whose} per-process SDs (pooled over its runs), 80 % power and 90 % A/A "
             f"equivalence need {need}.")
 
 
