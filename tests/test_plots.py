@@ -94,6 +94,12 @@ def test_heatmap_and_kernel_vs_library():
     ax = fig.axes[0]
     assert ax.get_xscale() == "linear" and LABEL in titles(fig)
     assert ax.get_xlim()[0] < 0.85 and ax.get_xlim()[1] > 1.0  # one is on the axis
+    wide = table.assign(ci_low=[1e-11], ci_high=[1e11], verdict=["inconclusive"])
+    ax = P.kernel_vs_library(wide, LABEL).axes[0]
+    heads = [ln for ln in ax.lines if ln.get_marker() in ("<", ">") and
+             ln.get_markerfacecolor() == "white"]
+    assert {ln.get_marker() for ln in heads} == {"<", ">"}  # cut at both edges, marked
+    assert ax.get_xlim()[1] - ax.get_xlim()[0] < 1.0  # the axis follows the point, not 1e11
 
 
 def test_roofline_draws_both_roofs():
@@ -105,6 +111,8 @@ def test_roofline_draws_both_roofs():
     assert any(lbl.startswith("datasheet roof") for lbl in labels)
     assert any(lbl.startswith("measured roof") for lbl in labels)
     assert ax.get_xscale() == "log" and "FLOP/s" in ax.get_ylabel()
+    ridge = 989.0 * 1e3 / 3350.0
+    assert ax.get_xlim()[1] <= 1.5 * ridge * 1.001  # no empty decade past data and ridge
     fig = latency_plots.roofline(pts, LABEL, datasheet=None, measured=(759.0, 3012.0))
     assert not any(lbl.startswith("datasheet") for lbl in
                    [line.get_label() for line in fig.axes[0].lines])

@@ -108,3 +108,25 @@ def test_with_interval_writes_value_and_interval_per_row():
     assert T.with_interval([2.5], [2.0], [3.0], ".1f") == ["2.5 (2.0–3.0)"]
     # an interval with one degree of freedom under Bonferroni reaches far: kept short
     assert T.with_interval([1.275], [3.1e-6], [3969529.6]) == ["1.275 (3.1e-06–4e+06)"]
+
+
+def test_csv_download_holds_lists_as_plain_text():
+    df = pd.DataFrame({"runs": [["H200-k", "H200-l"], ("H100-a",), np.array(["x", "y"]),
+                                {"b", "a"}, "plain"], "n": [1, 2, 3, 4, 5]})
+    link = T.csv_link(df, "t.csv")
+    data = base64.b64decode(re.search(r"base64,([^\"]+)", link).group(1)).decode("utf-8")
+    back = pd.read_csv(io.StringIO(data))
+    assert back["runs"].tolist() == ["H200-k, H200-l", "H100-a", "x, y", "a, b", "plain"]
+    assert "[" not in data and "'" not in data
+    assert back["n"].tolist() == [1, 2, 3, 4, 5]
+    assert isinstance(df["runs"].iloc[0], list)  # the caller's frame is left as it was
+
+
+def test_interval_title_names_the_family_wise_level():
+    from attn_analysis.present.plots import ci_label
+    per = 1 - 0.05 / 220
+    assert ci_label(pd.DataFrame({"confidence": [per], "n_comparisons": [220]})) == \
+        " (95% family-wise CI, m = 220)"
+    assert ci_label(pd.DataFrame({"confidence": [0.9998]})) == " (99.98% CI)"
+    assert ci_label(pd.DataFrame({"confidence": [0.95]})) == " (95% CI)"
+    assert ci_label(pd.DataFrame({"x": [1]})) == ""

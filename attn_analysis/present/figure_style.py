@@ -160,7 +160,7 @@ def interval_window(points, low, high, reference: float = 1.0) -> tuple[float, f
 def _speedup_points(ax, d, y, xlim, colors=VERDICT_COLORS):
     """Speedups with their intervals on a linear axis limited to ``xlim``: a point outside
     is drawn as an arrow head at the edge, labelled with its value; an interval beyond
-    the edge is clipped there. ``xlim`` is checked against the points (:func:`check_span`)."""
+    the edge is clipped there and ends in an open arrow head. ``xlim`` is checked against the points (:func:`check_span`)."""
     check_span(xlim, d["speedup"], reference=(1.0,))
     lo_lim, hi_lim = xlim
     for verdict, color in colors.items():
@@ -177,6 +177,12 @@ def _speedup_points(ax, d, y, xlim, colors=VERDICT_COLORS):
                         xerr=_err(sp[inside], np.clip(lo[inside], lo_lim, None),
                                   np.clip(hi[inside], None, hi_lim)),
                         fmt="o", color=color, capsize=3, ms=5, label=verdict)
+            # an interval cut at an edge ends in an open arrow head there ("beyond")
+            for cut, edge, mk in ((lo < lo_lim, lo_lim, "<"), (hi > hi_lim, hi_lim, ">")):
+                cut = cut & inside
+                if cut.any():
+                    ax.plot(np.full(int(cut.sum()), edge), yy[cut], marker=mk, ms=6,
+                            mfc="white", mec=color, ls="none", clip_on=False, zorder=3)
         for v, yv in zip(sp[~inside], yy[~inside]):
             left = v < lo_lim
             edge = lo_lim if left else hi_lim

@@ -70,8 +70,12 @@ def roofline(points: pd.DataFrame, device_label: str, datasheet: tuple | None = 
                        ("candidate",))
     fig = _figure(PAGE_WIDTH_IN, 5.0)
     ax = fig.subplots()
-    x_lo = max(df["intensity"].min() / 4, 1.0)
-    x_hi = df["intensity"].max() * 8
+    # The axis ends just past the data or the roofs' ridge (peak / bandwidth), whichever
+    # lies further right: no empty decade beyond the last point.
+    ridges = [r[0] * 1e3 / r[1] for r in (datasheet, measured)
+              if r is not None and all(np.isfinite(r)) and r[1] > 0]
+    x_lo = max(df["intensity"].min() / 2, 1.0)
+    x_hi = max([df["intensity"].max(), *ridges]) * 1.5
     xs = np.geomspace(x_lo, x_hi, 200)
     for roof, style, name in ((datasheet, "--", "datasheet"), (measured, "-", "measured")):
         if roof is None or not all(np.isfinite(roof)):
@@ -83,6 +87,7 @@ def roofline(points: pd.DataFrame, device_label: str, datasheet: tuple | None = 
                   capsize=2, alpha=0.85)
     ax.set_xscale("log")
     ax.set_yscale("log")
+    ax.set_xlim(x_lo, x_hi)
     _plain_log_axis(ax.xaxis)
     _plain_log_axis(ax.yaxis, subs=(1.0, 2.0, 5.0))
     return _finish(fig, ax, "arithmetic intensity (FLOP/byte of minimum traffic, log scale)",

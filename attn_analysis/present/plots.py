@@ -29,7 +29,7 @@ from .figure_style import (_err, _figure, _finish, _frame_iv, _label_iv, _legend
                            MODE_LABELS, MODE_TITLES, near_one_window, PAGE_WIDTH_IN,
                            _short, _speedup_points, _styled, _title, VERDICT_COLORS)
 
-__all__ = ["speedup_forest", "speedup_heatmap", "HEATMAP_SPAN", "trial_spread",
+__all__ = ["ci_label", "speedup_forest", "speedup_heatmap", "HEATMAP_SPAN", "trial_spread",
            "kernel_vs_library", "speedup_summary", "speedup_by_seq_len"]
 
 
@@ -37,6 +37,25 @@ __all__ = ["speedup_forest", "speedup_heatmap", "HEATMAP_SPAN", "trial_spread",
 
 
 # --------------------------------------------------------------------------- figures
+
+def ci_label(df: pd.DataFrame) -> str:
+    """The interval's label for a title, e.g. " (95% family-wise CI, m = 220)".
+
+    A Bonferroni-adjusted per-comparison confidence (0.9998 at m = 220) prints as "100%"
+    at whole percents, so the family-wise level is named when ``n_comparisons`` is known,
+    and otherwise the per-comparison level with as many decimals as it needs. Empty
+    without a ``confidence`` column."""
+    if "confidence" not in df or df.empty:
+        return ""
+    c = float(df["confidence"].iloc[0])
+    if "n_comparisons" in df and int(df["n_comparisons"].iloc[0]) > 1:
+        m = int(df["n_comparisons"].iloc[0])
+        return f" ({1 - (1 - c) * m:.0%} family-wise CI, m = {m})"
+    digits = 0
+    while digits < 6 and round(c * 100, digits) >= 100:
+        digits += 1
+    return f" ({c * 100:.{digits}f}% CI)"
+
 
 @_styled
 def speedup_forest(speedups: pd.DataFrame, device_label: str, config: str | None = None,
@@ -81,9 +100,9 @@ def speedup_forest(speedups: pd.DataFrame, device_label: str, config: str | None
     axes[0].set_ylim(-0.6, len(order) - 0.4)
     axes[0].set_ylabel("candidate")
     _legend_below(fig, axes, ncol=5)
-    conf = f" ({df['confidence'].iloc[0]:.0%} CI)" if "confidence" in df else ""
-    fig.suptitle(_title(f"Speedup over default SDPA at {_short(config)}{conf}; arrow heads: "
-                        f"off the axis (value shown)\n{label}", width=100))
+    conf = ci_label(df)
+    fig.suptitle(_title(f"Speedup over default SDPA at {_short(config)}{conf}; filled arrow heads: "
+                        f"off the axis (value shown); open: interval continues\n{label}", width=100))
     return fig
 
 
@@ -198,7 +217,7 @@ def kernel_vs_library(table: pd.DataFrame, device_label: str) -> Figure:
     return _finish(fig, ax, f"speedup of {df['kernel'].iloc[0]} over the fastest library "
                    f"backend (×); above 1: ours faster", None,
                    f"Our kernel against the fastest SDPA backend per configuration (95% CI)"
-                   f"\n{label}", ncol=4, axis="x", alpha=0.3)
+                   f"\nopen arrow heads: the interval continues beyond the axis\n{label}", ncol=4, axis="x", alpha=0.3)
 
 
 # --------------------------------------------------------------------------- audit figures
@@ -250,10 +269,14 @@ def speedup_summary(tables: dict, margin: float, title: str) -> Figure:
                     edge = xlim[0] if left else xlim[1]
                     ax.plot([edge], [yv], marker="<" if left else ">", color=color, ms=6,
                             clip_on=False, ls="none")
-                    if i == 0:  # one label per candidate: the first machine's value
-                        ax.annotate(f"{v:.2f}×", (edge, yv - off), xytext=(8 if left else -8, 0),
+                    if i == 0:  # one label per candidate: the first machine's value,
+                        # beside its own arrow and away from the other machines' markers
+                        # (the first machine sits lowest in the row), so it never overprints
+                        # another machine's point drawn near the same edge.
+                        ax.annotate(f"{v:.2f}×", (edge, yv),
+                                    xytext=(8 if left else -8, -1 if off else 0),
                                     textcoords="offset points", ha="left" if left else "right",
-                                    va="center", fontsize=7.5, color=color)
+                                    va="top" if off else "center", fontsize=7.5, color=color)
         ax.set_xlim(*xlim)
         ax.set_title(f"{level} level" + (" (profiler kernel time)" if level == "kernel"
                                          else " (graph replay per call)"))
