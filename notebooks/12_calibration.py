@@ -283,7 +283,7 @@ else:
 # {glue:text}`cal3_choice_kernel:s` at the kernel level, so the design is
 # **{glue:text}`cal3_choice:s`** processes. Two processes find the largest control only
 # {glue:text}`cal3_power_k2:s` of the time. A kernel-level difference of one margin stays
-# hard to detect ({glue:text}`cal3_kernel_one:s`). How often did the chosen design give the
+# hard to detect. {glue:text}`cal3_kernel_one:s` How often did the chosen design give the
 # A/A twin a difference beyond the margin? {glue:text}`cal3_aa_beyond:s`
 
 # %% tags=["remove-cell"]
@@ -314,7 +314,7 @@ tables.show(spread,
 # %% tags=["remove-input"]
 fig = audit_plots.power_by_processes(
     rates, dc.POWER_GOAL, f"Design calibration at {TARGET.key}, graph mode, margin "
-    f"{margin:.0%}: power to call each control slower, A/A claimed differences\n"
+    f"{margin:.0%}: power to call each control slower, A/A differences beyond it\n"
     f"runs {', '.join(r.run_id for r in DR)}, pooled per GPU model")
 nbs.glue_figure("fig-design-power", fig)
 
@@ -323,7 +323,7 @@ nbs.glue_figure("fig-design-power", fig)
 # :name: fig-design-power
 #
 # Power (verdict "slower") of each positive control, labelled with its measured size in
-# margins, and the A/A twin's rate of claimed differences, against processes per
+# margins, and the A/A twin's rate beyond the margin, against processes per
 # replication, with Clopper-Pearson 95 % intervals. Rows: call and kernel level; columns:
 # GPU model, its runs pooled ({glue:text}`cal3_runs_by_model:s`).
 # ```

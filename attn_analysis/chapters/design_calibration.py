@@ -93,9 +93,9 @@ def design_texts(cal: DesignCalibration) -> dict:
         "cal3_power_k2": "; ".join(f"{r.rate:.0%} at {r.size_margins:.1f} margins on the "
                                    f"{r.device}" for r in big.itertuples()),
         "cal3_cov_k2": f"{cov['rate'].min():.0%} to {cov['rate'].max():.0%}",
-        "cal3_kernel_one": "; ".join(
-            f"{r.candidate}, {r.size_margins:.1f} margins, called slower in {int(r.events)} "
-            f"of {int(r.n)} replications at {k} processes on the {r.device}"
+        "cal3_kernel_one": " ".join(  # one sentence per GPU model
+            f"On the {r.device}, {r.candidate} ({r.size_margins:.1f} margins) is called slower "
+            f"in {int(r.events)} of {int(r.n)} replications at {k} processes."
             for r in one.itertuples()),
         "cal3_aa": "; ".join(
             f"{int(c.events)}/{int(c.n)} at the call level (95 % upper bound "
