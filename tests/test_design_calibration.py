@@ -280,3 +280,18 @@ def test_end_of_line_labels_are_moved_apart_and_stay_on_the_axes():
     assert ys[0] == 0.5 and ys[-1] == pytest.approx(1.0)
     assert all(b - a >= 0.07 - 1e-12 for a, b in zip(ys, ys[1:]))
     assert _spread_labels([(0.2, "x", "k")], gap=0.07) == [(0.2, "x", "k")]
+
+
+def test_the_processes_figure_counts_the_aa_twin_as_the_abstract_does(rates):
+    """Fig. 'design power' plots the A/A twin's differences beyond the margin (the outcome
+    the abstract's "0 of n" counts), not within-margin verdicts, unless asked."""
+    def aa_labels(fig):
+        return [lbl for ax in fig.axes for lbl in ax.get_legend_handles_labels()[1]
+                if "A/A" in lbl]
+    labels = aa_labels(audit_plots.power_by_processes(rates, dc.POWER_GOAL, "synthetic"))
+    assert labels and all(lbl.endswith("A/A, beyond margin") for lbl in labels)
+    labels = aa_labels(audit_plots.power_by_processes(
+        rates, dc.POWER_GOAL, "synthetic", aa_outcome="claimed difference"))
+    assert labels and all(lbl.endswith("A/A, claimed difference") for lbl in labels)
+    with pytest.raises(ValueError, match="`aa_outcome`"):
+        audit_plots.power_by_processes(rates, dc.POWER_GOAL, "synthetic", aa_outcome="x")

@@ -12,6 +12,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
 from ..configs import Config
+from ..analyse.calibration import DERIVED_OUTCOMES, ROLES
 from .figure_style import (_err, _figure, _finish, _frame_iv, _label_iv, _legend_below,
                            MODE_TITLES, PAGE_WIDTH_IN, _plain_log_axis, _short, _styled,
                            _title)
@@ -87,11 +88,17 @@ def calibration_rates(head: pd.DataFrame, aa, spins, rows, alpha: float,
 
 
 @_styled
-def power_by_processes(rates: pd.DataFrame, power_goal: float, title: str) -> Figure:
+def power_by_processes(rates: pd.DataFrame, power_goal: float, title: str,
+                       aa_outcome: str = "beyond margin") -> Figure:
     """Power (verdict "slower", beyond the margin) of each positive control and the A/A
-    control's rate of claimed differences against the processes per replication, one
-    panel per (level, device), with Clopper-Pearson intervals; ``rates`` is
-    ``design_calibration.rates_by_processes`` output, its ``device`` column the labels."""
+    control's rate of ``aa_outcome`` (default: a difference beyond the margin, the outcome
+    the abstract counts; "claimed difference" also counts within-margin verdicts) against
+    the processes per replication, one panel per (level, device), with Clopper-Pearson
+    intervals; ``rates`` is ``design_calibration.rates_by_processes`` output, its
+    ``device`` column the labels."""
+    if aa_outcome not in DERIVED_OUTCOMES:
+        raise ValueError(f"`aa_outcome` must be one of {list(DERIVED_OUTCOMES)}; "
+                         f"got {aa_outcome!r}.")
     df = _frame_iv("rates", rates, ("device", "level", "k", "candidate", "role",
                                     "size_margins", "outcome", "rate", "ci_low", "ci_high"))
     title = _label_iv(title)
@@ -99,7 +106,8 @@ def power_by_processes(rates: pd.DataFrame, power_goal: float, title: str) -> Fi
     devices = sorted(df["device"].unique())
     fig = _figure(PAGE_WIDTH_IN, 2.6 * len(levels) + 1.4)
     axes = fig.subplots(len(levels), len(devices), sharex=True, sharey=True, squeeze=False)
-    shown = (df["outcome"] == "slower") | (df["outcome"] == "claimed difference")
+    is_aa = df["role"] == ROLES["aa"]
+    shown = (~is_aa & (df["outcome"] == "slower")) | (is_aa & (df["outcome"] == aa_outcome))
     names = sorted(df.loc[shown, "candidate"].unique(),
                    key=lambda c: df.loc[shown & (df["candidate"] == c), "size_margins"].mean())
     colors = dict(zip(names, sns.color_palette("tab10", len(names))))
@@ -112,8 +120,8 @@ def power_by_processes(rates: pd.DataFrame, power_goal: float, title: str) -> Fi
             d = sub[sub["candidate"] == cand].sort_values("k")
             if d.empty:
                 continue
-            aa = d["outcome"].iloc[0] == "claimed difference"
-            name = f"{cand}: A/A, claimed difference" if aa else f"{cand}: slower"
+            aa = d["role"].iloc[0] == ROLES["aa"]
+            name = f"{cand}: A/A, {aa_outcome}" if aa else f"{cand}: slower"
             ax.errorbar(d["k"], d["rate"], yerr=_err(d["rate"], d["ci_low"], d["ci_high"]),
                         fmt="s--" if aa else "o-", ms=4, capsize=2.5, lw=1.2,
                         color="k" if aa else colors[cand], label=name)
