@@ -94,8 +94,11 @@ nbs.glue_text("xd_ratio_max", shared["l4_over_ours"].max() if len(shared) else n
 # The figure keeps the configurations the reports give L4 values for and those of the lead
 # run (a new run's own shapes then show); the table and the CSV keep every configuration.
 drawn = set(l4["config"]) | set(runs[lead].samples["config"])
+drawn_table = table[table["mode"].isin(["graph", "per_call"]) & table["config"].isin(drawn)]
+# the caption names the runs the figure draws (its legend), not every run with the candidate
+nbs.glue_text("xd_drawn_runs", ", ".join(sorted(drawn_table["run"].unique())))
 nbs.glue_figure("xd_figure", latency_plots.cross_device(
-    table[table["mode"].isin(["graph", "per_call"]) & table["config"].isin(drawn)], l4,
+    drawn_table, l4,
     title_note=f"candidate {candidate}; L4 values as reported, not measured by us"))
 
 # %% [markdown]
@@ -111,7 +114,7 @@ nbs.glue_figure("xd_figure", latency_plots.cross_device(
 #
 # Median latency of the default SDPA dispatch per configuration for every recorded run, with
 # the reports' L4 medians as hollow black markers from smallest to largest, **as reported**
-# (PyTorch 2.2.1 on an NVIDIA L4). Runs: {glue:text}`xd_runs:s`; filled markers graph replay,
+# (PyTorch 2.2.1 on an NVIDIA L4). Runs: {glue:text}`xd_drawn_runs:s`; filled markers graph replay,
 # hollow per call.
 # ```
 
