@@ -108,8 +108,10 @@ for ax, (col, name) in zip(axes, [("tensor_pct", "tensor pipe busy (%)"),
     ax.set_xlabel(name, fontsize=9)
     ax.set_xlim(*figure_style.check_span((0, 1.1 * y.max()), y, name="x"))
 axes[0].invert_yaxis()  # the axes share y: once puts the first kernel on top
-fig.suptitle("Nsight Compute at S = 512 and 2048, D = 64, on the "
-             + ", ".join(sorted(ncu["gpu"].unique())), fontsize=10)
+_ncu_sw = sorted({f"{d.get('gpu')}, torch {d.get('torch')}" for d in
+                  (checks.read(p, "crossover_ncu") for p in folder.glob("crossover_ncu_*.json"))})
+fig.suptitle("Nsight Compute at S = 512 and 2048, D = 64, on the " + "; ".join(_ncu_sw),
+             fontsize=10)
 fig.tight_layout()
 nbs.glue_figure("pr_crossover_figure", fig)
 
