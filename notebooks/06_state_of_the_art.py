@@ -181,7 +181,10 @@ nbs.glue_text("sa_seq_fig_runs", sota_sentences.runs_phrase(seq_runs) if seq_run
 nbs.glue_text("sa_seq_inconclusive", sota_sentences.inconclusive_runs_sentence(seq_all))
 nbs.glue_figure("sa_seq_figure", plots.speedup_by_seq_len(
     seq_all, params["margin"], title=f"FlashAttention-3's geometry (B·S = {configs.FA3_TOKENS}, "
-    f"H·D = {configs.FA3_HIDDEN}, fp16), CUDA-graph replay per call"))
+    f"H·D = {configs.FA3_HIDDEN}, fp16), CUDA-graph replay per call; at S = "
+    f"{configs.TARGET.seq_len} that is B{configs.FA3_TOKENS // configs.TARGET.seq_len} "
+    f"H{configs.FA3_HIDDEN // configs.TARGET.head_dim}, not the reports' "
+    f"B{configs.TARGET.batch} H{configs.TARGET.heads} (see At the reports' shape)"))
 away = confirm or explore or list(tabs["target"].values())
 long_s = sorted(set(sota.fa3_geometry(pd.concat(list(tabs["long"].values()) or away))["seq_len"]))
 nbs.glue_text("sa_long_s", f"{long_s[0]} to {long_s[-1]}" if long_s else "none")

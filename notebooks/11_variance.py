@@ -373,6 +373,10 @@ g("rb_random", str(_cs.random))
 g("rb_lost", str(_cs.lost))
 g("rb_clock_runs", ", ".join(_load))
 fig = robustness_chapter.clock_figure(_pairs, _slopes)
+# taller panels, and the devices and software of the runs drawn on the figure itself
+fig.set_size_inches(fig.get_size_inches()[0], 3.6)
+fig.suptitle("; ".join(sorted({provenance.run_label(_load[r]) for r in set(_pairs["run"])})),
+             fontsize=8.5)
 nbs.glue_figure("fig-clock", fig)
 
 # %% [markdown]

@@ -331,3 +331,11 @@ def test_machine_model_reads_labels_and_uuid_blocks():
     assert sota.machine_slug("H200-j") == "h200"
     with pytest.raises(ValueError, match="`machine`"):
         machine_model("")
+
+
+def test_the_sequence_figure_draws_no_bar_for_an_interval_past_both_edges(table):
+    """An interval of an undecided run (wider than the axis both ways) draws no bar that
+    fills the panel: its markers are hollow, as for one process."""
+    wide = table.assign(ci_low=1e-9, ci_high=1e9)
+    ax = plots.speedup_by_seq_len(wide, 0.02, title="t").axes[0]
+    assert ax.containers and not any(c.has_yerr for c in ax.containers)

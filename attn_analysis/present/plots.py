@@ -336,12 +336,27 @@ def speedup_by_seq_len(table: pd.DataFrame, margin: float, level: str = "call",
                 d = p[p["label"] == label].sort_values("seq_len")
                 if d.empty:
                     continue
-                # one process: no interval over processes, so no bar (hollow markers)
-                ax.errorbar(d["seq_len"], d["speedup"],
-                            yerr=None if single else _err(d["speedup"], d["ci_low"],
-                                                          d["ci_high"]),
-                            color=palette[label], marker="o", ms=4, capsize=2, lw=1.2,
-                            mfc="white" if single else palette[label], label=label)
+                # one process: no interval over processes, so no bar (hollow markers);
+                # an interval past both edges says nothing at this scale: no bar, hollow
+                lo, hi = (d[c].to_numpy(dtype=float) for c in ("ci_low", "ci_high"))
+                wide = single | ((lo < 1 - span) & (hi > 1 + span))
+                ax.plot(d["seq_len"], d["speedup"], color=palette[label], lw=1.2)
+                for sel, hollow in ((wide, True), (~wide, False)):
+                    if not np.any(sel):
+                        continue
+                    e = d[sel]
+                    ax.errorbar(e["seq_len"], e["speedup"], yerr=None if hollow else _err(
+                        e["speedup"], np.clip(e["ci_low"], 1 - span, None),
+                        np.clip(e["ci_high"], None, 1 + span)), color=palette[label],
+                        marker="o", ms=4, capsize=2, ls="none",
+                        mfc="white" if hollow else palette[label], label=label)
+                cut = ~wide  # cut at one edge: an open arrow head there
+                for edge, mk, sel in ((1 - span, "v", cut & (lo < 1 - span)),
+                                      (1 + span, "^", cut & (hi > 1 + span))):
+                    if np.any(sel):
+                        ax.plot(d["seq_len"].to_numpy()[sel], np.full(int(np.sum(sel)), edge),
+                                marker=mk, ms=5, mfc="white", mec=palette[label], ls="none",
+                                clip_on=False, zorder=3)
             ax.set_xscale("log", base=2)
             ax.set_xticks(sorted(df["seq_len"].unique()))
             ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
@@ -358,6 +373,7 @@ def speedup_by_seq_len(table: pd.DataFrame, margin: float, level: str = "call",
     handles.append(matplotlib.patches.Patch(color="#dddddd", label=f"±{margin:.0%} margin"))
     _legend_below(fig, handles=handles, labels=[h.get_label() for h in handles], ncol=3)
     fig.suptitle(_title((title + "\n" if title else "") + "above 1 is faster than SDPA's "
-                        "default dispatch; bars are family-wise intervals, cut at the axes", 100))
+                        "default dispatch; bars: family-wise intervals (open arrow head: cut at the "
+                        "axis); hollow: one process, or an interval past both edges", 100))
     return fig
 
