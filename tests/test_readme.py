@@ -35,3 +35,14 @@ def test_a_missing_target_is_reported(tmp_path):
     (tmp_path / "book" / "a.md").write_text("")
     text = "see [a](book/a.md), [b](book/b.md) and `data/runs/x/`, `data/runs/*/` or `data/runs/my-run`"
     assert missing_targets(text, tmp_path) == ["book/b.md", "data/runs/x/"]
+
+
+def test_the_readme_tells_a_newcomer_what_to_expect():
+    """Issue 44 item 5 case 12: how long the tests and the CPU papermill example take, that
+    most CPU units are unsupported, and what the browser and PDF tests need."""
+    text = " ".join(w for w in README.read_text().split() if w != "#")
+    assert re.search(r"pytest -m \"not slow\"`, \d+ s", text)
+    assert re.search(r"pytest in command 2 took \d+ s", text)
+    assert re.search(r"It took about \d+ minutes on 2 cores", text)
+    assert "more than half the units are expected to be unsupported" in text
+    assert "Chromium and TeX Live" in text
