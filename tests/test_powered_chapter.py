@@ -125,33 +125,6 @@ def test_headline_counts_fold_the_verdicts_into_four_that_sum_to_the_total():
         pw.headline_counts({V.SLOWER.value: 3, "total": 4})
 
 
-def test_unrun_plan_sentence_gives_the_processes_its_family_needs():
-    from attn_analysis.analyse import power
-    plan = {"levels": ("kernel",), "family_size": 96, "trials": 24}
-    text = pw.unrun_plan_sentence("long-plan", plan, {"call": 0.01, "kernel": 0.02}, 0.02)
-    need = power.processes_needed(0.02, 96, 0.02)
-    small = power.processes_needed(0.02, 4, 0.02)
-    assert text == (f"Plan long-plan was not run: at the kernel level (per-process SD 0.020) "
-                    f"its family of m = 96 needs {need} processes against the 24 planned, "
-                    f"and a family of 4 would need {small}.")
-    assert need > small > 24  # an SD this large: not even a small family decides at 24
-    with pytest.raises(ValueError, match="`sigmas`"):
-        pw.unrun_plan_sentence("long-plan", plan, {"call": 0.01}, 0.02)
-
-
-def test_unrun_plan_sentence_of_a_plan_that_decides_says_it_has_no_run_yet():
-    from attn_analysis.analyse import power
-    plan = {"levels": ("call", "kernel"), "family_size": 48, "trials": 36, "placements": 48}
-    need = max(power.processes_needed(s, 48, 0.02) for s in (0.008, 0.011))
-    assert need <= 36
-    text = pw.unrun_plan_sentence("p2", plan, {"call": 0.008, "kernel": 0.011}, 0.02)
-    assert text == (f"Plan p2 (m = 48) decides with its 36 processes, 48 placements each "
-                    f"(it needs {need}) and has no run yet.")
-    # one level short of its processes: the sentence of a plan that cannot decide
-    short = pw.unrun_plan_sentence("p2", plan, {"call": 0.008, "kernel": 0.05}, 0.02)
-    assert short.startswith("Plan p2 was not run: ")
-
-
 def test_decidability_sentence_says_whether_the_processes_decide_then_what_each_level_needs():
     from types import SimpleNamespace as Row
     rows = [Row(level="call", needed=14, sigma=0.0059, decides=True, family=120),

@@ -15,10 +15,9 @@ from ..analyse import comparisons, robustness
 from ..analyse.stats import Verdict
 from ..configs import BASELINE
 
-__all__ = ["LEVELS", "MARKS", "family_table", "verdict_counts", "headline_counts", "headline_phrase",
-           "counts_sentence",
-           "inconclusive_share", "decidability_sentence", "plan_sentence", "speedup_display", "neighbours_sentence",
-           "unrun_plan_sentence"]
+__all__ = ["LEVELS", "MARKS", "family_table", "verdict_counts", "headline_counts",
+           "headline_phrase", "counts_sentence", "inconclusive_share", "decidability_sentence",
+           "plan_sentence", "speedup_display", "neighbours_sentence", "lever_sentence"]
 
 LEVELS = ("call", "kernel")
 # A verdict as a mark beside its speedup in the page's compact table (legend in its caption)
@@ -185,35 +184,6 @@ def neighbours_sentence(effects: dict, margin: float) -> str:
                 f"{r.candidate} at the {r.level} level on {r.host} {r.ratio:.4f} "
                 f"[{r.ci_low:.4f}, {r.ci_high:.4f}], {r.verdict}" for r in bad.itertuples())
             + ".")
-
-
-def unrun_plan_sentence(name: str, plan: dict, sigmas: dict, margin: float,
-                        small_family: int = 4) -> str:
-    """Why a pre-registered plan ``name`` (a ``configs.POWERED_PLANS`` entry) was not run:
-    at the per-process SDs ``sigmas`` of its shapes and candidates (``{level: sd}``, as
-    ``power.load_design_sigmas`` gives), the processes its family m needs at each judged
-    level against the processes it plans, and what a family of ``small_family`` would need
-    (the smallest family worth running). A plan whose processes suffice at every judged
-    level has not run yet: the sentence says so, with its placements per process."""
-    from ..analyse import power
-    levels = [lv for lv in plan["levels"] if lv in sigmas]
-    if not levels:
-        raise ValueError(f"`sigmas` must hold a level of plan {name!r}: {plan['levels']}.")
-    needs = [power.processes_needed(sigmas[lv], plan["family_size"], margin) for lv in levels]
-    if all(n is not None and n <= plan["trials"] for n in needs):
-        each = f", {plan['placements']} placements each" if plan.get("placements") else ""
-        return (f"Plan {name} (m = {plan['family_size']}) decides with its {plan['trials']} "
-                f"processes{each} (it needs {max(needs)}) and has no run yet.")
-    parts = []
-    for lv in levels:
-        need = power.processes_needed(sigmas[lv], plan["family_size"], margin)
-        small = power.processes_needed(sigmas[lv], small_family, margin)
-        parts.append(f"at the {lv} level (per-process SD {sigmas[lv]:.3f}) its family of "
-                     f"m = {plan['family_size']} needs "
-                     f"{need if need is not None else 'more than 1024'} processes against "
-                     f"the {plan['trials']} planned, and a family of {small_family} would "
-                     f"need {small if small is not None else 'more than 1024'}")
-    return f"Plan {name} was not run: " + "; ".join(parts) + "."
 
 
 def lever_sentence(summaries: dict, tolerance: float = 0.1) -> str:
