@@ -124,3 +124,18 @@ def test_word_budgets(built_book):
         f"main text {main} words of prose (budget {W.MAIN_PROSE_BUDGET})\n{table}"
     assert whole <= W.BOOK_BUDGET, \
         f"whole book {whole} visible words (budget {W.BOOK_BUDGET})\n{table}"
+
+
+def test_abstract_words_count_the_abstract_block_only():
+    html = page('<section id="abstract"><h2>Abstract</h2><div class="glued-sentences">'
+                '<p>One two three.</p><p>Four 0.94×.</p></div><p>caption words here</p>'
+                '</section>')
+    assert W.abstract_words(html) == 5
+    with pytest.raises(ValueError, match="`html`"):
+        W.abstract_words(page("<p>no abstract</p>"))
+
+
+@pytest.mark.slow
+def test_the_abstract_is_within_its_budget(built_book):
+    words = W.abstract_words((built_book / "book" / "index.html").read_text())
+    assert 0 < words <= W.ABSTRACT_BUDGET, f"abstract {words} words"

@@ -28,12 +28,13 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-__all__ = ["MAIN_PART", "MAIN_PROSE_BUDGET", "BOOK_BUDGET", "count_words", "page_words",
+__all__ = ["MAIN_PART", "MAIN_PROSE_BUDGET", "BOOK_BUDGET", "ABSTRACT_BUDGET", "abstract_words", "count_words", "page_words",
            "toc_pages", "book_word_counts", "page_defects"]
 
 MAIN_PART = "The paper"
 MAIN_PROSE_BUDGET = 7000
 BOOK_BUDGET = 12000
+ABSTRACT_BUDGET = 250  # the landing page's abstract (its glued sentences), issue 41
 _WORD = re.compile(r"\S*[^\W_]\S*")  # a token with a letter or digit
 # what a reader never sees as text of the article
 _HIDDEN_TAGS = ("script", "style", "noscript", "template", "button", "svg", "math")
@@ -162,3 +163,15 @@ def page_defects(html: str) -> list[str]:
             continue
         found.append(f"doubled word: ...{prose[max(0, m.start() - 30):m.end() + 20]}...")
     return found
+
+
+def abstract_words(html: str) -> int:
+    """Words of the landing page's abstract as rendered: the ``glued-sentences`` block of
+    its section ``abstract`` (the figure and its caption below it are not the abstract).
+    ValueError when the page has no such block."""
+    from bs4 import BeautifulSoup
+    section = BeautifulSoup(html, "html.parser").find("section", id="abstract")
+    block = section.find("div", class_="glued-sentences") if section else None
+    if block is None:
+        raise ValueError("`html` holds no abstract (section#abstract div.glued-sentences).")
+    return count_words(block.get_text(" "))
