@@ -159,3 +159,29 @@ def test_cli_sweeps_a_shard_and_merges(capsys, tmp_path, shards):
     assert record.verify(tmp_path / "m") == []
     refused = main_here(capsys, "merge", str(tmp_path / "m2"), str(shards[0]))
     assert refused.returncode == 1 and "missing [2]" in refused.stderr
+
+
+def test_merge_across_versions_only_on_request(shards, tmp_path):
+    s1, s2 = shards
+    newer = Path(shutil.copytree(s2, tmp_path / "v" / s2.name))
+    info = json.loads((newer / "run.json").read_text())
+    info["attn_analysis_version"] = "9.9.9"
+    (newer / "run.json").write_text(json.dumps(info))
+    from attn_analysis.record import consolidate
+    consolidate.write_manifest(newer)  # a shard recorded by another version, as it would be
+    assert record.verify(newer) == []
+    with pytest.raises(ValueError, match="different versions.*across_versions"):
+        record.merge(tmp_path / "x", [s1, newer])
+    with pytest.raises(ValueError, match="`across_versions` must be a bool"):
+        record.merge(tmp_path / "x", [s1, newer], across_versions="yes")
+    assert not (tmp_path / "x").exists()
+    out = record.merge(tmp_path / "x", [s1, newer], across_versions=True)
+    assert record.verify(out) == []
+    merged = read_info(out)
+    own = read_info(s1)["attn_analysis_version"]
+    assert merged["attn_analysis_version"] == " + ".join(sorted([own, "9.9.9"]))
+    assert merged["across_versions"] is True
+    assert [m["attn_analysis_version"] for m in merged["merged_from"]] == [own, "9.9.9"]
+    # shards of one version merge as before, without the flag in run.json
+    same = record.merge(tmp_path / "same", shards, across_versions=True)
+    assert "across_versions" not in read_info(same)

@@ -151,6 +151,9 @@ def build_parser() -> argparse.ArgumentParser:
     me = sub.add_parser("merge", help="join the shard runs of one plan into one run")
     me.add_argument("out", help="new run folder, e.g. data/runs/<run-id>")
     me.add_argument("shards", nargs="+", help="the finalized shard run folders, 1..N")
+    me.add_argument("--across-versions", action="store_true",
+                    help="merge shards recorded by different package versions (each kept "
+                         "under merged_from); only where the measuring code is the same")
 
     sh = sub.add_parser("show", help="summarise a run and warn about unstable data")
     sh.add_argument("run", help="run folder")

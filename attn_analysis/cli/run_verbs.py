@@ -7,7 +7,7 @@ __all__ = ["cmd_verify", "cmd_show", "cmd_merge"]
 
 def cmd_merge(args) -> int:
     from .. import record
-    out = record.merge(args.out, args.shards)
+    out = record.merge(args.out, args.shards, across_versions=args.across_versions)
     print(f"merged {len(args.shards)} shard runs into {out}; it verifies")
     return 0
 

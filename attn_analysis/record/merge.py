@@ -8,6 +8,13 @@ and finalizes it: its plan is the unsharded plan, so ``verify`` requires every u
 every trial. ``run.json`` keeps each shard's own ``run.json`` (run id, content hash,
 finish time, version, invocation records) under ``merged_from``; each trial unit keeps
 its fingerprint, GPU and pin. The shard folders are left as they are.
+
+Shards recorded by different package versions merge only on request
+(``across_versions``): a campaign recorded over sessions may span a release whose changes
+leave the measuring code as it was. The merged ``run.json`` then names every version
+(``attn_analysis_version`` joins them with " + "; ``across_versions`` is true), and each
+shard's own version and commit stay under ``merged_from``; the claim that the measuring
+code did not change belongs in the run's README row, with the diff that shows it.
 """
 
 from __future__ import annotations
@@ -27,16 +34,20 @@ from .verification import read_info, verify
 __all__ = ["merge"]
 
 
-def merge(out_dir, shard_dirs) -> Path:
+def merge(out_dir, shard_dirs, across_versions: bool = False) -> Path:
     """Merge the finalized shard runs ``shard_dirs`` into the new run ``out_dir``; return it.
 
     ValueError, before anything is written, naming ``out_dir`` (exists already) or
     ``shard_dirs`` (a run that does not verify, is no shard, whose plan differs from the
     others' but for its shard, a shard missing or given twice, or machines whose
-    fingerprint hashes differ where the plan does not allow mixed machines). The new
+    fingerprint hashes differ where the plan does not allow mixed machines, or package
+    versions differ and ``across_versions`` is false) or ``across_versions`` (not a bool).
+    The new
     run is built beside ``out_dir`` and renamed into place, so a failure leaves nothing.
     """
     out_dir = outside_git_iv(out_dir, "out_dir")
+    if not isinstance(across_versions, bool):
+        raise ValueError(f"`across_versions` must be a bool; got {across_versions!r}.")
     if out_dir.exists():
         raise ValueError(f"`out_dir` {str(out_dir)!r} exists; merge writes a new run folder.")
     shard_dirs = [Path(d) for d in shard_dirs]
@@ -66,7 +77,7 @@ def merge(out_dir, shard_dirs) -> Path:
                 shutil.copy2(path, target / JOURNAL / path.name)
         journal.write_plan(target, merged_plan)
         info = {"plan": merged_plan,
-                "attn_analysis_version": _one(infos, "attn_analysis_version"),
+                **_version(infos, across_versions),
                 "finished_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(
                     timespec="seconds"),
                 "merged_from": [dict(i, shard=i["plan"]["shard"]) for i in
@@ -126,10 +137,17 @@ def _same_machine(dirs: list, plan: dict) -> None:
                          f"allow_mixed merges them.")
 
 
-def _one(infos: list, key: str):
-    """The value of ``key`` every shard's run.json shares; ValueError where they differ."""
-    values = {json.dumps(i.get(key)) for i in infos}
-    if len(values) != 1:
+def _version(infos: list, across_versions: bool) -> dict:
+    """The merged run's ``attn_analysis_version``: the one every shard shares; with
+    ``across_versions``, the sorted versions joined by " + " and ``across_versions: true``
+    where they differ; ValueError naming ``shard_dirs`` where they differ otherwise."""
+    key = "attn_analysis_version"
+    values = sorted({str(i.get(key)) for i in infos})
+    if len(values) == 1:
+        return {key: infos[0].get(key)}
+    if not across_versions:
         raise ValueError(f"`shard_dirs` were recorded by different versions of the package "
-                         f"({key}: {sorted(values)}); merge runs of one version.")
-    return infos[0].get(key)
+                         f"({key}: {values}); merge runs of one version, or pass "
+                         f"`across_versions` (--across-versions) where the measuring code "
+                         f"is the same.")
+    return {key: " + ".join(values), "across_versions": True}
