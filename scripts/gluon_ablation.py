@@ -114,6 +114,14 @@ def check_out_name(name: str) -> str:
     return name
 
 
+def ncu_report_path(out: str) -> str:
+    """Where ncu's raw CSV goes: beside the check file ``out``, named ``<stem>_ncu.csv``
+    (``gluon_ablation3_h200.json`` gives ``gluon_ablation3_h200_ncu.csv``)."""
+    if not out.endswith(".json"):
+        raise ValueError(f"`out` must end in .json; got {out!r}.")
+    return out[:-len(".json")] + "_ncu.csv"
+
+
 def placement_orders(names: list, rounds: int) -> list:
     """The candidate order of each round: round r is ``names`` rotated by r, reversed when
     r is odd, so each candidate runs early, late and beside different neighbours."""
@@ -303,15 +311,15 @@ def main(argv=None) -> int:
         bench = doc["timing"]["do_bench_cudagraph_ms"]
         log(f"\n{'candidate':12s} {'graph ms':>9s} {'SDPA/this':>9s} {'[min, max]':>14s} "
             f"{'kernel ms':>9s} {'SDPA/this k':>11s} {'do_bench':>9s}")
-        for name, s in sorted(summ.items(), key=lambda kv: kv[1]["median_ms"]):
-            kr = kern["sdpa"]["attention_kernel_ms"] / kern[name]["attention_kernel_ms"]
-            log(f"{name:12s} {s['median_ms']:9.4f} {s['ratio_median']:9.3f} "
+        for cand, s in sorted(summ.items(), key=lambda kv: kv[1]["median_ms"]):
+            kr = kern["sdpa"]["attention_kernel_ms"] / kern[cand]["attention_kernel_ms"]
+            log(f"{cand:12s} {s['median_ms']:9.4f} {s['ratio_median']:9.3f} "
                 f"[{s['ratio_min']:.3f}, {s['ratio_max']:.3f}] "
-                f"{kern[name]['attention_kernel_ms']:9.4f} {kr:11.3f} {bench[name]:9.4f}")
+                f"{kern[cand]['attention_kernel_ms']:9.4f} {kr:11.3f} {bench[cand]:9.4f}")
         if args.ncu:
             best = [n for n in sorted(summ, key=lambda n: summ[n]["median_ms"])
                     if n != "sdpa"][:2]
-            report = os.path.join(os.environ.get("OUT", "."), name[:-5] + "_ncu.csv")
+            report = ncu_report_path(out)  # from the check file, not a loop variable
             ncu = ["ncu", "--metrics", ",".join(NCU_METRICS), "-k",
                    "regex:_gluon_attn_fwd|fprop", "--csv", "--page", "raw",
                    "--log-file", report, sys.executable, os.path.join(HERE, "gluon_ncu.py"),
@@ -323,9 +331,10 @@ def main(argv=None) -> int:
                          if ln.startswith("NCU_ORDER")]
                 kernels = parse_ncu_csv(text)
                 doc["ncu"] = {"order": order, "kernels": kernels, "rc": p.returncode,
+                              "csv": os.path.basename(report),
                               "stderr_tail": p.stderr[-1500:]}
-                for name, kr in zip(order, kernels):
-                    log(name, json.dumps({m.split("__")[1][:40]: kr[m] for m in NCU_METRICS}))
+                for cand, kr in zip(order, kernels):
+                    log(cand, json.dumps({m.split("__")[1][:40]: kr[m] for m in NCU_METRICS}))
             except Exception as exc:  # noqa: BLE001  (ncu missing or slow: recorded)
                 doc["ncu"] = {"error": f"{type(exc).__name__}: {exc}"}
     doc["complete"] = True

@@ -779,3 +779,47 @@ def test_ablation_writes_why_not_here_under_its_name(tmp_path, monkeypatch):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["gluon_ablation.json",
                                                           "gluon_ablation2_h200.json",
                                                           "gluon_ablation3_h200.json"]
+
+
+def test_ablation_ncu_csv_is_named_after_the_check_file(tmp_path, monkeypatch):
+    """ncu's CSV is ``<stem>_ncu.csv`` beside the check file, whichever candidate prints
+    last in the table (the table's loop once reused the file's variable: round 3's CSV came
+    back as ``overlap__ncu.csv``, from ``overlap_p2_s4``). The GPU steps are faked: the
+    timing child's ROW line and ncu's CSV."""
+    mod = _ablation()
+    from attn_analysis.measure import gluon_attention as ga_mod
+    monkeypatch.setattr(ga_mod, "unavailable_reason", lambda: None)
+    monkeypatch.setenv("OUT", str(tmp_path))
+    ms = {"sdpa": 0.050, "fa3_n128_s3": 0.048, "overlap_p2_s4": 0.053}
+    samples = {n: [m] * 2 for n, m in ms.items()}
+    row = {"summary": mod.summarise(samples), "samples_ms": samples,
+           "kernel": {n: {"attention_kernel_ms": m} for n, m in ms.items()},
+           "do_bench_cudagraph_ms": dict(ms)}
+    head = ",".join(f'"{h}"' for h in ["ID", "Kernel Name", *mod.NCU_METRICS])
+    body = [",".join([f'"{i}"', f'"{k}"'] + ['"1.5"'] * len(mod.NCU_METRICS))
+            for i, k in enumerate(["_gluon_attn_fwd", "_gluon_attn_fwd", "cudnn_fprop"])]
+    calls = []
+
+    def fake_run(cmd, **kw):
+        calls.append(cmd)
+        if cmd[0] == "ncu":
+            Path(cmd[cmd.index("--log-file") + 1]).write_text("\n".join([head, *body]))
+            out = "".join(f"NCU_ORDER {i} {n}\n"
+                          for i, n in enumerate(["fa3_n128_s3", "overlap_p2_s4", "sdpa"]))
+        else:
+            out = "ROW " + json.dumps(row) + "\n"
+        return subprocess.CompletedProcess(cmd, 0, stdout=out, stderr="")
+
+    monkeypatch.setattr(mod.subprocess, "run", fake_run)
+    assert mod.main(["--variants", "fa3_n128_s3,overlap_p2_s4", "--skip-grid", "--ncu",
+                     "--out-name", "gluon_ablation3_h200.json"]) == 0
+    assert [c[0] for c in calls] == [sys.executable, "ncu"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gluon_ablation3_h200.json",
+                                                          "gluon_ablation3_h200_ncu.csv"]
+    doc = json.loads((tmp_path / "gluon_ablation3_h200.json").read_text())
+    assert doc["ncu"]["csv"] == "gluon_ablation3_h200_ncu.csv"
+    assert doc["ncu"]["order"] == ["fa3_n128_s3", "overlap_p2_s4", "sdpa"]
+    assert len(doc["ncu"]["kernels"]) == 3 and doc["complete"]
+    assert mod.ncu_report_path("/o/x.json") == "/o/x_ncu.csv"
+    with pytest.raises(ValueError, match="`out`"):
+        mod.ncu_report_path("/o/x.csv")
