@@ -637,6 +637,91 @@ def test_round3_changes_one_step_from_its_base_and_fits():
             assert gc.shared_bytes(gc.config_for(d, name), d) <= gc.SMEM_BYTES
 
 
+# VARIANTS as they stood before rounds 2 and 3 were written as steps from a base
+# (2026-11-28, code b4125838), every entry in order: the check files in data/checks name
+# these variants, so a refactor must leave each one's configuration as it was.
+VARIANTS_SNAPSHOT = (
+    ("plain", {}),
+    ("persist", {"PERSIST": 1}),
+    ("warp_spec", {"MAXNREG": 168, "PERSIST": 1, "WARP_SPEC": True}),
+    ("pingpong", {"BLOCK_M": 64, "MAXNREG": 168, "PERSIST": 1, "PINGPONG": True,
+                  "WARP_SPEC": True, "num_warps": 4}),
+    ("fa3", {"BLOCK_M": 64, "MAXNREG": 168, "OVERLAP": True, "PERSIST": 1, "PINGPONG": True,
+             "WARP_SPEC": True, "num_warps": 4}),
+    ("overlap_only", {"OVERLAP": True, "STAGES": 3}),
+    ("ws_q2", {"MAXNREG": 168, "PERSIST": 1, "QBUF": 2, "WARP_SPEC": True}),
+    ("ws_n128", {"BLOCK_N": 128, "MAXNREG": 168, "PERSIST": 1, "QBUF": 2, "STAGES": 2,
+                 "WARP_SPEC": True}),
+    ("pp_gemms", {"BLOCK_M": 64, "MAXNREG": 168, "PERSIST": 1, "PINGPONG": True, "PP_TURN": 1,
+                  "WARP_SPEC": True, "num_warps": 4}),
+    ("pp_exp", {"BLOCK_M": 64, "MAXNREG": 168, "PERSIST": 1, "PINGPONG": True, "PP_TURN": 2,
+                "WARP_SPEC": True, "num_warps": 4}),
+    ("cudnn_tile", {"BLOCK_M": 64, "BLOCK_N": 128, "MAXNREG": 168, "PERSIST": 1,
+                    "PINGPONG": True, "PP_TURN": 2, "QBUF": 2, "STAGES": 2, "WARP_SPEC": True,
+                    "num_warps": 4}),
+    ("fa3_n128", {"BLOCK_M": 64, "BLOCK_N": 128, "MAXNREG": 168, "OVERLAP": True, "PERSIST": 1,
+                  "PINGPONG": True, "QBUF": 2, "STAGES": 2, "WARP_SPEC": True, "num_warps": 4}),
+    ("cudnn_exp", {"BLOCK_M": 64, "BLOCK_N": 128, "EXP_SPLIT": 2, "MAXNREG": 168, "PERSIST": 1,
+                   "PINGPONG": True, "PP_TURN": 2, "QBUF": 2, "STAGES": 2, "WARP_SPEC": True,
+                   "num_warps": 4}),
+    ("overlap_exp", {"EXP_SPLIT": 2, "OVERLAP": True, "STAGES": 3}),
+    ("fa3_exp", {"BLOCK_M": 64, "EXP_SPLIT": 1, "MAXNREG": 168, "OVERLAP": True, "PERSIST": 1,
+                 "PINGPONG": True, "WARP_SPEC": True, "num_warps": 4}),
+    ("overlap_n128", {"BLOCK_N": 128, "OVERLAP": True, "STAGES": 3}),
+    ("overlap_n128_p1", {"BLOCK_N": 128, "OVERLAP": True, "PERSIST": 1, "STAGES": 3}),
+    ("overlap_n128_m64", {"BLOCK_M": 64, "BLOCK_N": 128, "OVERLAP": True, "STAGES": 3,
+                          "num_warps": 4}),
+    ("overlap_p2", {"OVERLAP": True, "PERSIST": 2, "STAGES": 3}),
+    ("cudnn_s3", {"BLOCK_M": 64, "BLOCK_N": 128, "MAXNREG": 168, "PERSIST": 1, "PINGPONG": True,
+                  "PP_TURN": 2, "QBUF": 2, "STAGES": 3, "WARP_SPEC": True, "num_warps": 4}),
+    ("fa3_n128_s3", {"BLOCK_M": 64, "BLOCK_N": 128, "MAXNREG": 168, "OVERLAP": True,
+                     "PERSIST": 1, "PINGPONG": True, "QBUF": 2, "STAGES": 3, "WARP_SPEC": True,
+                     "num_warps": 4}),
+    ("ws_n128_s3", {"BLOCK_N": 128, "MAXNREG": 168, "PERSIST": 1, "QBUF": 2, "STAGES": 3,
+                    "WARP_SPEC": True}),
+    ("ws_ovl_n128", {"BLOCK_N": 128, "MAXNREG": 168, "OVERLAP": True, "PERSIST": 1, "QBUF": 2,
+                     "STAGES": 3, "WARP_SPEC": True}),
+    ("cudnn_kv", {"BLOCK_M": 64, "BLOCK_N": 128, "KV_SPLIT": 1, "MAXNREG": 168, "PERSIST": 1,
+                  "PINGPONG": True, "PP_TURN": 2, "QBUF": 2, "STAGES": 2, "WARP_SPEC": True,
+                  "num_warps": 4}),
+    ("ws_ovl_kv", {"BLOCK_N": 128, "KV_SPLIT": 1, "MAXNREG": 168, "OVERLAP": True, "PERSIST": 1,
+                   "QBUF": 2, "STAGES": 3, "WARP_SPEC": True}),
+    ("fa3_kv_s3", {"BLOCK_M": 64, "BLOCK_N": 128, "KV_SPLIT": 1, "MAXNREG": 168,
+                   "OVERLAP": True, "PERSIST": 1, "PINGPONG": True, "QBUF": 2, "STAGES": 3,
+                   "WARP_SPEC": True, "num_warps": 4}),
+    ("fa3_kv_s4", {"BLOCK_M": 64, "BLOCK_N": 128, "KV_SPLIT": 1, "MAXNREG": 168,
+                   "OVERLAP": True, "PERSIST": 1, "PINGPONG": True, "QBUF": 2, "STAGES": 4,
+                   "WARP_SPEC": True, "num_warps": 4}),
+    ("overlap_p2_s4", {"OVERLAP": True, "PERSIST": 2, "STAGES": 4}),
+)
+def test_variants_are_as_before_they_were_written_as_steps():
+    assert [(n, v) for n, v in gc.VARIANTS.items()] == list(VARIANTS_SNAPSHOT)
+
+
+@pytest.mark.parametrize("name", ["gluon_ablation_h100.json", "gluon_ablation2_h200.json",
+                                  "gluon_ablation3_h200.json"])
+def test_variants_build_the_configurations_the_ablations_recorded(name):
+    """Each timed variant's configuration as the ablation built it (``timing.info``; the
+    H100 round predates KV_SPLIT, which then was off) is ``config_for`` at D64 today."""
+    from attn_analysis.record import checks
+    info = checks.read(ROOT / "data" / "checks" / name, "gluon_check")["timing"]["info"]
+    assert info
+    for variant, built in info.items():
+        recorded = gc.full_config({k: built[k] for k in gc.CONFIG_KEYS if k in built}, 64)
+        assert recorded == gc.config_for(64, variant), (name, variant)
+
+
+def test_variant_steps_refuse_a_repeated_name_or_an_unknown_base():
+    base = {"a": {"STAGES": 3}}
+    assert gc._steps(base, (("b", "a", {"PERSIST": 2}), ("c", "b", {"STAGES": 4}))) == {
+        "b": {"STAGES": 3, "PERSIST": 2}, "c": {"STAGES": 4, "PERSIST": 2}}
+    with pytest.raises(ValueError, match="`steps` names the variant 'a' twice"):
+        gc._steps(base, (("a", "a", {}),))
+    with pytest.raises(ValueError, match="`steps`: the base 'z'"):
+        gc._steps(base, (("b", "z", {}),))
+    assert base == {"a": {"STAGES": 3}}  # the variants given are not changed
+
+
 def test_head_dim_overrides_are_only_where_needed():
     """Each override at D128 exists because the variant's own setting does not fit there
     (a test that fails if an override becomes unnecessary), and the overridden variant

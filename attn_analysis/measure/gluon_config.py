@@ -75,7 +75,8 @@ DEFAULT_CONFIGS = {
          "QBUF": 1, "PP_TURN": 0, "EXP_SPLIT": 0, "KV_SPLIT": 0},
 }
 # The ablation, in the order of the issue's schedule steps; each names the keys it changes
-# from the default of its head dim. "overlap_only" isolates the intra-warpgroup overlap on
+# from the default of its head dim (rounds 2 and 3, below, the keys they change from a
+# variant before them). "overlap_only" isolates the intra-warpgroup overlap on
 # the plain kernel. PINGPONG's BLOCK_M is per consumer warpgroup (a tile is 2 x 64 rows).
 VARIANTS = {
     "plain": {},
@@ -111,45 +112,53 @@ VARIANTS = {
     "overlap_exp": {"OVERLAP": True, "STAGES": 3, "EXP_SPLIT": 2},
     "fa3_exp": {"PERSIST": 1, "WARP_SPEC": True, "PINGPONG": True, "OVERLAP": True,
                 "BLOCK_M": 64, "num_warps": 4, "MAXNREG": 168, "EXP_SPLIT": 1},
+}
+
+
+def _steps(variants: dict, steps: tuple) -> dict:
+    """The variants of ``steps``, ``(name, base, changes)`` in order: each is its base's
+    entry (of ``variants`` or an earlier step) with ``changes`` applied, so a variant states
+    only what it changes. ValueError naming ``steps`` for a name given twice or an unknown
+    base."""
+    out = {}
+    for name, base, changes in steps:
+        if name in variants or name in out:
+            raise ValueError(f"`steps` names the variant {name!r} twice.")
+        known = {**variants, **out}
+        if base not in known:
+            raise ValueError(f"`steps`: the base {base!r} of {name!r} is not an earlier "
+                             f"variant.")
+        out[name] = {**known[base], **changes}
+    return out
+
+
+VARIANTS.update(_steps(VARIANTS, (
     # Issue 43's second round (notes/kernel-schedules.md, "second round"): the H100
     # round's winners combined. Shared memory at D64 (Q and O 16 KiB each per consumer,
     # a 128-key slot 32 KiB): overlap_n128 128 KiB, one program per SM where overlap_only's
     # 80 KiB allowed two; cudnn_s3 144 KiB; ws_n128_s3 and ws_ovl_n128 144 KiB.
-    "overlap_n128": {"OVERLAP": True, "STAGES": 3, "BLOCK_N": 128},
-    "overlap_n128_p1": {"OVERLAP": True, "STAGES": 3, "BLOCK_N": 128, "PERSIST": 1},
-    "overlap_n128_m64": {"OVERLAP": True, "STAGES": 3, "BLOCK_N": 128, "BLOCK_M": 64,
-                         "num_warps": 4},
-    "overlap_p2": {"OVERLAP": True, "STAGES": 3, "PERSIST": 2},
-    "cudnn_s3": {"PERSIST": 1, "WARP_SPEC": True, "PINGPONG": True, "BLOCK_M": 64,
-                 "num_warps": 4, "MAXNREG": 168, "BLOCK_N": 128, "STAGES": 3,
-                 "QBUF": 2, "PP_TURN": 2},
-    "fa3_n128_s3": {"PERSIST": 1, "WARP_SPEC": True, "PINGPONG": True, "OVERLAP": True,
-                    "BLOCK_M": 64, "num_warps": 4, "MAXNREG": 168, "BLOCK_N": 128,
-                    "STAGES": 3, "QBUF": 2},
-    "ws_n128_s3": {"PERSIST": 1, "WARP_SPEC": True, "MAXNREG": 168, "BLOCK_N": 128,
-                   "STAGES": 3, "QBUF": 2},
-    "ws_ovl_n128": {"PERSIST": 1, "WARP_SPEC": True, "OVERLAP": True, "MAXNREG": 168,
-                    "BLOCK_N": 128, "STAGES": 3, "QBUF": 2},
+    ("overlap_n128", "overlap_only", {"BLOCK_N": 128}),
+    ("overlap_n128_p1", "overlap_n128", {"PERSIST": 1}),
+    ("overlap_n128_m64", "overlap_n128", {"BLOCK_M": 64, "num_warps": 4}),
+    ("overlap_p2", "overlap_only", {"PERSIST": 2}),
+    ("cudnn_s3", "cudnn_tile", {"STAGES": 3}),
+    ("fa3_n128_s3", "fa3_n128", {"STAGES": 3}),
+    ("ws_n128_s3", "ws_n128", {"STAGES": 3}),
+    ("ws_ovl_n128", "ws_n128_s3", {"OVERLAP": True}),
     # K and V on barriers of their own, on the two warp-specialised schedules closest to
     # cuDNN's engine (same shared memory as their bases: barriers aside).
-    "cudnn_kv": {"PERSIST": 1, "WARP_SPEC": True, "PINGPONG": True, "BLOCK_M": 64,
-                 "num_warps": 4, "MAXNREG": 168, "BLOCK_N": 128, "STAGES": 2,
-                 "QBUF": 2, "PP_TURN": 2, "KV_SPLIT": 1},
-    "ws_ovl_kv": {"PERSIST": 1, "WARP_SPEC": True, "OVERLAP": True, "MAXNREG": 168,
-                  "BLOCK_N": 128, "STAGES": 3, "QBUF": 2, "KV_SPLIT": 1},
+    ("cudnn_kv", "cudnn_tile", {"KV_SPLIT": 1}),
+    ("ws_ovl_kv", "ws_ovl_n128", {"KV_SPLIT": 1}),
     # Issue 43's third round (notes/kernel-schedules.md, "Round 3"): round 2's fastest,
     # fa3_n128_s3, with K and V apart (144 KiB), then with a fourth slot (176 KiB: a whole
     # tile's four key tiles in the ring); overlap_p2 with a fourth slot (96 KiB, still two
     # programs per SM), which doubles its single-partition prefetch lead (STAGES - 2 key
     # tiles ahead).
-    "fa3_kv_s3": {"PERSIST": 1, "WARP_SPEC": True, "PINGPONG": True, "OVERLAP": True,
-                  "BLOCK_M": 64, "num_warps": 4, "MAXNREG": 168, "BLOCK_N": 128,
-                  "STAGES": 3, "QBUF": 2, "KV_SPLIT": 1},
-    "fa3_kv_s4": {"PERSIST": 1, "WARP_SPEC": True, "PINGPONG": True, "OVERLAP": True,
-                  "BLOCK_M": 64, "num_warps": 4, "MAXNREG": 168, "BLOCK_N": 128,
-                  "STAGES": 4, "QBUF": 2, "KV_SPLIT": 1},
-    "overlap_p2_s4": {"OVERLAP": True, "STAGES": 4, "PERSIST": 2},
-}
+    ("fa3_kv_s3", "fa3_n128_s3", {"KV_SPLIT": 1}),
+    ("fa3_kv_s4", "fa3_kv_s3", {"STAGES": 4}),
+    ("overlap_p2_s4", "overlap_p2", {"STAGES": 4}),
+)))
+
 # Where a variant's setting does not fit an sm90 block at a head dim (the second round is
 # tuned for D64; the float64 grid still checks D128, where a 128-key slot is 64 KiB): the
 # keys it takes there instead. The warp-specialised ones keep their schedule with 2 slots
