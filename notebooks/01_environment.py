@@ -166,10 +166,15 @@ nbs.glue_text("env_tm_model", tm_model)
 nbs.glue_text("env_tm_file", next(f"data/checks/{k}.json" for k in sorted(checks)
                                   if timers.gpu_model(checks[k]) == tm_model))
 nbs.glue_text("env_tm_clock_sentence", timer_answer.clock_sentence(tm_doc))
-nbs.glue_text("env_tm_eager_sentence", " ".join(
-    [timer_answer.eager_sentence(v, model) for model, v in sorted(answers.items())]
-    + [timer_answer.not_answered_sentence(m, timer_docs.get(m))
-       for m in sorted(set(timers.MODELS) - set(answers))]))
+# the abstract's eager answer per GPU model, at the book's margin
+from attn_analysis.analyse.stats import DEFAULT_MARGIN
+nbs.glue_text("env_tm_eager_clause", timer_answer.eager_clause(answers, timers.MODELS,
+                                                                DEFAULT_MARGIN))
+# the models whose cross-check gives no answer at the target, and why (methods says it)
+nbs.glue_text("env_tm_missing_sentence", " ".join(
+    timer_answer.not_answered_sentence(m, timer_docs.get(m))
+    for m in sorted(set(timers.MODELS) - set(answers)))
+    or "Every GPU model has a timer cross-check at the target.")
 nbs.glue_text("env_tm_direction_sentence", timer_answer.direction_sentence(answers[tm_model]))
 long_docs = [d for d in checks.values()
              if timers.gpu_model(d) == tm_model and configs.TARGET.key not in d["plan"]["shapes"]]

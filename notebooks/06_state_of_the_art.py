@@ -163,7 +163,9 @@ for machine, t in target_tables.items():
 # confirmatory matrix (`configs.MATRICES["confirm-v1"]`). It ran with
 # {glue:text}`sa_confirm_n_proc:d` processes on a second GPU of each model, one family of
 # {glue:text}`sa_confirm_m:d` comparisons per run, {glue:text}`sa_confirm_per_level:s`
-# custom-kernel comparisons per level ({glue:text}`sa_confirm_runs:s`).
+# custom-kernel comparisons per level ({glue:text}`sa_confirm_runs:s`). A powered,
+# pre-registered run of the long grid's S = 2048 and 8192 rows, over a host's GPUs, decides
+# them at its own family ({ref}`powered-long`).
 
 # %% tags=["remove-input"]
 explore = [t for c in ("reports", "long") for t in tabs[c].values()]

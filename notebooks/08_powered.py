@@ -12,15 +12,13 @@
 # ---
 
 # %% [markdown]
-# # 3.7 The reports' matrix, decided
+# # 3.7 Powered runs: the reports' matrix and the long grid, decided
 #
-# {glue:text}`pw_counts_sentence:s`
-# {glue:text}`pw_untimed_sentence:s`
+# {glue:text}`pw_sentences:s`
 #
-# Run {glue:text}`pw_run:s` is confirmatory. At the reports' shape it replicates, at the call
-# and kernel levels, the answer per GPU model of {ref}`sota-target`.
-# {glue:text}`pw_plan_sentence:s` Its processes were spread over a host's GPUs in shards,
-# then merged. {glue:text}`pw_decidability:s`
+# At the reports' shape this run replicates, at the call and kernel levels, the answer
+# per GPU model of {ref}`3.5 <sota-target>`. Each powered run's processes were spread over
+# a host's GPUs in shards, then merged. The long grid's run is in {ref}`powered-long`.
 
 # %% tags=["parameters", "hide-input"]
 runs_dir = "data/runs"    # recorded runs, relative to the repository root
@@ -47,45 +45,45 @@ confirm = inv[(inv["role"] == "confirmatory") & inv["campaign"].isin(
 if confirm.empty:
     raise ValueError("no recorded run of a pre-registered powered campaign.")
 runs = nbs.load_runs(params["runs_dir"])
-first = confirm.iloc[0]
-run = runs[first["run"]]
-plan = configs.POWERED_PLANS[first["campaign"]]
-# the family as planned, judged as `python -m attn_analysis compare <run>` judges it
-table = pw.family_table(run, plan, margin=params["margin"], n_resamples=params["n_resamples"])
-m = int(table["n_comparisons"].iloc[0])
-counts = pw.verdict_counts(table, plan["family_candidates"])
-controls = pw.verdict_counts(table, [c for c in table["candidate"].unique()
-                                     if c not in plan["family_candidates"]]) \
-    if set(table["candidate"]) - set(plan["family_candidates"]) else None
-nbs.glue_text("pw_counts_sentence",
-              f"Run {first['run']} measured the reports' matrix with "
-              f"{int(first['processes'])} processes on {inventory.compact_labels(first['gpus'])} "
-              f"({first['model']}). Its family was fixed in advance: m = {m}, at the call and "
-              f"kernel levels. Of its {counts['total']} comparisons of a candidate with SDPA: "
-              f"{pw.headline_phrase(counts)}."
-              + (f" Of the A/A twin's {controls['total']}, {pw.counts_sentence(controls)}."
-                 if controls else ""))
-# the abstract states the same four counts, from the same phrase
-nbs.glue_text("pw_headline", pw.headline_phrase(counts))
-nbs.glue_text("pw_total", str(counts["total"]))
-nbs.glue_text("pw_model", str(first["model"]))
-nbs.glue_text("pw_run", str(first["run"]))
-nbs.glue_text("pw_processes", str(int(first["processes"])))
-nbs.glue_text("pw_gpus", inventory.compact_labels(first["gpus"]))
-nbs.glue_text("pw_plan_sentence", pw.plan_sentence(first))
-missing = sota.untimed(run)
-missing = missing[missing["candidate"].isin(plan["family_candidates"])]
-nbs.glue_text("pw_untimed_sentence", " ".join(
-    f"Candidate {r.candidate} was planned but not timed ({r.status}: "
-    f"{r.reason.split(' (')[0]})."
-    for r in missing.itertuples()))
-sigmas = power.load_design_sigmas(device=run.device, configs=run.samples["config"].unique(),
-                                  candidates=sorted(run.samples["candidate"].unique()))
-nbs.glue_text("pw_decidability", pw.decidability_sentence(
-    power.design_report(int(first["processes"]), m, {lv: s for lv, s in (sigmas or {}).items()
-                                                     if lv in plan["levels"]},
-                        params["margin"]), int(first["processes"]), first["model"]) if sigmas else
-    "No design SDs are recorded for this GPU model, so whether the run decides is not said.")
+# each powered campaign's texts under its own glue prefix; the first run of a campaign
+# (inventory order) is the one the abstract and the other chapters name
+PREFIX = {"powered-v1-reports": "pw", "powered-v2-long": "pwl"}
+tables_by_campaign = {}
+for campaign, rows in confirm.groupby("campaign", sort=False):
+    plan = configs.POWERED_PLANS[campaign]
+    prefix = PREFIX.get(campaign, campaign.replace("-", "_"))
+    parts, shown = [], []
+    for i, row in enumerate(rows.itertuples(index=False)):
+        row = pd.Series(row._asdict())
+        run = runs[row["run"]]
+        # the family as planned, judged as `python -m attn_analysis compare <run>` judges it
+        table = pw.family_table(run, plan, margin=params["margin"],
+                                n_resamples=params["n_resamples"])
+        texts = pw.run_texts(row, table, plan, sota.untimed(run),
+                             inventory.compact_labels(row["gpus"]))
+        sigmas = power.load_design_sigmas(
+            device=run.device, configs=run.samples["config"].unique(),
+            candidates=sorted(run.samples["candidate"].unique()),
+            placements=int(row["placements_per_unit"]))
+        decides = pw.decidability_sentence(
+            power.design_report(int(row["processes"]), int(texts["m"]),
+                                {lv: sg for lv, sg in (sigmas or {}).items()
+                                 if lv in plan["levels"]}, params["margin"]),
+            int(row["processes"]), row["model"]) if sigmas else (
+            "No design SDs are recorded for this GPU model, so whether the run decides is "
+            "not said.")
+        parts.append(" ".join(t for t in (texts["counts_sentence"], texts["untimed_sentence"],
+                                          texts["plan_sentence"], decides) if t))
+        if i == 0:  # the abstract and other chapters state the first run's counts
+            for key in ("headline", "headline_short", "total", "model", "run", "processes", "gpus",
+                        "inconclusive_share"):
+                nbs.glue_text(f"{prefix}_{key}", texts[key])
+        shown.append((pw.speedup_display(table).assign(run=row["run"], m=texts["m"]),
+                      table.assign(run=row["run"])))
+    nbs.glue_text(f"{prefix}_sentences", " ".join(parts))
+    tables_by_campaign[campaign] = (pd.concat([d for d, _ in shown], ignore_index=True),
+                                    pd.concat([f for _, f in shown], ignore_index=True), rows)
+
 near = inv[inv["campaign"] == "neighbours-v1"].set_index("run")
 pairs = neighbours.control_pairs(near.index)
 nbs.glue_text("pw_neighbours_sentence", pw.neighbours_sentence({
@@ -98,22 +96,40 @@ lever = {rid: placement_lever.lever_summary(r.placements) for rid, r in runs.ite
          if placement_lever.placements_per_process(r.placements) >= 32}
 nbs.glue_text("pw_lever_sentence", pw.lever_sentence(lever))
 
+# %% tags=["remove-input"]
+def show_campaign(campaign, name, csv):
+    """The campaign's compact table, one block of rows per run, with its caption."""
+    shown, full, rows = tables_by_campaign[campaign]
+    devices = ", ".join(sorted({runs[r].device for r in rows["run"]}))
+    one = shown["run"].nunique() == 1  # one run: named in the caption, not in every row
+    cols = [*([] if one else ["run"]), "config",
+            *[c for c in shown.columns if c not in ("run", "config", "m")]]
+    tables.show(shown[cols],
+                f"{devices}, " + (f"run {shown['run'].iloc[0]}" if one else
+                                  f"campaign {campaign}") + ": speedup over SDPA at the call and the kernel "
+                f"level, each with its verdict at m = {shown['m'].iloc[0]}: ▲ faster, "
+                f"▼ slower, ≈ equivalent, ? inconclusive, △ ▽ faster or slower within the "
+                f"margin, ~ undecided at this precision. Intervals in the CSV.",
+                name=name, csv=csv, full=full)
+
+
+show_campaign("powered-v1-reports", "tbl-powered", "powered_family.csv")
+
 # %% [markdown]
-# ## The long grid
+# (powered-long)=
+# ## The long grid, decided
 #
-# The long grid's per-process spread is larger than the reports' shapes'.
+# {glue:text}`pwl_sentences:s`
+#
+# The long grid's per-process spread is larger than the reports' shapes'. More placements
+# per process are the lever that lets its run decide at its family.
 # {glue:text}`pw_lever_sentence:s`
+
+# %% tags=["remove-input"]
+show_campaign("powered-v2-long", "tbl-powered-long", "powered_long_family.csv")
 
 # %% [markdown]
 # ## Neighbours, the condition for spreading processes
 #
 # Spreading processes over a host's GPUs is trusted only if neighbours do not move the
 # controls. {glue:text}`pw_neighbours_sentence:s`
-
-# %% tags=["remove-input"]
-tables.show(pw.speedup_display(table),
-            f"{run.device}, run {first['run']}: speedup over SDPA at the call and the kernel "
-            f"level, each with its verdict at m = {m}: ▲ faster, ▼ slower, ≈ equivalent, "
-            f"? inconclusive, △ ▽ faster or slower within the margin, ~ undecided at this "
-            f"precision. Intervals in the CSV.",
-            name="tbl-powered", csv="powered_family.csv", full=table)

@@ -117,8 +117,14 @@ def test_headline_counts_fold_the_verdicts_into_four_that_sum_to_the_total():
                                           "inconclusive": 6}
     assert pw.headline_phrase(counts) == ("10 faster, 21 equivalent (3 of them differ inside "
                                           "the margin), 63 slower and 6 inconclusive")
+    assert pw.headline_phrase(counts, within=False) == (
+        "10 faster, 21 equivalent, 63 slower and 6 inconclusive")
     assert pw.headline_phrase({V.EQUIVALENT.value: 20, "total": 20}) == (
         "0 faster, 20 equivalent, 0 slower and 0 inconclusive")
+    # every equivalent verdict within the margin: said once, not "4 of them" of 4
+    assert pw.headline_phrase({V.FASTER.value: 5, V.FASTER_WITHIN_MARGIN.value: 3,
+                               V.SLOWER_WITHIN_MARGIN.value: 1, "total": 9}) == (
+        "5 faster, 4 equivalent (all differ inside the margin), 0 slower and 0 inconclusive")
     with pytest.raises(ValueError, match="`counts`"):
         pw.headline_counts({V.SLOWER.value: 3})
     with pytest.raises(ValueError, match="sum"):
@@ -150,3 +156,38 @@ def test_lever_sentence_calls_it_placement_noise_only_near_the_noise_ratio():
     text = pw.lever_sentence(far)
     assert "in run r2, 48 placements" in text and text.endswith("do not remove the spread.")
     assert "No run" in pw.lever_sentence({})
+
+
+def test_run_texts_state_the_family_and_the_twin_apart_from_the_inventory_row():
+    from attn_analysis.analyse.stats import Verdict as V
+    rows = [("A", "k1", "call", V.FASTER.value), ("A", "k1", "kernel", V.FASTER.value),
+            ("A", "k2", "call", V.SLOWER.value), ("A", "k2", "kernel", V.INCONCLUSIVE.value),
+            ("A", "twin", "call", V.EQUIVALENT.value), ("A", "twin", "kernel", V.EQUIVALENT.value)]
+    table = pd.DataFrame(rows, columns=["config", "candidate", "level", "verdict"]).assign(
+        speedup=1.0, n_comparisons=4)
+    row = pd.Series({"run": "r1", "model": "H200", "processes": 6, "gpus": ["H200-a", "H200-b"],
+                     "plan_committed_utc": "2026-11-28T06:30:02+00:00",
+                     "first_entry_utc": "2026-11-28T06:44:25+00:00"})
+    plan = {"family_candidates": ("k1", "k2"), "matrix": "long-v2"}
+    untimed = pd.DataFrame({"candidate": ["k2", "twin"], "status": ["unsupported"] * 2,
+                            "reason": ["not importable (detail)", "x"]})
+    t = pw.run_texts(row, table, plan, untimed, "H200-a,b")
+    assert t["headline"] == t["headline_short"] == (
+        "2 faster, 0 equivalent, 1 slower and 1 inconclusive")
+    assert t["total"] == "4" and t["m"] == "4" and t["inconclusive_share"] == "25%"
+    assert t["counts_sentence"] == (
+        "Run r1 measured the long grid's rows at S = 2048 and 8192 with 6 processes on "
+        "H200-a,b (H200). Its family was fixed in advance: m = 4, at the call and kernel "
+        "levels. Of its 4 comparisons of a candidate with SDPA: 2 faster, 0 equivalent, "
+        "1 slower and 1 inconclusive. Of the A/A twin's 2, 2 are equivalent.")
+    # only the family's untimed candidates, the reason before its parenthesis
+    assert t["untimed_sentence"] == ("Candidate k2 was planned but not timed (unsupported: "
+                                     "not importable).")
+    assert t["plan_sentence"].startswith("Pre-registered")
+    assert pw.run_texts(row, table, plan)["gpus"] == "H200-a, H200-b"
+    assert "matrix other-v9" in pw.run_texts(row, table, {**plan, "matrix": "other-v9"}
+                                             )["counts_sentence"]
+    with pytest.raises(ValueError, match="`campaign`"):
+        pw.run_texts(row, table, {"levels": ("call",)})
+    with pytest.raises(ValueError, match="`table`"):
+        pw.run_texts(row, table.iloc[:0], plan)

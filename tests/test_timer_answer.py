@@ -76,8 +76,22 @@ def test_answer_values_name_the_fastest_custom_kernel_per_timer_and_the_host_sha
         (1980, 1882, 1905)
     assert abs(v["sustained_shift"]) < 0.005
     assert v["sustained_shift_low"] < v["sustained_shift"] < v["sustained_shift_high"]
-    text = tn.eager_sentence(v, "H200")
-    assert text.startswith("Per eager call on the H200") and f"{v['ref_host_share']:.0%} of SDPA's call" in text
+    # an eager interval past both margins is inconclusive; a model without a check is named
+    # as not recorded
+    wide = {**v, "eager_low": 0.84, "eager_high": 1.08}
+    assert tn.eager_clause({"H200": wide}, ["H100", "H200"], 0.02) == (
+        "per eager call, inconclusive on the H200; not recorded on the H100")
+    assert tn.eager_clause({"H200": {**v, "eager_low": float("nan")}}, ["H200"], 0.02) == (
+        "per eager call, no answer; not recorded on the H200")
+    fast = {**v, "eager_low": 1.05, "eager_high": 1.08}
+    assert tn.eager_clause({"H200": fast, "H100": {**v, "eager_low": 0.985,
+                                                   "eager_high": 0.995}},
+                           ["H100", "H200"], 0.02) == (
+        "per eager call, equivalent on the H100 and faster on the H200")
+    with pytest.raises(ValueError, match="`margin`"):
+        tn.eager_clause({"H200": v}, ["H200"], 2.0)
+    with pytest.raises(ValueError, match="`models`"):
+        tn.eager_clause({"H200": v}, [], 0.02)
 
 
 def test_clock_sentence_says_who_keeps_its_clock_and_by_how_much_it_gains():

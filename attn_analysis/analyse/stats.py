@@ -22,7 +22,7 @@ from .margin import DEFAULT_MARGIN, MARGIN_RANGE, margin_iv
 
 __all__ = ["INTERVAL_METHODS", "DEFAULT_INTERVAL", "DEFAULT_MARGIN", "MARGIN_RANGE",
            "PRINT_PRECISION", "MC_Z", "TOSTResult", "Verdict", "VERDICT_ORDER", "Comparison",
-           "margin_iv", "tost_ratio", "decide", "compare"]
+           "margin_iv", "tost_ratio", "interval_verdict", "decide", "compare"]
 
 # The equivalence margin on a speedup (DEFAULT_MARGIN, MARGIN_RANGE, margin_iv) is
 # :mod:`.margin`'s, named here too: every function below that judges by it defaults to it.
@@ -144,8 +144,10 @@ def tost_ratio(baseline, candidate, margin: float, alpha: float = 0.05,
     return _tost_from(ratio, reps, alpha, margin, base, cand)
 
 
-def _rule(low: float, high: float, lower: float, upper: float) -> Verdict:
-    """The verdict of an interval ``[low, high]`` against the margin ``[lower, upper]``."""
+def interval_verdict(low: float, high: float, lower: float, upper: float) -> Verdict:
+    """The verdict of an interval ``[low, high]`` against the margin ``[lower, upper]``:
+    the rule of :func:`decide`, without its precision check (for intervals that carry no
+    Monte Carlo error, such as a t-interval over processes)."""
     if low > upper:
         return Verdict.FASTER
     if high < lower:
@@ -188,12 +190,12 @@ def decide(ci: RatioCI, margin: float = DEFAULT_MARGIN, precision: float = PRINT
     tol_lo = max(precision, MC_Z * ci.mc_se_low)
     tol_hi = max(precision, MC_Z * ci.mc_se_high)
     span = f"{ci.confidence:.2%} CI of the speedup [{ci.low:.4f}, {ci.high:.4f}]"
-    verdict = _rule(ci.low, ci.high, lower, upper)
+    verdict = interval_verdict(ci.low, ci.high, lower, upper)
     corners = set()
     for lo in (ci.low - tol_lo, ci.low + tol_lo):
         for hi in (ci.high - tol_hi, ci.high + tol_hi):
             lo_, hi_ = (lo, hi) if lo <= hi else ((lo + hi) / 2,) * 2
-            corners.add(_rule(lo_, hi_, lower, upper))
+            corners.add(interval_verdict(lo_, hi_, lower, upper))
     within = {Verdict.EQUIVALENT, Verdict.FASTER_WITHIN_MARGIN, Verdict.SLOWER_WITHIN_MARGIN}
     if corners != {verdict} and corners | {verdict} <= within:
         # Inside the margin whichever way the ends move; only whether the interval

@@ -17,9 +17,13 @@ from ..configs import BASELINE
 
 __all__ = ["LEVELS", "MARKS", "family_table", "verdict_counts", "headline_counts",
            "headline_phrase", "counts_sentence", "inconclusive_share", "decidability_sentence",
-           "plan_sentence", "speedup_display", "neighbours_sentence", "lever_sentence"]
+           "plan_sentence", "speedup_display", "neighbours_sentence", "lever_sentence",
+           "MATRIX_NAMES", "run_texts"]
 
 LEVELS = ("call", "kernel")
+# What each powered campaign's matrix is, in the page's words (configs.POWERED_PLANS' matrix)
+MATRIX_NAMES = {"reports-v1": "the reports' matrix",
+                "long-v2": "the long grid's rows at S = 2048 and 8192"}
 # A verdict as a mark beside its speedup in the page's compact table (legend in its caption)
 MARKS = {Verdict.FASTER.value: "▲", Verdict.FASTER_WITHIN_MARGIN.value: "△",
          Verdict.EQUIVALENT.value: "≈", Verdict.SLOWER_WITHIN_MARGIN.value: "▽",
@@ -80,16 +84,21 @@ def headline_counts(counts: dict) -> dict:
     return heads
 
 
-def headline_phrase(counts: dict) -> str:
+def headline_phrase(counts: dict, within: bool = True) -> str:
     """The four :func:`headline_counts` of a family in one phrase, the within-margin
     verdicts named inside "equivalent": '10 faster, 21 equivalent (3 of them differ inside
     the margin), 63 slower and 6 inconclusive'. The one statement of a powered run's
-    counts, in the abstract and on its page alike."""
+    counts, in the abstract and on its page alike; the abstract leaves the within-margin
+    detail to the page (``within`` false), the four counts stay the same."""
     heads = headline_counts(counts)
+    if not within:
+        return (f"{heads['faster']} faster, {heads['equivalent']} equivalent, "
+                f"{heads['slower']} slower and {heads['inconclusive']} inconclusive")
     within = sum(int(n) for v, n in counts.items()
                  if v in (Verdict.FASTER_WITHIN_MARGIN.value, Verdict.SLOWER_WITHIN_MARGIN.value))
     eq = f"{heads['equivalent']} equivalent" + (
-        f" ({within} of them differ inside the margin)" if within else "")
+        "" if not within else " (all differ inside the margin)" if within == heads["equivalent"]
+        else f" ({within} of them differ inside the margin)")
     return (f"{heads['faster']} faster, {eq}, {heads['slower']} slower and "
             f"{heads['inconclusive']} inconclusive")
 
@@ -203,3 +212,41 @@ def lever_sentence(summaries: dict, tolerance: float = 0.1) -> str:
     if all(abs(s.median_ratio - s.noise_ratio) <= tolerance for s in summaries.values()):
         return text + ", so the spread is placement noise and placements are the lever."
     return text + ", so more placements alone do not remove the spread."
+
+
+def run_texts(row, table: pd.DataFrame, campaign: dict, untimed: pd.DataFrame | None = None,
+              gpus: str | None = None) -> dict:
+    """The texts of one powered run's section, keyed as the page glues them (under a
+    prefix per campaign): ``row`` is the run's inventory row, ``table`` its
+    :func:`family_table`, ``campaign`` its ``configs.POWERED_PLANS`` entry, ``untimed``
+    the ``state_of_the_art.untimed`` rows of the run (planned units that were not timed)
+    and ``gpus`` its GPU labels in compact form. The family's counts and the A/A twin's
+    (every candidate outside the family) are stated apart."""
+    if not isinstance(campaign, dict) or "family_candidates" not in campaign:
+        raise ValueError(f"`campaign` must be a configs.POWERED_PLANS entry; got {campaign!r}.")
+    if table.empty:
+        raise ValueError("`table` must hold the run's comparisons.")
+    m = int(table["n_comparisons"].iloc[0])
+    family = list(campaign["family_candidates"])
+    counts = verdict_counts(table, family)
+    others = sorted(set(table["candidate"]) - set(family))
+    controls = verdict_counts(table, others) if others else None
+    what = MATRIX_NAMES.get(campaign.get("matrix"), f"matrix {campaign.get('matrix')}")
+    gpus = gpus or ", ".join(row["gpus"])
+    sentence = (f"Run {row['run']} measured {what} with {int(row['processes'])} processes on "
+                f"{gpus} ({row['model']}). Its family was fixed in advance: m = {m}, at the "
+                f"call and kernel levels. Of its {counts['total']} comparisons of a candidate "
+                f"with SDPA: {headline_phrase(counts)}."
+                + (f" Of the A/A twin's {controls['total']}, {counts_sentence(controls)}."
+                   if controls else ""))
+    missing = (untimed[untimed["candidate"].isin(family)] if untimed is not None
+               else pd.DataFrame(columns=["candidate", "status", "reason"]))
+    return {"counts_sentence": sentence, "headline": headline_phrase(counts),
+            "headline_short": headline_phrase(counts, within=False),
+            "total": str(counts["total"]), "model": str(row["model"]), "run": str(row["run"]),
+            "processes": str(int(row["processes"])), "gpus": gpus, "m": str(m),
+            "inconclusive_share": f"{inconclusive_share(counts):.0%}",
+            "plan_sentence": plan_sentence(row),
+            "untimed_sentence": " ".join(
+                f"Candidate {r.candidate} was planned but not timed ({r.status}: "
+                f"{str(r.reason).split(' (')[0]})." for r in missing.itertuples())}

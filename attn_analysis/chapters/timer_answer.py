@@ -23,7 +23,7 @@ from .state_of_the_art import CUSTOM_ORIGINS
 from .phrases import join
 
 __all__ = ["ANSWER_TIMERS", "ANSWER_LABELS", "custom_candidates", "answer_values",
-           "eager_sentence", "direction_sentence", "not_answered_sentence", "clock_table",
+           "eager_clause", "direction_sentence", "not_answered_sentence", "clock_table",
            "clock_sentence", "agreement_sentence"]
 
 # The timers that answer a user's question, and the key each gets in answer_values.
@@ -112,11 +112,27 @@ def _speedup(v, key) -> str:
     return text + f"{v[key + '_best']})"
 
 
-def eager_sentence(v: dict, model: str) -> str:
-    """The abstract's eager answer at the shape on one GPU model: the fastest custom kernel
-    per eager call, and the host's share of SDPA's call (``v``: :func:`answer_values`)."""
-    return (f"Per eager call on the {model}, the fastest custom kernel runs at "
-            f"{_speedup(v, 'eager')}; the host takes {v['ref_host_share']:.0%} of SDPA's call.")
+def eager_clause(answers: dict, models, margin: float) -> str:
+    """The abstract's eager answer at the shape: the fastest custom kernel's verdict per
+    eager call on each GPU model of ``models`` (its 95 % interval over processes against
+    ``margin``, the rule of ``stats.decide`` folded into the four headline categories), and
+    the models without an answer: 'per eager call, inconclusive on the H200; not recorded
+    on the H100'. ``answers`` maps a model to its :func:`answer_values`."""
+    from ..analyse import robustness
+    from ..analyse.stats import interval_verdict, margin_iv
+    margin = margin_iv(margin)
+    said, missing = [], []
+    for model in models:
+        v = answers.get(model)
+        if v is None or not (math.isfinite(v["eager_low"]) and math.isfinite(v["eager_high"])):
+            missing.append(f"the {model}")
+            continue
+        verdict = interval_verdict(v["eager_low"], v["eager_high"], 1 - margin, 1 + margin)
+        said.append(f"{robustness.category(verdict.value)} on the {model}")
+    if not said and not missing:
+        raise ValueError("`models` must name at least one GPU model.")
+    text = "per eager call, " + (join(said) if said else "no answer")
+    return text + (f"; not recorded on {join(missing)}" if missing else "")
 
 
 def direction_sentence(v: dict) -> str:
