@@ -43,6 +43,24 @@ def test_ci_runs_the_readmes_test_command_with_triton_required():
     assert ci.index("export ATTN_REQUIRE_TRITON=1") < ci.index(command)
 
 
+@pytest.mark.slow  # runs bash on a copy of .ci/run's command lines
+def test_ci_fails_when_the_readmes_install_fails(tmp_path):
+    """Regression: under `set -e` a failure inside an && list does not stop bash, so a
+    failed `pip install` skipped pytest and CI passed. The lines after the command exit."""
+    readme = (REPO / "README.md").read_text()
+    command = re.search(r"# 2\. Install what is needed and run the tests\n(.+)\n", readme)[1]
+    lines = (REPO / ".ci" / "run").read_text().splitlines()
+    at = lines.index(command)
+    script = "\n".join(["set -eo pipefail", "python3() { return 7; }", command, lines[at + 1],
+                        "echo reached-the-next-step"])
+    done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 7 and "reached-the-next-step" not in done.stdout
+    assert "failed (7)" in done.stdout
+    ok = script.replace("return 7", "return 0")
+    done = subprocess.run(["bash", "-c", ok], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "reached-the-next-step" in done.stdout
+
+
 def _without_triton(tmp_path, test_file: str, *pytest_args: str, **env):
     """Run ``tests/<test_file>`` in a child pytest where ``import triton`` fails."""
     hidden = tmp_path / "no_triton"
