@@ -80,7 +80,8 @@ nbs.glue_text("rep_plan_note", inventory.plan_statement(run_table))
 
 # %% tags=["remove-input"]
 rows = run_table.assign(
-    gpus=run_table["gpus"].map(inventory.compact_labels),
+    # a space after each comma lets a long list of GPUs wrap inside the text column
+    gpus=run_table["gpus"].map(inventory.compact_labels).str.replace(",", ", "),
     design=[f"{p}×{n:.0f}" if pd.notna(n) else f"{p}×?"
             for p, n in zip(run_table["placements_per_unit"], run_table["samples"])],
     first=run_table["first_entry_utc"].map(_minute),
