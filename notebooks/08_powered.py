@@ -104,9 +104,9 @@ def show_campaign(campaign, name, csv):
     one = shown["run"].nunique() == 1  # one run: named in the caption, not in every row
     cols = [*([] if one else ["run"]), "config",
             *[c for c in shown.columns if c not in ("run", "config", "m")]]
+    whose = f"run {shown['run'].iloc[0]}" if one else f"campaign {campaign}"
     tables.show(shown[cols],
-                f"{devices}, " + (f"run {shown['run'].iloc[0]}" if one else
-                                  f"campaign {campaign}") + ": speedup over SDPA at the call and the kernel "
+                f"{devices}, {whose}: speedup over SDPA at the call and the kernel "
                 f"level, each with its verdict at m = {shown['m'].iloc[0]}: ▲ faster, "
                 f"▼ slower, ≈ equivalent, ? inconclusive, △ ▽ faster or slower within the "
                 f"margin, ~ undecided at this precision. Intervals in the CSV.",

@@ -94,11 +94,11 @@ def headline_phrase(counts: dict, within: bool = True) -> str:
     if not within:
         return (f"{heads['faster']} faster, {heads['equivalent']} equivalent, "
                 f"{heads['slower']} slower and {heads['inconclusive']} inconclusive")
-    within = sum(int(n) for v, n in counts.items()
-                 if v in (Verdict.FASTER_WITHIN_MARGIN.value, Verdict.SLOWER_WITHIN_MARGIN.value))
+    n_within = sum(int(n) for v, n in counts.items() if v in
+                   (Verdict.FASTER_WITHIN_MARGIN.value, Verdict.SLOWER_WITHIN_MARGIN.value))
     eq = f"{heads['equivalent']} equivalent" + (
-        "" if not within else " (all differ inside the margin)" if within == heads["equivalent"]
-        else f" ({within} of them differ inside the margin)")
+        "" if not n_within else " (all differ inside the margin)"
+        if n_within == heads["equivalent"] else f" ({n_within} of them differ inside the margin)")
     return (f"{heads['faster']} faster, {eq}, {heads['slower']} slower and "
             f"{heads['inconclusive']} inconclusive")
 

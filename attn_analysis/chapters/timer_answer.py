@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import math
 
-from ..analyse import timer_agreement as ta
+from ..analyse import robustness, timer_agreement as ta
+from ..analyse.stats import interval_verdict, margin_iv
 from ..configs import TARGET
 from .state_of_the_art import CUSTOM_ORIGINS
 from .phrases import join
@@ -118,8 +119,6 @@ def eager_clause(answers: dict, models, margin: float) -> str:
     ``margin``, the rule of ``stats.decide`` folded into the four headline categories), and
     the models without an answer: 'per eager call, inconclusive on the H200; not recorded
     on the H100'. ``answers`` maps a model to its :func:`answer_values`."""
-    from ..analyse import robustness
-    from ..analyse.stats import interval_verdict, margin_iv
     margin = margin_iv(margin)
     said, missing = [], []
     for model in models:
