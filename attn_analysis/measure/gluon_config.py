@@ -179,7 +179,7 @@ HEAD_DIM_OVERRIDES = {128: {"overlap_n128": {"BLOCK_N": 64},
 NEXT_CHECKED = ("fa3_n128_s3",)
 # The variants that have passed the float64 grid on a GPU: the tuning space of the
 # ``gluon`` candidate (issue 43's variants join once their grid has passed).
-CHECKED_VARIANTS = ("plain", "persist", "warp_spec", "pingpong", "fa3", "overlap_only")
+CHECKED_VARIANTS = ("plain", "persist", "warp_spec", "pingpong", "fa3", "overlap_only") + NEXT_CHECKED
 # Issue 43's ablation: each new variant beside the one it changes (for the ablation table).
 ABLATION_VARIANTS = ("warp_spec", "ws_q2", "ws_n128", "pingpong", "pp_gemms", "pp_exp",
                      "cudnn_tile", "cudnn_exp", "fa3", "fa3_n128", "fa3_exp",
