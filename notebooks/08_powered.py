@@ -17,8 +17,10 @@
 # {glue:text}`pw_sentences:s`
 #
 # At the reports' shape this run replicates, at the call and kernel levels, the answer
-# per GPU model of {ref}`3.5 <sota-target>`. Each powered run's processes were spread over
-# a host's GPUs in shards, then merged. The long grid's run is in {ref}`powered-long`.
+# per GPU model of {ref}`3.5 <sota-target>`. Each powered run's processes ran in
+# {ref}`shards <methods-protocol2>`, on one or more hosts, then merged; `data/runs/README.md`
+# names the hosts. Counts fold the within-margin verdicts into equivalent
+# ({ref}`methods-interval`). The long grid's run is in {ref}`powered-long`.
 
 # %% tags=["parameters", "hide-input"]
 runs_dir = "data/runs"    # recorded runs, relative to the repository root
@@ -48,6 +50,16 @@ runs = nbs.load_runs(params["runs_dir"])
 # each powered campaign's texts under its own glue prefix; the first run of a campaign
 # (inventory order) is the one the abstract and the other chapters name
 PREFIX = {"powered-v1-reports": "pw", "powered-v2-long": "pwl"}
+LEVER_PLACEMENTS = 32  # a run with this many placements per process tests the lever
+
+
+def sigmas_at(run, placements):
+    """The design SDs of the run's GPU model, shapes and candidates at ``placements``."""
+    return power.load_design_sigmas(
+        device=run.device, configs=run.samples["config"].unique(),
+        candidates=sorted(run.samples["candidate"].unique()), placements=placements)
+
+
 tables_by_campaign = {}
 for campaign, rows in confirm.groupby("campaign", sort=False):
     plan = configs.POWERED_PLANS[campaign]
@@ -59,19 +71,20 @@ for campaign, rows in confirm.groupby("campaign", sort=False):
         # the family as planned, judged as `python -m attn_analysis compare <run>` judges it
         table = pw.family_table(run, plan, margin=params["margin"],
                                 n_resamples=params["n_resamples"])
-        texts = pw.run_texts(row, table, plan, sota.untimed(run),
-                             inventory.compact_labels(row["gpus"]))
-        sigmas = power.load_design_sigmas(
-            device=run.device, configs=run.samples["config"].unique(),
-            candidates=sorted(run.samples["candidate"].unique()),
-            placements=int(row["placements_per_unit"]))
-        decides = pw.decidability_sentence(
-            power.design_report(int(row["processes"]), int(texts["m"]),
-                                {lv: sg for lv, sg in (sigmas or {}).items()
-                                 if lv in plan["levels"]}, params["margin"]),
-            int(row["processes"]), row["model"]) if sigmas else (
-            "No design SDs are recorded for this GPU model, so whether the run decides is "
-            "not said.")
+        texts = pw.run_texts(row, table, plan, sota.untimed(run))
+        decides = pw.design_sentence(sigmas_at(run, int(row["placements_per_unit"])), plan,
+                                     int(row["processes"]), int(texts["m"]), row["model"],
+                                     params["margin"])
+        if i == 0:  # how the run was sharded and merged (threats)
+            nbs.glue_text(f"{prefix}_merge_sentence", pw.merge_sentence(run.info))
+        if i == 0 and int(row["placements_per_unit"]) >= LEVER_PLACEMENTS:
+            # a run of many placements: what its family would need at a quarter of them
+            few = int(row["placements_per_unit"]) // 4
+            few_sigmas = {lv: sg for lv, sg in (sigmas_at(run, few) or {}).items()
+                          if lv in plan["levels"]}
+            nbs.glue_text(f"{prefix}_need_few_sentence", pw.placements_need_sentence(
+                power.design_report(int(row["processes"]), int(texts["m"]), few_sigmas,
+                                    params["margin"]), few) if few_sigmas else "")
         parts.append(" ".join(t for t in (texts["counts_sentence"], texts["untimed_sentence"],
                                           texts["plan_sentence"], decides) if t))
         if i == 0:  # the abstract and other chapters state the first run's counts
@@ -92,9 +105,31 @@ nbs.glue_text("pw_neighbours_sentence", pw.neighbours_sentence({
     for c, s in pairs}, params["margin"]) if pairs else
     "No neighbours control is recorded, so spreading processes over a host is not shown safe.")
 
-lever = {rid: placement_lever.lever_summary(r.placements) for rid, r in runs.items()
-         if placement_lever.placements_per_process(r.placements) >= 32}
+# a powered run's lever over its family's comparisons only (m of them), others' over all
+family_of = {r: configs.POWERED_PLANS[c]["family_candidates"]
+             for r, c in zip(confirm["run"], confirm["campaign"])}
+lever = {rid: placement_lever.lever_summary(
+    r.placements[r.placements["candidate"].isin([configs.BASELINE, *family_of[rid]])]
+    if rid in family_of else r.placements) for rid, r in runs.items()
+    if placement_lever.placements_per_process(r.placements) >= LEVER_PLACEMENTS}
 nbs.glue_text("pw_lever_sentence", pw.lever_sentence(lever))
+
+# the pre-registered plans without a run, and why (protocol history)
+unrun = [c for c in configs.POWERED_PLANS
+         if c != "neighbours-v1" and c not in set(inv["campaign"])]
+unrun_text = []
+for c in unrun:
+    plan = configs.POWERED_PLANS[c]
+    cfgs = [k.key for k in configs.matrix(plan["matrix"])]
+    sg = power.load_design_sigmas(device=confirm["model"].iloc[0], configs=cfgs,
+                                  candidates=list(plan["candidates"]),
+                                  placements=plan.get("placements", 8))
+    if sg:
+        unrun_text.append(pw.unrun_plan_sentence(c, plan, power.design_report(
+            plan["trials"], plan["family_size"],
+            {lv: v for lv, v in sg.items() if lv in plan["levels"]}, params["margin"]),
+            confirm["model"].iloc[0]))
+nbs.glue_text("pw_unrun_sentence", " ".join(unrun_text) or "Every pre-registered powered plan has a run.")
 
 # %% tags=["remove-input"]
 def show_campaign(campaign, name, csv):
@@ -119,11 +154,12 @@ show_campaign("powered-v1-reports", "tbl-powered", "powered_family.csv")
 # (powered-long)=
 # ## The long grid, decided
 #
-# {glue:text}`pwl_sentences:s`
-#
-# The long grid's per-process spread is larger than the reports' shapes'. More placements
-# per process are the lever that lets its run decide at its family.
+# The long grid's per-process spread is larger than the reports' shapes'. More
+# {ref}`placements <methods-protocol2>` per process are the lever that lets its run decide.
 # {glue:text}`pw_lever_sentence:s`
+# {glue:text}`pwl_need_few_sentence:s`
+#
+# {glue:text}`pwl_sentences:s`
 
 # %% tags=["remove-input"]
 show_campaign("powered-v2-long", "tbl-powered-long", "powered_long_family.csv")

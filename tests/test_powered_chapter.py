@@ -39,7 +39,7 @@ def test_neighbours_sentence_follows_the_verdicts():
     text = pw.neighbours_sentence({"runs a, b (4 GPUs)": e, "runs c, d (2 GPUs)": e}, 0.02)
     assert text == ("Hosts tested: runs a, b (4 GPUs); runs c, d (2 GPUs). On each, neighbours "
                     "move no control beyond the margin (±2%): all 2 ratios of concurrent over "
-                    "one-at-a-time lie in [0.9960, 1.0010], each equivalent.")
+                    "one-at-a-time are equivalent, within [0.9960, 1.0010].")
     text = pw.neighbours_sentence({"h1": e, "h2": e.assign(verdict="inconclusive")}, 0.02)
     assert text.startswith("Neighbours are not shown") and "on h2 0.9990" in text
     assert "on h1" not in text
@@ -115,8 +115,11 @@ def test_headline_counts_fold_the_verdicts_into_four_that_sum_to_the_total():
               V.FASTER_WITHIN_MARGIN.value: 1, V.UNDECIDED.value: 1, "total": 100}
     assert pw.headline_counts(counts) == {"equivalent": 21, "faster": 10, "slower": 63,
                                           "inconclusive": 6}
-    assert pw.headline_phrase(counts) == ("10 faster, 21 equivalent (3 of them differ inside "
-                                          "the margin), 63 slower and 6 inconclusive")
+    # the within-margin verdicts by the names methods give them (faster or slower within
+    # margin), counted inside equivalent
+    assert pw.headline_phrase(counts) == ("10 faster, 21 equivalent (3 of them faster or "
+                                          "slower within the margin), 63 slower and 6 "
+                                          "inconclusive")
     assert pw.headline_phrase(counts, within=False) == (
         "10 faster, 21 equivalent, 63 slower and 6 inconclusive")
     assert pw.headline_phrase({V.EQUIVALENT.value: 20, "total": 20}) == (
@@ -124,7 +127,8 @@ def test_headline_counts_fold_the_verdicts_into_four_that_sum_to_the_total():
     # every equivalent verdict within the margin: said once, not "4 of them" of 4
     assert pw.headline_phrase({V.FASTER.value: 5, V.FASTER_WITHIN_MARGIN.value: 3,
                                V.SLOWER_WITHIN_MARGIN.value: 1, "total": 9}) == (
-        "5 faster, 4 equivalent (all differ inside the margin), 0 slower and 0 inconclusive")
+        "5 faster, 4 equivalent (all faster or slower within the margin), 0 slower and 0 "
+        "inconclusive")
     with pytest.raises(ValueError, match="`counts`"):
         pw.headline_counts({V.SLOWER.value: 3})
     with pytest.raises(ValueError, match="sum"):
@@ -136,10 +140,10 @@ def test_decidability_sentence_says_whether_the_processes_decide_then_what_each_
     rows = [Row(level="call", needed=14, sigma=0.0059, decides=True, family=120),
             Row(level="kernel", needed=11, sigma=0.0047, decides=True, family=120)]
     assert pw.decidability_sentence(rows, 24) == (
-        "24 processes decide at m = 120. At this GPU model's per-process SDs (pooled over its "
-        "runs), 80 % power and 90 % A/A equivalence need 14 processes per call (SD 0.0059) and "
-        "11 per kernel (SD 0.0047).")
-    assert "At the H200's per-process SDs" in pw.decidability_sentence(rows, 24, "H200")
+        "24 processes decide at m = 120. 80 % power and 90 % A/A equivalence need 14 processes "
+        "per call and 11 per kernel. That is at this GPU model's per-process SDs, pooled over "
+        "its runs: 0.0059 per call and 0.0047 per kernel.")
+    assert "at the H200's per-process SDs" in pw.decidability_sentence(rows, 24, "H200")
     rows[1] = Row(level="kernel", needed=None, sigma=0.03, decides=False, family=120)
     assert pw.decidability_sentence(rows, 24).startswith(
         "24 processes do not decide at every level at m = 120.")
@@ -154,7 +158,7 @@ def test_lever_sentence_calls_it_placement_noise_only_near_the_noise_ratio():
         "spread is placement noise and placements are the lever.")
     far = {"r1": LeverSummary(32, 8, 16, 0.47, 0.5), "r2": LeverSummary(48, 12, 24, 0.9, 0.5)}
     text = pw.lever_sentence(far)
-    assert "in run r2, 48 placements" in text and text.endswith("do not remove the spread.")
+    assert ". In run r2, 48 placements" in text and text.endswith("do not remove the spread.")
     assert "No run" in pw.lever_sentence({})
 
 
@@ -165,29 +169,87 @@ def test_run_texts_state_the_family_and_the_twin_apart_from_the_inventory_row():
             ("A", "twin", "call", V.EQUIVALENT.value), ("A", "twin", "kernel", V.EQUIVALENT.value)]
     table = pd.DataFrame(rows, columns=["config", "candidate", "level", "verdict"]).assign(
         speedup=1.0, n_comparisons=4)
-    row = pd.Series({"run": "r1", "model": "H200", "processes": 6, "gpus": ["H200-a", "H200-b"],
+    row = pd.Series({"run": "r1", "campaign": "p1", "model": "H200", "processes": 6,
+                     "gpus": ["H200-a", "H200-b"],
                      "plan_committed_utc": "2026-11-28T06:30:02+00:00",
                      "first_entry_utc": "2026-11-28T06:44:25+00:00"})
-    plan = {"family_candidates": ("k1", "k2"), "matrix": "long-v2"}
+    plan = {"family_candidates": ("k1", "k2"), "matrix": "long-v2", "levels": ("call", "kernel")}
     untimed = pd.DataFrame({"candidate": ["k2", "twin"], "status": ["unsupported"] * 2,
                             "reason": ["not importable (detail)", "x"]})
-    t = pw.run_texts(row, table, plan, untimed, "H200-a,b")
+    t = pw.run_texts(row, table, plan, untimed)
     assert t["headline"] == t["headline_short"] == (
         "2 faster, 0 equivalent, 1 slower and 1 inconclusive")
     assert t["total"] == "4" and t["m"] == "4" and t["inconclusive_share"] == "25%"
+    # the GPU labels come from the row, compact; the family from its plan, where it lives
+    assert t["gpus"] == "H200-a,b"
     assert t["counts_sentence"] == (
         "Run r1 measured the long grid's rows at S = 2048 and 8192 with 6 processes on "
-        "H200-a,b (H200). Its family was fixed in advance: m = 4, at the call and kernel "
-        "levels. Of its 4 comparisons of a candidate with SDPA: 2 faster, 0 equivalent, "
-        "1 slower and 1 inconclusive. Of the A/A twin's 2, 2 are equivalent.")
+        "H200-a,b (H200). Its family, fixed in `attn_analysis/configs.py` (plan p1), is 2 "
+        "custom kernels against SDPA at 1 configurations and 2 levels (call, kernel): m = 4. "
+        "Of its 4 comparisons: 2 faster, 0 equivalent, 1 slower and 1 inconclusive. Of the "
+        "A/A twin's 2 comparisons, judged at the same m but no member, 2 are equivalent.")
+    # a planned member that was not timed keeps its place in m
+    fewer = pw.run_texts(row, table.assign(n_comparisons=6),
+                         {**plan, "family_candidates": ("k1", "k2", "k3")})
+    assert "Of its 6 comparisons, 4 were timed: 2 faster" in fewer["counts_sentence"]
     # only the family's untimed candidates, the reason before its parenthesis
     assert t["untimed_sentence"] == ("Candidate k2 was planned but not timed (unsupported: "
                                      "not importable).")
     assert t["plan_sentence"].startswith("Pre-registered")
-    assert pw.run_texts(row, table, plan)["gpus"] == "H200-a, H200-b"
     assert "matrix other-v9" in pw.run_texts(row, table, {**plan, "matrix": "other-v9"}
                                              )["counts_sentence"]
     with pytest.raises(ValueError, match="`campaign`"):
         pw.run_texts(row, table, {"levels": ("call",)})
     with pytest.raises(ValueError, match="`table`"):
         pw.run_texts(row, table.iloc[:0], plan)
+
+
+def test_family_clause_refuses_an_m_its_plan_does_not_give():
+    plan = {"family_candidates": ("a", "b", "c"), "levels": ("call", "kernel")}
+    assert pw.family_clause(plan, "p", 48, 8).endswith("8 configurations and 2 levels "
+                                                      "(call, kernel): m = 48.")
+    with pytest.raises(ValueError, match="`m`"):
+        pw.family_clause(plan, "p", 50, 8)
+
+
+def test_design_sentence_judges_the_plan_levels_and_says_when_no_sd_is_recorded():
+    plan = {"levels": ("kernel",)}
+    text = pw.design_sentence({"call": 0.005, "kernel": 0.005}, plan, 24, 96, "H200", 0.02)
+    assert text.startswith("24 processes decide at m = 96.") and "per call" not in text
+    assert "per kernel" in text
+    assert pw.design_sentence(None, plan, 24, 96, "H200", 0.02).startswith("No design SDs")
+    with pytest.raises(ValueError, match="`campaign`"):
+        pw.design_sentence({}, {}, 24, 96, "H200", 0.02)
+
+
+def test_placements_and_unrun_plan_sentences_name_what_is_needed():
+    from types import SimpleNamespace as Row
+    rows = [Row(level="call", needed=47, sigma=0.0144, decides=False, family=48),
+            Row(level="kernel", needed=None, sigma=0.05, decides=False, family=48)]
+    assert pw.placements_need_sentence(rows, 12) == (
+        "At 12 placements per process the same family would need 47 processes per call and "
+        "no number of per kernel.")
+    text = pw.unrun_plan_sentence("p-long", {"trials": 24}, rows[:1], "H200")
+    assert text == ("Plan p-long (`configs.POWERED_PLANS`) asked 24 processes at 8 placements "
+                    "each, family m = 48. It could not decide: at the H200's design SDs as "
+                    "recorded now, it needs 47 processes at the call level. It was never run, "
+                    "so no data of it exist.")
+    with pytest.raises(ValueError, match="`report`"):
+        pw.placements_need_sentence([], 12)
+    with pytest.raises(ValueError, match="`report`"):
+        pw.unrun_plan_sentence("p", {"trials": 2}, [], "H200")
+
+
+def test_merge_sentence_names_versions_and_dirty_shards_from_run_json():
+    shard = lambda k, v, dirty=None: {"shard": [k, 5], "attn_analysis_version": v,
+                                      "code_dirty": dirty}
+    info = {"run_id": "r", "merged_from": [shard(1, "0.3.0", True), shard(2, "0.3.0", True),
+                                           shard(3, "0.4.0"), shard(5, "0.4.0"),
+                                           shard(4, "0.4.0")]}
+    assert pw.merge_sentence(info) == (
+        "Run r merges 5 shards, recorded by package versions 0.3.0 (shards 1-2) and 0.4.0 "
+        "(shards 3-5), with `merge --across-versions`. Shards 1-2 record `code_dirty`, so "
+        "their recorded commit does not by itself show the code that ran.")
+    one = {"run_id": "r", "merged_from": [shard(1, "0.2.0"), shard(2, "0.2.0")]}
+    assert pw.merge_sentence(one) == "Run r merges 2 shards of one package version (0.2.0)."
+    assert pw.merge_sentence({"run_id": "r"}) == ""

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..analyse import comparisons, robustness
+from ..analyse import comparisons, inventory, power, robustness
 from ..analyse.stats import Verdict
 from ..configs import BASELINE
 
 __all__ = ["LEVELS", "MARKS", "family_table", "verdict_counts", "headline_counts",
            "headline_phrase", "counts_sentence", "inconclusive_share", "decidability_sentence",
-           "plan_sentence", "speedup_display", "neighbours_sentence", "lever_sentence",
-           "MATRIX_NAMES", "run_texts"]
+           "design_sentence", "placements_need_sentence", "unrun_plan_sentence",
+           "merge_sentence", "plan_sentence", "speedup_display", "neighbours_sentence", "lever_sentence",
+           "MATRIX_NAMES", "family_clause", "run_texts"]
 
 LEVELS = ("call", "kernel")
 # What each powered campaign's matrix is, in the page's words (configs.POWERED_PLANS' matrix)
@@ -86,19 +87,20 @@ def headline_counts(counts: dict) -> dict:
 
 def headline_phrase(counts: dict, within: bool = True) -> str:
     """The four :func:`headline_counts` of a family in one phrase, the within-margin
-    verdicts named inside "equivalent": '10 faster, 21 equivalent (3 of them differ inside
-    the margin), 63 slower and 6 inconclusive'. The one statement of a powered run's
-    counts, in the abstract and on its page alike; the abstract leaves the within-margin
-    detail to the page (``within`` false), the four counts stay the same."""
+    verdicts (methods' *faster* or *slower within margin*) named inside "equivalent":
+    '10 faster, 21 equivalent (3 of them faster or slower within the margin), 63 slower
+    and 6 inconclusive'. The one statement of a powered run's counts, in the abstract and
+    on its page alike; the abstract leaves the within-margin detail to the page
+    (``within`` false), the four counts stay the same."""
     heads = headline_counts(counts)
     if not within:
         return (f"{heads['faster']} faster, {heads['equivalent']} equivalent, "
                 f"{heads['slower']} slower and {heads['inconclusive']} inconclusive")
     n_within = sum(int(n) for v, n in counts.items() if v in
                    (Verdict.FASTER_WITHIN_MARGIN.value, Verdict.SLOWER_WITHIN_MARGIN.value))
+    which = "all" if n_within == heads["equivalent"] else f"{n_within} of them"
     eq = f"{heads['equivalent']} equivalent" + (
-        "" if not n_within else " (all differ inside the margin)"
-        if n_within == heads["equivalent"] else f" ({n_within} of them differ inside the margin)")
+        f" ({which} faster or slower within the margin)" if n_within else "")
     return (f"{heads['faster']} faster, {eq}, {heads['slower']} slower and "
             f"{heads['inconclusive']} inconclusive")
 
@@ -132,14 +134,103 @@ def decidability_sentence(report, processes: int, model: str | None = None) -> s
         raise ValueError("`report` must hold at least one level.")
     where = {"call": "per call", "kernel": "per kernel"}
     need = " and ".join(f"{'?' if r.needed is None else r.needed}{' processes' if i == 0 else ''} "
-                        f"{where.get(r.level, f'at the {r.level} level')} (SD {r.sigma:.4f})"
+                        f"{where.get(r.level, f'at the {r.level} level')}"
                         for i, r in enumerate(rows))
+    sds = " and ".join(f"{r.sigma:.4f} {where.get(r.level, f'at the {r.level} level')}"
+                       for r in rows)
     decides = all(r.decides for r in rows)
     lead = (f"{processes} processes decide at m = {rows[0].family}." if decides else
             f"{processes} processes do not decide at every level at m = {rows[0].family}.")
     whose = f"the {model}'s" if model else "this GPU model's"
-    return (f"{lead} At {whose} per-process SDs (pooled over its runs), 80 % power and 90 % A/A "
-            f"equivalence need {need}.")
+    return (f"{lead} 80 % power and 90 % A/A equivalence need {need}. That is at {whose} "
+            f"per-process SDs, pooled over its runs: {sds}.")
+
+
+def design_sentence(sigmas: dict | None, campaign: dict, processes: int, family: int,
+                    model: str | None, margin: float) -> str:
+    """:func:`decidability_sentence` of a powered run from its GPU model's design SDs
+    (``power.load_design_sigmas`` at the run's placements; None where none are recorded),
+    judged at the levels of its ``campaign`` (a ``configs.POWERED_PLANS`` entry) and at
+    its ``family`` m."""
+    if not isinstance(campaign, dict) or "levels" not in campaign:
+        raise ValueError(f"`campaign` must be a configs.POWERED_PLANS entry; got {campaign!r}.")
+    levels = {lv: sd for lv, sd in (sigmas or {}).items() if lv in campaign["levels"]}
+    if not levels:
+        return ("No design SDs are recorded for this GPU model, so whether the run decides "
+                "is not said.")
+    return decidability_sentence(power.design_report(processes, family, levels, margin),
+                                 processes, model)
+
+
+def placements_need_sentence(report, placements: int) -> str:
+    """What the same family would need at fewer ``placements`` per process, from
+    :func:`power.design_report`'s rows at those placements: the counterpart of
+    :func:`decidability_sentence`, which says what the run's own placements need."""
+    rows = list(report)
+    if not rows:
+        raise ValueError("`report` must hold at least one level.")
+    where = {"call": "per call", "kernel": "per kernel"}
+    need = " and ".join(f"{'no number of' if r.needed is None else r.needed}"
+                        f"{' processes' if i == 0 else ''} "
+                        f"{where.get(r.level, f'at the {r.level} level')}"
+                        for i, r in enumerate(rows))
+    return f"At {placements} placements per process the same family would need {need}."
+
+
+def unrun_plan_sentence(name: str, campaign: dict, report, model: str) -> str:
+    """Why pre-registered plan ``name`` (its ``configs.POWERED_PLANS`` entry ``campaign``)
+    has no run: its processes do not decide at its family, by :func:`power.design_report`'s
+    rows (``report``) at the ``model``'s design SDs as recorded now. For the appendix: an
+    unrun plan is history."""
+    rows = list(report)
+    if not rows:
+        raise ValueError("`report` must hold at least one level.")
+    placements = campaign.get("placements", 8)
+    need = " and ".join(f"{'no number of' if r.needed is None else r.needed} processes at "
+                        f"the {r.level} level" for r in rows)
+    verdict = ("could not decide" if not all(r.decides for r in rows) else "could decide")
+    return (f"Plan {name} (`configs.POWERED_PLANS`) asked {campaign['trials']} processes at "
+            f"{placements} placements each, family m = {rows[0].family}. It {verdict}: at the "
+            f"{model}'s design SDs as recorded now, it needs {need}. It was never run, so no "
+            f"data of it exist.")
+
+
+def _ranges(numbers) -> str:
+    """'1-3, 5' for [1, 2, 3, 5]."""
+    nums, out = sorted(set(int(n) for n in numbers)), []
+    for n in nums:
+        if out and n == out[-1][1] + 1:
+            out[-1][1] = n
+        else:
+            out.append([n, n])
+    return ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in out)
+
+
+def merge_sentence(info: dict) -> str:
+    """How a run was merged from shards, from its run.json ``info`` (``merged_from``):
+    the shard count, the package version of each shard when they differ (merged with
+    ``merge --across-versions``), and the shards whose recorded code was not clean
+    (``code_dirty``). Empty for a run recorded in one piece."""
+    shards = (info or {}).get("merged_from") or []
+    if not shards:
+        return ""
+    run = info.get("run_id", "this run")
+    number = {i: (s.get("shard") or [i + 1])[0] for i, s in enumerate(shards)}
+    versions: dict = {}
+    for i, s in enumerate(shards):
+        versions.setdefault(str(s.get("attn_analysis_version")), []).append(number[i])
+    text = f"Run {run} merges {len(shards)} shards"
+    if len(versions) > 1:
+        text += (", recorded by package versions " + " and ".join(
+            f"{v} (shards {_ranges(n)})" for v, n in versions.items())
+            + ", with `merge --across-versions`.")
+    else:
+        text += f" of one package version ({next(iter(versions))})."
+    dirty = [number[i] for i, s in enumerate(shards) if s.get("code_dirty")]
+    if dirty:
+        text += (f" Shards {_ranges(dirty)} record `code_dirty`, so their recorded commit "
+                 f"does not by itself show the code that ran.")
+    return text
 
 
 def plan_sentence(inventory_row) -> str:
@@ -185,8 +276,8 @@ def neighbours_sentence(effects: dict, margin: float) -> str:
     if set(allrows["verdict"]) == {"equivalent"}:
         return (f"Hosts tested: {hosts}. On each, neighbours move no control beyond the "
                 f"margin (±{100 * margin:g}%): all {len(allrows)} ratios of concurrent over "
-                f"one-at-a-time lie in [{allrows['ci_low'].min():.4f}, "
-                f"{allrows['ci_high'].max():.4f}], each equivalent.")
+                f"one-at-a-time are equivalent, within [{allrows['ci_low'].min():.4f}, "
+                f"{allrows['ci_high'].max():.4f}].")
     bad = allrows[allrows["verdict"] != "equivalent"]
     return ("Neighbours are not shown to leave the controls within the margin "
             f"(±{100 * margin:g}%): " + "; ".join(
@@ -203,25 +294,39 @@ def lever_sentence(summaries: dict, tolerance: float = 0.1) -> str:
     what pure placement noise gives."""
     if not summaries:
         return "No run holds enough placements per process to test the placements lever."
-    parts = [f"in run {rid}, {s.placements} placements per process instead of {s.subset} "
+    parts = [f"In run {rid}, {s.placements} placements per process instead of {s.subset} "
              f"cut the per-process SD to {s.median_ratio:.2f} of its value (median of "
-             f"{s.comparisons} comparisons)" for rid, s in sorted(summaries.items())]
+             f"{s.comparisons} comparisons)." for rid, s in sorted(summaries.items())]
     noise = next(iter(summaries.values())).noise_ratio
-    text = "; ".join(parts)
-    text = text[0].upper() + text[1:] + f". Pure placement noise gives {noise:.2f}"
+    text = " ".join(parts) + f" Pure placement noise gives {noise:.2f}"
     if all(abs(s.median_ratio - s.noise_ratio) <= tolerance for s in summaries.values()):
         return text + ", so the spread is placement noise and placements are the lever."
     return text + ", so more placements alone do not remove the spread."
 
 
-def run_texts(row, table: pd.DataFrame, campaign: dict, untimed: pd.DataFrame | None = None,
-              gpus: str | None = None) -> dict:
+def family_clause(campaign: dict, name: str, m: int, n_configs: int) -> str:
+    """Where a powered run's family is fixed and what it is: the plan ``name`` in
+    ``configs.POWERED_PLANS`` (``campaign``), its candidates against SDPA at ``n_configs``
+    configurations and its levels, m = their product (the A/A twin is no member). Raises
+    where the plan's ``family_size`` and that product disagree."""
+    k, n_levels = len(campaign["family_candidates"]), len(campaign["levels"])
+    if k * n_configs * n_levels != m:
+        raise ValueError(f"`m` {m} is not {k} candidates x {n_configs} configurations x "
+                         f"{n_levels} levels of plan {name!r}.")
+    return (f"Its family, fixed in `attn_analysis/configs.py` (plan {name}), is {k} custom "
+            f"kernels against SDPA at {n_configs} configurations and {n_levels} levels "
+            f"({', '.join(campaign['levels'])}): m = {m}.")
+
+
+def run_texts(row, table: pd.DataFrame, campaign: dict, untimed: pd.DataFrame | None = None
+              ) -> dict:
     """The texts of one powered run's section, keyed as the page glues them (under a
-    prefix per campaign): ``row`` is the run's inventory row, ``table`` its
-    :func:`family_table`, ``campaign`` its ``configs.POWERED_PLANS`` entry, ``untimed``
-    the ``state_of_the_art.untimed`` rows of the run (planned units that were not timed)
-    and ``gpus`` its GPU labels in compact form. The family's counts and the A/A twin's
-    (every candidate outside the family) are stated apart."""
+    prefix per campaign): ``row`` is the run's inventory row (its ``campaign`` names the
+    plan, its ``gpus`` the GPU labels, shown compact), ``table`` its :func:`family_table`,
+    ``campaign`` its ``configs.POWERED_PLANS`` entry and ``untimed`` the
+    ``state_of_the_art.untimed`` rows of the run (planned units that were not timed). The
+    family's counts and the A/A twin's (every candidate outside the family) are stated
+    apart."""
     if not isinstance(campaign, dict) or "family_candidates" not in campaign:
         raise ValueError(f"`campaign` must be a configs.POWERED_PLANS entry; got {campaign!r}.")
     if table.empty:
@@ -232,13 +337,14 @@ def run_texts(row, table: pd.DataFrame, campaign: dict, untimed: pd.DataFrame | 
     others = sorted(set(table["candidate"]) - set(family))
     controls = verdict_counts(table, others) if others else None
     what = MATRIX_NAMES.get(campaign.get("matrix"), f"matrix {campaign.get('matrix')}")
-    gpus = gpus or ", ".join(row["gpus"])
+    gpus = inventory.compact_labels(list(row["gpus"]))
+    timed = "" if counts["total"] == m else f", {counts['total']} were timed"
     sentence = (f"Run {row['run']} measured {what} with {int(row['processes'])} processes on "
-                f"{gpus} ({row['model']}). Its family was fixed in advance: m = {m}, at the "
-                f"call and kernel levels. Of its {counts['total']} comparisons of a candidate "
-                f"with SDPA: {headline_phrase(counts)}."
-                + (f" Of the A/A twin's {controls['total']}, {counts_sentence(controls)}."
-                   if controls else ""))
+                f"{gpus} ({row['model']}). "
+                + family_clause(campaign, str(row["campaign"]), m, table["config"].nunique())
+                + f" Of its {m} comparisons{timed}: {headline_phrase(counts)}."
+                + (f" Of the A/A twin's {controls['total']} comparisons, judged at the same m "
+                   f"but no member, {counts_sentence(controls)}." if controls else ""))
     missing = (untimed[untimed["candidate"].isin(family)] if untimed is not None
                else pd.DataFrame(columns=["candidate", "status", "reason"]))
     return {"counts_sentence": sentence, "headline": headline_phrase(counts),
