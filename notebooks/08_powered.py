@@ -20,7 +20,8 @@
 # per GPU model of {ref}`3.5 <sota-target>`. Each powered run's processes ran in
 # {ref}`shards <methods-protocol2>`, on one or more hosts, then merged; `data/runs/README.md`
 # names the hosts. Counts fold the within-margin verdicts into equivalent
-# ({ref}`methods-interval`). The long grid's run is in {ref}`powered-long`.
+# ({ref}`methods-interval`). The {ref}`A/A twin <methods-protocol2>` is a control judged
+# beside the family. The long grid's run is in {ref}`powered-long`.
 
 # %% tags=["parameters", "hide-input"]
 runs_dir = "data/runs"    # recorded runs, relative to the repository root
