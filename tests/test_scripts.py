@@ -199,6 +199,7 @@ def test_every_gluon_variant_has_passed_its_grid_on_a_gpu():
 
 
 def test_gluon_consan_rows_that_ran_found_no_race():
+    from attn_analysis.measure import gluon_config as gc
     docs = _gluon_check_files()
     rows = [(name, r) for name, doc in docs.items() for r in doc["rows"]
             if r["section"] == "consan"]
@@ -212,12 +213,16 @@ def test_gluon_consan_rows_that_ran_found_no_race():
             done = [r for r in doc["rows"]
                     if r["section"] == "consan" and r["variant"] == child["variant"]]
             assert child["status"].startswith("timeout") and done, (name, child)
-    # every sanitizer case has run for each warp-specialised variant: pingpong and fa3,
-    # cut by the time limit in one call, were finished from the case they had reached
-    # (gluon_check.py --from-row), on the inputs a full run draws
+    # every sanitizer case has run for each warp-specialised variant the tuner may choose
+    # (CHECKED_VARIANTS; fa3_n128_s3 joined it on its two parts of 2026-11-28): pingpong,
+    # fa3 and fa3_n128_s3, cut by the time limit in one call, were finished from the case
+    # they had reached (gluon_check.py --from-row), on the inputs a full run draws
     script = load(ROOT / "scripts" / "gluon_check.py")
     cases = set(script.grid_cases(quick=False, consan=True))
-    for variant in ("warp_spec", "pingpong", "fa3"):
+    assert len(cases) == 8
+    warp_specialised = [v for v in gc.CHECKED_VARIANTS if gc.config_for(64, v)["WARP_SPEC"]]
+    assert {"warp_spec", "pingpong", "fa3", "fa3_n128_s3"} <= set(warp_specialised)
+    for variant in warp_specialised:
         ran = {(r["dtype"], r["D"], r["causal"], r["B"], r["H"], r["S"])
                for _, r in rows if r["variant"] == variant}
         assert ran == cases, (variant, sorted(cases - ran))
