@@ -165,3 +165,59 @@ def test_long_section_counts_and_stacks_per_gpu(runs):
     assert values["gl_long_sentence"] == ("Across the long grid the Gluon kernel is faster "
                                           "than SDPA's kernel at 2 of 3 shapes on the H200.")
     assert set(choices["machine"]) == {"H200 78684018"} and len(choices) == 3
+
+
+def _with_info(run, **info):
+    run.info = {**run.info, **info}
+    return run
+
+
+def test_lead_runs_take_a_confirmatory_run_per_model_else_the_newest():
+    fast = {TARGET: {"sdpa": 1.0, "sdpa_cudnn": 1.0, "gluon": 0.9}}
+    runs = {"old": _with_info(make_run("old", "fixed-v1", TARGET_TRUTH),
+                              finished_utc="2026-11-25T00:00:00+00:00"),
+            "new": _with_info(make_run("new", "fixed-v1", TARGET_TRUTH, uuid="GPU-11111111-a"),
+                              finished_utc="2026-11-26T00:00:00+00:00"),
+            "h100": make_run("h100", "fixed-v1", TARGET_TRUTH, gpu="NVIDIA H100 80GB HBM3",
+                             uuid="GPU-22222222-a")}
+    assert list(gk.lead_runs(runs)) == ["h100", "new"]
+    runs["conf"] = _with_info(make_run("conf", "confirm-v1", fast, uuid="GPU-33333333-a"),
+                              finished_utc="2026-11-20T00:00:00+00:00")
+    assert list(gk.lead_runs(runs)) == ["h100", "conf"]
+
+
+def test_target_sentence_states_every_level_the_family_and_sdpas_other_kernels():
+    run = make_run("conf", "confirm-v1", {TARGET: {"sdpa": 1.0, "sdpa_cudnn": 1.0,
+                                                   "gluon": 0.9}},
+                   variants={TARGET.key: "fa3_n128_s3"})
+    run.kernels = pd.concat([run.kernels, pd.DataFrame([{
+        "config": TARGET.key, "candidate": "sdpa", "kernel": "Memset (Device)",
+        "calls_per_call": 1.0, "device_ms_per_call": 0.0008}])], ignore_index=True)
+    t = sota.comparison_table(run, n_resamples=300, n_comparisons=2)
+    text = gk.target_sentence(t, run)
+    assert "the confirmatory run conf has 4 processes, a family of m = 2" in text
+    assert "variant fa3_n128_s3" in text
+    assert "Our Gluon kernel runs at 1.1" in text and "faster) of SDPA per call" in text
+    assert "Per kernel it runs at" in text and "per attention kernel at" in text
+    assert text.endswith("SDPA's call also runs Memset (Device) beside its attention "
+                         "kernel: 0.8 µs per call in the profile.")
+    with pytest.raises(ValueError, match="no gluon row"):
+        gk.target_sentence(t[t["candidate"] != "gluon"], run)
+
+
+def _levels(call: str, attention: str) -> pd.DataFrame:
+    rows = [("call", call, 1.04), ("attention", attention, 1.0)]
+    return pd.DataFrame([{"candidate": "gluon", "config": TARGET.key, "level": lv,
+                          "verdict": v, "speedup": x, "ci_low": x - 0.01,
+                          "ci_high": x + 0.01} for lv, v, x in rows])
+
+
+def test_lead_sentence_says_where_a_lead_per_call_comes_from():
+    assert gk.lead_sentence(_levels("equivalent", "equivalent"), "H200-a") == ""
+    tie = gk.lead_sentence(_levels("faster", "equivalent"), "H200-a")
+    assert tie == ("On the H200-a our Gluon kernel's lead is in the call: per attention "
+                   "kernel it is equivalent to SDPA's (1.00×, 0.99–1.01).")
+    assert "slower than SDPA's only within the margin" in gk.lead_sentence(
+        _levels("faster", "slower within margin"), "H200-a")
+    assert "also faster per attention kernel" in gk.lead_sentence(
+        _levels("faster", "faster"), "H200-a")

@@ -169,3 +169,13 @@ def test_agreement_sentence_counts_the_pairs_beyond_the_threshold():
         p["units"] = [u for u in p["units"] if u["candidate"] == "sdpa"]
     with pytest.raises(ValueError, match="no custom kernel"):
         tn.agreement_sentence(d)
+
+
+def test_further_check_sentence_names_the_file_what_it_timed_and_every_timer():
+    text = tn.further_check_sentence(doc(n_proc=4), "timers_x.json")
+    assert text.startswith("A further cross-check (timers_x.json, 4 processes) timed fast "
+                           "and hot beside sdpa.")
+    for label in ("under graph replay", "under sustained replay", "Under kernel time",
+                  "per eager call"):
+        assert label in text
+    assert re.search(r"runs at 0\.96× \(0\.9\d–0\.9\d; fast\) under graph replay", text)

@@ -19,15 +19,17 @@ import pandas as pd
 
 from .. import _validate
 from . import state_of_the_art as sota
-from ..analyse import comparisons
+from ..analyse import comparisons, inventory
+from ..analyse.kernel_evidence import kernel_split
 from ..analyse.provenance import machine_model
-from .phrases import count_by_model
+from .phrases import count_by_model, join
 from ..analyse.stats import DEFAULT_MARGIN, VERDICT_ORDER
-from ..configs import Config
+from ..configs import BASELINE, TARGET, Config
 
-__all__ = ["CANDIDATE", "MATRICES", "GOAL", "gluon_runs", "variant_choices", "against_peer",
-           "verdict_counts", "versus_sentence", "goal_sentence", "peer_goal_sentence",
-           "target_values", "long_section"]
+__all__ = ["CANDIDATE", "MATRICES", "GOAL", "gluon_runs", "lead_runs", "variant_choices",
+           "against_peer", "verdict_counts", "versus_sentence", "goal_sentence",
+           "peer_goal_sentence", "target_values", "target_sentence", "lead_sentence",
+           "long_section"]
 
 CANDIDATE = "gluon"
 # Which part of the section a run of the Gluon kernel feeds, by its named matrix.
@@ -172,7 +174,7 @@ def goal_sentence(target_tables: list, goal: float = GOAL) -> str:
                 f"over SDPA, is reached on every GPU measured (lower ends {lows}).")
     missed = [m for m, _ in rows if m not in reached]
     return (f"The goal set for the kernel, a kernel-level interval above {goal:.2f} over "
-            f"SDPA, is not reached on the {', '.join(missed)} (lower ends {lows}).")
+            f"SDPA, is not reached on the {join(missed)} (lower ends {lows}).")
 
 
 def peer_goal_sentence(counts_by_machine: dict, peer_label: str, where: str = "") -> str:
@@ -200,6 +202,86 @@ def peer_goal_sentence(counts_by_machine: dict, peer_label: str, where: str = ""
 _QUOTED = ("gluon", "triton", "sdpa_cudnn", "sdpa_twin")
 
 
+def _role(run) -> str:
+    info = run.info or {}
+    return inventory.run_role(run.run_id, info.get("plan") or {}, info)
+
+
+def lead_runs(runs: dict) -> dict:
+    """Run id -> run: per GPU model, the one run of ``runs`` (run id -> loaded run) whose
+    numbers the section quotes: a confirmatory run where the model has one (the last by
+    run id), else its last run by finish time. The others stay in the tables, labelled."""
+    best = {}
+    for run_id, run in runs.items():
+        model = machine_model(sota.machine_label(run))
+        key = (_role(run) == "confirmatory", str((run.info or {}).get("finished_utc", "")),
+               run_id)
+        if model not in best or key > best[model][0]:
+            best[model] = (key, run_id)
+    return {rid: runs[rid] for _, (_, rid) in sorted(best.items())}
+
+
+def target_sentence(table: pd.DataFrame, run) -> str:
+    """What the Gluon kernel gives at the target in one run: its speedup over SDPA per
+    call, per kernel and per attention kernel with interval and verdict, the run's role,
+    processes, family and the variant its tuning chose, and what SDPA's call runs besides
+    its attention kernel (profiler evidence): the levels differ by exactly that."""
+    df = table[(table["candidate"] == CANDIDATE) & (table["config"] == TARGET.key)]
+    if df.empty:
+        raise ValueError(f"`table` of run {run.run_id} has no {CANDIDATE} row at the target.")
+    cells = {}
+    for level in ("call", "kernel", "attention"):
+        r = df[df["level"] == level]
+        if len(r):
+            r = r.iloc[0]
+            cells[level] = (f"{r['speedup']:.3f}× ({r['ci_low']:.3f}–{r['ci_high']:.3f}, "
+                            f"{r['verdict']})")
+    chosen = variant_choices(run)
+    text = [f"On the {sota.machine_label(run)}, the {_role(run)} run {run.run_id} has "
+            f"{int(df['n_processes'].min())} processes, a family of m = "
+            f"{int(df['n_comparisons'].iloc[0])} and the variant "
+            f"{', '.join(chosen['variant']) or 'not recorded'}."]
+    if "call" in cells:
+        text.append(f"Our Gluon kernel runs at {cells['call']} of SDPA per call.")
+    rest = [(lv, name) for lv, name in (("kernel", "per kernel"),
+                                        ("attention", "per attention kernel")) if lv in cells]
+    if rest:
+        said = " and ".join(f"{name}{' it runs' if i == 0 else ''} at {cells[lv]}"
+                            for i, (lv, name) in enumerate(rest))
+        text.append(said[:1].upper() + said[1:] + ".")
+    split = kernel_split(run.kernels)
+    base = split[(split["candidate"] == BASELINE) & (split["config"] == TARGET.key)]
+    k = run.kernels
+    others = k[(k["candidate"] == BASELINE) & (k["config"] == TARGET.key)
+               & ~k["kernel"].isin(base["main_kernel"])]["kernel"]
+    if len(others):
+        text.append(f"SDPA's call also runs {', '.join(sorted(set(others)))} beside its "
+                    f"attention kernel: {base['other_ms'].iloc[0] * 1000:.1f} µs per call in "
+                    f"the profile.")
+    return " ".join(text)
+
+
+def lead_sentence(table: pd.DataFrame, machine: str) -> str:
+    """Where the Gluon kernel's lead over SDPA per call comes from on ``machine``, for the
+    abstract: empty unless it is faster per call beyond the margin; then whether it is
+    also faster per attention kernel, or only per call because SDPA's call runs more than
+    its attention kernel (the attention-level verdict, with its interval)."""
+    at = table[(table["candidate"] == CANDIDATE) & (table["config"] == TARGET.key)]
+    call, att = at[at["level"] == "call"], at[at["level"] == "attention"]
+    if call.empty or call["verdict"].iloc[0] != "faster" or att.empty:
+        return ""
+    a = att.iloc[0]
+    interval = f"{a['speedup']:.2f}×, {a['ci_low']:.2f}–{a['ci_high']:.2f}"
+    if a["verdict"] == "faster":
+        return (f"On the {machine} our Gluon kernel is also faster per attention kernel "
+                f"({interval}).")
+    said = {"equivalent": "equivalent to SDPA's", "inconclusive": "not told apart from SDPA's",
+            "slower": "slower than SDPA's"}.get(
+        a["verdict"], f"{a['verdict'].split()[0]} than SDPA's only within the margin")
+    return (f"On the {machine} our Gluon kernel's lead is in the call: per attention kernel "
+            f"it is {said} ({interval}).")
+
+
 def target_values(tables: dict, runs: dict) -> dict:
     """Glue name -> value for the target runs: ``gl_{gpu}_{candidate}_{level}_{key}`` for
     the quoted candidates (speedup, ci_low, ci_high as numbers, NaN where not measured;
@@ -211,7 +293,7 @@ def target_values(tables: dict, runs: dict) -> dict:
         slug = sota.machine_slug(t["machine"].iloc[0])
         out[f"gl_{slug}_machine"] = str(t["machine"].iloc[0])
         for cand in _QUOTED:
-            for level in ("call", "kernel"):
+            for level in ("call", "kernel", "attention"):
                 r = t[(t["candidate"] == cand) & (t["level"] == level)]
                 for key in ("speedup", "ci_low", "ci_high"):
                     out[f"gl_{slug}_{cand}_{level}_{key}"] = (float(r[key].iloc[0]) if len(r)

@@ -71,15 +71,17 @@ def target_summary(machine: str, table: pd.DataFrame, also=("fa4",)) -> str:
     if not cands:
         return head
     call, att = [], []
+    won = best["winner_candidate"] == best.get("custom_candidate")  # its call value is in head
     for i, c in enumerate(cands):
         r, a = _row(table, c, "call"), _row(table, c, "attention")
         name = (f"the fastest custom kernel, {r['label']}," if i == 0 and
                 c == best.get("custom_candidate") else r["label"])
-        call.append(f"{name} {'runs at ' if i == 0 else 'at '}{r['speedup']:.2f}× "
-                    f"({r['ci_low']:.2f}–{r['ci_high']:.2f})")
+        if not (won and i == 0):
+            call.append(f"{name} {'runs at ' if not call else 'at '}{r['speedup']:.2f}× "
+                        f"({r['ci_low']:.2f}–{r['ci_high']:.2f})")
         if a is not None:
             att.append(f"{a['speedup']:.2f}× ({a['ci_low']:.2f}–{a['ci_high']:.2f})")
-    text = head + " Per call, " + join(call) + "."
+    text = head + (" Per call, " + join(call) + "." if call else "")
     if len(att) == len(cands):
         text += (" Per attention kernel they run at " if len(att) > 1
                  else " Per attention kernel it runs at ") + join(att) + "."
@@ -88,17 +90,21 @@ def target_summary(machine: str, table: pd.DataFrame, also=("fa4",)) -> str:
 
 def custom_target_phrase(best: dict) -> str:
     """The fastest custom kernel per call at the target on each machine (``best``: machine
-    -> :func:`sota.fastest` of its run), for the abstract: 'our Triton kernel, runs at
-    0.94× (0.93–0.94) on the H100-b and 0.97× (0.95–0.98) on the H200-g', the kernel named
-    once where it is the same on every machine."""
+    -> :func:`sota.fastest` of its run), for the abstract's "the fastest custom kernel
+    ...": 'is our Triton kernel, at 0.94× (0.93–0.94) on the H100-b and 0.97× (0.95–0.98)
+    on the H200-g', the kernel named once where it is the same on every machine, else
+    'is our Triton kernel on the H100-b, at 0.94× (0.93–0.94), and ... on the H200-g, at
+    ...'."""
     rows = {m: b for m, b in sorted(best.items()) if "custom_label" in b}
     if not rows:
         raise ValueError(f"`best` must hold a custom kernel on some machine; got {best!r}.")
     labels = {b["custom_label"] for b in rows.values()}
-    one = len(labels) == 1
-    parts = [f"{b['custom_speedup']:.2f}× ({b['custom_ci_low']:.2f}–{b['custom_ci_high']:.2f}"
-             f"{'' if one else '; ' + b['custom_label']}) on the {m}" for m, b in rows.items()]
-    return (f"{labels.pop()}, runs at " if one else "runs at ") + join(parts)
+    value = {m: f"{b['custom_speedup']:.2f}× ({b['custom_ci_low']:.2f}–{b['custom_ci_high']:.2f})"
+             for m, b in rows.items()}
+    if len(labels) == 1:
+        return f"is {labels.pop()}, at " + join(f"{value[m]} on the {m}" for m in rows)
+    parts = [f"{b['custom_label']} on the {m}, at {value[m]}" for m, b in rows.items()]
+    return "is " + (", and ".join(parts) if len(parts) == 2 else "; ".join(parts))
 
 
 def _verdicts(target_tables: dict, cand: str, level: str = "call") -> dict:

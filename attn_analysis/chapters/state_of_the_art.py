@@ -23,8 +23,7 @@ import numpy as np
 import pandas as pd
 
 from .. import _validate
-from ..analyse import catalog, comparisons
-from ..analyse import provenance
+from ..analyse import catalog, comparisons, provenance
 from ..analyse.provenance import machine_label  # re-exported: the chapters' GPU label
 from ..analyse.stats import DEFAULT_MARGIN, Verdict
 from ..configs import (BASELINE, CAMPAIGNS, CONFIG_FIELDS, FA3_HIDDEN, FA3_TOKENS, TARGET,
@@ -111,14 +110,15 @@ def campaigns_of(runs: dict, named=()) -> dict:
 
 
 def comparison_table(run, *, margin: float = DEFAULT_MARGIN, n_resamples: int = 20_000, seed: int = 42,
-                     mode: str = "graph") -> pd.DataFrame:
+                     mode: str = "graph", n_comparisons: int | None = None) -> pd.DataFrame:
     """Every candidate of ``run`` against SDPA's default dispatch, at the call, kernel and
-    attention levels (:func:`comparisons.speedup_table`, one family for the run), with the
+    attention levels (:func:`comparisons.speedup_table`, one family for the run, of
+    ``n_comparisons`` where its plan pre-registered one, else of every row), with the
     candidate's ``label``, ``origin`` and ``family``, the run's ``run``, ``device`` and
     ``machine``, and the configuration's fields."""
     table = comparisons.speedup_table(run.samples, run.placements, baseline=BASELINE, mode=mode,
                                       margin=margin, n_resamples=n_resamples, seed=seed,
-                                      kernels=run.kernels)
+                                      kernels=run.kernels, n_comparisons=n_comparisons)
     meta = recorded_meta(run.units)
     metas = [catalog.meta_for(c, meta.get(c)) for c in table["candidate"]]
     fields = pd.DataFrame([Config.from_key(k).as_dict() for k in table["config"]],

@@ -25,7 +25,7 @@ from .phrases import join
 
 __all__ = ["ANSWER_TIMERS", "ANSWER_LABELS", "custom_candidates", "answer_values",
            "eager_clause", "direction_sentence", "not_answered_sentence", "clock_table",
-           "clock_sentence", "agreement_sentence"]
+           "clock_sentence", "agreement_sentence", "further_check_sentence"]
 
 # The timers that answer a user's question, and the key each gets in answer_values.
 ANSWER_TIMERS = {"per_call": "eager", "graph": "graph", "do_bench_cudagraph": "sustained",
@@ -111,6 +111,19 @@ def _speedup(v, key) -> str:
     if math.isfinite(v[key + "_low"]):
         text += f"{v[key + '_low']:.2f}–{v[key + '_high']:.2f}; "
     return text + f"{v[key + '_best']})"
+
+
+def further_check_sentence(doc, name: str, shape=TARGET.key, reference="sdpa") -> str:
+    """One sentence for a further cross-check of the same GPU model at ``shape`` (``doc``,
+    file ``name``), beside the one the section reads: its processes, what it timed and the
+    fastest custom kernel under each timer (95 % intervals over processes)."""
+    v = answer_values(doc, shape, reference)
+    timed = sorted(custom_candidates(doc, shape, reference))
+    return (f"A further cross-check ({name}, {int(v['n_processes'])} processes) timed "
+            f"{join(timed)} beside {reference}. Its fastest custom kernel runs at "
+            f"{_speedup(v, 'graph')} under graph replay and {_speedup(v, 'sustained')} under "
+            f"sustained replay. Under kernel time it runs at {_speedup(v, 'kernel')}; per "
+            f"eager call, at {_speedup(v, 'eager')}.")
 
 
 def eager_clause(answers: dict, models, margin: float) -> str:

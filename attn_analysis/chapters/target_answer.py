@@ -1,0 +1,130 @@
+"""Claim A, the answer at the reports' shape, from every confirmatory run that measured it (pure).
+
+Claim A says that no kernel beats SDPA at B32 H8 S512 D64 fp16. Any confirmatory run that
+timed a custom kernel there can refute it on its GPU, whichever campaign it belongs to:
+the state-of-the-art campaign's confirmatory matrix, a powered campaign over the reports'
+matrix, or the pre-registered run of our Gluon kernel. Runs are found by their role
+(:func:`inventory.run_role`), never by name, so a GPU owner's new confirmatory run joins the
+answer unchanged. Each run is judged at its own family: the m its plan pre-registered
+(:func:`power.registered_family`), else every comparison of the run, as ``compare`` does.
+
+The answer is given per GPU model. A model fails the claim where any of its runs shows a
+custom kernel (:func:`sota.is_custom`: not SDPA's own kernel called another way) faster
+than SDPA beyond the margin; the sentence then says whether the
+model's other runs included that kernel, since runs of different campaigns time different
+candidates.
+"""
+
+from __future__ import annotations
+
+from . import state_of_the_art as sota
+from .phrases import join
+from ..analyse import inventory, power
+from ..analyse.provenance import machine_model
+from ..analyse.stats import DEFAULT_MARGIN, Verdict
+from ..configs import TARGET
+
+__all__ = ["target_tables", "by_machine", "best_custom_by_model", "claim_target",
+           "summaries_by_model"]
+
+_FASTER = Verdict.FASTER.value
+
+
+def target_tables(runs: dict, *, margin: float = DEFAULT_MARGIN, n_resamples: int = 20_000,
+                  seed: int = 42) -> dict:
+    """Run id -> :func:`sota.comparison_table` of every confirmatory run in ``runs`` (run id
+    -> loaded run) that timed a custom kernel at the target, each at its own family; the
+    tables keep every configuration (their verdicts depend on the family, not the rows
+    shown). Sorted by run id."""
+    if not isinstance(runs, dict):
+        raise ValueError(f"`runs` must map run ids to loaded runs; got {type(runs).__name__}.")
+    out = {}
+    for run_id, run in sorted(runs.items()):
+        info = run.info or {}
+        if inventory.run_role(run_id, info.get("plan") or {}, info) != "confirmatory":
+            continue
+        if TARGET.key not in set(run.samples["config"]):
+            continue
+        table = sota.comparison_table(run, margin=margin, n_resamples=n_resamples, seed=seed,
+                                      n_comparisons=power.registered_family(info))
+        at = table[table["config"] == TARGET.key]
+        if sota.is_custom(at).any():
+            out[run_id] = table
+    return out
+
+
+def by_machine(tables: dict) -> dict:
+    """Machine label -> table, from :func:`target_tables`; a label that two runs share (two
+    campaigns on one GPU) raises, since the answer names GPUs."""
+    out = {}
+    for run_id, t in tables.items():
+        machine = str(t["machine"].iloc[0])
+        if machine in out:
+            raise ValueError(f"`tables` must hold one run per GPU; {machine} ran "
+                             f"{out[machine]['run'].iloc[0]} and {run_id}.")
+        out[machine] = t
+    return out
+
+
+def best_custom_by_model(tables: dict) -> dict:
+    """Machine -> :func:`sota.fastest` for one machine per GPU model: the one whose fastest
+    custom kernel at the target has the largest call-level speedup (the abstract's "the
+    fastest custom kernel runs at ..."), from ``tables`` (machine -> table)."""
+    best = {}
+    for machine, t in tables.items():
+        b = sota.fastest(t)
+        if "custom_speedup" not in b:
+            continue
+        model = machine_model(machine)
+        if model not in best or b["custom_speedup"] > best[model][1]["custom_speedup"]:
+            best[model] = (machine, b)
+    return {m: b for _, (m, b) in sorted(best.items())}
+
+
+def _model_answer(model: str, rows: list) -> tuple[str, str]:
+    """(clause, detail) for one GPU model; ``rows``: (machine, run id, fastest, candidates)."""
+    beaten = [r for r in rows if r[2].get("custom_verdict") == _FASTER]
+    held = [r for r in rows if r not in beaten]
+    if not beaten:
+        return f"holds on the {model} ({join(sorted(r[0] for r in held))})", ""
+    wins = [f"{b['custom_label']} is faster per call on the {m} ({b['custom_speedup']:.2f}×, "
+            f"{b['custom_ci_low']:.2f}–{b['custom_ci_high']:.2f}, run {run})"
+            for m, run, b, _ in sorted(beaten)]
+    detail = f"On the {model}, " + "; ".join(wins) + "."
+    if held:
+        winners = {r[2]["custom_candidate"] for r in beaten}
+        absent = [r[0] for r in held if not winners & r[3]]
+        present = [r[0] for r in held if winners & r[3]]
+        if absent:
+            detail += (f" The runs on the {join(sorted(absent))} did not include "
+                       f"{'it' if len(winners) == 1 else 'them'}.")
+        if present:
+            detail += f" The runs on the {join(sorted(present))} found no faster kernel."
+    return f"fails on the {model}", detail
+
+
+def claim_target(tables: dict, detail: bool = True) -> str:
+    """The answer to claim A per GPU model, from ``tables`` (machine -> table of
+    :func:`target_tables`): 'At the reports' own shape the claim holds on the H100 (H100-b)
+    and fails on the H200.' followed (``detail``), for a model where it fails, by which
+    kernel won on which GPU and run, and what the model's other runs timed."""
+    if not tables:
+        return "No confirmatory run timed a custom kernel at the reports' shape."
+    rows = {}
+    for machine, t in tables.items():
+        at = t[t["config"] == TARGET.key]
+        rows.setdefault(machine_model(machine), []).append(
+            (machine, str(t["run"].iloc[0]), sota.fastest(t), set(at["candidate"])))
+    answers = [_model_answer(model, r) for model, r in sorted(rows.items())]
+    head = "At the reports' own shape the claim " + join([a for a, _ in answers]) + "."
+    return " ".join([head] + [d for _, d in answers if d and detail])
+
+
+def summaries_by_model(tables: dict, summary) -> dict:
+    """GPU model (lower case, the glue prefix) -> the ``summary(machine, table)`` sentences
+    of its machines in ``tables`` (machine -> table), in label order, joined."""
+    out = {}
+    for machine, t in sorted(tables.items()):
+        out.setdefault(sota.machine_slug(machine), []).append(summary(machine, t))
+    return {slug: " ".join(texts) for slug, texts in out.items()}
+

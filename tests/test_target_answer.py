@@ -1,0 +1,86 @@
+"""Claim A from every confirmatory run (chapters.target_answer) on synthetic runs of known
+truth: which runs count, the family each is judged at, and the answer per GPU model."""
+
+from __future__ import annotations
+
+import pytest
+
+from attn_analysis.analyse import power
+from attn_analysis.chapters import target_answer as ta
+from attn_analysis.configs import TARGET
+from test_state_of_the_art import LONG, make_run
+
+
+def _faster(run, cand: str, factor: float = 0.9):
+    """``run`` with ``cand``'s times at the target scaled by ``factor`` (< 1: faster)."""
+    for frame, col in ((run.samples, "ms"), (run.placements, "kernel_ms"),
+                       (run.kernels, "device_ms_per_call")):
+        rows = (frame["candidate"] == cand) & (frame["config"] == TARGET.key)
+        frame.loc[rows, col] = frame.loc[rows, col] * factor
+    return run
+
+
+def _confirm(run_id, uuid, gpu="NVIDIA H200", **kw):
+    return make_run(run_id=run_id, uuid=uuid, gpu=gpu, matrix="confirm-v1", **kw)
+
+
+def test_only_confirmatory_runs_that_timed_a_custom_kernel_at_the_target_count():
+    runs = {"a-confirm": _confirm("a-confirm", "GPU-aaaaaaaa-1"),
+            "b-explore": make_run(run_id="b-explore", uuid="GPU-bbbbbbbb-1"),
+            "c-long": _confirm("c-long", "GPU-cccccccc-1", configs_=(LONG,)),
+            "d-controls": _confirm("d-controls", "GPU-dddddddd-1",
+                                   candidates=("sdpa", "sdpa_twin", "cudnn_frontend"))}
+    assert list(ta.target_tables(runs, n_resamples=300)) == ["a-confirm"]
+    with pytest.raises(ValueError, match="`runs`"):
+        ta.target_tables([runs["a-confirm"]])
+
+
+def test_a_run_is_judged_at_the_family_its_plan_registered(monkeypatch):
+    runs = {"a-confirm": _confirm("a-confirm", "GPU-aaaaaaaa-1")}
+    default = ta.target_tables(runs, n_resamples=300)["a-confirm"]
+    assert default["n_comparisons"].iloc[0] == len(default)  # every row of the run
+    monkeypatch.setattr(power, "registered_family", lambda info: 2)
+    registered = ta.target_tables(runs, n_resamples=300)["a-confirm"]
+    assert set(registered["n_comparisons"]) == {2}
+    width = lambda t: float((t["ci_high"] - t["ci_low"]).mean())  # noqa: E731
+    assert width(registered) < width(default)
+
+
+def test_the_claim_holds_per_model_where_no_custom_kernel_wins():
+    runs = {"h100": _confirm("h100", "GPU-11111111-1", gpu="NVIDIA H100 80GB HBM3"),
+            "h200": _confirm("h200", "GPU-22222222-1")}
+    tables = ta.by_machine(ta.target_tables(runs, n_resamples=300))
+    text = ta.claim_target(tables)
+    assert text.startswith("At the reports' own shape the claim holds on the H100 (H100 ")
+    assert "and holds on the H200 (H200 22222222)." in text
+    assert "fails" not in text
+    assert ta.claim_target({}) == "No confirmatory run timed a custom kernel at the reports' shape."
+
+
+def test_one_winning_run_fails_the_claim_for_its_model_and_says_what_the_others_timed():
+    runs = {"win": _faster(_confirm("win", "GPU-33333333-1"), "triton", 0.9),
+            "same": _confirm("same", "GPU-44444444-1"),
+            "other": _confirm("other", "GPU-55555555-1", candidates=("sdpa", "fa4")),
+            "h100": _confirm("h100", "GPU-11111111-1", gpu="NVIDIA H100 80GB HBM3")}
+    tables = ta.by_machine(ta.target_tables(runs, n_resamples=300))
+    text = ta.claim_target(tables)
+    assert "holds on the H100 (H100 11111111) and fails on the H200." in text
+    assert "faster per call on the H200 33333333" in text and "run win)" in text
+    assert "The runs on the H200 55555555 did not include it." in text
+    assert "The runs on the H200 44444444 found no faster kernel." in text
+    assert ta.claim_target(tables, detail=False) == text[:text.index(" On the H200,")]
+    best = ta.best_custom_by_model(tables)
+    assert sorted(best) == ["H100 11111111", "H200 33333333"]
+    assert best["H200 33333333"]["custom_candidate"] == "triton"
+
+
+def test_two_runs_on_one_gpu_cannot_be_told_apart_by_label():
+    runs = {"a": _confirm("a", "GPU-66666666-1"), "b": _confirm("b", "GPU-66666666-1")}
+    with pytest.raises(ValueError, match="one run per GPU"):
+        ta.by_machine(ta.target_tables(runs, n_resamples=300))
+
+
+def test_summaries_are_joined_per_model_in_label_order():
+    tables = {"H200-b": "second", "H100-a": "only", "H200-a": "first"}
+    out = ta.summaries_by_model(tables, lambda machine, t: f"{machine}:{t}")
+    assert out == {"h100": "H100-a:only", "h200": "H200-a:first H200-b:second"}
