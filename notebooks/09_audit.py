@@ -18,7 +18,7 @@
 # Of {glue:text}`au_n_claims:d` claims of the original reports, {glue:text}`au_n_fails:d`
 # fail, {glue:text}`au_n_holds:d` hold and {glue:text}`au_n_cannot_be_tested_here:d`
 # cannot be tested here ({numref}`tbl-audit-claims`). These verdicts judge the reports'
-# argument, not their conclusion; at their shape that holds on Hopper ({ref}`sota-target`).
+# argument, not their conclusion; {ref}`sota-target` decides that per GPU model.
 #
 # A claim *fails* when our measurement contradicts it or its own arithmetic refutes it
 # (marked "arithmetic": no L4 is needed for that). It *holds* when our evidence supports
