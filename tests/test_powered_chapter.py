@@ -184,10 +184,10 @@ def test_run_texts_state_the_family_and_the_twin_apart_from_the_inventory_row():
     assert t["gpus"] == "H200-a,b"
     assert t["counts_sentence"] == (
         "Run r1 measured the long grid's rows at S = 2048 and 8192 with 6 processes on "
-        "H200-a,b (H200). Its family, fixed in `attn_analysis/configs.py` (plan p1), is 2 "
+        "H200-a,b (H200). Its family, fixed in attn_analysis/configs.py (plan p1), is 2 "
         "custom kernels against SDPA at 1 configurations and 2 levels (call, kernel): m = 4. "
         "Of its 4 comparisons: 2 faster, 0 equivalent, 1 slower and 1 inconclusive. Of the "
-        "A/A twin's 2 comparisons, judged at the same m but no member, 2 are equivalent.")
+        "A/A twin's 2, judged at the same m, 2 are equivalent.")
     # a planned member that was not timed keeps its place in m
     fewer = pw.run_texts(row, table.assign(n_comparisons=6),
                          {**plan, "family_candidates": ("k1", "k2", "k3")})
@@ -230,7 +230,7 @@ def test_placements_and_unrun_plan_sentences_name_what_is_needed():
         "At 12 placements per process the same family would need 47 processes per call and "
         "no number of per kernel.")
     text = pw.unrun_plan_sentence("p-long", {"trials": 24}, rows[:1], "H200")
-    assert text == ("Plan p-long (`configs.POWERED_PLANS`) asked 24 processes at 8 placements "
+    assert text == ("Plan p-long (configs.POWERED_PLANS) asked 24 processes at 8 placements "
                     "each, family m = 48. It could not decide: at the H200's design SDs as "
                     "recorded now, it needs 47 processes at the call level. It was never run, "
                     "so no data of it exist.")
@@ -248,7 +248,7 @@ def test_merge_sentence_names_versions_and_dirty_shards_from_run_json():
                                            shard(4, "0.4.0")]}
     assert pw.merge_sentence(info) == (
         "Run r merges 5 shards, recorded by package versions 0.3.0 (shards 1-2) and 0.4.0 "
-        "(shards 3-5), with `merge --across-versions`. Shards 1-2 record `code_dirty`, so "
+        "(shards 3-5), with merge --across-versions. Shards 1-2 record code_dirty, so "
         "their recorded commit does not by itself show the code that ran.")
     one = {"run_id": "r", "merged_from": [shard(1, "0.2.0"), shard(2, "0.2.0")]}
     assert pw.merge_sentence(one) == "Run r merges 2 shards of one package version (0.2.0)."

@@ -189,7 +189,7 @@ def unrun_plan_sentence(name: str, campaign: dict, report, model: str) -> str:
     need = " and ".join(f"{'no number of' if r.needed is None else r.needed} processes at "
                         f"the {r.level} level" for r in rows)
     verdict = ("could not decide" if not all(r.decides for r in rows) else "could decide")
-    return (f"Plan {name} (`configs.POWERED_PLANS`) asked {campaign['trials']} processes at "
+    return (f"Plan {name} (configs.POWERED_PLANS) asked {campaign['trials']} processes at "
             f"{placements} placements each, family m = {rows[0].family}. It {verdict}: at the "
             f"{model}'s design SDs as recorded now, it needs {need}. It was never run, so no "
             f"data of it exist.")
@@ -223,12 +223,12 @@ def merge_sentence(info: dict) -> str:
     if len(versions) > 1:
         text += (", recorded by package versions " + " and ".join(
             f"{v} (shards {_ranges(n)})" for v, n in versions.items())
-            + ", with `merge --across-versions`.")
+            + ", with merge --across-versions.")
     else:
         text += f" of one package version ({next(iter(versions))})."
     dirty = [number[i] for i, s in enumerate(shards) if s.get("code_dirty")]
     if dirty:
-        text += (f" Shards {_ranges(dirty)} record `code_dirty`, so their recorded commit "
+        text += (f" Shards {_ranges(dirty)} record code_dirty, so their recorded commit "
                  f"does not by itself show the code that ran.")
     return text
 
@@ -313,7 +313,7 @@ def family_clause(campaign: dict, name: str, m: int, n_configs: int) -> str:
     if k * n_configs * n_levels != m:
         raise ValueError(f"`m` {m} is not {k} candidates x {n_configs} configurations x "
                          f"{n_levels} levels of plan {name!r}.")
-    return (f"Its family, fixed in `attn_analysis/configs.py` (plan {name}), is {k} custom "
+    return (f"Its family, fixed in attn_analysis/configs.py (plan {name}), is {k} custom "
             f"kernels against SDPA at {n_configs} configurations and {n_levels} levels "
             f"({', '.join(campaign['levels'])}): m = {m}.")
 
@@ -343,8 +343,8 @@ def run_texts(row, table: pd.DataFrame, campaign: dict, untimed: pd.DataFrame | 
                 f"{gpus} ({row['model']}). "
                 + family_clause(campaign, str(row["campaign"]), m, table["config"].nunique())
                 + f" Of its {m} comparisons{timed}: {headline_phrase(counts)}."
-                + (f" Of the A/A twin's {controls['total']} comparisons, judged at the same m "
-                   f"but no member, {counts_sentence(controls)}." if controls else ""))
+                + (f" Of the A/A twin's {controls['total']}, judged at the same m, "
+                   f"{counts_sentence(controls)}." if controls else ""))
     missing = (untimed[untimed["candidate"].isin(family)] if untimed is not None
                else pd.DataFrame(columns=["candidate", "status", "reason"]))
     return {"counts_sentence": sentence, "headline": headline_phrase(counts),
