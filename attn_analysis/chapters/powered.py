@@ -242,7 +242,7 @@ def plan_sentence(inventory_row) -> str:
                 f"page does not claim it came first.")
     c, f = pd.Timestamp(committed), pd.Timestamp(first)
     if c < f:
-        return "Pre-registered: its plan was committed before its first process started."
+        return "Pre-registered: its plan was committed before its first process."
     return "Not pre-registered: its plan was committed after its first process started."
 
 
