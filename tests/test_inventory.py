@@ -390,3 +390,28 @@ def test_plan_statement():
     # the recorded confirmatory runs: their plans entered git with their results
     real = inv.plan_statement(inv.run_inventory(RUNS))
     assert "in the commit that added their results" in real
+
+
+def test_a_plans_commit_time_is_found_in_either_way_configs_writes_it(tmp_path):
+    """A plan set as an item of a plan table (PLANS["name"] = {...}) is dated by the commit
+    that added it, like one written as a dict key; earlier, a plan written that way was
+    dated by a later commit that happened to mention '"name":'."""
+    from attn_analysis.analyse import inventory as inv
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(git[:3] + ["init", "-q"], check=True)
+    (tmp_path / "attn_analysis").mkdir()
+    configs = tmp_path / "attn_analysis" / "configs.py"
+
+    def commit(text, when):
+        configs.write_text(text)
+        subprocess.run(git + ["add", "-A"], check=True)
+        subprocess.run(git + ["commit", "-q", "-m", when], check=True,
+                       env={"GIT_COMMITTER_DATE": when, "GIT_AUTHOR_DATE": when,
+                            "PATH": "/usr/bin:/bin"})
+
+    commit('PLANS = {"keyed": {}}\n', "2026-01-01T00:00:00+00:00")
+    commit('PLANS = {"keyed": {}}\nPLANS["item"] = {}\n', "2026-01-02T00:00:00+00:00")
+    commit('PLANS = {"keyed": {}}\nPLANS["item"] = {}\n# "item": mentioned\n',
+           "2026-01-03T00:00:00+00:00")
+    found = inv._git_campaign_added(tmp_path, ["keyed", "item", "absent"])
+    assert found == {"keyed": "2026-01-01T00:00:00+00:00", "item": "2026-01-02T00:00:00+00:00"}

@@ -170,20 +170,23 @@ def _git_added(runs_dir: Path) -> dict:
 
 
 def _git_campaign_added(runs_dir: Path, names) -> dict:
-    """{campaign name: ISO time of the first commit whose configs.py holds '"name":'},
-    {} without git."""
+    """{campaign name: ISO time of the first commit whose configs.py holds the plan, as a
+    dict key ('"name":') or as an item set on a plan table ('["name"]'), whichever came
+    first}, {} without git."""
     out = {}
     for name in sorted(set(names)):
-        try:
-            log = subprocess.run(
-                ["git", "-C", str(runs_dir), "log", "--reverse", "--format=%cI",
-                 f"-S\"{name}\":", "--", ":/attn_analysis/configs.py"],
-                capture_output=True, text=True, timeout=60)
-        except (OSError, subprocess.SubprocessError):
-            return {}
-        first = log.stdout.split()[:1] if log.returncode == 0 else []
-        if first:
-            out[name] = pd.Timestamp(first[0]).tz_convert("UTC").isoformat()
+        times = []
+        for written in (f'"{name}":', f'["{name}"]'):
+            try:
+                log = subprocess.run(
+                    ["git", "-C", str(runs_dir), "log", "--reverse", "--format=%cI",
+                     f"-S{written}", "--", ":/attn_analysis/configs.py"],
+                    capture_output=True, text=True, timeout=60)
+            except (OSError, subprocess.SubprocessError):
+                return {}
+            times += log.stdout.split()[:1] if log.returncode == 0 else []
+        if times:
+            out[name] = min(pd.Timestamp(t).tz_convert("UTC") for t in times).isoformat()
     return out
 
 

@@ -28,7 +28,7 @@ from ..configs import BASELINE, TARGET, Config
 
 __all__ = ["CANDIDATE", "MATRICES", "GOAL", "gluon_runs", "lead_runs", "variant_choices",
            "against_peer", "verdict_counts", "versus_sentence", "goal_sentence",
-           "peer_goal_sentence", "target_values", "target_sentence", "lead_sentence",
+           "peer_goal_sentence", "target_sentence", "lead_sentence",
            "long_section"]
 
 CANDIDATE = "gluon"
@@ -198,27 +198,25 @@ def peer_goal_sentence(counts_by_machine: dict, peer_label: str, where: str = ""
             f"slower beyond the margin {where_slower}.")
 
 
-# Candidates of the target runs whose numbers the section's prose quotes.
-_QUOTED = ("gluon", "triton", "sdpa_cudnn", "sdpa_twin")
-
-
 def _role(run) -> str:
     info = run.info or {}
     return inventory.run_role(run.run_id, info.get("plan") or {}, info)
 
 
 def lead_runs(runs: dict) -> dict:
-    """Run id -> run: per GPU model, the one run of ``runs`` (run id -> loaded run) whose
-    numbers the section quotes: a confirmatory run where the model has one (the last by
-    run id), else its last run by finish time. The others stay in the tables, labelled."""
-    best = {}
+    """Run id -> run: per GPU model, the runs of ``runs`` (run id -> loaded run) whose
+    numbers the section quotes: every confirmatory run of the model where it has one
+    (replications of a plan on several GPUs), else its last run by finish time. The others
+    are named as superseded. Ordered by model, then run id."""
+    by_model = {}
     for run_id, run in runs.items():
-        model = machine_model(sota.machine_label(run))
-        key = (_role(run) == "confirmatory", str((run.info or {}).get("finished_utc", "")),
-               run_id)
-        if model not in best or key > best[model][0]:
-            best[model] = (key, run_id)
-    return {rid: runs[rid] for _, (_, rid) in sorted(best.items())}
+        by_model.setdefault(machine_model(sota.machine_label(run)), []).append(run_id)
+    out = {}
+    for model, ids in sorted(by_model.items()):
+        confirmatory = sorted(r for r in ids if _role(runs[r]) == "confirmatory")
+        newest = max(ids, key=lambda r: (str((runs[r].info or {}).get("finished_utc", "")), r))
+        out.update({r: runs[r] for r in confirmatory or [newest]})
+    return out
 
 
 def target_sentence(table: pd.DataFrame, run) -> str:
@@ -280,30 +278,6 @@ def lead_sentence(table: pd.DataFrame, machine: str) -> str:
         a["verdict"], f"{a['verdict'].split()[0]} than SDPA's only within the margin")
     return (f"On the {machine} our Gluon kernel's lead is in the call: per attention kernel "
             f"it is {said} ({interval}).")
-
-
-def target_values(tables: dict, runs: dict) -> dict:
-    """Glue name -> value for the target runs: ``gl_{gpu}_{candidate}_{level}_{key}`` for
-    the quoted candidates (speedup, ci_low, ci_high as numbers, NaN where not measured;
-    verdict, "not measured"), ``gl_{gpu}_machine``, ``gl_{gpu}_target_variant`` (what the
-    tuning chose) and ``gl_goal_sentence``. ``tables`` and ``runs`` map the same run ids
-    to comparison tables and loaded runs."""
-    out = {}
-    for run_id, t in tables.items():
-        slug = sota.machine_slug(t["machine"].iloc[0])
-        out[f"gl_{slug}_machine"] = str(t["machine"].iloc[0])
-        for cand in _QUOTED:
-            for level in ("call", "kernel", "attention"):
-                r = t[(t["candidate"] == cand) & (t["level"] == level)]
-                for key in ("speedup", "ci_low", "ci_high"):
-                    out[f"gl_{slug}_{cand}_{level}_{key}"] = (float(r[key].iloc[0]) if len(r)
-                                                              else float("nan"))
-                out[f"gl_{slug}_{cand}_{level}_verdict"] = (str(r["verdict"].iloc[0]) if len(r)
-                                                            else "not measured")
-        chosen = variant_choices(runs[run_id])
-        out[f"gl_{slug}_target_variant"] = ", ".join(chosen["variant"]) or "none"
-    out["gl_goal_sentence"] = goal_sentence(list(tables.values()))
-    return out
 
 
 def long_section(tables: dict, runs: dict, peer: str = "fa4", peer_label: str = "",
