@@ -212,8 +212,8 @@ def _levels(call: str, attention: str) -> pd.DataFrame:
 def test_lead_sentence_says_where_a_lead_per_call_comes_from():
     assert gk.lead_sentence(_levels("equivalent", "equivalent"), "H200-a") == ""
     tie = gk.lead_sentence(_levels("faster", "equivalent"), "H200-a")
-    assert tie == ("On the H200-a our Gluon kernel's lead is in the call: per attention "
-                   "kernel it is equivalent to SDPA's (1.00×, 0.99–1.01).")
+    assert tie == ("Our Gluon kernel's lead on the H200-a is in the call: per attention "
+                   "kernel it is equivalent to SDPA's (1.000×, 0.990–1.010).")
     assert "slower than SDPA's only within the margin" in gk.lead_sentence(
         _levels("faster", "slower within margin"), "H200-a")
     assert "also faster per attention kernel" in gk.lead_sentence(

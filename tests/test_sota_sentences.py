@@ -67,11 +67,11 @@ def test_dispatch_and_bshd_conclusions_only_where_every_machine_is_equivalent(ta
 
 def test_from_s_sentence_reads_right_for_every_outcome():
     assert ss.from_s_sentence({"h100": 2048, "h200": 2048}) == (
-        "Per attention kernel, custom kernels lead from S = 2048 on both the H100 and the "
-        "H200.")
+        "Per attention kernel, a custom kernel leads first at S = 2048 on both the H100 and "
+        "the H200.")
     assert ss.from_s_sentence({"h100": 2048, "h200": 8192}) == (
-        "Per attention kernel, custom kernels lead from S = 2048 on the H100 and from "
-        "S = 8192 on the H200.")
+        "Per attention kernel, a custom kernel leads first at S = 2048 on the H100 and first "
+        "at S = 8192 on the H200.")
     assert ss.from_s_sentence({"h100": None, "h200": None}).startswith("No custom")
     with pytest.raises(ValueError, match="`from_s`"):
         ss.from_s_sentence({})

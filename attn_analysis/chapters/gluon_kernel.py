@@ -269,14 +269,14 @@ def lead_sentence(table: pd.DataFrame, machine: str) -> str:
     if call.empty or call["verdict"].iloc[0] != "faster" or att.empty:
         return ""
     a = att.iloc[0]
-    interval = f"{a['speedup']:.2f}×, {a['ci_low']:.2f}–{a['ci_high']:.2f}"
+    interval = f"{a['speedup']:.3f}×, {a['ci_low']:.3f}–{a['ci_high']:.3f}"
     if a["verdict"] == "faster":
         return (f"On the {machine} our Gluon kernel is also faster per attention kernel "
                 f"({interval}).")
     said = {"equivalent": "equivalent to SDPA's", "inconclusive": "not told apart from SDPA's",
             "slower": "slower than SDPA's"}.get(
         a["verdict"], f"{a['verdict'].split()[0]} than SDPA's only within the margin")
-    return (f"On the {machine} our Gluon kernel's lead is in the call: per attention kernel "
+    return (f"Our Gluon kernel's lead on the {machine} is in the call: per attention kernel "
             f"it is {said} ({interval}).")
 
 

@@ -169,8 +169,8 @@ def long_sequence_wins(tables, min_seq_len: int = LONG_SEQ_LEN) -> dict:
 
 
 def from_s_sentence(from_s: dict) -> str:
-    """Where custom attention kernels start to lead, per GPU model (:func:`attention_from_s`),
-    said once where the models agree."""
+    """The shortest sequence at which a custom attention kernel leads, per GPU model
+    (:func:`attention_from_s`), said once where the models agree."""
     if not isinstance(from_s, dict) or not from_s:
         raise ValueError(f"`from_s` must be a non-empty dict of model -> S or None; got "
                          f"{from_s!r}.")
@@ -178,5 +178,7 @@ def from_s_sentence(from_s: dict) -> str:
         return "No custom attention kernel is faster than SDPA's beyond the margin."
     by = {}
     for model, v in from_s.items():
-        by.setdefault(f"from S = {v}" if v is not None else "nowhere", []).append(model.upper())
-    return "Per attention kernel, custom kernels lead " + sota.verdicts_phrase(by) + "."
+        by.setdefault(f"first at S = {v}" if v is not None else "nowhere", []).append(
+            model.upper())
+    # "first at": the smallest S with a lead, not a lead at every longer shape
+    return "Per attention kernel, a custom kernel leads " + sota.verdicts_phrase(by) + "."
