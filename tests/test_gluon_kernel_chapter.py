@@ -212,9 +212,9 @@ def _levels(call: str, attention: str) -> pd.DataFrame:
 def test_lead_sentence_says_where_a_lead_per_call_comes_from():
     assert gk.lead_sentence(_levels("equivalent", "equivalent"), "H200-a") == ""
     tie = gk.lead_sentence(_levels("faster", "equivalent"), "H200-a")
-    assert tie == ("Our Gluon kernel's lead on the H200-a is in the call: per attention "
-                   "kernel it is equivalent to SDPA's (1.000×, 0.990–1.010).")
+    assert tie == ("Per attention kernel it is equivalent to SDPA's on the H200-a "
+                   "(1.000×, 0.990–1.010): the lead is in the call.")
     assert "slower than SDPA's only within the margin" in gk.lead_sentence(
         _levels("faster", "slower within margin"), "H200-a")
-    assert "also faster per attention kernel" in gk.lead_sentence(
+    assert "It is also faster per attention kernel on the H200-a" in gk.lead_sentence(
         _levels("faster", "faster"), "H200-a")

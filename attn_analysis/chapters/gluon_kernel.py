@@ -261,9 +261,10 @@ def target_sentence(table: pd.DataFrame, run) -> str:
 
 def lead_sentence(table: pd.DataFrame, machine: str) -> str:
     """Where the Gluon kernel's lead over SDPA per call comes from on ``machine``, for the
-    abstract: empty unless it is faster per call beyond the margin; then whether it is
-    also faster per attention kernel, or only per call because SDPA's call runs more than
-    its attention kernel (the attention-level verdict, with its interval)."""
+    abstract, right after the sentence that names the kernel ("It", "it"): empty unless
+    it is faster per call beyond the margin; then whether it is also faster per attention
+    kernel, or only per call because SDPA's call runs more than its attention kernel (the
+    attention-level verdict, with its interval)."""
     at = table[(table["candidate"] == CANDIDATE) & (table["config"] == TARGET.key)]
     call, att = at[at["level"] == "call"], at[at["level"] == "attention"]
     if call.empty or call["verdict"].iloc[0] != "faster" or att.empty:
@@ -271,13 +272,12 @@ def lead_sentence(table: pd.DataFrame, machine: str) -> str:
     a = att.iloc[0]
     interval = f"{a['speedup']:.3f}×, {a['ci_low']:.3f}–{a['ci_high']:.3f}"
     if a["verdict"] == "faster":
-        return (f"On the {machine} our Gluon kernel is also faster per attention kernel "
-                f"({interval}).")
+        return f"It is also faster per attention kernel on the {machine} ({interval})."
     said = {"equivalent": "equivalent to SDPA's", "inconclusive": "not told apart from SDPA's",
             "slower": "slower than SDPA's"}.get(
         a["verdict"], f"{a['verdict'].split()[0]} than SDPA's only within the margin")
-    return (f"Our Gluon kernel's lead on the {machine} is in the call: per attention kernel "
-            f"it is {said} ({interval}).")
+    return (f"Per attention kernel it is {said} on the {machine} ({interval}): the lead is "
+            f"in the call.")
 
 
 def long_section(tables: dict, runs: dict, peer: str = "fa4", peer_label: str = "",
