@@ -173,7 +173,7 @@ for machine, t in target_tables.items():
 # {glue:text}`sa_confirm_n_proc:d` processes on a second GPU of each model, one family of
 # {glue:text}`sa_confirm_m:d` comparisons per run, {glue:text}`sa_confirm_per_level:s`
 # custom-kernel comparisons per level ({glue:text}`sa_confirm_runs:s`). A powered,
-# pre-registered run of the long grid's S = 2048 and 8192 rows, over a host's GPUs, decides
+# pre-registered run of the long grid's S = 2048 and 8192 rows, over several GPUs, decides
 # them at its own family ({ref}`powered-long`).
 
 # %% tags=["remove-input"]
@@ -404,3 +404,11 @@ if len(versus):
     tables.show(table, "The variant of our Gluon kernel that each shape's tuning chose "
                 "(first process; the later ones reused it), per GPU.",
                 name="tbl-gluon-variants", csv="gluon_variants.csv", full=choices)
+
+# %% [markdown]
+# ## The ablation of our Gluon kernel
+
+# %% tags=["remove-input"]
+from attn_analysis.chapters import gluon_ablation as gab
+tables.show(**gab.table_args(gab.ablation_table(root, runs_dir=params["runs_dir"])),
+            name="tbl-gluon-ablation", csv="gluon_ablation.csv")

@@ -66,6 +66,10 @@ def test_one_winning_run_fails_the_claim_for_its_model_and_says_what_the_others_
     text = ta.claim_target(tables)
     assert "holds on the H100 (H100 11111111) and fails on the H200." in text
     assert "faster per call on the H200 33333333" in text and "run win)" in text
+    runs["win2"] = _faster(_confirm("win2", "GPU-77777777-1"), "triton", 0.9)
+    two = ta.claim_target(ta.by_machine(ta.target_tables(runs, n_resamples=300)))
+    assert "is faster per call on the H200 33333333 (" in two
+    assert "run win) and the H200 77777777 (" in two and two.count("is faster per call") == 1
     assert "The runs on the H200 55555555 did not include it." in text
     assert "The runs on the H200 44444444 found no faster kernel." in text
     assert ta.claim_target(tables, detail=False) == text[:text.index(" On the H200,")]

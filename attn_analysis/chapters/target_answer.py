@@ -87,9 +87,12 @@ def _model_answer(model: str, rows: list) -> tuple[str, str]:
     held = [r for r in rows if r not in beaten]
     if not beaten:
         return f"holds on the {model} ({join(sorted(r[0] for r in held))})", ""
-    wins = [f"{b['custom_label']} is faster per call on the {m} ({b['custom_speedup']:.2f}×, "
-            f"{b['custom_ci_low']:.2f}–{b['custom_ci_high']:.2f}, run {run})"
-            for m, run, b, _ in sorted(beaten)]
+    by_label = {}  # one clause per winning kernel, naming each GPU where it won
+    for m, run, b, _ in sorted(beaten):
+        by_label.setdefault(b["custom_label"], []).append(
+            f"the {m} ({b['custom_speedup']:.2f}×, {b['custom_ci_low']:.2f}–"
+            f"{b['custom_ci_high']:.2f}, run {run})")
+    wins = [f"{label} is faster per call on {join(where)}" for label, where in by_label.items()]
     detail = f"On the {model}, " + "; ".join(wins) + "."
     if held:
         winners = {r[2]["custom_candidate"] for r in beaten}
