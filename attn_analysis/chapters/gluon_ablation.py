@@ -238,8 +238,8 @@ def table_args(frame: pd.DataFrame) -> dict:
                                                          d["call_max"])))
     lo, hi = int(frame["placements"].min()), int(frame["placements"].max())
     caption = (f"Issue 43's ablation of our Gluon kernel at {TARGET.key} on "
-               f"{'; '.join(frame['gpu'].unique())}: exploratory ablations (few processes), "
-               f"each measured with its file's own protocol (`scripts/gluon_ablation.py`; "
+               f"{'; '.join(frame['gpu'].unique())}. Exploratory ablations (few processes), "
+               f"each with its file's own protocol (`scripts/gluon_ablation.py`; "
                f"{lo}–{hi} placements), not the sweep's. Speedup is SDPA's time over the "
                f"variant's, above 1 ours is faster. Kernel: the profiler's attention kernel "
                f"against SDPA's cuDNN kernel, one profile. Call: CUDA-graph replay, median "
