@@ -60,7 +60,7 @@ import pandas as pd
 from attn_analysis.present import plots, tables
 from attn_analysis.analyse import comparisons, machine_level, power
 from attn_analysis.chapters import gluon_kernel, phrases, sota_sentences, state_of_the_art as sota
-from attn_analysis.chapters import target_answer
+from attn_analysis.chapters import gluon_ablation, target_answer
 
 if params["measure"]:  # every parameter is checked above, before anything is measured
     from attn_analysis.measure import sweep
@@ -111,16 +111,8 @@ target_tables = {sota.machine_label(chosen["target"][r]): t for r, t in tabs["ta
 # control) give the figure and the controls
 confirm_target = target_answer.by_machine(target_answer.target_tables(runs, **compare))
 answered = confirm_target or target_tables
-best_by_model = target_answer.best_custom_by_model(answered)  # one GPU per model
-summarised = {m: t for m, t in answered.items() if m in best_by_model
-              or sota.machine_slug(m) not in {sota.machine_slug(b) for b in best_by_model}}
-for slug, text in target_answer.summaries_by_model(
-        summarised, sota_sentences.target_summary).items():
-    nbs.glue_text(f"sa_{slug}_target_summary", text)
-nbs.glue_text("sa_target_custom_phrase", sota_sentences.custom_target_phrase(best_by_model))
-nbs.glue_text("gl_lead_sentence", " ".join(filter(None, (  # for the abstract
-    gluon_kernel.lead_sentence(answered[m], m) for m in best_by_model))))
-nbs.glue_text("sa_claim_runs", ", ".join(t["run"].iloc[0] for t in answered.values()))
+for name, value in target_answer.section_values(answered).items():
+    nbs.glue_text(name, value)
 nbs.glue_text("sa_controls_sentence", sota.controls_sentence(target_tables))
 nbs.glue_text("sa_dispatch_sentence", sota_sentences.dispatch_sentence(target_tables))
 nbs.glue_text("sa_bshd_sentence", sota_sentences.bshd_sentence(target_tables))
@@ -409,6 +401,5 @@ if len(versus):
 # ## The ablation of our Gluon kernel
 
 # %% tags=["remove-input"]
-from attn_analysis.chapters import gluon_ablation as gab
-tables.show(**gab.table_args(gab.ablation_table(root, runs_dir=params["runs_dir"])),
-            name="tbl-gluon-ablation", csv="gluon_ablation.csv")
+tables.show(**gluon_ablation.table_args(gluon_ablation.ablation_table(
+    root, runs_dir=params["runs_dir"])), name="tbl-gluon-ablation", csv="gluon_ablation.csv")

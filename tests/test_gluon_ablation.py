@@ -154,3 +154,10 @@ def test_recorded_rounds_load_with_their_variants():
     assert not df["gpu"].str.contains(r"[0-9a-f]{8}").any()  # no UUID block
     assert df["kernel_speedup"].gt(0).all() and df["call_speedup"].gt(0).all()
     assert df.loc[df["round"] > 1, "tensor_pct"].notna().any()  # rounds 2 and 3 ran ncu
+    shown = ga.table_args(df)["df"]
+    per_round = shown["gpu"].value_counts()
+    assert len(per_round) == 3 and per_round.max() == ga.SHOWN_PER_ROUND
+    # the fastest kernels of each round are the ones shown
+    for gpu, rows in shown.groupby("gpu"):
+        rest = df[(df["gpu"] == gpu) & ~df["variant"].isin(rows["variant"])]
+        assert rest["kernel_speedup"].max() <= rows["kernel_speedup"].min()

@@ -76,6 +76,12 @@ def test_one_winning_run_fails_the_claim_for_its_model_and_says_what_the_others_
     best = ta.best_custom_by_model(tables)
     assert sorted(best) == ["H100 11111111", "H200 33333333"]
     assert best["H200 33333333"]["custom_candidate"] == "triton"
+    values = ta.section_values(tables)
+    assert values["sa_h200_target_summary"].startswith("On the H200 33333333 (run win)")
+    assert "H200 44444444" not in values["sa_h200_target_summary"]  # one GPU per model
+    assert values["sa_target_custom_phrase"].startswith("is our Triton kernel, at ")
+    assert values["gl_lead_sentence"] == ""  # no Gluon kernel here
+    assert values["sa_claim_runs"] == "h100, other, same, win"
 
 
 def test_two_runs_on_one_gpu_cannot_be_told_apart_by_label():

@@ -17,6 +17,7 @@ candidates.
 
 from __future__ import annotations
 
+from . import gluon_kernel, sota_sentences
 from . import state_of_the_art as sota
 from .phrases import join
 from ..analyse import inventory, power
@@ -25,7 +26,7 @@ from ..analyse.stats import DEFAULT_MARGIN, Verdict
 from ..configs import TARGET
 
 __all__ = ["target_tables", "by_machine", "best_custom_by_model", "claim_target",
-           "summaries_by_model"]
+           "summaries_by_model", "section_values"]
 
 _FASTER = Verdict.FASTER.value
 
@@ -131,3 +132,22 @@ def summaries_by_model(tables: dict, summary) -> dict:
         out.setdefault(sota.machine_slug(machine), []).append(summary(machine, t))
     return {slug: " ".join(texts) for slug, texts in out.items()}
 
+
+
+def section_values(tables: dict) -> dict:
+    """Glue name -> text for the answer at the target, from ``tables`` (machine -> table):
+    per GPU model the summary of its GPU with the fastest custom kernel
+    (``sa_{model}_target_summary``, :func:`sota_sentences.target_summary`; every GPU of a
+    model without a custom kernel), that kernel per model for the abstract
+    (``sa_target_custom_phrase``), where a Gluon lead per call comes from on that GPU
+    (``gl_lead_sentence``, empty where there is none) and the runs (``sa_claim_runs``)."""
+    best = best_custom_by_model(tables)  # one GPU per model
+    models = {sota.machine_slug(m) for m in best}
+    shown = {m: t for m, t in tables.items() if m in best or sota.machine_slug(m) not in models}
+    out = {f"sa_{slug}_target_summary": text for slug, text in
+           summaries_by_model(shown, sota_sentences.target_summary).items()}
+    out["sa_target_custom_phrase"] = sota_sentences.custom_target_phrase(best)
+    out["gl_lead_sentence"] = " ".join(filter(None, (
+        gluon_kernel.lead_sentence(tables[m], m) for m in best)))
+    out["sa_claim_runs"] = ", ".join(str(t["run"].iloc[0]) for t in tables.values())
+    return out
