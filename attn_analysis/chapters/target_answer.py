@@ -82,12 +82,17 @@ def best_custom_by_model(tables: dict) -> dict:
     return {m: b for _, (m, b) in sorted(best.items())}
 
 
-def _model_answer(model: str, rows: list) -> tuple[str, str]:
-    """(clause, detail) for one GPU model; ``rows``: (machine, run id, fastest, candidates)."""
+def _model_answer(model: str, rows: list, winners: dict) -> tuple[str, str]:
+    """(clause, detail) for one GPU model; ``rows``: (machine, run id, fastest, candidates);
+    ``winners``: candidate -> label of every custom kernel that won on some model, so a
+    model where the claim holds says which of them never ran there."""
     beaten = [r for r in rows if r[2].get("custom_verdict") == _FASTER]
     held = [r for r in rows if r not in beaten]
     if not beaten:
-        return f"holds on the {model} ({join(sorted(r[0] for r in held))})", ""
+        timed = set().union(*(r[3] for r in held))
+        untried = sorted(label for cand, label in winners.items() if cand not in timed)
+        return (f"holds on the {model} ({join(sorted(r[0] for r in held))}"
+                + (f", where no run timed {join(untried)}" if untried else "") + ")"), ""
     by_label = {}  # one clause per winning kernel, naming each GPU where it won
     for m, run, b, _ in sorted(beaten):
         by_label.setdefault(b["custom_label"], []).append(
@@ -119,7 +124,9 @@ def claim_target(tables: dict, detail: bool = True) -> str:
         at = t[t["config"] == TARGET.key]
         rows.setdefault(machine_model(machine), []).append(
             (machine, str(t["run"].iloc[0]), sota.fastest(t), set(at["candidate"])))
-    answers = [_model_answer(model, r) for model, r in sorted(rows.items())]
+    winners = {r[2]["custom_candidate"]: r[2]["custom_label"] for rs in rows.values()
+               for r in rs if r[2].get("custom_verdict") == _FASTER}
+    answers = [_model_answer(model, r, winners) for model, r in sorted(rows.items())]
     head = "At the reports' own shape the claim " + join([a for a, _ in answers]) + "."
     return " ".join([head] + [d for _, d in answers if d and detail])
 
