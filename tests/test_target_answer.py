@@ -68,8 +68,8 @@ def test_one_winning_run_fails_the_claim_for_its_model_and_says_what_the_others_
     runs["h100"] = _confirm("h100", "GPU-11111111-1", gpu="NVIDIA H100 80GB HBM3",
                             candidates=("sdpa", "fa4"))
     untried = ta.claim_target(ta.by_machine(ta.target_tables(runs, n_resamples=300)))
-    assert ("holds on the H100 (H100 11111111, where no run timed our Triton kernel) and "
-            "fails on the H200.") in untried
+    assert ("holds on the H100 (H100 11111111, where no confirmatory run timed our Triton "
+            "kernel) and fails on the H200.") in untried
     runs["h100"] = _confirm("h100", "GPU-11111111-1", gpu="NVIDIA H100 80GB HBM3")
     assert "faster per call on the H200 33333333" in text and "run win)" in text
     runs["win2"] = _faster(_confirm("win2", "GPU-77777777-1"), "triton", 0.9)

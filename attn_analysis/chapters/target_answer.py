@@ -92,7 +92,7 @@ def _model_answer(model: str, rows: list, winners: dict) -> tuple[str, str]:
         timed = set().union(*(r[3] for r in held))
         untried = sorted(label for cand, label in winners.items() if cand not in timed)
         return (f"holds on the {model} ({join(sorted(r[0] for r in held))}"
-                + (f", where no run timed {join(untried)}" if untried else "") + ")"), ""
+                + (f", where no confirmatory run timed {join(untried)}" if untried else "") + ")"), ""
     by_label = {}  # one clause per winning kernel, naming each GPU where it won
     for m, run, b, _ in sorted(beaten):
         by_label.setdefault(b["custom_label"], []).append(
