@@ -128,6 +128,9 @@ nbs.glue_text("env_n_confirm_plan_first", len(fixed_first))
 nbs.glue_text("env_n_confirm", len(confirm))
 nbs.glue_text("env_confirm_plan_first_runs", ", ".join(fixed_first["run"]) or "none")
 nbs.glue_text("env_confirm_plan_late_runs", ", ".join(late["run"]) or "none")
+from attn_analysis.chapters.phrases import processes_by_run
+nbs.glue_text("env_confirm_processes", processes_by_run(
+    zip(confirm["run"], confirm["processes"])) if len(confirm) else "none")
 explore = run_table[run_table["role"] == "exploratory"]
 for end in ("min", "max"):  # NaN where no run is exploratory (a new run of one's own)
     nbs.glue_text(f"env_explore_{end}_processes", explore["processes"].agg(end))

@@ -54,3 +54,13 @@ def test_invalid_input_is_refused_by_name():
         phrases.per_level("slower", "")
     with pytest.raises(ValueError, match="`items`"):
         phrases.join([])
+
+
+def test_processes_by_run_groups_runs_of_one_count_fewest_first():
+    from attn_analysis.chapters.phrases import processes_by_run
+    assert processes_by_run([("b", 6), ("c", 28), ("a", 6), ("d", 24.0)]) == (
+        "6 in a and b; 24 in d; 28 in c")
+    with pytest.raises(ValueError, match="`runs`"):
+        processes_by_run([])
+    with pytest.raises(ValueError, match="`runs`"):
+        processes_by_run([("a", float("nan"))])

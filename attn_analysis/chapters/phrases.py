@@ -6,7 +6,7 @@ verdicts per level said once where they agree ("at none of the 16 shapes on eith
 
 from __future__ import annotations
 
-__all__ = ["join", "tally", "per_level", "count_by_model"]
+__all__ = ["join", "tally", "per_level", "count_by_model", "processes_by_run"]
 
 
 def join(items) -> str:
@@ -97,3 +97,17 @@ def per_level(call: str, kernel: str) -> str:
             raise ValueError(f"`{name}` must be a non-empty verdict; got {v!r}.")
     return (f"{call} per call and per kernel" if call == kernel
             else f"{call} per call and {kernel} per kernel")
+
+
+def processes_by_run(runs) -> str:
+    """'6 in a and b; 24 in c': the processes of each run, runs of the same count together,
+    fewest first, from ``(run, processes)`` pairs (e.g. the inventory's confirmatory rows)."""
+    by = {}
+    for run, n in runs:
+        if isinstance(n, bool) or not isinstance(n, (int, float)) or n != n or n < 1:
+            raise ValueError(f"`runs` must pair run ids with process counts; got {n!r} for "
+                             f"{run!r}.")
+        by.setdefault(int(n), []).append(str(run))
+    if not by:
+        raise ValueError("`runs` must not be empty.")
+    return "; ".join(f"{n} in {join(sorted(rs))}" for n, rs in sorted(by.items()))
