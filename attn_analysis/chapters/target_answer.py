@@ -90,25 +90,28 @@ def _model_answer(model: str, rows: list, winners: dict) -> tuple[str, str]:
     held = [r for r in rows if r not in beaten]
     if not beaten:
         timed = set().union(*(r[3] for r in held))
-        untried = sorted(label for cand, label in winners.items() if cand not in timed)
+        untried = sorted(label.split(" (")[0] for cand, label in winners.items()
+                         if cand not in timed)  # 'our Gluon kernel', no nested parentheses
         return (f"holds on the {model} ({join(sorted(r[0] for r in held))}"
-                + (f", where no confirmatory run timed {join(untried)}" if untried else "") + ")"), ""
-    by_label = {}  # one clause per winning kernel, naming each GPU where it won
-    for m, run, b, _ in sorted(beaten):
+                + (f", where no confirmatory run timed {join(untried)}" if untried else "")
+                + ")"), ""
+    by_label = {}  # per winning kernel, each run where it won (a run names its GPUs)
+    for m, run, b, _ in sorted(beaten, key=lambda r: r[1]):
         by_label.setdefault(b["custom_label"], []).append(
-            f"the {m} ({b['custom_speedup']:.2f}×, {b['custom_ci_low']:.2f}–"
-            f"{b['custom_ci_high']:.2f}, run {run})")
-    wins = [f"{label} is faster per call on {join(where)}" for label, where in by_label.items()]
-    detail = f"On the {model}, " + "; ".join(wins) + "."
+            f"{b['custom_speedup']:.2f}× ({b['custom_ci_low']:.2f}–{b['custom_ci_high']:.2f}) "
+            f"in run {run}")
+    detail = " ".join(f"On the {model}, {label} is faster per call. It runs at {join(where)}."
+                      for label, where in by_label.items())
     if held:
         winners = {r[2]["custom_candidate"] for r in beaten}
-        absent = [r[0] for r in held if not winners & r[3]]
-        present = [r[0] for r in held if winners & r[3]]
+        absent = sorted(r[1] for r in held if not winners & r[3])
+        present = sorted(r[1] for r in held if winners & r[3])
         if absent:
-            detail += (f" The runs on the {join(sorted(absent))} did not include "
+            detail += (f" Run{'s' if len(absent) > 1 else ''} {join(absent)} did not time "
                        f"{'it' if len(winners) == 1 else 'them'}.")
         if present:
-            detail += f" The runs on the {join(sorted(present))} found no faster kernel."
+            detail += (f" Run{'s' if len(present) > 1 else ''} {join(present)} found no "
+                       f"faster kernel.")
     return f"fails on the {model}", detail
 
 
