@@ -181,7 +181,8 @@ nbs.glue_text("env_tm_missing_sentence", " ".join(
 nbs.glue_text("env_tm_direction_sentence", timer_answer.direction_sentence(answers[tm_model]))
 # further cross-checks at the target on the same model (e.g. one kernel beside SDPA)
 nbs.glue_text("env_tm_further_sentence", " ".join(
-    timer_answer.further_check_sentence(d, f"{k}.json") for k, d in sorted(checks.items())
+    timer_answer.further_check_sentence(d, f"{k}.json", main=tm_doc)
+    for k, d in sorted(checks.items())
     if d is not tm_doc and timers.gpu_model(d) == tm_model
     and configs.TARGET.key in d["plan"]["shapes"]) or "")
 long_docs = [d for d in checks.values()

@@ -135,8 +135,9 @@ nbs.glue_figure("sa_target_figure", plots.speedup_summary(
 #
 # :::{div} glued-sentences
 # Claim A rests on the confirmatory runs that timed a custom kernel here, each at its own
-# family: {glue:text}`sa_claim_runs:s`. Per GPU model, the one with the fastest custom
-# kernel: {glue:text}`sa_h100_target_summary:s` {glue:text}`sa_h200_target_summary:s`
+# family: {glue:text}`sa_claim_runs:s`. Below, one run per GPU model: the one whose custom
+# kernel is fastest. {glue:text}`sa_h100_target_summary:s`
+# {glue:text}`sa_h200_target_summary:s`
 # :::
 #
 # {glue:text}`sa_controls_sentence:s` {glue:text}`sa_dispatch_sentence:s`

@@ -157,8 +157,9 @@ def test_long_section_counts_and_stacks_per_gpu(runs):
     assert "shapes from S = 2048 on the H200" in values["gl_fa4_goal_sentence"]
     assert "at 1 of 2 shapes from S = 2048 on the H200 78684018" in values["gl_fa4_goal_sentence"]
     # said once per model, grammatical for any count (no "faster at 0 of 3")
-    assert values["gl_long_sentence"] == ("Across the long grid the Gluon kernel is faster "
-                                          "than SDPA's kernel at 2 of 3 shapes on the H200.")
+    assert values["gl_long_sentence"] == (
+        "Across the long grid, in exploratory runs, the Gluon kernel is faster than SDPA's "
+        "kernel at 2 of 3 shapes on the H200.")
     assert set(choices["machine"]) == {"H200 78684018"} and len(choices) == 3
 
 

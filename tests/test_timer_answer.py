@@ -80,14 +80,16 @@ def test_answer_values_name_the_fastest_custom_kernel_per_timer_and_the_host_sha
     # as not recorded
     wide = {**v, "eager_low": 0.84, "eager_high": 1.08}
     assert tn.eager_clause({"H200": wide}, ["H100", "H200"], 0.02) == (
-        "per eager call, inconclusive on the H200; not recorded on the H100")
+        "per eager call, the fastest custom kernel's verdict is inconclusive on the H200; "
+        "not recorded on the H100")
     assert tn.eager_clause({"H200": {**v, "eager_low": float("nan")}}, ["H200"], 0.02) == (
         "per eager call, no answer; not recorded on the H200")
     fast = {**v, "eager_low": 1.05, "eager_high": 1.08}
     assert tn.eager_clause({"H200": fast, "H100": {**v, "eager_low": 0.985,
                                                    "eager_high": 0.995}},
                            ["H100", "H200"], 0.02) == (
-        "per eager call, equivalent on the H100 and faster on the H200")
+        "per eager call, the fastest custom kernel's verdict is equivalent on the H100 and "
+        "faster on the H200")
     with pytest.raises(ValueError, match="`margin`"):
         tn.eager_clause({"H200": v}, ["H200"], 2.0)
     with pytest.raises(ValueError, match="`models`"):
@@ -179,3 +181,10 @@ def test_further_check_sentence_names_the_file_what_it_timed_and_every_timer():
                   "per eager call"):
         assert label in text
     assert re.search(r"runs at 0\.96× \(0\.9\d–0\.9\d; fast\) under graph replay", text)
+
+    tuned, before = doc(n_proc=4), doc(n_proc=4)
+    for d, variant in ((tuned, "new"), (before, "old")):
+        d["build_process"][0]["builds"][SHAPE]["fast"]["info"]["config"] = {"variant": variant}
+    named = tn.further_check_sentence(tuned, "timers_x.json", main=before)
+    assert "timed fast (variant new; old in the main check) and hot beside sdpa." in named
+    assert "timed fast (variant new) and hot" in tn.further_check_sentence(tuned, "t.json")

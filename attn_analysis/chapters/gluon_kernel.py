@@ -310,7 +310,8 @@ def long_section(tables: dict, runs: dict, peer: str = "fa4", peer_label: str = 
     values["gl_fa4_goal_sentence"] = peer_goal_sentence(counts, label,
                                                         f"from S = {min_seq_len}")
     values["gl_long_sentence"] = (
-        "Across the long grid the Gluon kernel is faster than SDPA's kernel "
+        f"Across the long grid, in {join(sorted({_role(r) for r in runs.values()}))} runs, "
+        "the Gluon kernel is faster than SDPA's kernel "
         + count_by_model(by_model, "shapes") + "." if by_model
         else "No recorded run measured our Gluon kernel on the long grid.")
     return (values, pd.concat(versus, ignore_index=True) if versus else pd.DataFrame(),

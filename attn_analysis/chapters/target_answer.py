@@ -68,18 +68,25 @@ def by_machine(tables: dict) -> dict:
 
 
 def best_custom_by_model(tables: dict) -> dict:
-    """Machine -> :func:`sota.fastest` for one machine per GPU model: the one whose fastest
-    custom kernel at the target has the largest call-level speedup (the abstract's "the
-    fastest custom kernel runs at ..."), from ``tables`` (machine -> table)."""
-    best = {}
+    """Machine -> :func:`sota.fastest` for one machine per GPU model, for the abstract's
+    "the fastest custom kernel is ...": the kernel with the largest call-level speedup at
+    the target on any of the model's machines, quoted from the machine where that same
+    kernel with the same verdict has the smallest speedup (replications of one plan: the
+    conservative one), from
+    ``tables`` (machine -> table)."""
+    found = {}
     for machine, t in tables.items():
         b = sota.fastest(t)
-        if "custom_speedup" not in b:
-            continue
-        model = machine_model(machine)
-        if model not in best or b["custom_speedup"] > best[model][1]["custom_speedup"]:
-            best[model] = (machine, b)
-    return {m: b for _, (m, b) in sorted(best.items())}
+        if "custom_speedup" in b:
+            found.setdefault(machine_model(machine), []).append((machine, b))
+    out = {}
+    for model, rows in sorted(found.items()):
+        top = max(rows, key=lambda r: r[1]["custom_speedup"])[1]
+        same = [r for r in rows if (r[1]["custom_candidate"], r[1]["custom_verdict"])
+                == (top["custom_candidate"], top["custom_verdict"])]
+        machine, best = min(same, key=lambda r: (r[1]["custom_speedup"], r[0]))
+        out[machine] = best
+    return out
 
 
 def _model_answer(model: str, rows: list, winners: dict) -> tuple[str, str]:

@@ -113,12 +113,29 @@ def _speedup(v, key) -> str:
     return text + f"{v[key + '_best']})"
 
 
-def further_check_sentence(doc, name: str, shape=TARGET.key, reference="sdpa") -> str:
-    """One sentence for a further cross-check of the same GPU model at ``shape`` (``doc``,
-    file ``name``), beside the one the section reads: its processes, what it timed and the
-    fastest custom kernel under each timer (95 % intervals over processes)."""
+def _variants(doc, shape) -> dict:
+    """Candidate -> the variant its build recorded at ``shape`` (our Gluon kernel's tuning)."""
+    out = {}
+    for build in doc.get("build_process") or []:
+        for cand, b in ((build.get("builds") or {}).get(shape) or {}).items():
+            variant = (((b or {}).get("info") or {}).get("config") or {}).get("variant")
+            if variant:
+                out[cand] = str(variant)
+    return out
+
+
+def further_check_sentence(doc, name: str, shape=TARGET.key, reference="sdpa",
+                           main=None) -> str:
+    """Sentences for a further cross-check of the same GPU model at ``shape`` (``doc``,
+    file ``name``), beside the one the section reads (``main``): its processes, what it
+    timed (with the variant each build chose, and the main check's where it differs) and
+    the fastest custom kernel under each timer (95 % intervals over processes)."""
     v = answer_values(doc, shape, reference)
-    timed = sorted(custom_candidates(doc, shape, reference))
+    mine, before = _variants(doc, shape), _variants(main or {}, shape)
+    timed = [c + (f" (variant {mine[c]}"
+                  + (f"; {before[c]} in the main check" if before.get(c, mine[c]) != mine[c]
+                     else "") + ")" if c in mine else "")
+             for c in sorted(custom_candidates(doc, shape, reference))]
     return (f"A further cross-check ({name}, {int(v['n_processes'])} processes) timed "
             f"{join(timed)} beside {reference}. Its fastest custom kernel runs at "
             f"{_speedup(v, 'graph')} under graph replay and {_speedup(v, 'sustained')} under "
@@ -130,8 +147,8 @@ def eager_clause(answers: dict, models, margin: float) -> str:
     """The abstract's eager answer at the shape: the fastest custom kernel's verdict per
     eager call on each GPU model of ``models`` (its 95 % interval over processes against
     ``margin``, the rule of ``stats.decide`` folded into the four headline categories), and
-    the models without an answer: 'per eager call, inconclusive on the H200; not recorded
-    on the H100'. ``answers`` maps a model to its :func:`answer_values`."""
+    the models without an answer: 'per eager call, the fastest custom kernel's verdict is
+    inconclusive on the H200; not recorded on the H100'. ``answers`` maps a model to its :func:`answer_values`."""
     margin = margin_iv(margin)
     said, missing = [], []
     for model in models:
@@ -143,7 +160,8 @@ def eager_clause(answers: dict, models, margin: float) -> str:
         said.append(f"{robustness.category(verdict.value)} on the {model}")
     if not said and not missing:
         raise ValueError("`models` must name at least one GPU model.")
-    text = "per eager call, " + (join(said) if said else "no answer")
+    text = ("per eager call, the fastest custom kernel's verdict is " + join(said) if said
+            else "per eager call, no answer")
     return text + (f"; not recorded on {join(missing)}" if missing else "")
 
 
