@@ -15,9 +15,9 @@
 # (variance-v2)=
 # # A Variance decomposition
 #
-# The spread of protocol 2's timings splits into nested components: GPU, process, memory
-# placement and replay noise. Does placement explain the spread between processes? Does
-# `eager_compiled`'s old lead over `sdpa` survive randomized placement?
+# Protocol 2's timing spread splits into nested components: GPU, process, memory placement
+# and replay noise. Does placement explain the spread between processes, and
+# `eager_compiled`'s old lead over `sdpa`?
 
 # %% tags=["parameters", "hide-input"]
 runs_dir = "data/runs"                                   # recorded runs, relative to the repository root
@@ -199,8 +199,8 @@ nbs.glue_figure("var_figure", audit_plots.variance_components(comp, label, runs=
 # The decomposition runs ({glue:text}`var_d_runs:s`) hold {glue:text}`var_n_proc:d`
 # processes on {glue:text}`var_gpus:s`. Each times {glue:text}`var_n_cands:d` candidates at
 # {glue:text}`var_n_configs:d` configurations, at {glue:text}`var_n_place:d` placements of
-# {glue:text}`var_n_samp:d` samples. `variance.decompose` fits the nested model on log times
-# by the method of moments. Each standard deviation is of the log time: a relative spread.
+# {glue:text}`var_n_samp:d` samples. `variance.decompose` fits the nested model to log times
+# by the method of moments, so each standard deviation is a relative spread.
 #
 # At {glue:text}`var_cfg:s`, `sdpa`'s call-level components are: machine
 # {glue:text}`var_sdpa_call_machine:.2%`, process {glue:text}`var_sdpa_call_process:.2%`,
@@ -243,21 +243,21 @@ tables.show(shown[cols],
 # ## Placement and the spread between processes
 #
 # With one placement per process (protocol 1), the process medians of `sdpa` spread by
-# {glue:text}`var_sdpa_call_one:.2%` at call level. The process component of the full model
-# is {glue:text}`var_sdpa_call_process:.2%`. So {glue:text}`var_sdpa_call_share:.0%` of that
+# {glue:text}`var_sdpa_call_one:.2%` at call level. The full model's process component
+# is {glue:text}`var_sdpa_call_process:.2%`, so {glue:text}`var_sdpa_call_share:.0%` of that
 # variance was placement and replay noise, not the process. Over all
 # {glue:text}`var_a_n:d` cells, placement and replay make up more than half in
 # {glue:text}`var_a_n_mostly:d`.
 #
 # Between the GPUs, `sdpa`'s machine component is {glue:text}`var_sdpa_call_machine:.2%`
 # per call; the median over all cells is {glue:text}`var_machine_median:.2%`. It rests on
-# {glue:text}`var_machine_df:s`: it says whether these GPUs differed,
-# not how GPUs of a model differ in general.
+# {glue:text}`var_machine_df:s`, so it says whether these GPUs differed,
+# not how a model's GPUs differ.
 #
 # ## `eager_compiled` under randomized placement
 #
-# The target runs ({glue:text}`var_t_runs:s`) give `sdpa / eager_compiled` on each GPU, per
-# call and per kernel, with the t-interval over processes. Where the GPU does the work
+# The target runs ({glue:text}`var_t_runs:s`) give `sdpa / eager_compiled` on each GPU.
+# Where the GPU does the work
 # (graph mode and kernel level), `eager_compiled` was faster beyond the margin in
 # {glue:text}`var_b_n_faster:d` of {glue:text}`var_b_n_decisive:d` comparisons, and within
 # the margin in {glue:text}`var_b_n_equivalent:d`. Its protocol-1 lead was placement.
@@ -276,11 +276,11 @@ tables.show(spd[["gpu", "level", "mode", "n_processes", "speedup", "ci_low", "ci
                     "n_processes": "processes"})
 
 # %% [markdown]
-# ## What the components say about the design
+# ## Consequences for the design
 #
-# By the components of runs {glue:text}`var_d_runs:s` (`variance.log_speedup_se`), the
-# design used (P = {glue:text}`var_p_used:d`, M = {glue:text}`var_m_used:d`, N =
-# {glue:text}`var_n_used:d`) gives the log speedup a standard error of
+# With these components (`variance.log_speedup_se`), the design used (P =
+# {glue:text}`var_p_used:d`, M = {glue:text}`var_m_used:d`, N =
+# {glue:text}`var_n_used:d`) gives a log-speedup standard error of
 # {glue:text}`var_se_used:.2%` in {glue:text}`var_cost_used:.0f` s of device time. One
 # placement per process gives {glue:text}`var_se_one:.2%` in {glue:text}`var_cost_one:.0f` s.
 # A process start costs as much as {glue:text}`var_proc_in_places:.0f` placements.
@@ -292,7 +292,7 @@ tables.show(spd[["gpu", "level", "mode", "n_processes", "speedup", "ci_low", "ci
 # (variance-robustness)=
 # ## How robust the headline counts are
 #
-# Under the other analyses this package implements, no verdict count of the headline runs
+# Under the package's other analyses, no verdict count of the headline runs
 # ({glue:text}`rb_runs:s`) moves by more than {glue:text}`rb_spread:s`
 # ({glue:text}`rb_spread_where:s`; {numref}`tbl-robustness`). In runs
 # {glue:text}`rb_clock_runs:s`, the SM clock ranged over {glue:text}`rb_clock_range:s`. Per 100 MHz the speedup moved by
