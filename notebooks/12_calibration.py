@@ -15,9 +15,8 @@
 # (calibration-v2)=
 # # B Calibration of the design
 #
-# How often does the design call identical code different, and how often does it detect a
-# known slowdown? The controls: the A/A twin (SDPA timed twice as two candidates) and spin
-# kernels of known length.
+# How often does the design call identical code different, or miss a known slowdown? The
+# controls are the A/A twin and spin kernels of known length ({ref}`§2 <methods-protocol2>`).
 
 # %% tags=["parameters", "hide-input"]
 runs_dir = "data/runs"   # recorded runs, relative to the repository root
@@ -147,11 +146,11 @@ nbs.glue_text("cal2_fp_bound", (
 #
 # **The A/A twin was called different {glue:text}`cal2_fp_events:d` times in
 # {glue:text}`cal2_reps:d` replications** ({glue:text}`cal2_fp_bound:s`). The smallest
-# positive control, {glue:text}`cal2_small:s`, is slower by
-# {glue:text}`cal2_sdpa_spin0_slowdown_pct:.1f` % per call. The design called it slower
-# beyond the margin in {glue:text}`cal2_sdpa_spin0_power:.0%` of replications. The
+# positive control, {glue:text}`cal2_small:s`, {glue:text}`cal2_sdpa_spin0_slowdown_pct:.1f` %
+# slower per call, was called slower beyond the margin in
+# {glue:text}`cal2_sdpa_spin0_power:.0%` of replications. The
 # interval held each control's true speedup in {glue:text}`cal2_cov:.1%` of replications.
-# The kernel level was not calibrated in these runs; the next sections do it.
+# These runs cover the call level only ({ref}`below <calibration-design>` adds the kernel level).
 #
 # The reports' test (Mann-Whitney U on one process's samples) called the identical twin
 # different in {glue:text}`cal2_reports_fp:.0%` of {glue:text}`cal2_reports_n:d` processes
@@ -183,16 +182,16 @@ tables.show(show[["protocol", "candidate", "role", "slowdown", "extra_share", "o
 
 # %% [markdown]
 # (calibration-interval)=
-# ## Which interval: a simulation against the measured components
+# ## Which interval, by simulation
 #
 # `simulation.interval_study` drew runs of 2, 4 and 8 processes from the nested model with
-# the measured components ({ref}`variance-v2`) and larger ones, and asked five intervals for
-# their coverage and A/A false-positive rate. Honest in every scenario (no coverage
+# the measured components ({ref}`App. A <variance-v2>`) and larger ones, for five intervals' coverage
+# and A/A false-positive rate. Honest in every scenario (no coverage
 # significantly below 95 %, no A/A rate above 5 %): **{glue:text}`sim_honest:s`**. With a
 # process component of 0.6 % at two processes the bootstrap covered
 # {glue:text}`sim_bootstrap_p06_p2_cov:.1%`, the t-interval
 # {glue:text}`sim_process_t_p06_p2_cov:.1%`. The t-interval's power against a 3 % slowdown is
-# {glue:text}`sim_process_t_measured_call_p2_power:.0%` at two processes and
+# {glue:text}`sim_process_t_measured_call_p2_power:.0%` at two processes,
 # {glue:text}`sim_process_t_measured_call_p8_power:.0%` at eight.
 
 # %% tags=["remove-cell"]
@@ -238,8 +237,8 @@ tables.show(wide, f"Coverage of the true speedup and A/A false-positive rate of 
 # (calibration-recheck)=
 # ## The controls under the latest code
 #
-# Run {glue:text}`cal2_check_run:s` re-ran the controls after a refactoring: the twin is
-# {glue:text}`cal2_check_twin:s`, and the spin controls are {glue:text}`cal2_check_spins:s`.
+# Run {glue:text}`cal2_check_run:s` re-ran the controls: the twin is
+# {glue:text}`cal2_check_twin:s`; the spin controls are {glue:text}`cal2_check_spins:s`.
 
 # %% tags=["remove-cell"]
 from attn_analysis.analyse import comparisons
@@ -268,10 +267,10 @@ else:
 
 # %% [markdown]
 # (calibration-design)=
-# ## The design at the margin, on the H100 and the H200
+# ## The design at the margin
 #
 # The calibration runs time the default dispatch, its A/A twin and positive controls near
-# 0.5, 1 and 1.5 margins, at the call and kernel levels. They hold
+# 0.5, 1 and 1.5 margins, per call and per kernel. They hold
 # {glue:text}`cal3_processes:s`. A replication of a k-process design takes k consecutive
 # processes of one run. Processes that repeat another run's random draws:
 # {glue:text}`cal3_seeds:s`.
@@ -281,10 +280,10 @@ else:
 # {glue:text}`cal3_goal:.0%` on every GPU model. The rule was written after the `-v3` runs
 # were measured. It gives {glue:text}`cal3_choice_call:s` processes at the call level and
 # {glue:text}`cal3_choice_kernel:s` at the kernel level, so the design is
-# **{glue:text}`cal3_choice:s`** processes. Two processes find the largest control only
-# {glue:text}`cal3_power_k2:s` of the time. A kernel-level difference of one margin stays
-# hard to detect. {glue:text}`cal3_kernel_one:s` How often did the chosen design give the
-# A/A twin a difference beyond the margin? {glue:text}`cal3_aa_beyond:s`
+# **{glue:text}`cal3_choice:s`** processes. How often two processes find the largest
+# control: {glue:text}`cal3_power_k2:s`. A kernel-level difference of one margin stays
+# hard to detect. {glue:text}`cal3_kernel_one:s` The A/A twin beyond the margin under the
+# chosen design: {glue:text}`cal3_aa_beyond:s`
 
 # %% tags=["remove-cell"]
 from attn_analysis.present import audit_plots
@@ -322,9 +321,9 @@ nbs.glue_figure("fig-design-power", fig)
 # ```{glue:figure} fig-design-power
 # :name: fig-design-power
 #
-# Power (verdict "slower") of each positive control, labelled with its measured size in
-# margins, and the A/A twin's rate beyond the margin, against processes per
-# replication, with Clopper-Pearson 95 % intervals. Rows: call and kernel level; columns:
+# Power (verdict "slower") of each positive control, labelled with its measured size in margins, and
+# the A/A twin's rate beyond the margin, against processes per replication (Clopper-Pearson
+# 95 % intervals). Rows: call and kernel level; columns:
 # GPU model, its runs pooled ({glue:text}`cal3_runs_by_model:s`).
 # ```
 
@@ -342,7 +341,7 @@ tables.show(dc.design_table(rates, k_shown),
 
 # %% [markdown]
 # (calibration-family)=
-# ## At the families the results use
+# ## At the results' families
 #
 # The results judge families of m comparisons ({numref}`tbl-family-calibration`). Re-judged
 # there, power against the {glue:text}`fam_size_call:s`-margin call control is
