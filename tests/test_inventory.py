@@ -224,10 +224,14 @@ def test_real_data_counts_agree_with_the_runs():
         (RUNS / p / "fingerprint.json").read_text())["trials"].values() if fp.get("gpu_uuid")}
     assert set(inv.gpu_labels(RUNS)) == uuids
     # the confirmatory runs are the confirm matrix's and the pre-registered campaigns'
+    # (every powered plan, and any plan that states its family, e.g. gluon-v2-target)
     from attn_analysis import configs
+    registered = {name for table in ("POWERED_PLANS", "GLUON_PLANS")
+                  for name, plan in getattr(configs, table).items()
+                  if table == "POWERED_PLANS" or "family_size" in plan}
     confirm = r[r["role"] == "confirmatory"]
     for row in confirm.itertuples():
-        assert row.matrix.startswith("confirm") or row.campaign in configs.POWERED_PLANS, row.run
+        assert row.matrix.startswith("confirm") or row.campaign in registered, row.run
     assert {p for p in folders if json.loads((RUNS / p / "plan.json").read_text())
             .get("matrix", "").startswith("confirm")} <= set(confirm["run"])
 
