@@ -316,7 +316,8 @@ if spread is not None and len(spread):
 # Our Gluon kernel follows FlashAttention-3's Hopper schedule ({doc}`../book/kernels`). Each
 # GPU model's numbers come from its confirmatory runs where it has them, else from its
 # newest run. Older runs of earlier variants ({glue:text}`gl_superseded:s`) are listed in
-# {doc}`10_reproducibility`.
+# {doc}`10_reproducibility`. A variant is a named configuration of the kernel
+# (`gluon_config.VARIANTS`); {numref}`tbl-gluon-ablation` gives what each changes.
 
 # %% tags=["remove-input"]
 gl_every = gluon_kernel.gluon_runs(runs, params["gluon_runs"])

@@ -184,7 +184,7 @@ def test_lead_runs_take_a_confirmatory_run_per_model_else_the_newest():
     assert list(gk.lead_runs(runs)) == ["h100", "conf", "conf2"]  # replications
 
 
-def test_target_sentence_states_every_level_the_family_and_sdpas_other_kernels():
+def test_target_sentence_states_every_level_the_family_and_sdpas_other_kernels(monkeypatch):
     run = make_run("conf", "confirm-v1", {TARGET: {"sdpa": 1.0, "sdpa_cudnn": 1.0,
                                                    "gluon": 0.9}},
                    variants={TARGET.key: "fa3_n128_s3"})
@@ -199,6 +199,10 @@ def test_target_sentence_states_every_level_the_family_and_sdpas_other_kernels()
     assert "Per kernel it runs at" in text and "per attention kernel at" in text
     assert text.endswith("SDPA's call also runs Memset (Device) beside its attention "
                          "kernel: 0.8 µs per call in the profile.")
+    assert "(outside the family)" not in text  # no plan registered a family here
+    from attn_analysis.analyse import power
+    monkeypatch.setattr(power, "registered_family", lambda info: 2)
+    assert "per attention kernel (outside the family) at" in gk.target_sentence(t, run)
     with pytest.raises(ValueError, match="no gluon row"):
         gk.target_sentence(t[t["candidate"] != "gluon"], run)
 

@@ -19,7 +19,7 @@ import pandas as pd
 
 from .. import _validate
 from . import state_of_the_art as sota
-from ..analyse import comparisons, inventory
+from ..analyse import comparisons, inventory, power
 from ..analyse.kernel_evidence import kernel_split
 from ..analyse.provenance import machine_model
 from .phrases import count_by_model, join
@@ -241,8 +241,11 @@ def target_sentence(table: pd.DataFrame, run) -> str:
             f"{', '.join(chosen['variant']) or 'not recorded'}."]
     if "call" in cells:
         text.append(f"Our Gluon kernel runs at {cells['call']} of SDPA per call.")
-    rest = [(lv, name) for lv, name in (("kernel", "per kernel"),
-                                        ("attention", "per attention kernel")) if lv in cells]
+    registered = power.registered_family(run.info) is not None  # its levels: call, kernel
+    rest = [(lv, name) for lv, name in (
+        ("kernel", "per kernel"), ("attention", "per attention kernel"
+                                   + (" (outside the family)" if registered else "")))
+        if lv in cells]
     if rest:
         said = " and ".join(f"{name}{' it runs' if i == 0 else ''} at {cells[lv]}"
                             for i, (lv, name) in enumerate(rest))
