@@ -36,6 +36,7 @@ CONSUMER_REGS = 240
 if GLUON_IMPORT_ERROR is None:
     from .gluon_tile import (_consume_tile, _epilogue, _issue_kv, _n_kv, _tile_start, gl,
                              gluon, mbarrier, tma)
+    from .gluon_xtile import _consumer_xtile
 
     _PRODUCER_REGS = gl.constexpr(PRODUCER_REGS)
     _CONSUMER_REGS = gl.constexpr(CONSUMER_REGS)
@@ -104,7 +105,7 @@ if GLUON_IMPORT_ERROR is None:
                   STAGES: gl.constexpr, CAUSAL: gl.constexpr, PERSIST: gl.constexpr,
                   OVERLAP: gl.constexpr, CONSUMERS: gl.constexpr, QBUF: gl.constexpr,
                   PP_TURN: gl.constexpr, EXP_SPLIT: gl.constexpr,
-                  KV_SPLIT: gl.constexpr):
+                  KV_SPLIT: gl.constexpr, XTILE: gl.constexpr):
         """One warp: for each tile of this program, Q (one box per consumer) once its
         buffer is released, then every key tile into the ring as slots are released."""
         ROWS: gl.constexpr = BLOCK_M * CONSUMERS
@@ -177,11 +178,17 @@ if GLUON_IMPORT_ERROR is None:
                    STAGES: gl.constexpr, CAUSAL: gl.constexpr, PERSIST: gl.constexpr,
                    OVERLAP: gl.constexpr, CONSUMERS: gl.constexpr, QBUF: gl.constexpr,
                    PP_TURN: gl.constexpr, EXP_SPLIT: gl.constexpr,
-                   KV_SPLIT: gl.constexpr):
-        _consumer(q_desc, k_desc, v_desc, o_desc, q_bufs, o_bufs, k_bufs, v_bufs, q_ready,
-                  q_empty, ready_bars, empty_bars, pp_bars, S, qk_scale, n_m, n_tiles,
-                  HEAD_DIM, BLOCK_M, BLOCK_N, STAGES, CAUSAL, PERSIST, OVERLAP, CONSUMERS,
-                  QBUF, PP_TURN, EXP_SPLIT, KV_SPLIT, 0)
+                   KV_SPLIT: gl.constexpr, XTILE: gl.constexpr):
+        if XTILE:
+            _consumer_xtile(q_desc, k_desc, v_desc, o_desc, q_bufs, o_bufs, k_bufs, v_bufs,
+                            q_ready, q_empty, ready_bars, empty_bars, pp_bars, S, qk_scale,
+                            n_m, n_tiles, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES, CAUSAL,
+                            CONSUMERS, QBUF, EXP_SPLIT, KV_SPLIT, 0)
+        else:
+            _consumer(q_desc, k_desc, v_desc, o_desc, q_bufs, o_bufs, k_bufs, v_bufs,
+                      q_ready, q_empty, ready_bars, empty_bars, pp_bars, S, qk_scale, n_m,
+                      n_tiles, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES, CAUSAL, PERSIST, OVERLAP,
+                      CONSUMERS, QBUF, PP_TURN, EXP_SPLIT, KV_SPLIT, 0)
 
     @gluon.jit
     def _consumer1(q_desc, k_desc, v_desc, o_desc, q_bufs, o_bufs, k_bufs, v_bufs, q_ready,
@@ -190,11 +197,17 @@ if GLUON_IMPORT_ERROR is None:
                    STAGES: gl.constexpr, CAUSAL: gl.constexpr, PERSIST: gl.constexpr,
                    OVERLAP: gl.constexpr, CONSUMERS: gl.constexpr, QBUF: gl.constexpr,
                    PP_TURN: gl.constexpr, EXP_SPLIT: gl.constexpr,
-                   KV_SPLIT: gl.constexpr):
-        _consumer(q_desc, k_desc, v_desc, o_desc, q_bufs, o_bufs, k_bufs, v_bufs, q_ready,
-                  q_empty, ready_bars, empty_bars, pp_bars, S, qk_scale, n_m, n_tiles,
-                  HEAD_DIM, BLOCK_M, BLOCK_N, STAGES, CAUSAL, PERSIST, OVERLAP, CONSUMERS,
-                  QBUF, PP_TURN, EXP_SPLIT, KV_SPLIT, 1)
+                   KV_SPLIT: gl.constexpr, XTILE: gl.constexpr):
+        if XTILE:
+            _consumer_xtile(q_desc, k_desc, v_desc, o_desc, q_bufs, o_bufs, k_bufs, v_bufs,
+                            q_ready, q_empty, ready_bars, empty_bars, pp_bars, S, qk_scale,
+                            n_m, n_tiles, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES, CAUSAL,
+                            CONSUMERS, QBUF, EXP_SPLIT, KV_SPLIT, 1)
+        else:
+            _consumer(q_desc, k_desc, v_desc, o_desc, q_bufs, o_bufs, k_bufs, v_bufs,
+                      q_ready, q_empty, ready_bars, empty_bars, pp_bars, S, qk_scale, n_m,
+                      n_tiles, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES, CAUSAL, PERSIST, OVERLAP,
+                      CONSUMERS, QBUF, PP_TURN, EXP_SPLIT, KV_SPLIT, 1)
 
     # ------------------------------------------------------------------------ the entry
 
@@ -205,7 +218,7 @@ if GLUON_IMPORT_ERROR is None:
                         WARP_SPEC: gl.constexpr, PINGPONG: gl.constexpr,
                         OVERLAP: gl.constexpr, QBUF: gl.constexpr = 1,
                         PP_TURN: gl.constexpr = 0, EXP_SPLIT: gl.constexpr = 0,
-                        KV_SPLIT: gl.constexpr = 0):
+                        KV_SPLIT: gl.constexpr = 0, XTILE: gl.constexpr = 0):
         """Grid (n_m, B*H) or, PERSIST, (programs,); descriptors over (B*H, S, D)."""
         dtype: gl.constexpr = q_desc.dtype
         k_bufs = gl.allocate_shared_memory(dtype, [STAGES] + k_desc.block_type.shape,
@@ -254,17 +267,17 @@ if GLUON_IMPORT_ERROR is None:
                                   v_bufs, q_ready, q_empty, ready_bars, empty_bars, pp_bars, S,
                                   qk_scale, n_m, n_tiles, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES,
                                   CAUSAL, PERSIST, OVERLAP, CONSUMERS, QBUF, PP_TURN, EXP_SPLIT,
-                                 KV_SPLIT)),
+                                  KV_SPLIT, XTILE)),
                     (_consumer1, (q_desc, k_desc, v_desc, o_desc, q_bufs, o_bufs, k_bufs,
                                   v_bufs, q_ready, q_empty, ready_bars, empty_bars, pp_bars, S,
                                   qk_scale, n_m, n_tiles, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES,
                                   CAUSAL, PERSIST, OVERLAP, CONSUMERS, QBUF, PP_TURN, EXP_SPLIT,
-                                 KV_SPLIT)),
+                                  KV_SPLIT, XTILE)),
                     (_producer, (q_desc, k_desc, v_desc, o_desc, q_bufs, o_bufs, k_bufs,
                                  v_bufs, q_ready, q_empty, ready_bars, empty_bars, pp_bars, S,
                                  qk_scale, n_m, n_tiles, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES,
                                  CAUSAL, PERSIST, OVERLAP, CONSUMERS, QBUF, PP_TURN, EXP_SPLIT,
-                                 KV_SPLIT)),
+                                 KV_SPLIT, XTILE)),
                 ], [4, 1], [_CONSUMER_REGS, _PRODUCER_REGS])
             else:
                 gl.warp_specialize([
@@ -272,10 +285,10 @@ if GLUON_IMPORT_ERROR is None:
                                   v_bufs, q_ready, q_empty, ready_bars, empty_bars, pp_bars, S,
                                   qk_scale, n_m, n_tiles, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES,
                                   CAUSAL, PERSIST, OVERLAP, CONSUMERS, QBUF, PP_TURN, EXP_SPLIT,
-                                 KV_SPLIT)),
+                                  KV_SPLIT, XTILE)),
                     (_producer, (q_desc, k_desc, v_desc, o_desc, q_bufs, o_bufs, k_bufs,
                                  v_bufs, q_ready, q_empty, ready_bars, empty_bars, pp_bars, S,
                                  qk_scale, n_m, n_tiles, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES,
                                  CAUSAL, PERSIST, OVERLAP, CONSUMERS, QBUF, PP_TURN, EXP_SPLIT,
-                                 KV_SPLIT)),
+                                 KV_SPLIT, XTILE)),
                 ], [1], [_PRODUCER_REGS])
