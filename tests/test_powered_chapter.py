@@ -240,6 +240,27 @@ def test_placements_and_unrun_plan_sentences_name_what_is_needed():
         pw.unrun_plan_sentence("p", {"trials": 2}, [], "H200")
 
 
+def test_both_need_sentences_share_one_need_phrase_with_their_own_unknown():
+    """decidability_sentence and placements_need_sentence build one phrase
+    (powered._need_phrase): 'processes' after the first level only, each level named,
+    an unknown need as '?' in the one and 'no number of' in the other, at any position."""
+    from types import SimpleNamespace as Row
+    rows = [Row(level="call", needed=None, sigma=0.02, decides=False, family=48),
+            Row(level="kernel", needed=9, sigma=0.004, decides=True, family=48),
+            Row(level="attention", needed=None, sigma=0.03, decides=False, family=48)]
+    assert pw.decidability_sentence(rows, 8, "H100") == (
+        "8 processes do not decide at every level at m = 48. 80 % power and 90 % A/A "
+        "equivalence need ? processes per call and 9 per kernel and ? at the attention level. "
+        "That is at the H100's per-process SDs, pooled over its runs: 0.0200 per call and "
+        "0.0040 per kernel and 0.0300 at the attention level.")
+    assert pw.placements_need_sentence(rows, 4) == (
+        "At 4 placements per process the same family would need no number of processes per "
+        "call and 9 per kernel and no number of at the attention level.")
+    one = [Row(level="kernel", needed=3, sigma=0.001, decides=True, family=2)]
+    assert "need 3 processes per kernel. That" in pw.decidability_sentence(one, 4)
+    assert pw.placements_need_sentence(one, 2).endswith("would need 3 processes per kernel.")
+
+
 def test_merge_sentence_names_versions_and_dirty_shards_from_run_json():
     shard = lambda k, v, dirty=None: {"shard": [k, 5], "attn_analysis_version": v,
                                       "code_dirty": dirty}

@@ -124,6 +124,19 @@ def inconclusive_share(counts: dict) -> float:
     return undecided / counts["total"]
 
 
+def _per_level(level: str) -> str:
+    """'per call' or 'per kernel', else 'at the <level> level'."""
+    return {"call": "per call", "kernel": "per kernel"}.get(level, f"at the {level} level")
+
+
+def _need_phrase(rows: list, unknown: str) -> str:
+    """'14 processes per call and 11 per kernel': the processes each level of
+    :func:`power.design_report`'s ``rows`` needs, ``unknown`` where no number suffices."""
+    return " and ".join(f"{unknown if r.needed is None else r.needed}"
+                        f"{' processes' if i == 0 else ''} {_per_level(r.level)}"
+                        for i, r in enumerate(rows))
+
+
 def decidability_sentence(report, processes: int, model: str | None = None) -> str:
     """Whether ``processes`` decide at the family, in one sentence, from
     :func:`power.design_report`'s rows (one per level): the processes each level needs
@@ -132,12 +145,8 @@ def decidability_sentence(report, processes: int, model: str | None = None) -> s
     rows = list(report)
     if not rows:
         raise ValueError("`report` must hold at least one level.")
-    where = {"call": "per call", "kernel": "per kernel"}
-    need = " and ".join(f"{'?' if r.needed is None else r.needed}{' processes' if i == 0 else ''} "
-                        f"{where.get(r.level, f'at the {r.level} level')}"
-                        for i, r in enumerate(rows))
-    sds = " and ".join(f"{r.sigma:.4f} {where.get(r.level, f'at the {r.level} level')}"
-                       for r in rows)
+    need = _need_phrase(rows, "?")
+    sds = " and ".join(f"{r.sigma:.4f} {_per_level(r.level)}" for r in rows)
     decides = all(r.decides for r in rows)
     lead = (f"{processes} processes decide at m = {rows[0].family}." if decides else
             f"{processes} processes do not decide at every level at m = {rows[0].family}.")
@@ -169,12 +178,8 @@ def placements_need_sentence(report, placements: int) -> str:
     rows = list(report)
     if not rows:
         raise ValueError("`report` must hold at least one level.")
-    where = {"call": "per call", "kernel": "per kernel"}
-    need = " and ".join(f"{'no number of' if r.needed is None else r.needed}"
-                        f"{' processes' if i == 0 else ''} "
-                        f"{where.get(r.level, f'at the {r.level} level')}"
-                        for i, r in enumerate(rows))
-    return f"At {placements} placements per process the same family would need {need}."
+    return (f"At {placements} placements per process the same family would need "
+            f"{_need_phrase(rows, 'no number of')}.")
 
 
 def unrun_plan_sentence(name: str, campaign: dict, report, model: str) -> str:
