@@ -109,9 +109,9 @@ target_tables = {sota.machine_label(chosen["target"][r]): t for r, t in tabs["ta
 # the answer at the target (claim A) rests on every confirmatory run that timed a custom
 # kernel there, each at its own family; the exploratory target runs (every candidate and
 # control) give the figure and the controls
-confirm_target = target_answer.by_machine(target_answer.target_tables(runs, **compare))
-answered = confirm_target or target_tables
-for name, value in target_answer.section_values(answered).items():
+confirm_target = target_answer.by_machine(target_answer.target_tables(
+    runs, precomputed=tabs["confirm"], **compare))  # the confirm campaign's, computed above
+for name, value in target_answer.section_values(confirm_target or target_tables).items():
     nbs.glue_text(name, value)
 nbs.glue_text("sa_controls_sentence", sota.controls_sentence(target_tables))
 nbs.glue_text("sa_dispatch_sentence", sota_sentences.dispatch_sentence(target_tables))

@@ -17,6 +17,8 @@ candidates.
 
 from __future__ import annotations
 
+import pandas as pd
+
 from . import gluon_kernel, sota_sentences
 from . import state_of_the_art as sota
 from .phrases import join
@@ -29,16 +31,50 @@ __all__ = ["target_tables", "by_machine", "best_custom_by_model", "claim_target"
            "summaries_by_model", "section_values"]
 
 _FASTER = Verdict.FASTER.value
+# what target_tables reads of a precomputed table, and what its check compares
+_PRECOMPUTED_COLUMNS = ("config", "run", "machine", "margin", "n_comparisons", "origin",
+                        "same_kernel_as_baseline")
+
+
+def _precomputed_iv(precomputed, runs: dict, margin: float) -> dict:
+    """``precomputed`` checked against what a table can show: a dict of run ids of ``runs``
+    to comparison tables of that run, at ``margin`` and at the family its plan registered
+    (:func:`power.registered_family`, where it registers one); {} for None."""
+    if precomputed is None:
+        return {}
+    if not isinstance(precomputed, dict):
+        raise ValueError(f"`precomputed` must map run ids to sota.comparison_table tables or "
+                         f"be None; got {type(precomputed).__name__}.")
+    for run_id, table in precomputed.items():
+        if run_id not in runs:
+            raise ValueError(f"`precomputed` must hold tables of runs in `runs`; got {run_id!r}.")
+        if (not isinstance(table, pd.DataFrame) or table.empty
+                or not set(_PRECOMPUTED_COLUMNS) <= set(table.columns)):
+            raise ValueError(f"`precomputed` must map {run_id!r} to a non-empty "
+                             f"sota.comparison_table with columns {_PRECOMPUTED_COLUMNS}.")
+        family = power.registered_family(runs[run_id].info or {})
+        if set(table["run"]) != {run_id} or set(table["margin"]) != {margin} or (
+                family is not None and set(table["n_comparisons"]) != {family}):
+            got = {c: sorted(set(table[c])) for c in ("run", "margin", "n_comparisons")}
+            raise ValueError(f"`precomputed` must hold run {run_id!r}'s own table at margin "
+                             f"{margin} and its registered family m ({family}); got {got}.")
+    return precomputed
 
 
 def target_tables(runs: dict, *, margin: float = DEFAULT_MARGIN, n_resamples: int = 20_000,
-                  seed: int = 42) -> dict:
+                  seed: int = 42, precomputed: dict | None = None) -> dict:
     """Run id -> :func:`sota.comparison_table` of every confirmatory run in ``runs`` (run id
     -> loaded run) that timed a custom kernel at the target, each at its own family; the
     tables keep every configuration (their verdicts depend on the family, not the rows
-    shown). Sorted by run id."""
+    shown). Sorted by run id.
+
+    ``precomputed`` (run id -> that run's comparison table, default None) supplies tables a
+    caller already has, so they are not computed twice; it is checked for its run, margin
+    and registered family, while ``n_resamples`` and ``seed``, which a table does not
+    record, are the caller's to match. Runs it lacks are computed as without it."""
     if not isinstance(runs, dict):
         raise ValueError(f"`runs` must map run ids to loaded runs; got {type(runs).__name__}.")
+    known = _precomputed_iv(precomputed, runs, margin)
     out = {}
     for run_id, run in sorted(runs.items()):
         info = run.info or {}
@@ -46,8 +82,9 @@ def target_tables(runs: dict, *, margin: float = DEFAULT_MARGIN, n_resamples: in
             continue
         if TARGET.key not in set(run.samples["config"]):
             continue
-        table = sota.comparison_table(run, margin=margin, n_resamples=n_resamples, seed=seed,
-                                      n_comparisons=power.registered_family(info))
+        table = known[run_id] if run_id in known else sota.comparison_table(
+            run, margin=margin, n_resamples=n_resamples, seed=seed,
+            n_comparisons=power.registered_family(info))
         at = table[table["config"] == TARGET.key]
         if sota.is_custom(at).any():
             out[run_id] = table
