@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+import pandas as pd
 import pytest
 
 from attn_analysis.analyse import power
@@ -46,6 +47,50 @@ def test_a_run_is_judged_at_the_family_its_plan_registered(monkeypatch):
     assert set(registered["n_comparisons"]) == {2}
     width = lambda t: float((t["ci_high"] - t["ci_low"]).mean())  # noqa: E731
     assert width(registered) < width(default)
+
+
+def test_precomputed_tables_are_used_as_given_and_only_missing_runs_are_computed(monkeypatch):
+    from attn_analysis.chapters import state_of_the_art as sota
+    runs = {"a-confirm": _confirm("a-confirm", "GPU-aaaaaaaa-1"),
+            "b-confirm": _confirm("b-confirm", "GPU-bbbbbbbb-1"),
+            "c-explore": make_run(run_id="c-explore", uuid="GPU-cccccccc-1")}
+    fresh = ta.target_tables(runs, n_resamples=300)
+    given = {"a-confirm": sota.comparison_table(runs["a-confirm"], n_resamples=300),
+             "c-explore": sota.comparison_table(runs["c-explore"], n_resamples=300)}
+    computed = []
+    real = sota.comparison_table
+    monkeypatch.setattr(sota, "comparison_table",
+                        lambda run, **kw: computed.append(run.run_id) or real(run, **kw))
+    out = ta.target_tables(runs, n_resamples=300, precomputed=given)
+    assert computed == ["b-confirm"]  # a-confirm's table is not computed again
+    assert out["a-confirm"] is given["a-confirm"] and list(out) == list(fresh)
+    assert "c-explore" not in out  # a precomputed table does not make a run confirmatory
+    for run_id, table in fresh.items():  # the same tables as without them
+        pd.testing.assert_frame_equal(out[run_id], table)
+    assert list(ta.target_tables(runs, n_resamples=300, precomputed=None)) == list(fresh)
+
+
+def test_precomputed_tables_must_be_the_runs_own_at_the_margin_and_registered_family(
+        monkeypatch):
+    from attn_analysis.chapters import state_of_the_art as sota
+    runs = {"a-confirm": _confirm("a-confirm", "GPU-aaaaaaaa-1")}
+    table = sota.comparison_table(runs["a-confirm"], n_resamples=300)
+    bad = {"a list": [table], "an unknown run": {"z-run": table},
+           "not a table": {"a-confirm": table.to_dict()},
+           "no columns": {"a-confirm": table.drop(columns="same_kernel_as_baseline")},
+           "empty": {"a-confirm": table.iloc[:0]},
+           "another run's": {"a-confirm": table.assign(run="b-confirm")},
+           "another margin": {"a-confirm": table.assign(margin=0.05)}}
+    for why, precomputed in bad.items():
+        with pytest.raises(ValueError, match="`precomputed`"):
+            ta.target_tables(runs, n_resamples=300, precomputed=precomputed)
+            pytest.fail(why)
+    monkeypatch.setattr(power, "registered_family", lambda info: 2)
+    with pytest.raises(ValueError, match=r"`precomputed` .* registered family m \(2\)"):
+        ta.target_tables(runs, n_resamples=300, precomputed={"a-confirm": table})
+    at_two = table.assign(n_comparisons=2)
+    assert ta.target_tables(runs, n_resamples=300, precomputed={"a-confirm": at_two}
+                            )["a-confirm"] is at_two
 
 
 def test_the_claim_holds_per_model_where_no_custom_kernel_wins():
