@@ -34,7 +34,8 @@ __all__ = ["DEFAULT_FILES", "REFERENCE", "STALLS", "TENSOR", "SFU", "ablation_ro
 # Round -> check file (relative to the repository root), in the order the rounds ran.
 DEFAULT_FILES = {1: "data/checks/gluon_ablation_h100.json",
                  2: "data/checks/gluon_ablation2_h200.json",
-                 3: "data/checks/gluon_ablation3_h200.json"}
+                 3: "data/checks/gluon_ablation3_h200.json",
+                 4: "data/checks/gluon_ablation4_h200.json"}
 REFERENCE = "sdpa"  # the script's base candidate: SDPA's default backend (cuDNN's kernel)
 TENSOR = "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active"
 SFU = "sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active"
@@ -248,7 +249,10 @@ def table_args(frame: pd.DataFrame) -> dict:
                f"variant's, above 1 ours is faster. Kernel: the profiler's attention kernel "
                f"against SDPA's cuDNN kernel, one profile. Call: CUDA-graph replay, median "
                f"over placements (min–max). Tensor pipe, SFU (XU) and top stall: Nsight "
-               f"Compute, where it ran. Latest round first, its {SHOWN_PER_ROUND} fastest "
+               f"Compute, where it ran; in our warp-specialised variants its barrier stall "
+               f"counts the warps Triton adds to fill a warpgroup, which wait at a barrier "
+               f"all kernel long (notes/kernel-schedules.md). Latest round first, its "
+               f"{SHOWN_PER_ROUND} fastest "
                f"kernels each; every row and each variant's changes are in the CSV.")
     return {"df": shown[["gpu", "variant", "kernel_speedup", "call", "tensor_pct", "sfu_pct",
                          "top_stall"]].reset_index(drop=True),
