@@ -678,7 +678,11 @@ def main(argv=None) -> int:
     log(f"wrote {out_path} (complete: {doc['complete']})")
     try:
         from attn_analysis.analyse import timer_agreement
-        log(timer_agreement.summary_text(doc))
+        if "processes" in doc:
+            log(timer_agreement.summary_text(doc))
+        else:  # --experiments-only: no main processes, the experiments' table instead
+            for row in timer_agreement.experiment_summary(doc):
+                log(json.dumps(row))
     except Exception as exc:  # the file is written; a summary that fails is only reported
         log(f"summary failed: {type(exc).__name__}: {exc}")
     return 0 if doc["complete"] else 1

@@ -335,3 +335,17 @@ def test_experiment_summary_reads_a_unit_that_only_a_later_process_measured():
     (r,) = ta.experiment_summary(doc)
     assert r["n_processes"] == 1
     assert r["graph_over_dbcg_rep20"] == pytest.approx(0.05 / 0.048 - 1)
+
+
+@pytest.mark.slow
+def test_script_cpu_experiments_only_run_reports_its_experiments(tmp_path, capsys):
+    """--experiments-only writes no main processes; the closing summary then prints the
+    experiments' rows instead of failing on the missing `processes` list."""
+    out = tmp_path / "timers.json"
+    script = load_script()
+    script.main(["--device", "cpu", "--quick", "--experiments-only", "--out", str(out)])
+    doc = checks.read(out, "timers")
+    assert "processes" not in doc and doc["experiment_processes"]
+    err = capsys.readouterr()
+    assert "summary failed" not in err.out + err.err
+    assert ta.experiment_summary(doc)
