@@ -354,6 +354,20 @@ GLUON_PLANS["gluon-v2-target"] = {
     "levels": ("call", "kernel"), "family_size": 2, "rule": POWERED_RULE}
 
 
+
+# Our Gluon kernel's default configuration per head dim (the "plain" variant, the one to test
+# first): one program per tile, 8 warps (two warpgroups, 64 rows each) over 128 query rows.
+# Its one copy: measure.gluon_config builds every variant on it, and the chapters read it
+# here to say what a variant changed (they never import the measuring side).
+GLUON_DEFAULT_CONFIGS = {
+    64: {"BLOCK_M": 128, "BLOCK_N": 64, "STAGES": 3, "num_warps": 8, "PERSIST": 0,
+         "WARP_SPEC": False, "PINGPONG": False, "OVERLAP": False, "MAXNREG": 0,
+         "QBUF": 1, "PP_TURN": 0, "EXP_SPLIT": 0, "KV_SPLIT": 0, "XTILE": 0},
+    128: {"BLOCK_M": 128, "BLOCK_N": 64, "STAGES": 2, "num_warps": 8, "PERSIST": 0,
+          "WARP_SPEC": False, "PINGPONG": False, "OVERLAP": False, "MAXNREG": 0,
+          "QBUF": 1, "PP_TURN": 0, "EXP_SPLIT": 0, "KV_SPLIT": 0, "XTILE": 0},
+}
+
 def sweep_arguments(campaign: str) -> list[str]:
     """The ``python -m attn_analysis sweep`` arguments of ``campaign`` (a key of
     ``CAMPAIGN_PLANS``, ``CALIBRATION_PLANS``, ``GLUON_PLANS``, ``PEER_PLANS`` or

@@ -161,3 +161,15 @@ def test_recorded_rounds_load_with_their_variants():
     for gpu, rows in shown.groupby("gpu"):
         rest = df[(df["gpu"] == gpu) & ~df["variant"].isin(rows["variant"])]
         assert rest.empty or rest["kernel_speedup"].max() <= rows["kernel_speedup"].min()
+
+
+def test_the_chapters_read_the_one_copy_of_the_gluon_defaults():
+    """The ablation's 'changes' column compares against configs.GLUON_DEFAULT_CONFIGS, the
+    same object the measuring side builds every variant on (no second copy, no source
+    parsing)."""
+    from attn_analysis import configs
+    assert gluon_config.DEFAULT_CONFIGS is configs.GLUON_DEFAULT_CONFIGS
+    assert ga.default_config(64) == configs.GLUON_DEFAULT_CONFIGS[64]
+    assert ga.default_config(64) is not configs.GLUON_DEFAULT_CONFIGS[64]  # a copy to change
+    with pytest.raises(ValueError, match="`head_dim`"):
+        ga.default_config(96)

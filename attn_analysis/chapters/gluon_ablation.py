@@ -17,14 +17,12 @@ is faster. The notes behind the rounds are ``notes/kernel-schedules.md``.
 
 from __future__ import annotations
 
-import ast
-from functools import lru_cache
 from pathlib import Path
 
 import pandas as pd
 
 from ..analyse import inventory
-from ..configs import TARGET
+from ..configs import GLUON_DEFAULT_CONFIGS, TARGET
 from ..present import tables
 from ..record import checks
 
@@ -94,22 +92,9 @@ def gpu_label(fingerprint: dict, labels: dict | None = None) -> str:
     return known or inventory.gpu_model(fingerprint.get("gpu_name"))
 
 
-@lru_cache(maxsize=None)
-def _default_configs() -> dict:
-    """``measure.gluon_config.DEFAULT_CONFIGS`` read as a literal from its source: the one
-    copy of the defaults, without importing the measuring side (it imports torch, which the
-    chapters never reach, tests/test_layers.py)."""
-    path = Path(__file__).resolve().parents[1] / "measure" / "gluon_config.py"
-    for node in ast.parse(path.read_text()).body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "DEFAULT_CONFIGS"
-                                                for t in node.targets):
-            return ast.literal_eval(node.value)
-    raise ValueError(f"`DEFAULT_CONFIGS` is not a literal assignment in {path}.")
-
-
 def default_config(head_dim: int = _HEAD_DIM) -> dict:
     """The Gluon kernel's default configuration at ``head_dim`` (the plain variant)."""
-    configs = _default_configs()
+    configs = GLUON_DEFAULT_CONFIGS
     if head_dim not in configs:
         raise ValueError(f"`head_dim` must be one of {tuple(configs)}; got {head_dim!r}.")
     return dict(configs[head_dim])

@@ -45,6 +45,8 @@ from __future__ import annotations
 
 import torch
 
+from ..configs import GLUON_DEFAULT_CONFIGS
+
 __all__ = ["HEAD_DIMS", "DTYPES", "CONFIG_KEYS", "SMEM_BYTES", "DEFAULT_CONFIGS", "VARIANTS",
            "CHECKED_VARIANTS", "NEXT_CHECKED", "ABLATION_VARIANTS", "ROUND2_VARIANTS",
            "ROUND3_VARIANTS", "ROUND4_VARIANTS", "HEAD_DIM_OVERRIDES",
@@ -65,16 +67,9 @@ _ALLOWED = {"BLOCK_M": (64, 128), "BLOCK_N": (64, 128), "STAGES": (1, 2, 3, 4),
             "KV_SPLIT": (0, 1), "XTILE": (0, 1)}
 SMEM_BYTES = 227 * 1024  # usable shared memory per block on sm90 (H100, H200)
 
-# Default configuration per head dim: the plain variant, the one to test first.
-# One program per tile, 8 warps (two warpgroups, 64 rows each) over 128 query rows.
-DEFAULT_CONFIGS = {
-    64: {"BLOCK_M": 128, "BLOCK_N": 64, "STAGES": 3, "num_warps": 8, "PERSIST": 0,
-         "WARP_SPEC": False, "PINGPONG": False, "OVERLAP": False, "MAXNREG": 0,
-         "QBUF": 1, "PP_TURN": 0, "EXP_SPLIT": 0, "KV_SPLIT": 0, "XTILE": 0},
-    128: {"BLOCK_M": 128, "BLOCK_N": 64, "STAGES": 2, "num_warps": 8, "PERSIST": 0,
-          "WARP_SPEC": False, "PINGPONG": False, "OVERLAP": False, "MAXNREG": 0,
-         "QBUF": 1, "PP_TURN": 0, "EXP_SPLIT": 0, "KV_SPLIT": 0, "XTILE": 0},
-}
+# Default configuration per head dim: the plain variant, the one to test first
+# (configs.GLUON_DEFAULT_CONFIGS, its one copy, which the torch-free chapters read too).
+DEFAULT_CONFIGS = GLUON_DEFAULT_CONFIGS
 # The ablation, in the order of the schedule steps; each names the keys it changes
 # from the default of its head dim (rounds 2 and 3, below, the keys they change from a
 # variant before them). "overlap_only" isolates the intra-warpgroup overlap on
