@@ -388,7 +388,7 @@ def _ws_ptx(variant: str, head_dim: int = 64) -> list[str]:
 @pytest.mark.parametrize("variant", ["warp_spec", "pingpong", "fa3", "ws_q2", "pp_gemms",
                                      "pp_exp", "cudnn_tile", "cudnn_s3", "fa3_n128_s3",
                                      "ws_n128_s3", "ws_ovl_n128", "cudnn_kv", "ws_ovl_kv",
-                                     "fa3_kv_s3", "fa3_kv_s4", "fa3_xt"])
+                                     "fa3_kv_s3", "fa3_kv_s4", "fa3_xt", "fa3_rs"])
 def test_warp_specialised_releases_are_partition_synchronised(variant):
     """Risks 1 and 4 of notes/gluon-plan.md as Triton 3.6 lowers them: every plain
     mbarrier.arrive (a K/V slot, the Q buffer or a ping-pong turn released) comes right after
@@ -499,7 +499,7 @@ def test_ping_pong_consumers_get_equal_register_budgets():
 # --------------------------------------------- the schedule in torch (no Gluon code)
 
 @pytest.mark.parametrize("variant", ["plain", "pingpong", "overlap_exp", "fa3_exp",
-                                     "cudnn_exp", "fa3_xt"])
+                                     "cudnn_exp", "fa3_xt", "fa3_rs"])
 @pytest.mark.parametrize("S, D, causal, dtype", [
     (1, 64, False, torch.float16), (1, 128, True, torch.bfloat16),
     (17, 64, True, torch.float16), (127, 128, False, torch.float16),
@@ -531,7 +531,8 @@ def test_issue43_variants_are_in_the_ablation_and_not_yet_tuned():
     assert set(gc.ABLATION_VARIANTS) <= set(gc.VARIANTS)
     new = set(gc.VARIANTS) - set(gc.CHECKED_VARIANTS)
     assert new and new <= (set(gc.ABLATION_VARIANTS) | set(gc.ROUND2_VARIANTS)
-                           | set(gc.ROUND3_VARIANTS) | set(gc.ROUND4_VARIANTS))
+                           | set(gc.ROUND3_VARIANTS) | set(gc.ROUND4_VARIANTS)
+                           | set(gc.ROUND5_VARIANTS))
     for d in gc.HEAD_DIMS:
         assert not new & set(gc.tuning_space(d))
 
@@ -578,7 +579,8 @@ def test_round2_runs_the_best_two_beside_every_new_combination():
     r2 = gc.ROUND2_VARIANTS
     assert r2[:2] == ("overlap_only", "cudnn_tile") and len(set(r2)) == len(r2)
     new = (set(gc.VARIANTS) - set(gc.CHECKED_VARIANTS) - set(gc.ABLATION_VARIANTS)
-           - set(gc.ROUND3_VARIANTS[2:]) - set(gc.ROUND4_VARIANTS[1:]))
+           - set(gc.ROUND3_VARIANTS[2:]) - set(gc.ROUND4_VARIANTS[1:])
+           - set(gc.ROUND5_VARIANTS[1:]))
     assert set(r2[2:]) - set(gc.CHECKED_VARIANTS) == new
     for name in r2:
         for d in gc.HEAD_DIMS:
@@ -629,6 +631,22 @@ def test_round4_carries_the_overlap_over_tiles_in_one_step():
             gc.full_config({**base, key: value}, 64)
     with pytest.raises(ValueError, match=r"`config\['XTILE'\]`"):
         gc.full_config({"XTILE": 1}, 64)
+
+
+def test_round5_moves_the_rescale_in_one_step():
+    """Round 5 times fa3_n128_s3 and fa3_rs, which changes only RESCALE (same shared memory
+    at both head dims); RESCALE is refused without the producer warp or the overlap, and
+    with XTILE, naming the key."""
+    assert gc.ROUND5_VARIANTS == ("fa3_n128_s3", "fa3_rs")
+    for d in gc.HEAD_DIMS:
+        cfg, ref = gc.config_for(d, "fa3_rs"), gc.config_for(d, "fa3_n128_s3")
+        assert {k for k in cfg if cfg[k] != ref[k]} == {"RESCALE"}
+        assert gc.shared_bytes(cfg, d) == gc.shared_bytes(ref, d)
+    base = gc.config_for(64, "fa3_rs")
+    for change in ({"OVERLAP": False}, {"XTILE": 1}, {"WARP_SPEC": False, "PINGPONG": False,
+                                                     "QBUF": 1}):
+        with pytest.raises(ValueError, match=r"`config\['RESCALE'\]` 1 needs"):
+            gc.full_config({**base, **change}, 64)
 
 
 @pytest.mark.slow
@@ -723,6 +741,9 @@ VARIANTS_SNAPSHOT = (
     ("overlap_p2_s4", {"OVERLAP": True, "PERSIST": 2, "STAGES": 4}),
     ("fa3_xt", {"BLOCK_M": 64, "BLOCK_N": 128, "MAXNREG": 168, "OVERLAP": True, "PERSIST": 1,
                 "PINGPONG": True, "QBUF": 2, "STAGES": 3, "WARP_SPEC": True, "XTILE": 1,
+                "num_warps": 4}),
+    ("fa3_rs", {"BLOCK_M": 64, "BLOCK_N": 128, "MAXNREG": 168, "OVERLAP": True, "PERSIST": 1,
+                "PINGPONG": True, "QBUF": 2, "RESCALE": 1, "STAGES": 3, "WARP_SPEC": True,
                 "num_warps": 4}),
 )
 def test_variants_are_as_before_they_were_written_as_steps():
@@ -855,7 +876,7 @@ def test_ablation_reads_ncu_csv():
     (["--variants", "nope"], "`--variants` must be among"),
     (["--variants", "ws_q2,"], "`--variants` must be comma-separated"),
     (["--variants", "ws_q2,ws_q2"], "`--variants` names a variant twice"),
-    (["--variants", "round5"], "`--variants` must be among"),
+    (["--variants", "round6"], "`--variants` must be among"),
     (["--out-name", "sub/x.json"], "`--out-name` must be a file name"),
     (["--out-name", "x.txt"], "`--out-name` must be a file name"),
     (["--out-name", ".json"], "`--out-name` must be a file name"),

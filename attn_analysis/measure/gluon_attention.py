@@ -140,7 +140,8 @@ def _constexprs(head_dim: int, causal: bool, cfg: dict) -> dict:
                 STAGES=cfg["STAGES"], CAUSAL=causal, PERSIST=bool(cfg["PERSIST"]),
                 WARP_SPEC=cfg["WARP_SPEC"], PINGPONG=cfg["PINGPONG"],
                 OVERLAP=cfg["OVERLAP"], QBUF=cfg["QBUF"], PP_TURN=cfg["PP_TURN"],
-                EXP_SPLIT=cfg["EXP_SPLIT"], KV_SPLIT=cfg["KV_SPLIT"], XTILE=cfg["XTILE"])
+                EXP_SPLIT=cfg["EXP_SPLIT"], KV_SPLIT=cfg["KV_SPLIT"], XTILE=cfg["XTILE"],
+                RESCALE=cfg["RESCALE"])
 
 
 def _kernel_args(q, k, v, out, causal, cfg, num_sms):

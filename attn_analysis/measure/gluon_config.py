@@ -49,7 +49,8 @@ from ..configs import GLUON_DEFAULT_CONFIGS
 
 __all__ = ["HEAD_DIMS", "DTYPES", "CONFIG_KEYS", "SMEM_BYTES", "DEFAULT_CONFIGS", "VARIANTS",
            "CHECKED_VARIANTS", "NEXT_CHECKED", "ABLATION_VARIANTS", "ROUND2_VARIANTS",
-           "ROUND3_VARIANTS", "ROUND4_VARIANTS", "HEAD_DIM_OVERRIDES",
+           "ROUND3_VARIANTS", "ROUND4_VARIANTS",
+           "ROUND5_VARIANTS", "HEAD_DIM_OVERRIDES",
            "variant_changes", "config_for", "tuning_space", "variant_of", "shared_bytes",
            "full_config", "cdiv", "plan"]
 
@@ -57,14 +58,14 @@ HEAD_DIMS = (64, 128)
 DTYPES = (torch.float16, torch.bfloat16)
 CONFIG_KEYS = ("BLOCK_M", "BLOCK_N", "STAGES", "num_warps", "PERSIST", "WARP_SPEC",
                "PINGPONG", "OVERLAP", "MAXNREG", "QBUF", "PP_TURN", "EXP_SPLIT", "KV_SPLIT",
-               "XTILE")
+               "XTILE", "RESCALE")
 _FLAGS = ("WARP_SPEC", "PINGPONG", "OVERLAP")
 _ALLOWED = {"BLOCK_M": (64, 128), "BLOCK_N": (64, 128), "STAGES": (1, 2, 3, 4),
             "num_warps": (4, 8), "PERSIST": (0, 1, 2), "WARP_SPEC": (False, True),
             "PINGPONG": (False, True), "OVERLAP": (False, True),
             "MAXNREG": (0, 128, 152, 168, 200, 232, 240),
             "QBUF": (1, 2), "PP_TURN": (0, 1, 2), "EXP_SPLIT": (0, 1, 2),
-            "KV_SPLIT": (0, 1), "XTILE": (0, 1)}
+            "KV_SPLIT": (0, 1), "XTILE": (0, 1), "RESCALE": (0, 1)}
 SMEM_BYTES = 227 * 1024  # usable shared memory per block on sm90 (H100, H200)
 
 # Default configuration per head dim: the plain variant, the one to test first
@@ -156,6 +157,9 @@ VARIANTS.update(_steps(VARIANTS, (
     # Issue 43's fourth round (notes/kernel-schedules.md, "Round 4"): fa3_n128_s3 with the
     # overlap carried over tile boundaries (same shared memory and registers' live values).
     ("fa3_xt", "fa3_n128_s3", {"XTILE": 1}),
+    # Issue 43's fifth round (notes/kernel-schedules.md, "Round 5"): fa3_n128_s3 with the
+    # output's rescale moved before PV's issue (same shared memory).
+    ("fa3_rs", "fa3_n128_s3", {"RESCALE": 1}),
 )))
 
 # Where a variant's setting does not fit an sm90 block at a head dim (the second round is
@@ -167,7 +171,8 @@ HEAD_DIM_OVERRIDES = {128: {"overlap_n128": {"BLOCK_N": 64},
                             "cudnn_s3": {"STAGES": 2}, "fa3_n128_s3": {"STAGES": 2},
                             "ws_n128_s3": {"STAGES": 2}, "ws_ovl_n128": {"STAGES": 2},
                             "ws_ovl_kv": {"STAGES": 2}, "fa3_kv_s3": {"STAGES": 2},
-                            "fa3_kv_s4": {"STAGES": 2}, "fa3_xt": {"STAGES": 2}}}
+                            "fa3_kv_s4": {"STAGES": 2}, "fa3_xt": {"STAGES": 2},
+                            "fa3_rs": {"STAGES": 2}}}
 # Variants that have passed the full float64 grid on a GPU but not yet every case of the
 # concurrency sanitizer (``scripts/gluon_check.py --sections consan``): fa3_n128_s3's grid is
 # data/checks/gluon_check_h200d_grid_round2.json. Not tuned yet. Once a sanitizer file
@@ -194,6 +199,8 @@ ROUND2_VARIANTS = ("overlap_only", "cudnn_tile", "overlap_n128", "overlap_n128_m
 ROUND3_VARIANTS = ("fa3_n128_s3", "overlap_p2", "fa3_kv_s3", "fa3_kv_s4", "overlap_p2_s4")
 # The fourth round (``--variants round4``): fa3_n128_s3 and its cross-tile overlap.
 ROUND4_VARIANTS = ("fa3_n128_s3", "fa3_xt")
+# The fifth round (``--variants round5``): fa3_n128_s3 and its early rescale.
+ROUND5_VARIANTS = ("fa3_n128_s3", "fa3_rs")
 
 
 # --------------------------------------------------------------------------- configuration
@@ -296,6 +303,10 @@ def full_config(config, head_dim: int) -> dict:
     if full["XTILE"] and not (full["WARP_SPEC"] and full["OVERLAP"] and full["PERSIST"]):
         raise ValueError("`config['XTILE']` 1 needs WARP_SPEC, OVERLAP and PERSIST (a "
                          "persistent consumer carries the overlap into its next tile).")
+    if full["RESCALE"] and not (full["WARP_SPEC"] and full["OVERLAP"]) or \
+            full["RESCALE"] and full["XTILE"]:
+        raise ValueError("`config['RESCALE']` 1 needs WARP_SPEC and OVERLAP, without XTILE "
+                         "(it moves a step of the consumer's overlapped key walk).")
     if full["STAGES"] < 2 and full["WARP_SPEC"]:
         raise ValueError("`config['STAGES']` must be >= 2 with WARP_SPEC.")
     if full["STAGES"] < 3 and full["OVERLAP"] and not full["WARP_SPEC"]:

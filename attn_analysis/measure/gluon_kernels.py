@@ -105,7 +105,8 @@ if GLUON_IMPORT_ERROR is None:
                   STAGES: gl.constexpr, CAUSAL: gl.constexpr, PERSIST: gl.constexpr,
                   OVERLAP: gl.constexpr, CONSUMERS: gl.constexpr, QBUF: gl.constexpr,
                   PP_TURN: gl.constexpr, EXP_SPLIT: gl.constexpr,
-                  KV_SPLIT: gl.constexpr, XTILE: gl.constexpr):
+                  KV_SPLIT: gl.constexpr, XTILE: gl.constexpr,
+                  RESCALE: gl.constexpr):
         """One warp: for each tile of this program, Q (one box per consumer) once its
         buffer is released, then every key tile into the ring as slots are released."""
         ROWS: gl.constexpr = BLOCK_M * CONSUMERS
@@ -142,7 +143,7 @@ if GLUON_IMPORT_ERROR is None:
                   STAGES: gl.constexpr, CAUSAL: gl.constexpr, PERSIST: gl.constexpr,
                   OVERLAP: gl.constexpr, CONSUMERS: gl.constexpr, QBUF: gl.constexpr,
                   PP_TURN: gl.constexpr, EXP_SPLIT: gl.constexpr, KV_SPLIT: gl.constexpr,
-                  WG: gl.constexpr):
+                  WG: gl.constexpr, RESCALE: gl.constexpr = 0):
         """Consumer warpgroup(s) WG: rows ``[start_m + WG * BLOCK_M, +BLOCK_M)`` of each tile;
         every consumer walks every key tile of the tile (the producer loads each once)."""
         ROWS: gl.constexpr = BLOCK_M * CONSUMERS
@@ -164,7 +165,7 @@ if GLUON_IMPORT_ERROR is None:
                 q2, k_desc, v_desc, k_bufs, v_bufs, ready_bars, empty_bars, pp_bars, bh,
                 start_m + WG * BLOCK_M, n_kv, S, qk_scale, cs, 0, HEAD_DIM, BLOCK_M,
                 BLOCK_N, STAGES, CAUSAL, OVERLAP, True, CONSUMERS == 2, WG, PP_TURN,
-                EXP_SPLIT, KV_SPLIT)
+                EXP_SPLIT, KV_SPLIT, RESCALE)
             mbarrier.arrive(q_empty.index(qi), count=1)  # all products have retired
             _epilogue(acc, l_i, o_bufs.index(WG), o_desc, bh, start_m + WG * BLOCK_M, BLOCK_M,
                       HEAD_DIM, PERSIST)
@@ -178,7 +179,8 @@ if GLUON_IMPORT_ERROR is None:
                    STAGES: gl.constexpr, CAUSAL: gl.constexpr, PERSIST: gl.constexpr,
                    OVERLAP: gl.constexpr, CONSUMERS: gl.constexpr, QBUF: gl.constexpr,
                    PP_TURN: gl.constexpr, EXP_SPLIT: gl.constexpr,
-                   KV_SPLIT: gl.constexpr, XTILE: gl.constexpr):
+                   KV_SPLIT: gl.constexpr, XTILE: gl.constexpr,
+                   RESCALE: gl.constexpr):
         if XTILE:
             _consumer_xtile(q_desc, k_desc, v_desc, o_desc, q_bufs, o_bufs, k_bufs, v_bufs,
                             q_ready, q_empty, ready_bars, empty_bars, pp_bars, S, qk_scale,
@@ -188,7 +190,7 @@ if GLUON_IMPORT_ERROR is None:
             _consumer(q_desc, k_desc, v_desc, o_desc, q_bufs, o_bufs, k_bufs, v_bufs,
                       q_ready, q_empty, ready_bars, empty_bars, pp_bars, S, qk_scale, n_m,
                       n_tiles, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES, CAUSAL, PERSIST, OVERLAP,
-                      CONSUMERS, QBUF, PP_TURN, EXP_SPLIT, KV_SPLIT, 0)
+                      CONSUMERS, QBUF, PP_TURN, EXP_SPLIT, KV_SPLIT, 0, RESCALE)
 
     @gluon.jit
     def _consumer1(q_desc, k_desc, v_desc, o_desc, q_bufs, o_bufs, k_bufs, v_bufs, q_ready,
@@ -197,7 +199,8 @@ if GLUON_IMPORT_ERROR is None:
                    STAGES: gl.constexpr, CAUSAL: gl.constexpr, PERSIST: gl.constexpr,
                    OVERLAP: gl.constexpr, CONSUMERS: gl.constexpr, QBUF: gl.constexpr,
                    PP_TURN: gl.constexpr, EXP_SPLIT: gl.constexpr,
-                   KV_SPLIT: gl.constexpr, XTILE: gl.constexpr):
+                   KV_SPLIT: gl.constexpr, XTILE: gl.constexpr,
+                   RESCALE: gl.constexpr):
         if XTILE:
             _consumer_xtile(q_desc, k_desc, v_desc, o_desc, q_bufs, o_bufs, k_bufs, v_bufs,
                             q_ready, q_empty, ready_bars, empty_bars, pp_bars, S, qk_scale,
@@ -207,7 +210,7 @@ if GLUON_IMPORT_ERROR is None:
             _consumer(q_desc, k_desc, v_desc, o_desc, q_bufs, o_bufs, k_bufs, v_bufs,
                       q_ready, q_empty, ready_bars, empty_bars, pp_bars, S, qk_scale, n_m,
                       n_tiles, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES, CAUSAL, PERSIST, OVERLAP,
-                      CONSUMERS, QBUF, PP_TURN, EXP_SPLIT, KV_SPLIT, 1)
+                      CONSUMERS, QBUF, PP_TURN, EXP_SPLIT, KV_SPLIT, 1, RESCALE)
 
     # ------------------------------------------------------------------------ the entry
 
@@ -218,7 +221,8 @@ if GLUON_IMPORT_ERROR is None:
                         WARP_SPEC: gl.constexpr, PINGPONG: gl.constexpr,
                         OVERLAP: gl.constexpr, QBUF: gl.constexpr = 1,
                         PP_TURN: gl.constexpr = 0, EXP_SPLIT: gl.constexpr = 0,
-                        KV_SPLIT: gl.constexpr = 0, XTILE: gl.constexpr = 0):
+                        KV_SPLIT: gl.constexpr = 0, XTILE: gl.constexpr = 0,
+                        RESCALE: gl.constexpr = 0):
         """Grid (n_m, B*H) or, PERSIST, (programs,); descriptors over (B*H, S, D)."""
         dtype: gl.constexpr = q_desc.dtype
         k_bufs = gl.allocate_shared_memory(dtype, [STAGES] + k_desc.block_type.shape,
@@ -267,17 +271,17 @@ if GLUON_IMPORT_ERROR is None:
                                   v_bufs, q_ready, q_empty, ready_bars, empty_bars, pp_bars, S,
                                   qk_scale, n_m, n_tiles, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES,
                                   CAUSAL, PERSIST, OVERLAP, CONSUMERS, QBUF, PP_TURN, EXP_SPLIT,
-                                  KV_SPLIT, XTILE)),
+                                  KV_SPLIT, XTILE, RESCALE)),
                     (_consumer1, (q_desc, k_desc, v_desc, o_desc, q_bufs, o_bufs, k_bufs,
                                   v_bufs, q_ready, q_empty, ready_bars, empty_bars, pp_bars, S,
                                   qk_scale, n_m, n_tiles, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES,
                                   CAUSAL, PERSIST, OVERLAP, CONSUMERS, QBUF, PP_TURN, EXP_SPLIT,
-                                  KV_SPLIT, XTILE)),
+                                  KV_SPLIT, XTILE, RESCALE)),
                     (_producer, (q_desc, k_desc, v_desc, o_desc, q_bufs, o_bufs, k_bufs,
                                  v_bufs, q_ready, q_empty, ready_bars, empty_bars, pp_bars, S,
                                  qk_scale, n_m, n_tiles, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES,
                                  CAUSAL, PERSIST, OVERLAP, CONSUMERS, QBUF, PP_TURN, EXP_SPLIT,
-                                 KV_SPLIT, XTILE)),
+                                 KV_SPLIT, XTILE, RESCALE)),
                 ], [4, 1], [_CONSUMER_REGS, _PRODUCER_REGS])
             else:
                 gl.warp_specialize([
@@ -285,10 +289,10 @@ if GLUON_IMPORT_ERROR is None:
                                   v_bufs, q_ready, q_empty, ready_bars, empty_bars, pp_bars, S,
                                   qk_scale, n_m, n_tiles, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES,
                                   CAUSAL, PERSIST, OVERLAP, CONSUMERS, QBUF, PP_TURN, EXP_SPLIT,
-                                  KV_SPLIT, XTILE)),
+                                  KV_SPLIT, XTILE, RESCALE)),
                     (_producer, (q_desc, k_desc, v_desc, o_desc, q_bufs, o_bufs, k_bufs,
                                  v_bufs, q_ready, q_empty, ready_bars, empty_bars, pp_bars, S,
                                  qk_scale, n_m, n_tiles, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES,
                                  CAUSAL, PERSIST, OVERLAP, CONSUMERS, QBUF, PP_TURN, EXP_SPLIT,
-                                 KV_SPLIT, XTILE)),
+                                 KV_SPLIT, XTILE, RESCALE)),
                 ], [1], [_PRODUCER_REGS])

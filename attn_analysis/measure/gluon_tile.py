@@ -182,7 +182,7 @@ if GLUON_IMPORT_ERROR is None:
                       STAGES: gl.constexpr, CAUSAL: gl.constexpr, OVERLAP: gl.constexpr,
                       PRODUCER: gl.constexpr, PINGPONG: gl.constexpr, WG: gl.constexpr,
                       PP_TURN: gl.constexpr = 0, EXP_SPLIT: gl.constexpr = 0,
-                      KV_SPLIT: gl.constexpr = 0):
+                      KV_SPLIT: gl.constexpr = 0, RESCALE: gl.constexpr = 0):
         """Walk key tiles 0..n_kv-1 for the BLOCK_M query rows at ``start_m`` (Q in
         ``q_smem``); return (acc, l, cs, ld) with acc unnormalised in the output layout.
 
@@ -192,7 +192,10 @@ if GLUON_IMPORT_ERROR is None:
         (the caller has issued the first ones). PINGPONG: warpgroup WG waits for its turn
         on ``pp_bars`` before issuing products and hands the turn over after; PP_TURN says what
         a turn covers (``gluon_config``), EXP_SPLIT where the exponentials run, KV_SPLIT
-        whether K and V of a slot arrive on barriers of their own (PRODUCER only)."""
+        whether K and V of a slot arrive on barriers of their own (PRODUCER only).
+        RESCALE (OVERLAP only): the output is rescaled for tile j - 1's new row maximum
+        after tile j's scores are issued and before PV of tile j - 1, while the scores
+        are on the tensor cores (FlashAttention-3's order), not after PV retires."""
         NW: gl.constexpr = gl.num_warps()
         dtype: gl.constexpr = k_desc.dtype
         qk_layout: gl.constexpr = gl.NVMMADistributedLayout(
@@ -273,6 +276,7 @@ if GLUON_IMPORT_ERROR is None:
             qk = _scores(qk, 0, offs_m, mask_from, S, CAUSAL, BLOCK_N, qk_layout)
             p, alpha, m_i, l_i = _softmax(qk, m_i, l_i, qk_scale, EXP_SPLIT)
             p16 = gl.convert_layout(p.to(dtype), p_layout)
+            alpha_o = gl.convert_layout(alpha, row_o)  # RESCALE: applied before the next PV
             prev = slot
             cs += 1
             for j in range(1, n_kv):
@@ -290,6 +294,8 @@ if GLUON_IMPORT_ERROR is None:
                     mbarrier.wait(pp_bars.index(WG), (cs & 1) ^ (1 - WG), pred=cs > 0 - WG)
                 qk_tok = warpgroup_mma(q_smem, k_bufs.index(slot).reshape(KV).permute((1, 0)), qk0,
                                        use_acc=False, is_async=True)
+                if RESCALE:
+                    acc = acc * gl.expand_dims(alpha_o, 1)
                 _wait_v(ready_bars, prev, cs - 1, STAGES, KV_SPLIT)
                 acc_tok = warpgroup_mma(p16, v_bufs.index(prev).reshape(KV), acc, is_async=True)
                 if PINGPONG:
@@ -306,10 +312,15 @@ if GLUON_IMPORT_ERROR is None:
                 acc = warpgroup_mma_wait(0, deps=[acc_tok])
                 if PRODUCER:
                     mbarrier.arrive(empty_bars.index(prev), count=1)
-                acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
+                if RESCALE:
+                    alpha_o = gl.convert_layout(alpha, row_o)
+                else:
+                    acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
                 p16 = gl.convert_layout(p.to(dtype), p_layout)
                 prev = slot
                 cs += 1
+            if RESCALE:
+                acc = acc * gl.expand_dims(alpha_o, 1)
             _wait_v(ready_bars, prev, cs - 1, STAGES, KV_SPLIT)
             acc = warpgroup_mma(p16, v_bufs.index(prev).reshape(KV), acc, is_async=True)
             acc = warpgroup_mma_wait(0, deps=[acc])
