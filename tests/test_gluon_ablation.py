@@ -147,7 +147,8 @@ def test_recorded_rounds_load_with_their_variants():
     df = ga.ablation_table(ROOT)
     assert len(df)
     rounds = {1: gluon_config.ABLATION_VARIANTS, 2: gluon_config.ROUND2_VARIANTS,
-              3: gluon_config.ROUND3_VARIANTS, 4: gluon_config.ROUND4_VARIANTS}
+              3: gluon_config.ROUND3_VARIANTS, 4: gluon_config.ROUND4_VARIANTS,
+              5: gluon_config.ROUND5_VARIANTS}
     for r, variants in rounds.items():
         got = set(df.loc[df["round"] == r, "variant"])
         assert got == set(variants) | {ga.REFERENCE}

@@ -751,7 +751,8 @@ def test_variants_are_as_before_they_were_written_as_steps():
 
 
 @pytest.mark.parametrize("name", ["gluon_ablation_h100.json", "gluon_ablation2_h200.json",
-                                  "gluon_ablation3_h200.json", "gluon_ablation4_h200.json"])
+                                  "gluon_ablation3_h200.json", "gluon_ablation4_h200.json",
+                                  "gluon_ablation5_h200.json"])
 def test_variants_build_the_configurations_the_ablations_recorded(name):
     """Each timed variant's configuration as the ablation built it (``timing.info``; the
     H100 round predates KV_SPLIT, which then was off) is ``config_for`` at D64 today."""
