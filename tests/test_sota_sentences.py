@@ -65,6 +65,63 @@ def test_dispatch_and_bshd_conclusions_only_where_every_machine_is_equivalent(ta
     assert "(H100) and" not in text
 
 
+def _kernels(ref_memset_ms, direct_memset_ms, config="B32-H8-S512-D64-fp16"):
+    """A run's kernel table: SDPA and cuDNN called directly, each cuDNN's attention kernel
+    and, where its time is given (None: not run), a memset."""
+    rows = []
+    for cand, mem in (("sdpa", ref_memset_ms), ("cudnn_frontend", direct_memset_ms)):
+        rows.append((config, cand, "cudnn_generated_fort_native_sdpa_sm90", 1.0, 0.046))
+        if mem is not None:
+            rows.append((config, cand, "Memset (Device)", 1.0, mem))
+    return pd.DataFrame(rows, columns=["config", "candidate", "kernel", "calls_per_call",
+                                       "device_ms_per_call"])
+
+
+def test_memset_clause_says_whose_memset_from_the_direct_calls_kernels(table):
+    # TRUTH: both run a memset on both GPUs -> cuDNN's engine's, each time in µs
+    both = {"H200-f": _kernels(0.000794, 0.000811), "H100-a": _kernels(0.000768, 0.000771)}
+    text = ss.memset_clause(both)
+    assert text == ("Beside cuDNN's attention kernel, SDPA's call runs a memset of 0.77 µs "
+                    "(H100-a) and 0.79 µs (H200-f). cuDNN called directly runs it too, "
+                    "0.77 µs (H100-a) and 0.81 µs (H200-f): it is cuDNN's engine's work, "
+                    "not SDPA's dispatch.")
+    # the direct call runs none on one GPU -> there it is SDPA's own
+    text = ss.memset_clause({"H100-a": _kernels(0.000768, 0.000771),
+                             "H200-f": _kernels(0.000794, None)})
+    assert text.endswith("cuDNN called directly runs none on the H200-f, so there the "
+                         "memset is SDPA's own.")
+    # SDPA runs no memset, or the direct call was not profiled: nothing to say
+    assert ss.memset_clause({"H100-a": _kernels(None, 0.0008)}) == ""
+    assert ss.memset_clause({"H100-a": _kernels(0.0008, None).query(
+        "candidate == 'sdpa'")}) == ""
+    assert ss.memset_us(_kernels(0.0008, None), "cudnn_frontend") == 0.0
+    assert ss.memset_us(_kernels(0.0008, None), "fa4") is None
+    with pytest.raises(ValueError, match="`kernels`"):
+        ss.memset_clause([])
+    with pytest.raises(ValueError, match="`kernels`"):
+        ss.memset_us(pd.DataFrame({"config": []}), "sdpa")
+    # dispatch_sentence keeps its verdict and adds the clause
+    eq = _with_verdict(table, "cudnn_frontend", "equivalent")
+    text = ss.dispatch_sentence({"H100-a": eq, "H200-f": eq}, kernels=both)
+    assert text.startswith("So SDPA's dispatch costs nothing measurable inside a graph "
+                           "replay. Beside cuDNN's")
+    assert text.endswith("not SDPA's dispatch.")
+
+
+def test_recorded_direct_cudnn_runs_the_memset_at_the_target():
+    """On every recorded run that profiled cuDNN called directly at the target, it runs the
+    memset that SDPA's call runs: the book's "cuDNN's engine's work" holds on the data."""
+    from attn_analysis import configs
+    found = 0
+    for path in sorted((ROOT / "data" / "runs").glob("*/kernels.parquet")):
+        k = pd.read_parquet(path)
+        if ss.memset_us(k, "cudnn_frontend") is None or not ss.memset_us(k, "sdpa"):
+            continue
+        found += 1
+        assert ss.memset_us(k, "cudnn_frontend", configs.TARGET.key) > 0, path.parent.name
+    assert found >= 2
+
+
 def test_from_s_sentence_reads_right_for_every_outcome():
     assert ss.from_s_sentence({"h100": 2048, "h200": 2048}) == (
         "Per attention kernel, a custom kernel leads first at S = 2048 on both the H100 and "

@@ -154,3 +154,52 @@ def test_summaries_are_joined_per_model_in_label_order():
     tables = {"H200-b": "second", "H100-a": "only", "H200-a": "first"}
     out = ta.summaries_by_model(tables, lambda machine, t: f"{machine}:{t}")
     assert out == {"h100": "H100-a:only", "h200": "H200-a:first H200-b:second"}
+
+
+def _gluon_plan_info():
+    from attn_analysis import configs
+    g = configs.GLUON_PLANS["gluon-v2-target"]
+    return {"plan": {"matrix": g["matrix"], "modes": list(g["modes"]),
+                     "candidates": list(g["candidates"])}}
+
+
+def test_family_scope_reads_the_registered_plan_and_none_without_one():
+    assert ta.family_scope(_gluon_plan_info()) == (("call", "kernel"), ("gluon",))
+    assert ta.family_scope({"plan": {"matrix": "confirm-v1", "modes": ["graph"],
+                                     "candidates": ["sdpa", "nobody"]}}) == (None, None)
+    assert ta.family_scope(None) == (None, None)
+
+
+def test_confirmatory_rows_hold_each_custom_kernel_per_level_and_mark_the_family(monkeypatch):
+    runs = {"a-confirm": _faster(_confirm("a-confirm", "GPU-aaaaaaaa-1"), "triton", 0.8),
+            "b-confirm": _confirm("b-confirm", "GPU-bbbbbbbb-1")}
+    tables = ta.target_tables(runs, n_resamples=300)
+    # b's plan registers a family of the call and kernel levels of triton alone
+    runs["b-confirm"].info = {**(runs["b-confirm"].info or {}), "marker": "b"}
+    monkeypatch.setattr(ta, "family_scope", lambda info: (
+        (("call", "kernel"), ("triton",)) if (info or {}).get("marker") == "b"
+        else (None, None)))
+    rows = ta.confirmatory_rows(tables, runs)
+    # TRUTH: the target holds custom kernels fa4 and triton (cudnn_frontend runs SDPA's
+    # kernel, the twin is a control); three levels each, in both runs
+    assert set(rows["candidate"]) == {"fa4", "triton"}
+    assert len(rows) == 2 * 2 * 3 and set(rows["level"]) == {"call", "kernel", "attention"}
+    a = rows[rows["run"] == "a-confirm"]
+    assert a["in_family"].all()  # no registered family: every comparison is a member
+    b = rows[rows["run"] == "b-confirm"].set_index(["candidate", "level"])["in_family"]
+    assert b[("triton", "call")] and b[("triton", "kernel")]
+    assert not b[("triton", "attention")] and not b[("fa4", "call")]
+    # a's triton is 0.8 of its time at the target: faster per call, beyond the margin
+    call = a[(a["candidate"] == "triton") & (a["level"] == "call")].iloc[0]
+    assert call["verdict"] == "faster" and call["ci_low"] > 1.02
+    assert set(rows["m"]) == {int(t["n_comparisons"].iloc[0]) for t in tables.values()}
+    phrase = ta.figure_runs_phrase(rows)
+    m = {r: int(t["n_comparisons"].iloc[0]) for r, t in tables.items()}
+    machine = {r: str(t["machine"].iloc[0]) for r, t in tables.items()}
+    assert phrase == (f"{machine['a-confirm']} (run a-confirm, m = {m['a-confirm']}); "
+                      f"{machine['b-confirm']} (run b-confirm, m = {m['b-confirm']}; "
+                      f"attention outside the family)")
+    with pytest.raises(ValueError, match="`runs`"):
+        ta.confirmatory_rows(tables, {"a-confirm": runs["a-confirm"]})
+    with pytest.raises(ValueError, match="`rows`"):
+        ta.figure_runs_phrase(rows.iloc[:0])

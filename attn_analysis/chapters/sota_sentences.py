@@ -16,8 +16,8 @@ from ..analyse.stats import Verdict
 from ..configs import TARGET
 from .phrases import join
 
-__all__ = ["target_summary", "custom_target_phrase", "dispatch_sentence", "bshd_sentence", "attention_from_s",
-           "from_s_sentence", "runs_phrase", "inconclusive_runs_sentence",
+__all__ = ["target_summary", "custom_target_phrase", "dispatch_sentence", "memset_us",
+           "memset_clause", "bshd_sentence", "attention_from_s", "from_s_sentence", "runs_phrase", "inconclusive_runs_sentence",
            "long_sequence_wins", "LONG_SEQ_LEN"]
 
 LONG_SEQ_LEN = 2048  # "long sequences": four times the reports' S = 512 and beyond
@@ -115,15 +115,68 @@ def _verdicts(target_tables: dict, cand: str, level: str = "call") -> dict:
     return by
 
 
-def dispatch_sentence(target_tables: dict) -> str:
+def memset_us(kernels: pd.DataFrame, candidate: str, config: str = TARGET.key):
+    """Device time per call (µs) of the memset kernels (profiler name 'Memset ...') that
+    ``candidate`` runs at ``config`` in a run's profiler evidence (``kernels``: its
+    ``kernels.parquet``), 0.0 where it runs none, None where it was not profiled there."""
+    if not isinstance(kernels, pd.DataFrame) or not {
+            "config", "candidate", "kernel", "calls_per_call", "device_ms_per_call"} <= set(kernels):
+        raise ValueError("`kernels` must be a run's kernel table (config, candidate, kernel, "
+                         "calls_per_call, device_ms_per_call).")
+    k = kernels[(kernels["config"] == config) & (kernels["candidate"] == candidate)]
+    if k.empty:
+        return None
+    mem = k[k["kernel"].astype(str).str.startswith("Memset")]
+    return float(1e3 * (mem["device_ms_per_call"] * mem["calls_per_call"]).sum())
+
+
+def _us_by_machine(values: dict) -> str:
+    """'0.77 µs (H100-a) and 0.79 µs (H200-f)' (machines sorted)."""
+    return join([f"{v:.2f} µs ({m})" for m, v in sorted(values.items())])
+
+
+def memset_clause(kernels: dict, reference: str = "sdpa", direct: str = "cudnn_frontend",
+                  label: str = "SDPA") -> str:
+    """Whose work the memset beside cuDNN's attention kernel in ``reference``'s call is, from
+    each machine's profiler evidence at the target (``kernels``: machine -> kernel table):
+    cuDNN's engine's where ``direct`` (cuDNN called directly, without SDPA) runs it too on
+    every machine that profiled both, SDPA's own where ``direct`` runs none; '' where
+    ``reference`` runs no memset or no machine profiled both. ``label`` names ``reference``
+    in the text."""
+    if not isinstance(kernels, dict):
+        raise ValueError(f"`kernels` must map machines to kernel tables; got "
+                         f"{type(kernels).__name__}.")
+    ref, dir_ = {}, {}
+    for machine, k in kernels.items():
+        r, d = memset_us(k, reference), memset_us(k, direct)
+        if r is not None and d is not None and r > 0:
+            ref[machine], dir_[machine] = r, d
+    if not ref:
+        return ""
+    head = (f"Beside cuDNN's attention kernel, {label}'s call runs a memset of "
+            f"{_us_by_machine(ref)}.")
+    runs_it = {m: v for m, v in dir_.items() if v > 0}
+    if len(runs_it) == len(dir_):
+        return (head + f" cuDNN called directly runs it too, {_us_by_machine(runs_it)}: "
+                f"it is cuDNN's engine's work, not {label}'s dispatch.")
+    none = sorted(m for m in dir_ if m not in runs_it)
+    return (head + f" cuDNN called directly runs none on {join(['the ' + m for m in none])}, "
+            f"so there the memset is {label}'s own.")
+
+
+def dispatch_sentence(target_tables: dict, kernels: dict | None = None) -> str:
     """What cuDNN called directly (SDPA's own kernel without SDPA's dispatch) says about
     the dispatch's cost per call: "costs nothing measurable" only where it is equivalent
-    on every machine."""
+    on every machine; with ``kernels`` (machine -> the run's kernel table) followed by
+    :func:`memset_clause`, whose work the memset in SDPA's call is."""
     by = _verdicts(target_tables, "cudnn_frontend")
     if set(by) == {_EQ}:
-        return "So SDPA's dispatch costs nothing measurable inside a graph replay."
-    return ("So SDPA's dispatch cost is not shown negligible: cuDNN called directly is "
-            + sota.verdicts_phrase(by) + ".")
+        text = "So SDPA's dispatch costs nothing measurable inside a graph replay."
+    else:
+        text = ("So SDPA's dispatch cost is not shown negligible: cuDNN called directly is "
+                + sota.verdicts_phrase(by) + ".")
+    clause = memset_clause(kernels) if kernels is not None else ""
+    return f"{text} {clause}" if clause else text
 
 
 def bshd_sentence(target_tables: dict) -> str:

@@ -25,10 +25,12 @@ from .phrases import join
 from ..analyse import inventory, power
 from ..analyse.provenance import machine_model
 from ..analyse.stats import DEFAULT_MARGIN, Verdict
+from .. import configs
 from ..configs import TARGET
 
 __all__ = ["target_tables", "by_machine", "best_custom_by_model", "claim_target",
-           "summaries_by_model", "section_values"]
+           "summaries_by_model", "section_values", "family_scope", "confirmatory_rows",
+           "figure_runs_phrase"]
 
 _FASTER = Verdict.FASTER.value
 # what target_tables reads of a precomputed table, and what its check compares
@@ -205,3 +207,65 @@ def section_values(tables: dict) -> dict:
         gluon_kernel.lead_sentence(tables[m], m) for m in best)))
     out["sa_claim_runs"] = ", ".join(str(t["run"].iloc[0]) for t in tables.values())
     return out
+
+
+def family_scope(info) -> tuple:
+    """(levels, candidates) of the family that the configs plan of a run's ``info`` (its
+    run.json) registered (the plan's ``levels`` and ``family_candidates``); (None, None)
+    where it registers no family: then, as ``compare`` does, every comparison of the run is
+    a member."""
+    plan = (info or {}).get("plan") or {}
+    found = inventory.campaign_of(plan) if plan else None
+    entry = getattr(configs, found[0])[found[1]] if found else {}
+    if entry.get("family_size") is None:
+        return None, None
+    levels, cands = entry.get("levels"), entry.get("family_candidates")
+    return (tuple(levels) if levels else None), (tuple(cands) if cands else None)
+
+
+_ROW_COLUMNS = ["machine", "run", "m", "candidate", "label", "level", "speedup", "ci_low",
+                "ci_high", "verdict", "in_family"]
+
+
+def confirmatory_rows(tables: dict, runs: dict) -> pd.DataFrame:
+    """One row per confirmatory run, custom kernel and level at the target, from
+    :func:`target_tables`' ``tables`` (run id -> table) and the loaded ``runs`` (for each
+    plan's family, :func:`family_scope`): machine, run, m (its family's size), candidate,
+    label, level, speedup with its family-wise interval, verdict, and ``in_family``
+    (whether the comparison is a member of the run's family or only judged at its m).
+    Sorted by machine, run, candidate; the figure of the decisive runs draws these."""
+    if not isinstance(tables, dict) or not isinstance(runs, dict):
+        raise ValueError("`tables` and `runs` must map run ids to tables and loaded runs.")
+    out = []
+    for run_id, t in sorted(tables.items()):
+        if run_id not in runs:
+            raise ValueError(f"`runs` must hold every run of `tables`; {run_id!r} is missing.")
+        levels, cands = family_scope(runs[run_id].info)
+        at = t[t["config"] == TARGET.key]
+        for _, r in at[sota.is_custom(at)].iterrows():
+            out.append(dict(
+                machine=str(r["machine"]), run=run_id, m=int(r["n_comparisons"]),
+                candidate=r["candidate"], label=r["label"], level=r["level"],
+                speedup=float(r["speedup"]), ci_low=float(r["ci_low"]),
+                ci_high=float(r["ci_high"]), verdict=r["verdict"],
+                in_family=bool((levels is None or r["level"] in levels)
+                               and (cands is None or r["candidate"] in cands))))
+    rows = pd.DataFrame(out, columns=_ROW_COLUMNS)
+    return rows.sort_values(["machine", "run", "candidate"], kind="stable",
+                            ignore_index=True)
+
+
+def figure_runs_phrase(rows: pd.DataFrame) -> str:
+    """For the caption: each run of :func:`confirmatory_rows` with its GPU and family,
+    'H100-b (run h100-sota-confirm, m = 144); H200-ae (run h200-gluon-v2-target, m = 2;
+    attention outside the family)': a level is named where none of its comparisons is a
+    member (the figure's hollow markers show each one)."""
+    if not isinstance(rows, pd.DataFrame) or rows.empty or not set(_ROW_COLUMNS) <= set(rows):
+        raise ValueError("`rows` must be a non-empty confirmatory_rows() frame.")
+    parts = []
+    for (machine, run), g in rows.groupby(["machine", "run"], sort=True):
+        members = g.groupby("level", sort=True)["in_family"].any()
+        outside = list(members.index[~members])
+        parts.append(f"{machine} (run {run}, m = {int(g['m'].iloc[0])}"
+                     + (f"; {join(outside)} outside the family" if outside else "") + ")")
+    return "; ".join(parts)
