@@ -179,12 +179,17 @@ nbs.glue_text("env_tm_missing_sentence", " ".join(
     for m in sorted(set(timers.MODELS) - set(answers)))
     or "Every GPU model has a timer cross-check at the target.")
 nbs.glue_text("env_tm_direction_sentence", timer_answer.direction_sentence(answers[tm_model]))
-# further cross-checks at the target on the same model (e.g. one kernel beside SDPA)
-nbs.glue_text("env_tm_further_sentence", " ".join(
-    timer_answer.further_check_sentence(d, f"{k}.json", main=tm_doc)
-    for k, d in sorted(checks.items())
-    if d is not tm_doc and timers.gpu_model(d) == tm_model
-    and configs.TARGET.key in d["plan"]["shapes"]) or "")
+# further cross-checks at the target on the same model (e.g. one kernel beside SDPA), each
+# beside the protocol's confirmatory runs of the kernels it timed
+from attn_analysis.chapters import timer_protocol
+further = [(k, d) for k, d in sorted(checks.items()) if d is not tm_doc and timers.gpu_model(d)
+           == tm_model and configs.TARGET.key in d["plan"]["shapes"]]
+gap_runs = {c: timer_protocol.protocol_runs(runs, c) for _, d in further
+            for c in timer_answer.custom_candidates(d)}
+nbs.glue_text("env_tm_further_sentence", " ".join(" ".join(
+    [timer_answer.further_check_sentence(d, f"{k}.json", main=tm_doc)]
+    + [timer_protocol.gap_sentence(timer_protocol.gap_values(d, gap_runs[c], c))
+       for c in timer_answer.custom_candidates(d) if gap_runs[c]]) for k, d in further) or "")
 long_docs = [d for d in checks.values()
              if timers.gpu_model(d) == tm_model and configs.TARGET.key not in d["plan"]["shapes"]]
 nbs.glue_text("env_tm_long_agreement", " ".join(

@@ -349,3 +349,14 @@ def test_script_cpu_experiments_only_run_reports_its_experiments(tmp_path, capsy
     err = capsys.readouterr()
     assert "summary failed" not in err.out + err.err
     assert ta.experiment_summary(doc)
+
+
+def test_recorded_leaves_out_an_experiments_only_file():
+    """data/checks/timers_h200c_gluon_v2_exp.json holds experiment processes alone: no
+    main processes, so no GPU model and no answer; recorded() leaves it out and keeps the
+    main checks."""
+    from attn_analysis.chapters import timers as ch
+    docs = ch.recorded(Path(__file__).resolve().parents[1] / "data" / "checks")
+    assert "timers_h200c_gluon_v2_exp" not in docs and "timers_h200c_gluon_v2" in docs
+    assert all(isinstance(d["processes"], list) for d in docs.values())
+    assert set(ch.by_model(docs)) == {"H100", "H200"}

@@ -34,9 +34,12 @@ MODELS = ("H100", "H200")
 
 def recorded(folder="data/checks") -> dict:
     """The sealed cross-checks ``timers_*.json`` in ``folder``, by file stem (checked by
-    ``checks.read``); an empty dict when there are none."""
+    ``checks.read``); an empty dict when there are none. A file of the experiments alone
+    (``--experiments-only``: no main ``processes``) answers no timer question and is left
+    out."""
     from ..record import checks
-    return {p.stem: checks.read(p, "timers") for p in sorted(Path(folder).glob("timers_*.json"))}
+    docs = {p.stem: checks.read(p, "timers") for p in sorted(Path(folder).glob("timers_*.json"))}
+    return {k: d for k, d in docs.items() if isinstance(d.get("processes"), list)}
 
 
 def gpu_model(doc) -> str | None:
