@@ -5,7 +5,7 @@ level: the answer at the target per GPU (:func:`target_summary`), what the contr
 about SDPA's dispatch and FlashInfer's memory order (:func:`dispatch_sentence`,
 :func:`bshd_sentence`), and from which sequence length a custom attention kernel beats
 SDPA's (:func:`attention_from_s`, :func:`long_sequence_wins`, the title's "but at long
-sequences")."""
+sequences"; :func:`short_sequence_wins`, its "per call at short ones")."""
 
 from __future__ import annotations
 
@@ -18,9 +18,10 @@ from .phrases import join
 
 __all__ = ["target_summary", "custom_target_phrase", "dispatch_sentence", "memset_us",
            "memset_clause", "bshd_sentence", "attention_from_s", "from_s_sentence", "runs_phrase", "inconclusive_runs_sentence",
-           "long_sequence_wins", "LONG_SEQ_LEN"]
+           "long_sequence_wins", "LONG_SEQ_LEN", "short_sequence_wins", "SHORT_SEQ_LEN"]
 
 LONG_SEQ_LEN = 2048  # "long sequences": four times the reports' S = 512 and beyond
+SHORT_SEQ_LEN = 256  # "short sequences": half the reports' S = 512 and below
 _EQ = Verdict.EQUIVALENT.value
 
 
@@ -218,6 +219,23 @@ def long_sequence_wins(tables, min_seq_len: int = LONG_SEQ_LEN) -> dict:
         both = both[both["seq_len"] >= min_seq_len]
         out.setdefault(sota.machine_slug(machine), []).extend(
             both[keys].itertuples(index=False, name=None))
+    return out
+
+
+def short_sequence_wins(tables, max_seq_len: int = SHORT_SEQ_LEN,
+                        level: str = "call") -> dict:
+    """Per GPU model, the custom-kernel comparisons faster than SDPA beyond the margin at
+    ``level`` at ``max_seq_len`` or shorter (findings only): the data behind the title's
+    "per call at short ones"."""
+    if not isinstance(max_seq_len, int) or max_seq_len < 1:
+        raise ValueError(f"`max_seq_len` must be a positive integer; got {max_seq_len!r}.")
+    df = pd.concat(list(tables), ignore_index=True)
+    out = {}
+    for machine, g in df.groupby("machine", sort=True):
+        wins = sota.custom_faster(g, level)
+        wins = wins[wins["seq_len"] <= max_seq_len]
+        out.setdefault(sota.machine_slug(machine), []).extend(
+            wins[["config", "candidate"]].itertuples(index=False, name=None))
     return out
 
 
