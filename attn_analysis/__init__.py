@@ -12,6 +12,6 @@ the command line. ``tests/test_layers.py`` keeps every import pointing down that
 and the top level to these modules.
 """
 
-__version__ = "0.4.0"
+__version__ = "0.5.0"
 
 __all__ = ["__version__"]
