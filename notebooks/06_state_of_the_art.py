@@ -112,10 +112,9 @@ target_tables = {sota.machine_label(chosen["target"][r]): t for r, t in tabs["ta
 conf_tables = target_answer.target_tables(runs, precomputed=tabs["confirm"], **compare)
 confirm_target = target_answer.by_machine(conf_tables)  # the confirm campaign's: computed above
 conf_rows = target_answer.confirmatory_rows(conf_tables, runs)  # the decisive runs' figure
-if len(conf_rows):
-    nbs.glue_text("sa_confirm_fig_runs", target_answer.figure_runs_phrase(conf_rows))
-    nbs.glue_figure("sa_confirm_figure", target_plots.confirmatory_target(
-        conf_rows, params["margin"], "Every confirmatory run's custom kernels at B32 H8 S512 D64 fp16"))
+nbs.glue_text("sa_confirm_fig_runs", target_answer.figure_runs_phrase(conf_rows))
+nbs.glue_figure("sa_confirm_figure", target_plots.confirmatory_target(
+    conf_rows, params["margin"], "Every confirmatory run's custom kernels at B32 H8 S512 D64 fp16"))
 for name, value in target_answer.section_values(confirm_target or target_tables).items():
     nbs.glue_text(name, value)
 nbs.glue_text("sa_controls_sentence", sota.controls_sentence(target_tables))
@@ -135,13 +134,13 @@ nbs.glue_figure("sa_target_figure", plots.speedup_summary(
 # :name: fig-sota-confirm-target
 #
 # The decisive runs: speedup over SDPA's default dispatch at the reports' shape of each
-# custom kernel in every confirmatory run that timed one ({glue:text}`sa_confirm_fig_runs:s`).
-# Family-wise intervals at each run's m; hollow: judged at that m, not a family member.
+# custom kernel in every confirmatory run that timed one. Family-wise intervals at each
+# run's m; hollow: judged at that m, not a family member. Runs: {glue:text}`sa_confirm_fig_runs:s`.
 # ```
 #
 # :::{div} glued-sentences
-# Claim A rests on these runs, each at its own family: {glue:text}`sa_claim_runs:s`.
-# Below, one run per GPU model: the one whose custom kernel is fastest.
+# Claim A rests on these runs. Below, one run per GPU model: the one whose custom kernel is
+# fastest.
 # {glue:text}`sa_h100_target_summary:s` {glue:text}`sa_h200_target_summary:s`
 # :::
 #
@@ -341,13 +340,15 @@ gl_tabs = {part: {r: sota.comparison_table(run, **compare,
 nbs.glue_text("gl_superseded", ", ".join(r for part, rs in gl_every.items() for r in rs
                                          if r not in gl[part]) or "none")
 nbs.glue_text("gl_goal_sentence", gluon_kernel.goal_sentence(list(gl_tabs["target"].values())))
+reps = target_answer.replications(gl["target"])  # later runs of one plan: in the figure only
 nbs.glue_text("gl_target_sentences", " ".join(
-    gluon_kernel.target_sentence(gl_tabs["target"][r], run) for r, run in gl["target"].items())
-    or "No recorded run measured our Gluon kernel at the reports' shape.")
+    gluon_kernel.target_sentence(gl_tabs["target"][r], run) for r, run in gl["target"].items()
+    if r not in reps) or "No recorded run measured our Gluon kernel at the reports' shape.")
 
 # %% [markdown]
 # :::{div} glued-sentences
-# {glue:text}`gl_target_sentences:s` {glue:text}`gl_goal_sentence:s`
+# {glue:text}`gl_target_sentences:s` Later runs of the same plan on another GPU of the
+# model are in {numref}`fig-sota-confirm-target` only. {glue:text}`gl_goal_sentence:s`
 # :::
 
 # %% tags=["remove-cell"]

@@ -81,10 +81,9 @@ def test_memset_clause_says_whose_memset_from_the_direct_calls_kernels(table):
     # TRUTH: both run a memset on both GPUs -> cuDNN's engine's, each time in µs
     both = {"H200-f": _kernels(0.000794, 0.000811), "H100-a": _kernels(0.000768, 0.000771)}
     text = ss.memset_clause(both)
-    assert text == ("Beside cuDNN's attention kernel, SDPA's call runs a memset of 0.77 µs "
-                    "(H100-a) and 0.79 µs (H200-f). cuDNN called directly runs it too, "
-                    "0.77 µs (H100-a) and 0.81 µs (H200-f): it is cuDNN's engine's work, "
-                    "not SDPA's dispatch.")
+    assert text == ("SDPA's call also runs a memset, 0.77 µs (H100-a) and 0.79 µs (H200-f). "
+                    "cuDNN called directly runs it too, 0.77 µs (H100-a) and 0.81 µs "
+                    "(H200-f): cuDNN's engine's work, not SDPA's dispatch.")
     # the direct call runs none on one GPU -> there it is SDPA's own
     text = ss.memset_clause({"H100-a": _kernels(0.000768, 0.000771),
                              "H200-f": _kernels(0.000794, None)})
@@ -104,7 +103,7 @@ def test_memset_clause_says_whose_memset_from_the_direct_calls_kernels(table):
     eq = _with_verdict(table, "cudnn_frontend", "equivalent")
     text = ss.dispatch_sentence({"H100-a": eq, "H200-f": eq}, kernels=both)
     assert text.startswith("So SDPA's dispatch costs nothing measurable inside a graph "
-                           "replay. Beside cuDNN's")
+                           "replay. SDPA's call also runs a memset")
     assert text.endswith("not SDPA's dispatch.")
 
 

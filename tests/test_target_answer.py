@@ -196,10 +196,28 @@ def test_confirmatory_rows_hold_each_custom_kernel_per_level_and_mark_the_family
     phrase = ta.figure_runs_phrase(rows)
     m = {r: int(t["n_comparisons"].iloc[0]) for r, t in tables.items()}
     machine = {r: str(t["machine"].iloc[0]) for r, t in tables.items()}
-    assert phrase == (f"{machine['a-confirm']} (run a-confirm, m = {m['a-confirm']}); "
-                      f"{machine['b-confirm']} (run b-confirm, m = {m['b-confirm']}; "
-                      f"attention outside the family)")
+    assert phrase == (f"{machine['a-confirm']}: a-confirm, m = {m['a-confirm']}; "
+                      f"{machine['b-confirm']}: b-confirm, m = {m['b-confirm']}")
     with pytest.raises(ValueError, match="`runs`"):
         ta.confirmatory_rows(tables, {"a-confirm": runs["a-confirm"]})
     with pytest.raises(ValueError, match="`rows`"):
         ta.figure_runs_phrase(rows.iloc[:0])
+
+
+def test_replications_are_later_runs_of_one_plan_on_one_gpu_model():
+    from attn_analysis import configs
+    g = configs.GLUON_PLANS["gluon-v2-target"]
+    plan = {"matrix": g["matrix"], "modes": list(g["modes"]), "candidates": list(g["candidates"])}
+    runs = {r: _confirm(r, u, gpu=gpu) for r, u, gpu in (
+        ("h200-x", "GPU-aaaaaaaa-1", "NVIDIA H200"), ("h200b-x", "GPU-bbbbbbbb-1", "NVIDIA H200"),
+        ("h100-x", "GPU-cccccccc-1", "NVIDIA H100 80GB HBM3"),
+        ("h200-other", "GPU-dddddddd-1", "NVIDIA H200"))}
+    for r in ("h200-x", "h200b-x", "h100-x"):
+        runs[r].info["plan"] = dict(plan)
+    runs["h200-other"].info["plan"] = {"matrix": "no-such-matrix"}
+    # TRUTH: h200b-x repeats h200-x's plan on an H200; the H100 run is a first of its model;
+    # a plan of no configs campaign is never a replication
+    assert ta.replications(runs) == {"h200b-x"}
+    assert ta.replications({}) == set()
+    with pytest.raises(ValueError, match="`runs`"):
+        ta.replications(list(runs.values()))

@@ -17,8 +17,8 @@ from ..configs import TARGET
 from .phrases import join
 
 __all__ = ["target_summary", "custom_target_phrase", "dispatch_sentence", "memset_us",
-           "memset_clause", "bshd_sentence", "attention_from_s", "from_s_sentence", "runs_phrase", "inconclusive_runs_sentence",
-           "long_sequence_wins", "LONG_SEQ_LEN", "short_sequence_wins", "SHORT_SEQ_LEN"]
+           "memset_clause", "bshd_sentence", "attention_from_s", "from_s_sentence",
+           "runs_phrase", "inconclusive_runs_sentence", "long_sequence_wins", "LONG_SEQ_LEN", "short_sequence_wins", "SHORT_SEQ_LEN"]
 
 LONG_SEQ_LEN = 2048  # "long sequences": four times the reports' S = 512 and beyond
 SHORT_SEQ_LEN = 256  # "short sequences": half the reports' S = 512 and below
@@ -120,8 +120,8 @@ def memset_us(kernels: pd.DataFrame, candidate: str, config: str = TARGET.key):
     """Device time per call (µs) of the memset kernels (profiler name 'Memset ...') that
     ``candidate`` runs at ``config`` in a run's profiler evidence (``kernels``: its
     ``kernels.parquet``), 0.0 where it runs none, None where it was not profiled there."""
-    if not isinstance(kernels, pd.DataFrame) or not {
-            "config", "candidate", "kernel", "calls_per_call", "device_ms_per_call"} <= set(kernels):
+    need = {"config", "candidate", "kernel", "calls_per_call", "device_ms_per_call"}
+    if not isinstance(kernels, pd.DataFrame) or not need <= set(kernels):
         raise ValueError("`kernels` must be a run's kernel table (config, candidate, kernel, "
                          "calls_per_call, device_ms_per_call).")
     k = kernels[(kernels["config"] == config) & (kernels["candidate"] == candidate)]
@@ -154,12 +154,11 @@ def memset_clause(kernels: dict, reference: str = "sdpa", direct: str = "cudnn_f
             ref[machine], dir_[machine] = r, d
     if not ref:
         return ""
-    head = (f"Beside cuDNN's attention kernel, {label}'s call runs a memset of "
-            f"{_us_by_machine(ref)}.")
+    head = f"{label}'s call also runs a memset, {_us_by_machine(ref)}."
     runs_it = {m: v for m, v in dir_.items() if v > 0}
     if len(runs_it) == len(dir_):
         return (head + f" cuDNN called directly runs it too, {_us_by_machine(runs_it)}: "
-                f"it is cuDNN's engine's work, not {label}'s dispatch.")
+                f"cuDNN's engine's work, not {label}'s dispatch.")
     none = sorted(m for m in dir_ if m not in runs_it)
     return (head + f" cuDNN called directly runs none on {join(['the ' + m for m in none])}, "
             f"so there the memset is {label}'s own.")

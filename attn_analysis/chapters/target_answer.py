@@ -30,7 +30,7 @@ from ..configs import TARGET
 
 __all__ = ["target_tables", "by_machine", "best_custom_by_model", "claim_target",
            "summaries_by_model", "section_values", "family_scope", "confirmatory_rows",
-           "figure_runs_phrase"]
+           "figure_runs_phrase", "replications"]
 
 _FASTER = Verdict.FASTER.value
 # what target_tables reads of a precomputed table, and what its check compares
@@ -256,16 +256,31 @@ def confirmatory_rows(tables: dict, runs: dict) -> pd.DataFrame:
 
 
 def figure_runs_phrase(rows: pd.DataFrame) -> str:
-    """For the caption: each run of :func:`confirmatory_rows` with its GPU and family,
-    'H100-b (run h100-sota-confirm, m = 144); H200-ae (run h200-gluon-v2-target, m = 2;
-    attention outside the family)': a level is named where none of its comparisons is a
-    member (the figure's hollow markers show each one)."""
+    """For the caption: each run of :func:`confirmatory_rows` with its GPU and family size,
+    in the figure's order, 'H100-b: h100-sota-confirm, m = 144; H200-ae:
+    h200-gluon-v2-target, m = 2' (the figure's hollow markers show what is outside a
+    family)."""
     if not isinstance(rows, pd.DataFrame) or rows.empty or not set(_ROW_COLUMNS) <= set(rows):
         raise ValueError("`rows` must be a non-empty confirmatory_rows() frame.")
-    parts = []
-    for (machine, run), g in rows.groupby(["machine", "run"], sort=True):
-        members = g.groupby("level", sort=True)["in_family"].any()
-        outside = list(members.index[~members])
-        parts.append(f"{machine} (run {run}, m = {int(g['m'].iloc[0])}"
-                     + (f"; {join(outside)} outside the family" if outside else "") + ")")
-    return "; ".join(parts)
+    runs = rows.drop_duplicates(["machine", "run"])
+    order = sorted(runs.itertuples(index=False), key=lambda r: (
+        machine_model(r.machine), len(r.machine), r.machine, r.run))
+    return "; ".join(f"{r.machine}: {r.run}, m = {int(r.m)}" for r in order)
+
+
+def replications(runs: dict) -> set:
+    """The run ids of ``runs`` (run id -> loaded run) that repeat an earlier run's plan
+    (the same configs campaign, :func:`inventory.campaign_of`) on a GPU of the same model,
+    in run-id order; the first run of each plan and model is not one. A section can then
+    state one run's values and let a figure show the replications."""
+    if not isinstance(runs, dict):
+        raise ValueError(f"`runs` must map run ids to loaded runs; got {type(runs).__name__}.")
+    seen, out = set(), set()
+    for run_id, run in sorted(runs.items()):
+        plan = (run.info or {}).get("plan") or {}
+        campaign = inventory.campaign_of(plan) if plan else None
+        key = (campaign, machine_model(sota.machine_label(run)))
+        if campaign is not None and key in seen:
+            out.add(run_id)
+        seen.add(key)
+    return out

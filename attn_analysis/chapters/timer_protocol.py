@@ -84,7 +84,8 @@ def check_graph(doc, shape=TARGET.key) -> dict:
                    clock_start_mhz=_med(a["start"]), clock_end_mhz=_med(a["end"]),
                    n_processes=len(a["units"]))
            for c, a in acc.items()}
-    out["gpu_uuid"] = str((procs[0].get("fingerprint") or {}).get("gpu_uuid") or "") if procs else ""
+    first = (procs[0].get("fingerprint") or {}) if procs else {}
+    out["gpu_uuid"] = str(first.get("gpu_uuid") or "")
     return out
 
 
@@ -143,7 +144,8 @@ def gap_values(doc, protocol: dict, candidate: str, shape=TARGET.key,
         runs.append(dict(run=run_id, machine=machine, m=int(r["n_comparisons"]),
                          speedup=float(r["speedup"]), low=float(r["ci_low"]),
                          high=float(r["ci_high"]), ref=rg[reference], cand=rg[candidate],
-                         overlap=bool(check["low"] <= r["ci_high"] and r["ci_low"] <= check["high"]),
+                         overlap=bool(check["low"] <= r["ci_high"]
+                                      and r["ci_low"] <= check["high"]),
                          same_gpu=bool(cg["gpu_uuid"]) and cg["gpu_uuid"] == rg["gpu_uuid"]))
     return dict(candidate=candidate, reference=reference, check=check, runs=runs)
 
@@ -179,38 +181,37 @@ def gap_sentence(v: dict, ref_label: str = "SDPA") -> str:
     def both(key) -> str:
         return _span([x[s][key] for x in [c] + missed for s in ("ref", "cand")], ".0f")
 
-    text = (f"The protocol's confirmatory runs of {cand} give "
-            f"{_span([r['speedup'] for r in runs], '.3f')}× per call, intervals within "
-            f"{min(r['low'] for r in runs):.3f}–{max(r['high'] for r in runs):.3f} "
-            f"(m = {join(map(str, ms))}).")
+    about = (f"the protocol's confirmatory runs of {cand} "
+            f"({_span([r['speedup'] for r in runs], '.3f')}× per call, intervals within "
+            f"{min(r['low'] for r in runs):.3f}–{max(r['high'] for r in runs):.3f}, "
+            f"m = {join(map(str, ms))})")
     missed = [r for r in runs if not r["overlap"]]
     same = [r for r in runs if r["same_gpu"]]
+    home = [f"run {r['run']} on its own GPU, the {r['machine']}" for r in same if r["overlap"]]
     if not missed:
-        text += " The check's graph-replay interval overlaps them."
-    else:
-        one = len(missed) == 1
-        names = join([f"run {r['run']} ({r['machine']})" for r in missed])
-        where = ("every run's" if len(missed) == len(runs) > 1
-                 else f"{'that' if one else 'those'} of {names}")
-        gpu = (f"the {join([r['machine'] for r in same])}" if same
-               else "a GPU without a protocol run")
-        runs_word, owner = ("the run", "the run's") if one else ("the runs", "the runs'")
-        text += (f" The check's graph-replay interval misses {where}. The check ran on {gpu}. "
-                 f"Per replayed call, {ref_label} took {c['ref']['per_call_us']:.1f} µs there "
-                 f"and {_span([r['ref']['per_call_us'] for r in missed], '.1f')} µs in "
-                 f"{runs_word}; {cand} {c['cand']['per_call_us']:.1f} and "
-                 f"{_span([r['cand']['per_call_us'] for r in missed], '.1f')} µs. Both replay "
-                 f"{both('calls_per_replay')} calls per graph, {both('samples')} samples per "
-                 f"placement. The check timed {c['cand']['placements']:.0f} placement"
-                 f"{'' if c['cand']['placements'] == 1 else 's'} per process in "
-                 f"{c['n_processes']} processes, {runs_word} "
-                 f"{_span([r['cand']['placements'] for r in missed], '.0f')} in "
-                 f"{_span([r['cand']['n_processes'] for r in missed], '.0f')}. The SM clock "
-                 f"read {clock([c])} MHz at the start and end of the check's graph timer, "
-                 f"{clock(missed)} MHz at those of {owner} units. The records do not "
-                 f"show which difference moves the speedup.")
-    for r in same:
-        if r["overlap"]:
-            text += (f" On the {r['machine']}, the GPU of run {r['run']}, the check's "
-                     f"interval overlaps that run's.")
+        return (f"Its graph-replay interval overlaps those of {about}"
+                + (f", among them {join(home)}" if home else "") + ".")
+    one = len(missed) == 1
+    names = join([f"run {r['run']} ({r['machine']})" for r in missed])
+    where = (f"those of all {about}" if len(missed) == len(runs) > 1
+             else f"{'that' if one else 'those'} of {names} among {about}")
+    gpu = (f"the {join([r['machine'] for r in same])}" if same
+           else "a GPU without a protocol run")
+    runs_word, owner = ("the run", "the run's") if one else ("the runs", "the runs'")
+    text = (f"Its graph-replay interval misses {where}. The check ran on {gpu}. "
+            f"Per replayed call, {ref_label} took {c['ref']['per_call_us']:.1f} µs there "
+            f"and {_span([r['ref']['per_call_us'] for r in missed], '.1f')} µs in "
+            f"{runs_word}; {cand} {c['cand']['per_call_us']:.1f} and "
+            f"{_span([r['cand']['per_call_us'] for r in missed], '.1f')} µs. Both replay "
+            f"{both('calls_per_replay')} calls per graph, {both('samples')} samples per "
+            f"placement. The check timed {c['cand']['placements']:.0f} placement"
+            f"{'' if c['cand']['placements'] == 1 else 's'} per process in "
+            f"{c['n_processes']} processes, {runs_word} "
+            f"{_span([r['cand']['placements'] for r in missed], '.0f')} in "
+            f"{_span([r['cand']['n_processes'] for r in missed], '.0f')}. The SM clock "
+            f"read {clock([c])} MHz at the start and end of the check's graph timer, "
+            f"{clock(missed)} MHz at those of {owner} units. The records do not "
+            f"show which difference moves the speedup.")
+    if home:
+        text += f" It overlaps that of {join(home)}."
     return text
