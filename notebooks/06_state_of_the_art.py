@@ -148,8 +148,7 @@ nbs.glue_figure("sa_target_figure", plots.speedup_summary(
 # :name: fig-sota-target
 #
 # Exploratory runs, for the controls ({glue:text}`sa_target_fig_runs:s`): every candidate
-# and control per call (left) and per kernel (right), one marker per GPU, family-wise
-# intervals, ±{glue:text}`sa_margin:.0%` margin band.
+# per call (left) and per kernel (right), one marker per GPU.
 # ```
 #
 # {glue:text}`sa_controls_sentence:s` {glue:text}`sa_dispatch_sentence:s`

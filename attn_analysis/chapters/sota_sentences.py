@@ -131,9 +131,10 @@ def memset_us(kernels: pd.DataFrame, candidate: str, config: str = TARGET.key):
     return float(1e3 * (mem["device_ms_per_call"] * mem["calls_per_call"]).sum())
 
 
-def _us_by_machine(values: dict) -> str:
-    """'0.77 µs (H100-a) and 0.79 µs (H200-f)' (machines sorted)."""
-    return join([f"{v:.2f} µs ({m})" for m, v in sorted(values.items())])
+def _us_range(values: dict) -> str:
+    """'0.77–0.79 µs' over machines (one value where they round alike)."""
+    lo, hi = f"{min(values.values()):.2f}", f"{max(values.values()):.2f}"
+    return f"{lo} µs" if lo == hi else f"{lo}–{hi} µs"
 
 
 def memset_clause(kernels: dict, reference: str = "sdpa", direct: str = "cudnn_frontend",
@@ -154,13 +155,13 @@ def memset_clause(kernels: dict, reference: str = "sdpa", direct: str = "cudnn_f
             ref[machine], dir_[machine] = r, d
     if not ref:
         return ""
-    head = f"{label}'s call also runs a memset, {_us_by_machine(ref)}."
+    head = f"{label}'s call also runs a memset of {_us_range(ref)}"
     runs_it = {m: v for m, v in dir_.items() if v > 0}
     if len(runs_it) == len(dir_):
-        return (head + f" cuDNN called directly runs it too, {_us_by_machine(runs_it)}: "
+        return (head + f"; cuDNN called directly runs it too ({_us_range(runs_it)}): "
                 f"cuDNN's engine's work, not {label}'s dispatch.")
     none = sorted(m for m in dir_ if m not in runs_it)
-    return (head + f" cuDNN called directly runs none on {join(['the ' + m for m in none])}, "
+    return (head + f". cuDNN called directly runs none on {join(['the ' + m for m in none])}, "
             f"so there the memset is {label}'s own.")
 
 
