@@ -457,8 +457,8 @@ every_sota = [t for ts in sota_tables.values() for t in ts]
 #
 # Per call, {glue:text}`au_ck_n_reached:d` of the {glue:text}`au_ck_n:d` custom-kernel
 # comparisons in confirmatory runs {glue:text}`au_ck_runs:s` reach 1.1× (family-wise lower bound; leads
-# in {numref}`fig-sota-seq`). At the reports' shape none is faster ({ref}`sota-target`). The
-# claim concerns the L4.
+# in {numref}`fig-sota-seq`). The answer at the reports' shape, per GPU model, is in
+# {ref}`sota-target`. The claim concerns the L4.
 
 # %% tags=["remove-cell"]
 # the confirmatory runs decide; the exploratory ones only pointed to the shapes

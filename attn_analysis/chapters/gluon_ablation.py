@@ -228,7 +228,7 @@ def table_args(frame: pd.DataFrame) -> dict:
              .assign(call=lambda d: tables.with_interval(d["call_speedup"], d["call_min"],
                                                          d["call_max"])))
     lo, hi = int(frame["placements"].min()), int(frame["placements"].max())
-    caption = (f"Issue 43's ablation of our Gluon kernel at {TARGET.key} on "
+    caption = (f"The ablation of our Gluon kernel at {TARGET.key} on "
                f"{'; '.join(frame['gpu'].unique())}. Exploratory ablations (few processes), "
                f"each with its file's own protocol (`scripts/gluon_ablation.py`; "
                f"{lo}–{hi} placements), not the sweep's. Speedup is SDPA's time over the "
@@ -237,8 +237,8 @@ def table_args(frame: pd.DataFrame) -> dict:
                f"over placements (min–max). Tensor pipe, SFU (XU) and top stall: Nsight "
                f"Compute, where it ran; in our warp-specialised variants its barrier stall "
                f"counts the warps Triton adds to fill a warpgroup, which wait at a barrier "
-               f"all kernel long (notes/kernel-schedules.md). Latest round first, its "
-               f"{SHOWN_PER_ROUND} fastest "
+               f"all kernel long (notes/kernel-schedules.md). Latest round first, at most "
+               f"its {SHOWN_PER_ROUND} fastest "
                f"kernels each; every row and each variant's changes are in the CSV.")
     return {"df": shown[["gpu", "variant", "kernel_speedup", "call", "tensor_pct", "sfu_pct",
                          "top_stall"]].reset_index(drop=True),
