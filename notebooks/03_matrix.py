@@ -254,7 +254,7 @@ if len(vs_lib):
     tables.show(compact[shown],
                 f"Our kernel against the fastest library backend per configuration (graph "
                 f"mode; {tr_family}), and the verdicts per kernel against sdpa (the default dispatch, "
-                f"its memset included) and per attention kernel (each side's longest kernel "
+                f"every kernel of its call included) and per attention kernel (each side's longest kernel "
                 f"alone); the medians, the kernel and attention speedups with intervals and "
                 f"the tuning each shape used (block sizes, warps, pipeline stages, tensor-memory "
                 f"loads, fp16 exponentials) are in the CSV. {tr_label}, run {tr_id}.",

@@ -109,8 +109,11 @@ def test_leads_sentence_words_each_outcome():
         "The one per-call lead is faster")
     assert "None of the 2" in mx.leads_sentence({**base, "n_call_faster": 2,
                                                   "n_kernel_faster": 0})
-    assert "is not a faster kernel" in mx.leads_sentence({**base, "n_call_faster": 1,
-                                                          "n_kernel_faster": 0})
+    one = mx.leads_sentence({**base, "n_call_faster": 1, "n_kernel_faster": 0})
+    assert "is not a faster kernel" in one
+    # the memset is cuDNN's engine's (cuDNN called directly runs it too), not the dispatch's
+    assert "the memset cuDNN's engine runs in SDPA's call" in one
+    assert "dispatch's memset" not in one
     assert mx.leads_sentence({**base, "n_call_faster": 3, "n_kernel_faster": 1}).startswith(
         "1 of the 3")
     with pytest.raises(ValueError, match="`split`"):
@@ -137,6 +140,8 @@ def test_attention_sentence_words_each_outcome():
         mx.attention_sentence(0, 60)
     assert "All 3 of its comparisons show" in mx.attention_sentence(3, 3)
     assert "1 of its 60 comparisons shows" in mx.attention_sentence(1, 60)
+    assert "without the memset cuDNN's engine runs beside it." in mx.attention_sentence(1, 60)
+    assert "dispatch's memset" not in mx.attention_sentence(1, 60)
     assert "0 of" not in mx.attention_sentence(0, 60)
     with pytest.raises(ValueError, match="`k` and `n`"):
         mx.attention_sentence(2, 1)

@@ -61,13 +61,14 @@ def level_split(two: pd.DataFrame) -> dict:
 
 def attention_sentence(k: int, n: int) -> str:
     """How many of ``n`` attention-level comparisons (each side's attention kernel alone,
-    without the default dispatch's memset) show an attention kernel faster than cuDNN's
-    beyond the margin, worded for each outcome (never "0 of 0")."""
+    without the memset cuDNN's engine runs beside it, whether SDPA or a user calls cuDNN)
+    show an attention kernel faster than cuDNN's beyond the margin, worded for each outcome
+    (never "0 of 0")."""
     if not (isinstance(k, int) and isinstance(n, int) and 0 <= k <= n):
         raise ValueError(f"`k` and `n` must be counts with k <= n; got {k!r} and {n!r}.")
     what = "an attention kernel faster than cuDNN's beyond the margin"
     head = ("The attention level compares each side's attention kernel alone, without the "
-            "default dispatch's memset. ")
+            "memset cuDNN's engine runs beside it. ")
     if n == 0:
         return "No attention kernel was compared alone."
     if k == 0:
@@ -99,8 +100,8 @@ def leads_sentence(split: dict) -> str:
     if k == 0:
         return (f"{'The one per-call lead is' if n == 1 else f'None of the {n} per-call leads is'}"
                 f"{' not' if n == 1 else ''} a faster kernel ({only}). Such a lead lies "
-                f"outside the kernels: the default dispatch's memset and the wait between "
-                f"its two kernels.")
+                f"outside the kernels: the memset cuDNN's engine runs in SDPA's call and "
+                f"the wait between the call's two kernels.")
     return (f"{k} of the {n} per-call leads are faster per kernel too ({both}). Faster per "
             f"call only: {only}.")
 
