@@ -63,7 +63,10 @@ def test_precomputed_tables_are_used_as_given_and_only_missing_runs_are_computed
                         lambda run, **kw: computed.append(run.run_id) or real(run, **kw))
     out = ta.target_tables(runs, n_resamples=300, precomputed=given)
     assert computed == ["b-confirm"]  # a-confirm's table is not computed again
-    assert out["a-confirm"] is given["a-confirm"] and list(out) == list(fresh)
+    # a-confirm's table is the one given, with the tuned variants added
+    pd.testing.assert_frame_equal(out["a-confirm"][list(given["a-confirm"])],
+                                  given["a-confirm"])
+    assert list(out) == list(fresh) and {"variant", "variant_models"} <= set(out["a-confirm"])
     assert "c-explore" not in out  # a precomputed table does not make a run confirmatory
     for run_id, table in fresh.items():  # the same tables as without them
         pd.testing.assert_frame_equal(out[run_id], table)
@@ -89,8 +92,8 @@ def test_precomputed_tables_must_be_the_runs_own_at_the_margin_and_registered_fa
     with pytest.raises(ValueError, match=r"`precomputed` .* registered family m \(2\)"):
         ta.target_tables(runs, n_resamples=300, precomputed={"a-confirm": table})
     at_two = table.assign(n_comparisons=2)
-    assert ta.target_tables(runs, n_resamples=300, precomputed={"a-confirm": at_two}
-                            )["a-confirm"] is at_two
+    used = ta.target_tables(runs, n_resamples=300, precomputed={"a-confirm": at_two})
+    pd.testing.assert_frame_equal(used["a-confirm"][list(at_two)], at_two)
 
 
 def test_the_claim_holds_per_model_where_no_custom_kernel_wins():
@@ -98,9 +101,9 @@ def test_the_claim_holds_per_model_where_no_custom_kernel_wins():
             "h200": _confirm("h200", "GPU-22222222-1")}
     tables = ta.by_machine(ta.target_tables(runs, n_resamples=300))
     text = ta.claim_target(tables)
-    assert text.startswith("At the reports' own shape the claim holds on the H100 (H100 ")
-    assert "and holds on the H200 (H200 22222222)." in text
-    assert "fails" not in text
+    beats = "SDPA beats every custom kernel timed beyond the margin, per call and per kernel."
+    assert text == ("At the reports' own shape no custom kernel beats SDPA beyond the margin. "
+                    f"On the H100 11111111, {beats} On the H200 22222222, {beats}")
     assert ta.claim_target({}) == ("No confirmatory run timed a custom kernel at the reports' "
                                    "shape.")
 
@@ -112,12 +115,15 @@ def test_one_winning_run_fails_the_claim_for_its_model_and_says_what_the_others_
             "h100": _confirm("h100", "GPU-11111111-1", gpu="NVIDIA H100 80GB HBM3")}
     tables = ta.by_machine(ta.target_tables(runs, n_resamples=300))
     text = ta.claim_target(tables)
-    assert "holds on the H100 (H100 11111111) and fails on the H200." in text
+    assert text.startswith("At the reports' own shape the claim fails on the H200. On the "
+                           "H200, our Triton kernel is faster per call.")
+    assert text.endswith("On the H100 11111111, SDPA beats every custom kernel timed beyond "
+                         "the margin, per call and per kernel.")
     runs["h100"] = _confirm("h100", "GPU-11111111-1", gpu="NVIDIA H100 80GB HBM3",
                             candidates=("sdpa", "fa4"))
     untried = ta.claim_target(ta.by_machine(ta.target_tables(runs, n_resamples=300)))
-    assert ("holds on the H100 (H100 11111111, where no confirmatory run timed our Triton "
-            "kernel) and fails on the H200.") in untried
+    assert untried.endswith("No confirmatory H100 run timed our Triton kernel, which leads "
+                            "per call on the H200.")
     runs["h100"] = _confirm("h100", "GPU-11111111-1", gpu="NVIDIA H100 80GB HBM3")
     assert "On the H200, our Triton kernel is faster per call. It runs at " in text
     assert "in run win." in text
@@ -128,7 +134,9 @@ def test_one_winning_run_fails_the_claim_for_its_model_and_says_what_the_others_
     assert two.count("is faster per call") == 1
     assert "Run other did not time it." in text
     assert "Run same found no faster kernel." in text
-    assert ta.claim_target(tables, detail=False) == text[:text.index(" On the H200,")]
+    assert ta.claim_target(tables, detail=False) == (
+        text[:text.index(" On the H200,")] + text[text.index(" On the H100"):].replace(
+            ", per call and per kernel.", "."))  # the levels only in the detail
     best = ta.best_custom_by_model(tables)
     assert sorted(best) == ["H100 11111111", "H200 33333333"]
     assert best["H200 33333333"]["custom_candidate"] == "triton"
@@ -142,6 +150,45 @@ def test_one_winning_run_fails_the_claim_for_its_model_and_says_what_the_others_
     assert values["sa_target_custom_phrase"].startswith("is our Triton kernel, at ")
     assert values["gl_lead_sentence"] == ""  # no Gluon kernel here
     assert values["sa_claim_runs"] == "h100, other, same, win"
+
+
+def test_where_sdpa_wins_the_answer_says_so_and_names_the_winning_variant_never_timed():
+    """A positive result on the H100 (every custom kernel slower beyond the margin, at
+    both levels) is said as such, and the H200's winning Gluon variant, which no H100 run
+    timed, is named; once an H100 run timed that variant, only the confirmatory gap is."""
+    from test_gluon_kernel_chapter import make_run as gluon_run
+    h100 = dict(gpu="NVIDIA H100 80GB HBM3", uuid="GPU-11111111-1")
+    runs = {"h200-win": gluon_run("h200-win", "confirm-v1",
+                                  {TARGET: {"sdpa": 1.0, "gluon": 0.9}},
+                                  variants={TARGET.key: "fa3_x"}),
+            "h100-slow": gluon_run("h100-slow", "confirm-v1",
+                                   {TARGET: {"sdpa": 1.0, "triton": 1.2}}, **h100),
+            "h100-explore": gluon_run("h100-explore", "fixed-v1",
+                                      {TARGET: {"sdpa": 1.0, "gluon": 1.0}},
+                                      variants={TARGET.key: "plain"}, **h100)}
+    tables = ta.target_tables(runs, n_resamples=300)
+    assert list(tables) == ["h100-slow", "h200-win"]  # the exploratory run is no evidence
+    call = tables["h200-win"].query("candidate == 'gluon' and level == 'call'").iloc[0]
+    assert (call["variant"], call["variant_models"]) == ("fa3_x", "H200")
+    text = ta.claim_target(ta.by_machine(tables))
+    held = ("On the H100 11111111, SDPA beats every custom kernel timed beyond the margin, "
+            "per call and per kernel. No H100 run timed fa3_x, our Gluon kernel's variant "
+            "that leads per call on the H200.")
+    assert text.startswith("At the reports' own shape the claim fails on the H200. On the "
+                           "H200, our Gluon kernel (FA3-style) is faster per call.")
+    assert text.endswith(" " + held)
+    assert ta.claim_target(ta.by_machine(tables), detail=False) == (
+        "At the reports' own shape the claim fails on the H200. "
+        + held.replace(", per call and per kernel.", "."))
+    runs["h100-explore"] = gluon_run("h100-explore", "fixed-v1",
+                                     {TARGET: {"sdpa": 1.0, "gluon": 1.0}},
+                                     variants={TARGET.key: "fa3_x"}, **h100)
+    runs["h100-slow"] = gluon_run("h100-slow", "confirm-v1",  # SDPA's equal: no positive
+                                  {TARGET: {"sdpa": 1.0, "triton": 1.0}}, **h100)  # result
+    again = ta.claim_target(ta.by_machine(ta.target_tables(runs, n_resamples=300)))
+    assert again.endswith("On the H100 11111111, no custom kernel timed beats SDPA beyond the "
+                          "margin. No confirmatory H100 run timed our Gluon kernel, which "
+                          "leads per call on the H200.")
 
 
 def test_two_runs_on_one_gpu_cannot_be_told_apart_by_label():
@@ -202,6 +249,38 @@ def test_confirmatory_rows_hold_each_custom_kernel_per_level_and_mark_the_family
         ta.confirmatory_rows(tables, {"a-confirm": runs["a-confirm"]})
     with pytest.raises(ValueError, match="`rows`"):
         ta.figure_runs_phrase(rows.iloc[:0])
+
+
+def _row(machine, run, cand, level, speedup, verdict="slower", in_family=True, m=4):
+    return dict(machine=machine, run=run, m=m, candidate=cand, label=f"our {cand}",
+                level=level, speedup=speedup, ci_low=speedup - 0.01, ci_high=speedup + 0.01,
+                verdict=verdict, in_family=in_family)
+
+
+def test_confirmatory_table_shows_each_run_and_kernel_with_every_level_and_the_family():
+    rows = pd.DataFrame([
+        _row("H200-ae", "r-gluon", "gluon", "call", 1.044, "faster", m=2),
+        _row("H200-ae", "r-gluon", "gluon", "attention", 0.999, "equivalent", False, m=2),
+        _row("H200-g", "r-sota", "fa4", "call", 0.86),
+        _row("H200-g", "r-sota", "triton", "call", 0.97),
+        _row("H200-g", "r-sota", "triton", "kernel", 0.94),
+        _row("H100-b", "r-h100", "triton", "call", 0.94)])
+    t = ta.confirmatory_table(rows)
+    assert list(t.columns) == ["machine", "run", "m", "label", "call", "kernel", "attention"]
+    # the figure's order: H100 first, then the shorter label; fastest per call first
+    assert list(zip(t["machine"], t["label"])) == [
+        ("H100-b", "our triton"), ("H200-g", "our triton"), ("H200-g", "our fa4"),
+        ("H200-ae", "our gluon")]
+    g = t.iloc[3]
+    assert (g["run"], g["m"]) == ("r-gluon", 2)
+    assert g["call"] == "1.044 (1.034–1.054) faster"
+    # judged at m = 2 but outside the family: marked; a level the run lacks: a dash
+    assert g["attention"] == "0.999 (0.989–1.009) equivalent*" and g["kernel"] == "–"
+    assert t.iloc[1]["kernel"] == "0.940 (0.930–0.950) slower"
+    with pytest.raises(ValueError, match="`rows`"):
+        ta.confirmatory_table(rows.iloc[:0])
+    with pytest.raises(ValueError, match="`rows`"):
+        ta.confirmatory_table(rows.drop(columns="in_family"))
 
 
 def test_replications_are_later_runs_of_one_plan_on_one_gpu_model():

@@ -12,7 +12,10 @@ The answer is given per GPU model. A model fails the claim where any of its runs
 custom kernel (:func:`sota.is_custom`: not SDPA's own kernel called another way) faster
 than SDPA beyond the margin; the sentence then says whether the
 model's other runs included that kernel, since runs of different campaigns time different
-candidates.
+candidates. Where no custom kernel wins, the sentence says what the evidence is: SDPA
+faster beyond the margin (a positive result) or only no kernel faster, and which winning
+kernel, or which tuned variant of it (:func:`gluon_kernel.variant_choices`), never ran on
+that model.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from ..configs import TARGET
 
 __all__ = ["target_tables", "by_machine", "best_custom_by_model", "claim_target",
            "summaries_by_model", "section_values", "family_scope", "confirmatory_rows",
-           "figure_runs_phrase", "replications"]
+           "figure_runs_phrase", "confirmatory_table", "replications"]
 
 _FASTER = Verdict.FASTER.value
 # what target_tables reads of a precomputed table, and what its check compares
@@ -90,6 +93,33 @@ def target_tables(runs: dict, *, margin: float = DEFAULT_MARGIN, n_resamples: in
         at = table[table["config"] == TARGET.key]
         if sota.is_custom(at).any():
             out[run_id] = table
+    return _with_variants(out, runs)
+
+
+def _with_variants(tables: dict, runs: dict) -> dict:
+    """``tables`` (run id -> table), each a copy with the tuned variant of its rows
+    (``variant``: what the candidate's tuning chose in that run at that configuration, ''
+    where it records none) and ``variant_models``: the GPU models of every run of ``runs``
+    whose tuning chose that variant at any configuration, so the answer can say where a
+    winning variant never ran."""
+    chosen, models = {}, {}  # (run, config) -> variants; variant -> GPU models
+    for run_id, run in runs.items():
+        units = run.units
+        if gluon_kernel.CANDIDATE not in set(units["candidate"]) or "info" not in units:
+            continue
+        model = machine_model(sota.machine_label(run))
+        for config, variant in zip(*(gluon_kernel.variant_choices(run)[c]
+                                     for c in ("config", "variant"))):
+            chosen.setdefault((run_id, config), set()).add(str(variant))
+            models.setdefault(str(variant), set()).add(model)
+    out = {}
+    for run_id, t in tables.items():
+        variant = [", ".join(sorted(chosen.get((run_id, c), ())))
+                   if cand == gluon_kernel.CANDIDATE else ""
+                   for c, cand in zip(t["config"], t["candidate"])]
+        where = [", ".join(sorted(set().union(*(models.get(x, set()) for x in v.split(", ")))))
+                 if v else "" for v in variant]
+        out[run_id] = t.assign(variant=variant, variant_models=where)
     return out
 
 
@@ -128,56 +158,115 @@ def best_custom_by_model(tables: dict) -> dict:
     return out
 
 
-def _model_answer(model: str, rows: list, winners: dict) -> tuple[str, str]:
-    """(clause, detail) for one GPU model; ``rows``: (machine, run id, fastest, candidates);
-    ``winners``: candidate -> label of every custom kernel that won on some model, so a
-    model where the claim holds says which of them never ran there."""
+_LEVELS = ("call", "kernel")  # the levels a confirmatory family decides
+
+
+def _untried(model: str, timed: set, winners: dict) -> list[str]:
+    """Sentences for a model where the claim holds: each winning kernel of another model
+    (``winners``: candidate -> (label, variant, models its variant ran on, winning
+    models)) that no run of this model timed (``timed``), or whose winning variant no run
+    of it timed."""
+    out = []
+    for cand, (label, variant, ran_on, won_on) in sorted(winners.items()):
+        name, won = label.split(" (")[0], join(sorted(won_on))  # no nested parentheses
+        if variant and model not in ran_on:
+            out.append(f"No {model} run timed {variant}, {name}'s variant that leads per "
+                       f"call on the {won}.")
+        elif cand not in timed:
+            out.append(f"No confirmatory {model} run timed {name}, which leads per call on "
+                       f"the {won}.")
+    return out
+
+
+def _held_answer(model: str, held: list, winners: dict, levels_said: bool = True) -> str:
+    """Where no custom kernel wins on ``model``: SDPA faster than every custom kernel
+    timed, beyond the margin at both levels (a positive result; the levels named with
+    ``levels_said``), or only no kernel faster; then which winners of other models never
+    ran on it (:func:`_untried`)."""
+    custom = pd.concat([r[4] for r in held])
+    custom = custom[sota.is_custom(custom) & custom["level"].isin(_LEVELS)]
+    levels = [lv for lv in _LEVELS if (custom["level"] == lv).any()]
+    gpus = join(sorted(r[0] for r in held))
+    if len(custom) and (custom["verdict"] == Verdict.SLOWER.value).all():
+        said = (f"On the {gpus}, SDPA beats every custom kernel timed beyond the margin"
+                + (f", per {' and per '.join(levels)}." if levels_said else "."))
+    else:
+        said = f"On the {gpus}, no custom kernel timed beats SDPA beyond the margin."
+    timed = set().union(*(r[3] for r in held))
+    return " ".join([said] + _untried(model, timed, winners))
+
+
+def _model_answer(model: str, rows: list, winners: dict,
+                  detail: bool = True) -> tuple[str, str]:
+    """(clause, detail) for one GPU model; ``rows``: (machine, run id, fastest, candidates,
+    target rows); ``winners`` as :func:`_untried` takes them. The clause is '' where the
+    claim holds; the detail then says what the evidence is (:func:`_held_answer`)."""
     beaten = [r for r in rows if r[2].get("custom_verdict") == _FASTER]
     held = [r for r in rows if r not in beaten]
     if not beaten:
-        timed = set().union(*(r[3] for r in held))
-        untried = sorted(label.split(" (")[0] for cand, label in winners.items()
-                         if cand not in timed)  # 'our Gluon kernel', no nested parentheses
-        return (f"holds on the {model} ({join(sorted(r[0] for r in held))}"
-                + (f", where no confirmatory run timed {join(untried)}" if untried else "")
-                + ")"), ""
+        return "", _held_answer(model, held, winners, levels_said=detail)
     by_label = {}  # per winning kernel, each run where it won (a run names its GPUs)
-    for m, run, b, _ in sorted(beaten, key=lambda r: r[1]):
+    for m, run, b, _, _ in sorted(beaten, key=lambda r: r[1]):
         by_label.setdefault(b["custom_label"], []).append(
             f"{b['custom_speedup']:.2f}× ({b['custom_ci_low']:.2f}–{b['custom_ci_high']:.2f}) "
             f"in run {run}")
     detail = " ".join(f"On the {model}, {label} is faster per call. It runs at {join(where)}."
                       for label, where in by_label.items())
     if held:
-        winners = {r[2]["custom_candidate"] for r in beaten}
-        absent = sorted(r[1] for r in held if not winners & r[3])
-        present = sorted(r[1] for r in held if winners & r[3])
+        won = {r[2]["custom_candidate"] for r in beaten}
+        absent = sorted(r[1] for r in held if not won & r[3])
+        present = sorted(r[1] for r in held if won & r[3])
         if absent:
             detail += (f" Run{'s' if len(absent) > 1 else ''} {join(absent)} did not time "
-                       f"{'it' if len(winners) == 1 else 'them'}.")
+                       f"{'it' if len(won) == 1 else 'them'}.")
         if present:
             detail += (f" Run{'s' if len(present) > 1 else ''} {join(present)} found no "
                        f"faster kernel.")
     return f"fails on the {model}", detail
 
 
+def _winners(rows: dict) -> dict:
+    """Candidate -> (label, variant, GPU models its variant ran on, models it won on) of
+    every custom kernel faster per call on some model, from ``rows`` (model -> rows of
+    :func:`claim_target`)."""
+    out = {}
+    for model, rs in rows.items():
+        for r in rs:
+            if r[2].get("custom_verdict") != _FASTER:
+                continue
+            cand = r[2]["custom_candidate"]
+            call = r[4][(r[4]["candidate"] == cand) & (r[4]["level"] == "call")]
+            variant = str(call["variant"].iloc[0]) if "variant" in call and len(call) else ""
+            ran_on = (set(str(call["variant_models"].iloc[0]).split(", "))
+                      if variant else set())
+            label, v0, on0, won = out.get(cand, (r[2]["custom_label"], variant, set(), set()))
+            out[cand] = (label, ", ".join(sorted(set(filter(None, (v0, variant))))),
+                         on0 | ran_on, won | {model})
+    return out
+
+
 def claim_target(tables: dict, detail: bool = True) -> str:
     """The answer to claim A per GPU model, from ``tables`` (machine -> table of
-    :func:`target_tables`): 'At the reports' own shape the claim holds on the H100 (H100-b)
-    and fails on the H200.' followed (``detail``), for a model where it fails, by which
-    kernel won on which GPU and run, and what the model's other runs timed."""
+    :func:`target_tables`): 'At the reports' own shape the claim fails on the H200.'
+    then, per model where no custom kernel wins, what the evidence is and which winner
+    was never timed there ('On the H100-b, SDPA beats every custom kernel timed beyond the
+    margin. No H100 run timed fa3_n128_s3, our Gluon kernel's variant that leads per call
+    on the H200.'; the levels only with ``detail``); with ``detail``, first, for a model where it
+    fails, which kernel won on which GPU and run, and what the model's other runs timed."""
     if not tables:
         return "No confirmatory run timed a custom kernel at the reports' shape."
     rows = {}
     for machine, t in tables.items():
         at = t[t["config"] == TARGET.key]
         rows.setdefault(machine_model(machine), []).append(
-            (machine, str(t["run"].iloc[0]), sota.fastest(t), set(at["candidate"])))
-    winners = {r[2]["custom_candidate"]: r[2]["custom_label"] for rs in rows.values()
-               for r in rs if r[2].get("custom_verdict") == _FASTER}
-    answers = [_model_answer(model, r, winners) for model, r in sorted(rows.items())]
-    head = "At the reports' own shape the claim " + join([a for a, _ in answers]) + "."
-    return " ".join([head] + [d for _, d in answers if d and detail])
+            (machine, str(t["run"].iloc[0]), sota.fastest(t), set(at["candidate"]), at))
+    winners = _winners(rows)
+    answers = [_model_answer(model, r, winners, detail) for model, r in sorted(rows.items())]
+    fails = [a for a, _ in answers if a]
+    head = ("At the reports' own shape the claim " + join(fails) + "." if fails else
+            "At the reports' own shape no custom kernel beats SDPA beyond the margin.")
+    failed = [d for a, d in answers if a and d and detail]  # who won where, then the rest
+    return " ".join([head] + failed + [d for a, d in answers if not a and d])
 
 
 def summaries_by_model(tables: dict, summary) -> dict:
@@ -262,10 +351,45 @@ def figure_runs_phrase(rows: pd.DataFrame) -> str:
     family)."""
     if not isinstance(rows, pd.DataFrame) or rows.empty or not set(_ROW_COLUMNS) <= set(rows):
         raise ValueError("`rows` must be a non-empty confirmatory_rows() frame.")
-    runs = rows.drop_duplicates(["machine", "run"])
-    order = sorted(runs.itertuples(index=False), key=lambda r: (
-        machine_model(r.machine), len(r.machine), r.machine, r.run))
-    return "; ".join(f"{r.machine}: {r.run}, m = {int(r.m)}" for r in order)
+    m = rows.groupby(["machine", "run"])["m"].first()
+    return "; ".join(f"{machine}: {run}, m = {int(m[(machine, run)])}"
+                     for machine, run in _run_order(rows))
+
+
+def _run_order(rows: pd.DataFrame) -> list:
+    """(machine, run) pairs of ``rows`` in the figure's order: GPU model, label, run."""
+    pairs = rows[["machine", "run"]].drop_duplicates().itertuples(index=False)
+    return sorted(pairs, key=lambda r: (machine_model(r.machine), len(r.machine),
+                                        r.machine, r.run))
+
+
+def confirmatory_table(rows: pd.DataFrame) -> pd.DataFrame:
+    """The decisive runs' numbers as a table, from :func:`confirmatory_rows`: one row per
+    run and custom kernel (GPU, run, m, candidate label) with, per level, 'speedup
+    (low–high) verdict' and a '*' where the comparison is judged at the run's m but is no
+    member of its family; '–' where the run has no row at that level. Runs in the
+    figure's order (:func:`figure_runs_phrase`), kernels by speedup per call, fastest
+    first."""
+    if not isinstance(rows, pd.DataFrame) or rows.empty or not set(_ROW_COLUMNS) <= set(rows):
+        raise ValueError("`rows` must be a non-empty confirmatory_rows() frame.")
+    out = []
+    for machine, run_id in _run_order(rows):
+        r = rows[(rows["machine"] == machine) & (rows["run"] == run_id)]
+        call = r[r["level"] == "call"].set_index("candidate")["speedup"]
+        for cand in sorted(set(r["candidate"]), key=lambda c: -call.get(c, float("-inf"))):
+            c = r[r["candidate"] == cand].set_index("level")
+            row = dict(machine=machine, run=run_id, m=int(c["m"].iloc[0]),
+                       label=str(c["label"].iloc[0]))
+            for level in ("call", "kernel", "attention"):
+                if level not in c.index:
+                    row[level] = "–"
+                    continue
+                x = c.loc[level]
+                row[level] = (f"{x['speedup']:.3f} ({x['ci_low']:.3f}–{x['ci_high']:.3f}) "
+                              f"{x['verdict']}" + ("" if x["in_family"] else "*"))
+            out.append(row)
+    return pd.DataFrame(out, columns=["machine", "run", "m", "label", "call", "kernel",
+                                      "attention"])
 
 
 def replications(runs: dict) -> set:
