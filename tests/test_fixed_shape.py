@@ -174,3 +174,19 @@ def test_answer_sentence_reads_right_for_every_outcome():
         fx.answer_sentence({}, 0.02)
     with pytest.raises(ValueError, match="`margin`"):
         fx.answer_sentence({"H200-a": none}, 2)
+
+
+def test_verdict_scope_names_pytorchs_paths_and_each_custom_kernel():
+    run_3_1 = ["sdpa", "sdpa_twin", "sdpa_flash", "sdpa_cudnn", "eager_compiled", "flex",
+               "triton", "sdpa_spin0"]
+    assert fx.verdict_scope(run_3_1) == "PyTorch's own paths and our Triton kernel"
+    assert fx.verdict_scope(["sdpa", "sdpa_math"]) == "PyTorch's own paths"
+    assert fx.verdict_scope(["fa4", "triton"]) == ("FlashAttention-4 (CuTe DSL) and our "
+                                                   "Triton kernel")
+    from attn_analysis.analyse import catalog  # what the run recorded wins over the catalog
+    peer = catalog.meta_for("fa4").as_dict() | {"label": "a peer as recorded"}
+    assert fx.verdict_scope(["fa4"], {"fa4": catalog.Meta.from_dict(peer)}) == \
+        "a peer as recorded"
+    for bad in ([], "triton", [""], ["sdpa", "sdpa_twin"]):
+        with pytest.raises(ValueError, match="`candidates`"):
+            fx.verdict_scope(bad)

@@ -16,12 +16,14 @@ import numpy as np
 import pandas as pd
 
 from ..present import tables
-from ..analyse import reports_statistics
+from ..analyse import catalog, reports_statistics
+from .phrases import join
+from ..configs import BASELINE
 
 __all__ = ["REPORTS_SAME", "QUOTED", "gpu_label", "family_note", "two_level_table",
            "run_values", "twin_sentence", "k_range", "replication_join",
            "replication_table", "reports_side_by_side", "graph_check_table",
-           "reports_sentence", "answer_sentence"]
+           "reports_sentence", "answer_sentence", "verdict_scope"]
 
 # The reports' comparison of one array with itself, the first row of the side-by-side table.
 REPORTS_SAME = "sdpa vs the same array (the reports' comparison)"
@@ -274,3 +276,21 @@ def answer_sentence(tables_by_gpu: dict, margin: float) -> str:
                    f"±{margin:.0%} margin, per call or per kernel")
         outcomes.setdefault(out, []).append(gpu)
     return " ".join(f"On {join(gpus)} {out}." for out, gpus in outcomes.items())
+
+
+def verdict_scope(candidates, recorded=None) -> str:
+    """What a verdict over ``candidates`` covers, for the sentence that states it:
+    "PyTorch's own paths" for the library's candidates and each custom kernel (origin ours
+    or a peer's) by its label, e.g. "PyTorch's own paths and our Triton kernel"; controls
+    and SDPA's default dispatch, the baseline, are left out. ``recorded``: candidate ->
+    the metadata a run recorded (``state_of_the_art.recorded_meta``), else the catalog's."""
+    names = [c for c in candidates] if not isinstance(candidates, str) else None
+    if not names or not all(isinstance(c, str) and c for c in names):
+        raise ValueError(f"`candidates` must be a non-empty sequence of candidate names; "
+                         f"got {candidates!r}.")
+    metas = [catalog.meta_for(c, (recorded or {}).get(c)) for c in names if c != BASELINE]
+    parts = (["PyTorch's own paths"] if any(m.origin == "library" for m in metas) else [])
+    parts += sorted({m.label for m in metas if m.origin in ("ours", "peer")})
+    if not parts:
+        raise ValueError(f"`candidates` hold no library or custom candidate; got {names}.")
+    return join(parts)
