@@ -13,7 +13,7 @@ import pytest
 from attn_analysis import configs
 from attn_analysis.present import plots
 from attn_analysis.analyse import catalog, comparisons
-from attn_analysis.chapters import state_of_the_art as sota
+from attn_analysis.chapters import sota_sentences, state_of_the_art as sota
 from attn_analysis.configs import TARGET, Config
 
 LONG = Config(2, 32, 8192, 64)
@@ -92,7 +92,7 @@ def test_one_process_is_never_a_finding():
     assert len(sota.custom_faster(one, min_processes=1)) == 1
     row = sota.wins_summary([one]).iloc[0].to_dict()
     assert row["min_processes"] == 1 and row["n_faster"] == 0
-    text = sota.wins_sentence(row)
+    text = sota_sentences.wins_sentence(row)
     assert "too few for a finding" in text and "FlashAttention-4 (CuTe DSL) at S = 8192" in text
 
 
@@ -132,7 +132,7 @@ def test_wins_summary_and_sentence_name_where_and_how_much(table):
     row = sota.wins_summary([table]).iloc[0].to_dict()
     assert row["n_faster"] == 1 and row["where"] == "FlashAttention-4 (CuTe DSL) at S = 8192"
     assert row["best_speedup"] == pytest.approx(1.25, rel=0.01)
-    assert "1 of" in sota.wins_sentence(row) and "8192" in sota.wins_sentence(row)
+    assert "1 of" in sota_sentences.wins_sentence(row) and "8192" in sota_sentences.wins_sentence(row)
 
 
 def test_tables_for_the_chapter(table):
@@ -239,7 +239,7 @@ def test_wins_summary_counts_leads_the_interval_cannot_decide():
     # the 8 % lead at S=2048 is undecided; the 1 % one is inside the margin, not a lead
     assert (row["n_faster"], row["n_undecided"]) == (1, 1)
     assert row["undecided"] == "FA4 at S = 2048"
-    assert "1 more lead by their point estimate" in sota.wins_sentence(row)
+    assert "1 more lead by their point estimate" in sota_sentences.wins_sentence(row)
 
 
 def test_wins_table_carries_the_attention_verdict(table):

@@ -15,14 +15,17 @@ from . import state_of_the_art as sota
 from ..analyse.stats import Verdict
 from ..configs import TARGET
 from .phrases import join
+from ..present.book_words import count_words
 
 __all__ = ["target_summary", "custom_target_phrase", "dispatch_sentence", "memset_us",
            "memset_clause", "bshd_sentence", "attention_from_s", "from_s_sentence",
-           "runs_phrase", "inconclusive_runs_sentence", "long_sequence_wins", "LONG_SEQ_LEN", "short_sequence_wins", "SHORT_SEQ_LEN"]
+           "runs_phrase", "inconclusive_runs_sentence", "long_sequence_wins", "LONG_SEQ_LEN", "short_sequence_wins", "SHORT_SEQ_LEN",
+           "wins_sentence", "MAX_SENTENCE_WORDS"]
 
 LONG_SEQ_LEN = 2048  # "long sequences": four times the reports' S = 512 and beyond
 SHORT_SEQ_LEN = 256  # "short sequences": half the reports' S = 512 and below
 _EQ = Verdict.EQUIVALENT.value
+MAX_SENTENCE_WORDS = 24  # the book's sentences stay under 25 words (STYLE.md)
 
 
 def runs_phrase(tables) -> str:
@@ -253,3 +256,52 @@ def from_s_sentence(from_s: dict) -> str:
             model.upper())
     # "first at": the smallest S with a lead, not a lead at every longer shape
     return "Per attention kernel, a custom kernel leads " + sota.verdicts_phrase(by) + "."
+
+
+def _listed(first: str, more: str, where: str) -> list[str]:
+    """The parts of a :func:`sota.where_text` ('A at S = 1, 2; B at S = 3') as sentences
+    of at most :data:`MAX_SENTENCE_WORDS` words: '{first} A at S = 1, 2; B at S = 3.',
+    then '{more} ...' for the parts that no longer fit."""
+    out, parts = [], [p for p in where.split("; ") if p]
+    for part in parts:
+        lead = more if out else first
+        if out and count_words(f"{out[-1]}; {part}") <= MAX_SENTENCE_WORDS:
+            out[-1] = f"{out[-1]}; {part}"
+        else:
+            out.append(f"{lead} {part}")
+    return [f"{t}." for t in out]
+
+
+def wins_sentence(row: dict) -> str:
+    """Where custom kernels beat SDPA on one machine, from a :func:`sota.wins_summary`
+    row, in sentences under 25 words: how many leads of how many comparisons, where
+    (each kernel with its sequence lengths), the largest lead with its interval and the
+    leads the interval cannot decide; or why no finding can be drawn (too few
+    processes: the direction only)."""
+    machine = row["machine"]
+    out = []
+    if row["n_faster"]:
+        out.append(f"On the {machine}, custom kernels are faster than SDPA beyond the margin "
+                   f"in {row['n_faster']} of {row['n_custom']} comparisons.")
+        out += _listed("Leads:", "More leads:", row["where"])
+        out.append(f"The largest is {row['best_candidate']} at {row['best_config']}: "
+                   f"{row['best_speedup']:.2f}× ({row['best_low']:.2f}–{row['best_high']:.2f}).")
+    elif row["min_processes"] < sota.MIN_PROCESSES:
+        out.append(f"On the {machine}, the runs away from the target kept "
+                   f"{row['min_processes']} process, too few for a finding (at least "
+                   f"{sota.MIN_PROCESSES}).")
+        if row.get("direction"):
+            out += _listed("For direction only, faster beyond the margin:", "Also:",
+                           row["direction"])
+        else:
+            out.append("Even for direction, no custom kernel lies beyond the margin on the "
+                       "faster side.")
+        return " ".join(out)
+    else:
+        out.append(f"On the {machine}, no custom kernel is faster than SDPA beyond the margin "
+                   f"in {row['n_custom']} comparisons.")
+    if row.get("n_undecided"):
+        out.append(f"{row['n_undecided']} more lead by their point estimate beyond the margin "
+                   f"but cannot be decided with {row['min_processes']} processes per unit.")
+        out += _listed("Undecided:", "More undecided:", row["undecided"])
+    return " ".join(out)

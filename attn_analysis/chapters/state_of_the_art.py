@@ -34,7 +34,7 @@ __all__ = ["CUSTOM_ORIGINS", "MIN_PROCESSES", "campaign_runs",
            "custom_faster", "fa3_geometry", "fastest", "is_custom", "kernel_sentence",
            "level_cells", "machine_label", "machine_slug", "matrix_of", "peer_versions",
            "recorded_meta", "select_runs", "target_sentence", "untimed", "where_text",
-           "wins_sentence", "wins_summary", "wins_table"]
+           "wins_summary", "wins_table"]
 
 CUSTOM_ORIGINS = ("ours", "peer")
 MIN_PROCESSES = 2  # a verdict from fewer independent processes is not a finding
@@ -365,28 +365,6 @@ def target_sentence(machine: str, best: dict, run: str | None = None,
     return (lead + f"; the fastest custom kernel, {best['custom_label']}, runs at "
             f"{best['custom_speedup']:.2f}× ({best['custom_ci_low']:.2f}–"
             f"{best['custom_ci_high']:.2f}, {best['custom_verdict']}).")
-
-
-def wins_sentence(row: dict) -> str:
-    """One sentence from a :func:`wins_summary` row: where custom kernels beat SDPA on its
-    machine, by how much, or why no finding can be drawn."""
-    machine = row["machine"]
-    open_ = (f" {row['n_undecided']} more lead by their point estimate beyond the margin but "
-             f"cannot be decided with {row['min_processes']} processes per unit "
-             f"({row['undecided']})." if row.get("n_undecided") else "")
-    if row["n_faster"]:
-        return (f"On the {machine}, custom kernels are faster than SDPA beyond the margin in "
-                f"{row['n_faster']} of {row['n_custom']} comparisons ({row['where']}); the "
-                f"largest lead is {row['best_candidate']} at {row['best_config']}, "
-                f"{row['best_speedup']:.2f}× ({row['best_low']:.2f}–{row['best_high']:.2f})."
-                + open_)
-    if row["min_processes"] < MIN_PROCESSES:
-        return (f"On the {machine}, the runs away from the target kept {row['min_processes']} "
-                f"process, too few for a finding (at least {MIN_PROCESSES}); read for "
-                f"direction only, custom kernels lie beyond the margin on the faster side "
-                f"{'at ' + row['direction'] if row.get('direction') else 'nowhere'}.")
-    return (f"On the {machine}, no custom kernel is faster than SDPA beyond the margin in "
-            f"{row['n_custom']} comparisons." + open_)
 
 
 def claim_sentences(target_best: dict, wins: pd.DataFrame, kind: str = "state-of-the-art") -> dict:
