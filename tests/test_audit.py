@@ -128,7 +128,8 @@ def test_the_audit_runs_on_the_committed_runs_and_checks():
     assert copy_gbs > 0 and len(cache_table) == 10
     assert len(audit.cost(cr, lead, ks).data) == 1 + len(ks)
     rep = claims.Reported()
-    by_campaign = sota.campaigns_of(nbs.load_runs(RUNS))
+    all_runs = nbs.load_runs(RUNS)
+    by_campaign = sota.campaigns_of(all_runs)
     tables = {c: [sota.comparison_table(r, n_resamples=200) for r in rs.values()]
               for c, rs in by_campaign.items()}
     every = [t for ts in tables.values() for t in ts]
@@ -146,8 +147,33 @@ def test_the_audit_runs_on_the_committed_runs_and_checks():
         claims.mann_whitney_claim(a_fp, rep, alpha=0.05),
         kernel_claims.custom_kernels_claim(every, rep),
         kernel_claims.peers_claim(targets, not_run, rep))]
-    ck = kernel_claims.custom_kernels_claim(every, rep).values
+    confirmatory = kernel_claims.confirmatory_tables(all_runs, n_resamples=200)
+    ck = kernel_claims.custom_kernels_claim(confirmatory, rep).values
     assert ck["ck_n_runs"] == len(ck["ck_runs"].split(", ")) and 0 <= ck["ck_n_reached"] <= ck["ck_n"]
+    # claim 13 counts every confirmatory run, our Gluon kernel's pre-registered ones too
+    assert "our Gluon kernel (FA3-style)" in ck["ck_kernels"]
+    assert {"h100-sota-confirm", "h200-gluon-v2-target"} <= set(ck["ck_runs"].split(", "))
     v = claims.claims_values(rows)
     assert v["n_claims"] == 14 and v["n_fails"] + v["n_holds"] + v["n_cannot_be_tested_here"] == 14
     assert not any(isinstance(x, float) and math.isnan(x) for x in v.values())
+
+
+def test_confirmatory_tables_keep_confirmatory_runs_with_a_custom_kernel_at_their_family(
+        monkeypatch):
+    from attn_analysis.analyse import power
+    from test_state_of_the_art import make_run
+    runs = {"b-confirm": make_run(run_id="b-confirm", matrix="confirm-v1"),
+            "a-explore": make_run(run_id="a-explore", uuid="GPU-11111111-1"),
+            "c-sdpa": make_run(run_id="c-sdpa", matrix="confirm-v1", uuid="GPU-22222222-1",
+                               candidates=("sdpa", "sdpa_twin", "cudnn_frontend"))}
+    got = kernel_claims.confirmatory_tables(runs, n_resamples=200)
+    assert [t["run"].iloc[0] for t in got] == ["b-confirm"]
+    monkeypatch.setattr(power, "registered_family", lambda info: 3)
+    assert set(kernel_claims.confirmatory_tables(runs, n_resamples=200)[0]["n_comparisons"]) \
+        == {3}
+    rep = claims.Reported()
+    ck = kernel_claims.custom_kernels_claim(got, rep)
+    assert ck.values["ck_kernels"] == "FlashAttention-4 (CuTe DSL) and our Triton kernel"
+    assert "(FlashAttention-4 (CuTe DSL) and our Triton kernel)" in ck.claim.measured
+    with pytest.raises(ValueError, match="`runs`"):
+        kernel_claims.confirmatory_tables(list(runs.values()))
