@@ -104,6 +104,11 @@ def test_the_claim_holds_per_model_where_no_custom_kernel_wins():
     beats = "SDPA beats every custom kernel timed beyond the margin, per call and per kernel."
     assert text == ("At the reports' own shape no custom kernel beats SDPA beyond the margin. "
                     f"On the H100 11111111, {beats} On the H200 22222222, {beats}")
+    assert ta.conclusion_sentences(tables) == (
+        "Per call, no custom kernel beats SDPA beyond the margin on the H100 and the H200: "
+        "the reports' conclusion holds. Per kernel, no custom kernel beats SDPA beyond the "
+        "margin on the H100 and the H200: the reports' conclusion holds. "
+        f"On the H100 11111111, {beats} On the H200 22222222, {beats}")
     assert ta.claim_target({}) == ("No confirmatory run timed a custom kernel at the reports' "
                                    "shape.")
 
@@ -180,6 +185,16 @@ def test_where_sdpa_wins_the_answer_says_so_and_names_the_winning_variant_never_
     assert ta.claim_target(ta.by_machine(tables), detail=False) == (
         "At the reports' own shape the claim fails on the H200. "
         + held.replace(", per call and per kernel.", "."))
+    # the conclusions: per level and model where the reports' conclusion fails and holds
+    # (the Gluon kernel is 10 % faster per call and per kernel here), then the evidence
+    assert ta.conclusion_sentences(ta.by_machine(tables)) == (
+        "Per call, our Gluon kernel (FA3-style) beats SDPA beyond the margin on the H200: "
+        "the reports' conclusion fails there; it holds on the H100. Per kernel, our Gluon "
+        "kernel (FA3-style) beats SDPA beyond the margin on the H200: the reports' "
+        "conclusion fails there; it holds on the H100. " + held)
+    assert ta.section_values(ta.by_machine(tables))["sa_conclusion_sentences"] == \
+        ta.conclusion_sentences(ta.by_machine(tables))
+    assert ta.conclusion_sentences({}) == ta.claim_target({})
     runs["h100-explore"] = gluon_run("h100-explore", "fixed-v1",
                                      {TARGET: {"sdpa": 1.0, "gluon": 1.0}},
                                      variants={TARGET.key: "fa3_x"}, **h100)

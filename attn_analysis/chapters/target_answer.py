@@ -32,6 +32,7 @@ from .. import configs
 from ..configs import TARGET
 
 __all__ = ["target_tables", "by_machine", "best_custom_by_model", "claim_target",
+           "conclusion_sentences",
            "summaries_by_model", "section_values", "family_scope", "confirmatory_rows",
            "figure_runs_phrase", "confirmatory_table", "replications"]
 
@@ -269,6 +270,45 @@ def claim_target(tables: dict, detail: bool = True) -> str:
     return " ".join([head] + failed + [d for a, d in answers if not a and d])
 
 
+def conclusion_sentences(tables: dict) -> str:
+    """The answer at the reports' shape per level and GPU model, for the conclusions, from
+    ``tables`` (machine -> table of :func:`target_tables`): per call and per kernel, which
+    custom kernels beat SDPA beyond the margin on which models (the reports' conclusion
+    fails there) and where none does (it holds); then, per model where it holds at every
+    level, what the evidence is and which winner was never timed there
+    (:func:`_held_answer`)."""
+    if not tables:
+        return "No confirmatory run timed a custom kernel at the reports' shape."
+    rows, won = {}, {}  # model -> claim_target's rows; (level, model) -> winning labels
+    for machine, t in tables.items():
+        at = t[t["config"] == TARGET.key]
+        model = machine_model(machine)
+        rows.setdefault(model, []).append(
+            (machine, str(t["run"].iloc[0]), sota.fastest(t), set(at["candidate"]), at))
+        fast = at[sota.is_custom(at) & (at["verdict"] == _FASTER)]
+        for level, label in zip(fast["level"], fast["label"]):
+            won.setdefault((level, model), set()).add(label)
+    models = sorted(rows)
+    on = lambda ms: join(f"the {m}" for m in ms)  # noqa: E731  'the H100 and the H200'
+    out = []
+    for level in _LEVELS:
+        beaten = [m for m in models if (level, m) in won]
+        held = [m for m in models if m not in beaten]
+        if not beaten:
+            out.append(f"Per {level}, no custom kernel beats SDPA beyond the margin on "
+                       f"{on(held)}: the reports' conclusion holds.")
+            continue
+        labels = sorted(set().union(*(won[(level, m)] for m in beaten)))
+        out.append(f"Per {level}, {join(labels)} beat{'s' if len(labels) == 1 else ''} SDPA "
+                   f"beyond the margin on {on(beaten)}: the reports' conclusion fails there"
+                   + (f"; it holds on {on(held)}." if held else "."))
+    winners = _winners(rows)
+    for model in models:
+        if not any((level, model) in won for level in _LEVELS):
+            out.append(_held_answer(model, rows[model], winners))
+    return " ".join(out)
+
+
 def summaries_by_model(tables: dict, summary) -> dict:
     """GPU model (lower case, the glue prefix) -> the ``summary(machine, table)`` sentences
     of its machines in ``tables`` (machine -> table), in label order, joined."""
@@ -285,7 +325,9 @@ def section_values(tables: dict) -> dict:
     (``sa_{model}_target_summary``, :func:`sota_sentences.target_summary`; every GPU of a
     model without a custom kernel), that kernel per model for the abstract
     (``sa_target_custom_phrase``), where a Gluon lead per call comes from on that GPU
-    (``gl_lead_sentence``, empty where there is none) and the runs (``sa_claim_runs``)."""
+    (``gl_lead_sentence``, empty where there is none), the runs (``sa_claim_runs``) and
+    the answer per level for the conclusions (``sa_conclusion_sentences``,
+    :func:`conclusion_sentences`)."""
     best = best_custom_by_model(tables)  # one GPU per model
     models = {sota.machine_slug(m) for m in best}
     shown = {m: t for m, t in tables.items() if m in best or sota.machine_slug(m) not in models}
@@ -295,6 +337,7 @@ def section_values(tables: dict) -> dict:
     out["gl_lead_sentence"] = " ".join(filter(None, (
         gluon_kernel.lead_sentence(tables[m], m) for m in best)))
     out["sa_claim_runs"] = ", ".join(str(t["run"].iloc[0]) for t in tables.values())
+    out["sa_conclusion_sentences"] = conclusion_sentences(tables)
     return out
 
 
