@@ -60,7 +60,7 @@ import pandas as pd
 from attn_analysis.present import plots, tables, target_plots
 from attn_analysis.analyse import comparisons, machine_level, power
 from attn_analysis.chapters import gluon_kernel, phrases, sota_sentences, state_of_the_art as sota
-from attn_analysis.chapters import gluon_ablation, target_answer
+from attn_analysis.chapters import gluon_ablation, target_answer, target_table
 
 if params["measure"]:  # every parameter is checked above, before anything is measured
     from attn_analysis.measure import sweep
@@ -145,7 +145,7 @@ nbs.glue_figure("sa_target_figure", plots.speedup_summary(
 # :::
 
 # %% tags=["remove-input"]
-tables.show(target_answer.confirmatory_table(conf_rows),
+tables.show(target_table.confirmatory_table(conf_rows),
             f"Every confirmatory run that timed a custom kernel at B32 H8 S512 D64 fp16, as in "
             f"the figure above: speedup over SDPA's default dispatch per call (graph replay), "
             f"per kernel and per attention kernel. Family-wise 95 % intervals at each run's m, "

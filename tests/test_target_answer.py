@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from attn_analysis.analyse import power
-from attn_analysis.chapters import target_answer as ta
+from attn_analysis.chapters import target_answer as ta, target_table
 from attn_analysis.configs import TARGET
 from test_state_of_the_art import LONG, make_run
 
@@ -280,7 +280,7 @@ def test_confirmatory_table_shows_each_run_and_kernel_with_every_level_and_the_f
         _row("H200-g", "r-sota", "triton", "call", 0.97),
         _row("H200-g", "r-sota", "triton", "kernel", 0.94),
         _row("H100-b", "r-h100", "triton", "call", 0.94)])
-    t = ta.confirmatory_table(rows)
+    t = target_table.confirmatory_table(rows)
     assert list(t.columns) == ["machine", "run", "m", "label", "call", "kernel", "attention"]
     # the figure's order: H100 first, then the shorter label; fastest per call first
     assert list(zip(t["machine"], t["label"])) == [
@@ -293,9 +293,9 @@ def test_confirmatory_table_shows_each_run_and_kernel_with_every_level_and_the_f
     assert g["attention"] == "0.999 (0.989–1.009) equivalent*" and g["kernel"] == "–"
     assert t.iloc[1]["kernel"] == "0.940 (0.930–0.950) slower"
     with pytest.raises(ValueError, match="`rows`"):
-        ta.confirmatory_table(rows.iloc[:0])
+        target_table.confirmatory_table(rows.iloc[:0])
     with pytest.raises(ValueError, match="`rows`"):
-        ta.confirmatory_table(rows.drop(columns="in_family"))
+        target_table.confirmatory_table(rows.drop(columns="in_family"))
 
 
 def test_replications_are_later_runs_of_one_plan_on_one_gpu_model():

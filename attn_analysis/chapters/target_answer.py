@@ -34,7 +34,7 @@ from ..configs import TARGET
 __all__ = ["target_tables", "by_machine", "best_custom_by_model", "claim_target",
            "conclusion_sentences",
            "summaries_by_model", "section_values", "family_scope", "confirmatory_rows",
-           "figure_runs_phrase", "confirmatory_table", "replications"]
+           "figure_runs_phrase", "replications"]
 
 _FASTER = Verdict.FASTER.value
 # what target_tables reads of a precomputed table, and what its check compares
@@ -404,35 +404,6 @@ def _run_order(rows: pd.DataFrame) -> list:
     pairs = rows[["machine", "run"]].drop_duplicates().itertuples(index=False)
     return sorted(pairs, key=lambda r: (machine_model(r.machine), len(r.machine),
                                         r.machine, r.run))
-
-
-def confirmatory_table(rows: pd.DataFrame) -> pd.DataFrame:
-    """The decisive runs' numbers as a table, from :func:`confirmatory_rows`: one row per
-    run and custom kernel (GPU, run, m, candidate label) with, per level, 'speedup
-    (low–high) verdict' and a '*' where the comparison is judged at the run's m but is no
-    member of its family; '–' where the run has no row at that level. Runs in the
-    figure's order (:func:`figure_runs_phrase`), kernels by speedup per call, fastest
-    first."""
-    if not isinstance(rows, pd.DataFrame) or rows.empty or not set(_ROW_COLUMNS) <= set(rows):
-        raise ValueError("`rows` must be a non-empty confirmatory_rows() frame.")
-    out = []
-    for machine, run_id in _run_order(rows):
-        r = rows[(rows["machine"] == machine) & (rows["run"] == run_id)]
-        call = r[r["level"] == "call"].set_index("candidate")["speedup"]
-        for cand in sorted(set(r["candidate"]), key=lambda c: -call.get(c, float("-inf"))):
-            c = r[r["candidate"] == cand].set_index("level")
-            row = dict(machine=machine, run=run_id, m=int(c["m"].iloc[0]),
-                       label=str(c["label"].iloc[0]))
-            for level in ("call", "kernel", "attention"):
-                if level not in c.index:
-                    row[level] = "–"
-                    continue
-                x = c.loc[level]
-                row[level] = (f"{x['speedup']:.3f} ({x['ci_low']:.3f}–{x['ci_high']:.3f}) "
-                              f"{x['verdict']}" + ("" if x["in_family"] else "*"))
-            out.append(row)
-    return pd.DataFrame(out, columns=["machine", "run", "m", "label", "call", "kernel",
-                                      "attention"])
 
 
 def replications(runs: dict) -> set:
