@@ -164,32 +164,44 @@ if not answers:
     raise ValueError("no timer cross-check timed SDPA at the target in its main processes.")
 tm_model = "H200" if "H200" in answers else sorted(answers)[0]
 tm_doc = timer_docs[tm_model]
-nbs.glue_values("env_ta_", answers[tm_model])
+# our Gluon kernel: the variant the main check timed, the one the confirmatory runs tuned to
+# (3.5's), and the further checks of that variant on the same GPU model
+from attn_analysis.chapters import timer_protocol
+gap_runs = {"gluon": timer_protocol.protocol_runs(runs, "gluon")}
+variant = timer_protocol.run_variant(gap_runs["gluon"])
+main_variant = timer_answer.kernel_values(tm_doc, "gluon")["variant"] \
+    if "gluon" in timer_answer.custom_candidates(tm_doc) else ""
+v_checks = {k: timer_answer.kernel_values(d, "gluon") for k, d in timer_answer.variant_checks(
+    checks, tm_doc, "gluon", variant).items()} if variant and variant != main_variant else {}
+nbs.glue_values("env_ta_", timer_answer.best_named(answers[tm_model], tm_doc))
+nbs.glue_text("env_tm_variant", main_variant or "not recorded")
+nbs.glue_text("env_tm_variant_sentence", timer_answer.variant_sentence(main_variant, variant,
+                                                                       v_checks))
+nbs.glue_values("env_tv_", timer_answer.variant_clauses(list(v_checks.values())))
 nbs.glue_text("env_tm_model", tm_model)
 nbs.glue_text("env_tm_file", next(f"data/checks/{k}.json" for k in sorted(checks)
                                   if timers.gpu_model(checks[k]) == tm_model))
 nbs.glue_text("env_tm_clock_sentence", timer_answer.clock_sentence(tm_doc))
-# the abstract's eager answer per GPU model, at the book's margin
+# the abstract's eager answer per GPU model, at the book's margin, with our Gluon kernel's
 from attn_analysis.analyse.stats import DEFAULT_MARGIN
-nbs.glue_text("env_tm_eager_clause", timer_answer.eager_clause(answers, timers.MODELS,
-                                                                DEFAULT_MARGIN))
+nbs.glue_text("env_tm_eager_clause", timer_answer.eager_clause(
+    answers, timers.MODELS, DEFAULT_MARGIN, ours={tm_model: list(v_checks.values())}))
 # the models whose cross-check gives no answer at the target, and why (methods says it)
 nbs.glue_text("env_tm_missing_sentence", " ".join(
     timer_answer.not_answered_sentence(m, timer_docs.get(m))
     for m in sorted(set(timers.MODELS) - set(answers)))
     or "Every GPU model has a timer cross-check at the target.")
 nbs.glue_text("env_tm_direction_sentence", timer_answer.direction_sentence(answers[tm_model]))
-# further cross-checks at the target on the same model (e.g. one kernel beside SDPA), each
+# each further cross-check at the target on the same model (e.g. one kernel beside SDPA)
 # beside the protocol's confirmatory runs of the kernels it timed
-from attn_analysis.chapters import timer_protocol
 further = [(k, d) for k, d in sorted(checks.items()) if d is not tm_doc and timers.gpu_model(d)
            == tm_model and configs.TARGET.key in d["plan"]["shapes"]]
-gap_runs = {c: timer_protocol.protocol_runs(runs, c) for _, d in further
-            for c in timer_answer.custom_candidates(d)}
-nbs.glue_text("env_tm_further_sentence", " ".join(" ".join(
-    [timer_answer.further_check_sentence(d, f"{k}.json", main=tm_doc)]
-    + [timer_protocol.gap_sentence(timer_protocol.gap_values(d, gap_runs[c], c))
-       for c in timer_answer.custom_candidates(d) if gap_runs[c]]) for k, d in further) or "")
+for c in {c for _, d in further for c in timer_answer.custom_candidates(d)} - set(gap_runs):
+    gap_runs[c] = timer_protocol.protocol_runs(runs, c)
+gaps = [(k, d, c) for k, d in further for c in timer_answer.custom_candidates(d) if gap_runs[c]]
+nbs.glue_text("env_tm_further_sentence", " ".join(timer_protocol.gap_sentence(
+    timer_protocol.gap_values(d, gap_runs[c], c), check=f"{k}.json",
+    about=all(c != seen for _, _, seen in gaps[:i])) for i, (k, d, c) in enumerate(gaps)))
 long_docs = [d for d in checks.values()
              if timers.gpu_model(d) == tm_model and configs.TARGET.key not in d["plan"]["shapes"]]
 nbs.glue_text("env_tm_long_agreement", " ".join(
@@ -210,4 +222,5 @@ tables.show(timer_answer.clock_table(tm_doc),
             f"Speedup over SDPA at the target under each timer, the shift of sustained over "
             f"graph replay, and the SM clock after graph / sustained replay, "
             f"{timer_agreement.gpu_label(tm_doc)} "
-            f"({answers[tm_model]['n_processes']} processes)", name="tbl-timer-clocks")
+            f"({answers[tm_model]['n_processes']} processes; gluon is variant "
+            f"{main_variant or 'not recorded'})", name="tbl-timer-clocks")

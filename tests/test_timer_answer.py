@@ -80,16 +80,31 @@ def test_answer_values_name_the_fastest_custom_kernel_per_timer_and_the_host_sha
     # as not recorded
     wide = {**v, "eager_low": 0.84, "eager_high": 1.08}
     assert tn.eager_clause({"H200": wide}, ["H100", "H200"], 0.02) == (
-        "per eager call, the fastest custom kernel's verdict is inconclusive on the H200; "
-        "not recorded on the H100")
+        "per eager call on the H200: the fastest custom kernel inconclusive; H100 unrecorded")
     assert tn.eager_clause({"H200": {**v, "eager_low": float("nan")}}, ["H200"], 0.02) == (
-        "per eager call, no answer; not recorded on the H200")
+        "per eager call, no answer; H200 unrecorded")
     fast = {**v, "eager_low": 1.05, "eager_high": 1.08}
     assert tn.eager_clause({"H200": fast, "H100": {**v, "eager_low": 0.985,
                                                    "eager_high": 0.995}},
                            ["H100", "H200"], 0.02) == (
-        "per eager call, the fastest custom kernel's verdict is equivalent on the H100 and "
-        "faster on the H200")
+        "per eager call on the H100: the fastest custom kernel equivalent; on the H200: the "
+        "fastest custom kernel faster")
+    # our Gluon kernel's checks: the range of its speedups, host-bound where the host takes
+    # more than half of its call in every check
+    ours = [{"eager_speedup": 0.3253, "host_share": 0.82},
+            {"eager_speedup": 0.4195, "host_share": 0.72}]
+    clause = tn.eager_clause({"H200": wide}, ["H100", "H200"], 0.02, ours={"H200": ours})
+    assert clause == ("per eager call on the H200: the fastest custom kernel inconclusive, our "
+                      "Gluon kernel 0.33–0.42× (host-bound); H100 unrecorded")
+    # the abstract's budget: no longer than the clause it replaced (18 words)
+    assert len(clause.split()) <= 18
+    half = [dict(ours[0], host_share=0.4), ours[1]]
+    assert tn.eager_clause({"H200": wide}, ["H200"], 0.02, ours={"H200": half}).endswith(
+        "our Gluon kernel 0.33–0.42×")
+    assert "0.33×;" not in tn.eager_clause({"H200": wide}, ["H200"], 0.02,
+                                           ours={"H200": ours[:1]})
+    assert tn.eager_clause({"H200": wide}, ["H200"], 0.02, ours={"H200": ours[:1]}).endswith(
+        "our Gluon kernel 0.33× (host-bound)")
     with pytest.raises(ValueError, match="`margin`"):
         tn.eager_clause({"H200": v}, ["H200"], 2.0)
     with pytest.raises(ValueError, match="`models`"):
@@ -110,8 +125,8 @@ def test_clock_sentence_says_who_keeps_its_clock_and_by_how_much_it_gains():
     assert re.search(r"rise by (3\.[89]|4\.[01])–(3\.[89]|4\.[01])%\.", text)
     assert "fast's clock falls too (1905 MHz)" in text
     # eager_compiled runs sdpa's kernel and keeps its clock: the drop is how sdpa is called
-    assert ("eager_compiled runs sdpa's own kernel yet keeps 1980 MHz under sustained replay, "
-            "so the drop comes from how sdpa is called, not from the kernel alone.") in text
+    assert ("eager_compiled runs sdpa's own kernel yet keeps 1980 MHz under sustained replay. "
+            "So the drop comes from how sdpa is called, not from the kernel alone.") in text
     d = doc()
     for p in d["processes"]:
         for u in p["units"]:
@@ -165,7 +180,8 @@ def test_agreement_sentence_counts_the_pairs_beyond_the_threshold():
     text = tn.agreement_sentence(doc())
     # sustained replay slows sdpa by 4 % and not 'hot': hot's 2 pairs with
     # do_bench_cudagraph exceed 1 %; 'fast' slows with sdpa, so none of its 3 pairs does
-    assert text.startswith(f"At {SHAPE} (6 processes), 2 of 6 pairs")
+    assert text == (f"A check of {SHAPE} ran 6 processes. Of its 6 pairs of timers that "
+                    f"leave the host out, 2 differ on a custom kernel's speedup by more than 1%.")
     d = doc()
     for p in d["processes"]:
         p["units"] = [u for u in p["units"] if u["candidate"] == "sdpa"]
@@ -173,18 +189,63 @@ def test_agreement_sentence_counts_the_pairs_beyond_the_threshold():
         tn.agreement_sentence(d)
 
 
-def test_further_check_sentence_names_the_file_what_it_timed_and_every_timer():
-    text = tn.further_check_sentence(doc(n_proc=4), "timers_x.json")
-    assert text.startswith("A further cross-check (timers_x.json, 4 processes) timed fast "
-                           "and hot beside sdpa.")
-    for label in ("under graph replay", "under sustained replay", "Under kernel time",
-                  "per eager call"):
-        assert label in text
-    assert re.search(r"runs at 0\.96× \(0\.9\d–0\.9\d; fast\) under graph replay", text)
+def _tuned(d, cand, variant):
+    d["build_process"][0]["builds"][SHAPE][cand]["info"]["config"] = {"variant": variant}
+    return d
 
-    tuned, before = doc(n_proc=4), doc(n_proc=4)
-    for d, variant in ((tuned, "new"), (before, "old")):
-        d["build_process"][0]["builds"][SHAPE]["fast"]["info"]["config"] = {"variant": variant}
-    named = tn.further_check_sentence(tuned, "timers_x.json", main=before)
-    assert "timed fast (variant new; old in the main check) and hot beside sdpa." in named
-    assert "timed fast (variant new) and hot" in tn.further_check_sentence(tuned, "t.json")
+
+def test_kernel_values_give_one_candidate_under_every_timer_with_its_variant():
+    d = _tuned(doc(n_proc=4), "fast", "v2")
+    k = tn.kernel_values(d, "fast")
+    v = tn.answer_values(d)  # 'fast' is the fastest custom kernel under every timer
+    for key in tn.ANSWER_LABELS:
+        assert k[f"{key}_speedup"] == pytest.approx(v[f"{key}_speedup"])
+        assert (k[f"{key}_low"], k[f"{key}_high"]) == pytest.approx(
+            (v[f"{key}_low"], v[f"{key}_high"]))
+    assert k["host_share"] == pytest.approx(0.028 / 0.080, rel=0.01)
+    assert (k["variant"], k["n_processes"]) == ("v2", 4)
+    assert tn.kernel_values(d, "hot")["variant"] == ""
+    with pytest.raises(ValueError, match="`candidate`"):
+        tn.kernel_values(d, "nobody")
+
+
+def test_variant_checks_pick_the_other_checks_of_the_model_that_timed_the_variant():
+    main = _tuned(doc(n_proc=2), "fast", "old")
+    new, other = _tuned(doc(n_proc=2, seed=1), "fast", "new"), _tuned(doc(n_proc=2), "fast", "x")
+    h100 = _tuned(doc(n_proc=2), "fast", "new")
+    for p in h100["processes"]:
+        p["fingerprint"] = {"gpu_name": "NVIDIA H100 80GB HBM3"}
+    docs = {"t_main": main, "t_new": new, "t_other": other, "t_h100": h100}
+    assert list(tn.variant_checks(docs, main, "fast", "new")) == ["t_new"]
+    assert tn.variant_checks(docs, main, "fast", "none") == {}
+    assert list(tn.variant_checks(docs, main, "fast", "old")) == []  # the main check itself
+    named = tn.best_named(tn.answer_values(main), main)
+    assert named["graph_best"] == "fast's old" and named["graph_speedup"] == pytest.approx(
+        tn.answer_values(main)["graph_speedup"])
+
+
+def test_variant_sentence_and_clauses_name_the_variant_and_each_check():
+    a = {"variant": "new", "n_processes": 8, "host_share": 0.82,
+         **{f"{k}_{f}": x for k in tn.ANSWER_LABELS
+            for f, x in (("speedup", 1.058), ("low", 1.047), ("high", 1.069))}}
+    b = dict(a, host_share=0.72, graph_speedup=1.053, eager_speedup=0.42, eager_low=0.37,
+             eager_high=0.48)
+    assert tn.variant_sentence("old", "new", {"t_a": a, "t_b": b}) == (
+        "Its Gluon kernel is variant old. Further checks timed new, the variant of the "
+        "confirmatory target runs, beside SDPA: t_a.json and t_b.json, 8 processes each.")
+    assert tn.variant_sentence("old", "new", {"t_a": a}).endswith(
+        "A further check timed new, the variant of the confirmatory target runs, beside "
+        "SDPA: t_a.json, 8 processes.")
+    assert tn.variant_sentence("old", "new", {}) == (
+        "Its Gluon kernel is variant old. No further check timed new, that of the "
+        "confirmatory runs.")
+    assert tn.variant_sentence("new", "new", {}) == (
+        "Its Gluon kernel is variant new, that of the confirmatory target runs.")
+    assert tn.variant_sentence("old", None, {}).endswith("no confirmatory run timed the kernel.")
+    c = tn.variant_clauses([a, b])
+    assert c["graph"] == "; gluon's new at 1.058× (1.047–1.069) and 1.053× (1.047–1.069)"
+    assert c["eager"] == ("Our Gluon kernel's new runs at 1.06× (1.05–1.07) and 0.42× "
+                          "(0.37–0.48); the host takes 82% and 72% of its call.")
+    assert tn.variant_clauses([]) == {k: "" for k in tn.ANSWER_LABELS}
+    with pytest.raises(ValueError, match="`values`"):
+        tn.variant_clauses([a, dict(b, variant="other")])

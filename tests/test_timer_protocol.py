@@ -5,6 +5,7 @@ the sentence for both outcomes (missing a run's interval, overlapping on a share
 from __future__ import annotations
 
 import math
+import re
 from types import SimpleNamespace
 
 import numpy as np
@@ -97,32 +98,34 @@ def test_gap_values_pair_the_check_with_each_run():
 def test_gap_sentence_says_what_differs_and_claims_no_cause():
     v = tp.gap_values(check_doc(uuid="GPU-elsewhere"), protocol(), "gluon")
     text = tp.gap_sentence(v)
-    assert text.startswith("Its graph-replay interval misses those of all the protocol's "
-                           "confirmatory runs of gluon (1.044–1.045× per call, intervals "
-                           "within 1.043–1.047, m = 2). The check ran on a GPU without a "
+    assert text.startswith("The confirmatory runs of gluon give 1.044–1.045× per call "
+                           "(intervals within 1.043–1.047, m = 2). Its graph-replay interval "
+                           "misses those of all 2 runs. The check ran on a GPU without a "
                            "protocol run.")
     assert "SDPA took 48.2 µs there and 48.1 µs in the runs; gluon 45.6 and 46.0 µs." in text
     assert "Both replay 21–22 calls per graph, 20 samples per placement." in text
     assert "The check timed 1 placement per process in 8 processes, the runs 8 in 28." in text
-    assert ("The SM clock read 1980 MHz at the start and end of the check's graph timer, "
-            "1980 and 1965 MHz at those of the runs' units.") in text
+    assert ("The SM clock read 1980 MHz at the start and end of the check's graph timer; "
+            "the runs' units read 1980 and 1965 MHz.") in text
     assert text.endswith("The records do not show which difference moves the speedup.")
     assert "because" not in text
-    # one run missed, the other overlapping on the check's own GPU
+    assert max(len(t.split()) for t in re.split(r"(?<=\.) (?=[A-Z])", text)) < 25
+    # one run missed, the other overlapping on the check's own GPU; the runs said before
     one = protocol()
     one["c-run"] = ("H200-ah", table(1.05, 1.04, 1.07), one["c-run"][2])
-    text = tp.gap_sentence(tp.gap_values(check_doc(), one, "gluon"))
-    assert "misses that of run a-run (H200-ae) among the protocol's" in text
-    assert "m = 2). The check ran on the H200-ah." in text
+    text = tp.gap_sentence(tp.gap_values(check_doc(), one, "gluon"), check="x.json",
+                           about=False)
+    assert text.startswith("The graph-replay interval of x.json misses that of run a-run "
+                           "(H200-ae). The check ran on the H200-ah.")
     assert "48.1 µs in the run;" in text and "the run 8 in 28" in text
-    assert "at those of the run's units." in text
-    assert text.endswith("It overlaps that of run c-run on its own GPU, the H200-ah.")
+    assert "the run's units read" in text
+    assert text.endswith("Run c-run ran on the check's own GPU, the H200-ah, and overlaps it.")
     # every interval overlapping: the times are not listed
     wide = dict(one, **{"a-run": ("H200-ae", table(1.05, 1.04, 1.07), one["a-run"][2])})
     text = tp.gap_sentence(tp.gap_values(check_doc(), wide, "gluon"))
-    assert text == ("Its graph-replay interval overlaps those of the protocol's confirmatory "
-                    "runs of gluon (1.050× per call, intervals within 1.040–1.070, m = 2), "
-                    "among them run c-run on its own GPU, the H200-ah.")
+    assert text == ("The confirmatory runs of gluon give 1.050× per call (intervals within "
+                    "1.040–1.070, m = 2). Its graph-replay interval overlaps each run's. Run "
+                    "c-run ran on the check's own GPU, the H200-ah, and overlaps it.")
     assert "µs" not in text
     with pytest.raises(ValueError, match="`v`"):
         tp.gap_sentence({})

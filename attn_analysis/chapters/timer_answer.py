@@ -23,9 +23,10 @@ from ..configs import TARGET
 from .state_of_the_art import CUSTOM_ORIGINS
 from .phrases import join
 
-__all__ = ["ANSWER_TIMERS", "ANSWER_LABELS", "custom_candidates", "answer_values",
+__all__ = ["ANSWER_TIMERS", "ANSWER_LABELS", "HOST_BOUND", "custom_candidates", "answer_values",
            "eager_clause", "direction_sentence", "not_answered_sentence", "clock_table",
-           "clock_sentence", "agreement_sentence", "further_check_sentence"]
+           "clock_sentence", "agreement_sentence", "kernel_values", "variant_checks",
+           "best_named", "variant_sentence", "variant_clauses"]
 
 # The timers that answer a user's question, and the key each gets in answer_values.
 ANSWER_TIMERS = {"per_call": "eager", "graph": "graph", "do_bench_cudagraph": "sustained",
@@ -33,6 +34,9 @@ ANSWER_TIMERS = {"per_call": "eager", "graph": "graph", "do_bench_cudagraph": "s
 
 ANSWER_LABELS = {"eager": "eager calls", "graph": "graph replay",
                  "sustained": "sustained replay", "kernel": "kernel time"}
+
+# A call whose host time (eager call minus kernel time) exceeds this share is host-bound.
+HOST_BOUND = 0.5
 
 
 def custom_candidates(doc, shape=TARGET.key, reference="sdpa") -> list[str]:
@@ -124,45 +128,132 @@ def _variants(doc, shape) -> dict:
     return out
 
 
-def further_check_sentence(doc, name: str, shape=TARGET.key, reference="sdpa",
-                           main=None) -> str:
-    """Sentences for a further cross-check of the same GPU model at ``shape`` (``doc``,
-    file ``name``), beside the one the section reads (``main``): its processes, what it
-    timed (with the variant each build chose, and the main check's where it differs) and
-    the fastest custom kernel under each timer (95 % intervals over processes)."""
-    v = answer_values(doc, shape, reference)
-    mine, before = _variants(doc, shape), _variants(main or {}, shape)
-    timed = [c + (f" (variant {mine[c]}"
-                  + (f"; {before[c]} in the main check" if before.get(c, mine[c]) != mine[c]
-                     else "") + ")" if c in mine else "")
-             for c in sorted(custom_candidates(doc, shape, reference))]
-    return (f"A further cross-check ({name}, {int(v['n_processes'])} processes) timed "
-            f"{join(timed)} beside {reference}. Its fastest custom kernel runs at "
-            f"{_speedup(v, 'graph')} under graph replay and {_speedup(v, 'sustained')} under "
-            f"sustained replay. Under kernel time it runs at {_speedup(v, 'kernel')}; per "
-            f"eager call, at {_speedup(v, 'eager')}.")
+def kernel_values(doc, candidate: str, shape=TARGET.key, reference="sdpa") -> dict:
+    """One candidate's numbers in a cross-check at ``shape`` (main processes): per timer key
+    ``K`` of :data:`ANSWER_TIMERS`, ``K_speedup``, ``K_low``, ``K_high`` over ``reference``
+    (95 % t-interval over processes; NaN where not timed), ``host_share`` (the host's share
+    of its eager call), ``variant`` (what its build recorded, '' for none) and
+    ``n_processes``. Raises ``ValueError`` where ``doc`` never timed ``candidate`` beside
+    ``reference`` there."""
+    rows = {r["timer"]: r for r in ta.speedups(ta.unit_rows(doc), reference)
+            if r["shape"] == shape and r["candidate"] == candidate}
+    if not rows:
+        raise ValueError(f"`doc` holds no timing of `candidate` {candidate!r} beside "
+                         f"{reference!r} at `shape` {shape!r}.")
+    out: dict = {}
+    for timer, key in ANSWER_TIMERS.items():
+        r = rows.get(timer) or {}
+        out.update({f"{key}_{f}": r.get(k, math.nan) for f, k in
+                    (("speedup", "speedup"), ("low", "low"), ("high", "high"))})
+    eager = {r["candidate"]: r for r in ta.eager_answer(ta.unit_rows(doc), shape, reference)}
+    share = (eager.get(candidate) or {}).get("host_share")
+    out.update(host_share=math.nan if share is None else share,
+               variant=_variants(doc, shape).get(candidate, ""),
+               n_processes=max(r["n_processes"] for r in rows.values()))
+    return out
 
 
-def eager_clause(answers: dict, models, margin: float) -> str:
-    """The abstract's eager answer at the shape: the fastest custom kernel's verdict per
-    eager call on each GPU model of ``models`` (its 95 % interval over processes against
-    ``margin``, the rule of ``stats.decide`` folded into the four headline categories), and
-    the models without an answer: 'per eager call, the fastest custom kernel's verdict is
-    inconclusive on the H200; not recorded on the H100'. ``answers`` maps a model to its :func:`answer_values`."""
+def variant_checks(docs: dict, main, candidate: str, variant: str, shape=TARGET.key) -> dict:
+    """The cross-checks of ``docs`` (file stem -> document) other than ``main`` on ``main``'s
+    GPU model (the name in its fingerprint) whose build of ``candidate`` at ``shape``
+    recorded ``variant``, by stem in sorted order."""
+    model = ta.gpu_label(main)
+    return {k: d for k, d in sorted(docs.items()) if d is not main
+            and ta.gpu_label(d) == model and _variants(d, shape).get(candidate) == variant}
+
+
+def best_named(v: dict, doc, shape=TARGET.key) -> dict:
+    """``v`` (:func:`answer_values` of ``doc``) with each ``K_best`` naming the variant its
+    build recorded: 'gluon's overlap_only' for a tuned kernel, the candidate alone else."""
+    variants = _variants(doc, shape)
+    return {k: (f"{x}'s {variants[x]}" if k.endswith("_best") and x in variants else x)
+            for k, x in v.items()}
+
+
+def _cases(values: list, key: str, spec: str) -> str:
+    """'1.058× (1.047–1.069) and 1.053× (1.040–1.067)': ``key`` in each check's values."""
+    return join([f"{format(v[key + '_speedup'], spec)}× ({format(v[key + '_low'], spec)}–"
+                 f"{format(v[key + '_high'], spec)})" for v in values])
+
+
+def variant_sentence(main_variant: str, variant: str | None, checks: dict,
+                     label: str = "Gluon kernel") -> str:
+    """Which variant of our kernel (``label``) the main cross-check timed
+    (``main_variant``), and which further ``checks`` (file stem -> :func:`kernel_values`)
+    timed ``variant``, that of the confirmatory runs (None where no confirmatory run timed
+    the kernel), with their processes."""
+    text = f"Its {label} is variant {main_variant or 'not recorded'}"
+    if variant is None:
+        return text + "; no confirmatory run timed the kernel."
+    if variant == main_variant:
+        return text + ", that of the confirmatory target runs."
+    if not checks:
+        return text + f". No further check timed {variant}, that of the confirmatory runs."
+    n = sorted({int(v["n_processes"]) for v in checks.values()})
+    each = f"{n[0]} processes{' each' if len(checks) > 1 else ''}" if len(n) == 1 else \
+        f"{join(map(str, n))} processes"
+    return (text + f". {'Further checks' if len(checks) > 1 else 'A further check'} timed "
+            f"{variant}, the variant of the confirmatory target runs, beside SDPA: "
+            f"{join([f'{k}.json' for k in checks])}, {each}.")
+
+
+def variant_clauses(values: list, candidate: str = "gluon") -> dict:
+    """What each timer's bullet adds for the variant of the confirmatory runs, from the
+    further checks that timed it (``values``: their :func:`kernel_values`, in the order
+    :func:`variant_sentence` names them): ``eager``, a sentence with the speedup per eager
+    call and the host's share of the call; per other key of :data:`ANSWER_LABELS`, a
+    clause "; gluon's fa3_n128_s3 at 1.058× (1.047–1.069) and 1.053× (1.040–1.067)".
+    Empty strings where ``values`` is empty."""
+    if not values:
+        return {key: "" for key in ANSWER_LABELS}
+    variants = {v["variant"] for v in values}
+    if len(variants) != 1:
+        raise ValueError(f"`values` must be of one variant; got {sorted(variants)}.")
+    variant = variants.pop()
+    out = {key: f"; {candidate}'s {variant} at {_cases(values, key, '.3f')}"
+           for key in ANSWER_LABELS}
+    shares = join([f"{v['host_share']:.0%}" for v in values])
+    out["eager"] = (f"Our Gluon kernel's {variant} runs at {_cases(values, 'eager', '.2f')}; "
+                    f"the host takes {shares} of its call.")
+    return out
+
+
+def _span_x(xs) -> str:
+    """'0.33–0.42×' over several checks; '0.33×' where they round alike."""
+    lo, hi = f"{min(xs):.2f}", f"{max(xs):.2f}"
+    return f"{lo}×" if lo == hi else f"{lo}–{hi}×"
+
+
+def eager_clause(answers: dict, models, margin: float, ours: dict | None = None) -> str:
+    """The abstract's eager answer at the shape: per GPU model of ``models``, the fastest
+    custom kernel's verdict per eager call (its 95 % interval over processes against
+    ``margin``, the rule of ``stats.decide`` folded into the four headline categories) and,
+    where ``ours`` (model -> :func:`kernel_values` of the checks of our Gluon kernel's
+    current variant) has them, that kernel's speedups, 'host-bound' where the host takes
+    more than :data:`HOST_BOUND` of its call in every check; then the models without an
+    answer: 'per eager call on the H200: the fastest custom kernel inconclusive, our Gluon
+    kernel 0.33–0.42× (host-bound); H100 unrecorded'. ``answers`` maps a model to its
+    :func:`answer_values`."""
     margin = margin_iv(margin)
+    ours = ours or {}
     said, missing = [], []
     for model in models:
         v = answers.get(model)
         if v is None or not (math.isfinite(v["eager_low"]) and math.isfinite(v["eager_high"])):
-            missing.append(f"the {model}")
+            missing.append(model)
             continue
         verdict = interval_verdict(v["eager_low"], v["eager_high"], 1 - margin, 1 + margin)
-        said.append(f"{robustness.category(verdict.value)} on the {model}")
+        text = f"on the {model}: the fastest custom kernel {robustness.category(verdict.value)}"
+        mine = [x for x in ours.get(model) or [] if math.isfinite(x["eager_speedup"])]
+        if mine:
+            bound = all(x["host_share"] > HOST_BOUND for x in mine)
+            text += (f", our Gluon kernel {_span_x([x['eager_speedup'] for x in mine])}"
+                     + (" (host-bound)" if bound else ""))
+        said.append(text)
     if not said and not missing:
         raise ValueError("`models` must name at least one GPU model.")
-    text = ("per eager call, the fastest custom kernel's verdict is " + join(said) if said
-            else "per eager call, no answer")
-    return text + (f"; not recorded on {join(missing)}" if missing else "")
+    text = "per eager call " + "; ".join(said) if said else "per eager call, no answer"
+    return text + (f"; {join(missing)} unrecorded" if missing else "")
 
 
 def direction_sentence(v: dict) -> str:
@@ -278,8 +369,8 @@ def clock_sentence(doc, shape=TARGET.key, reference="sdpa") -> str:
     if keepers:
         verbs = ("runs", "keeps") if len(keepers) == 1 else ("run", "keep")
         text += (f" {join(keepers)} {verbs[0]} {reference}'s own kernel yet {verbs[1]} "
-                 f"{min(after_sustained[c] for c in keepers):.0f} MHz under sustained replay, "
-                 f"so the drop comes from how {reference} is called, not from the kernel alone.")
+                 f"{min(after_sustained[c] for c in keepers):.0f} MHz under sustained replay. "
+                 f"So the drop comes from how {reference} is called, not from the kernel alone.")
     elif same:
         text += (f" Candidates that run {reference}'s own kernel read "
                  + join([f"{after_sustained[c]:.0f} MHz ({c})" for c in same])
@@ -303,6 +394,6 @@ def agreement_sentence(doc, reference="sdpa", timers=("graph", "do_bench_cudagra
         raise ValueError("`doc` holds no custom kernel timed under two of `timers`.")
     bad = sum(d["verdict"] == "exceeds" for d in pairs)
     n_proc = max(d["n_processes"] for d in pairs)
-    return (f"At {join(shapes)} ({n_proc} processes), {bad} of {len(pairs)} pairs of timers "
-            f"that leave the host out differ on a custom kernel's speedup by more "
-            f"than {threshold:.0%}.")
+    return (f"A check of {join(shapes)} ran {n_proc} processes. Of its {len(pairs)} pairs of "
+            f"timers that leave the host out, {bad} differ{'s' if bad == 1 else ''} on a "
+            f"custom kernel's speedup by more than {threshold:.0%}.")

@@ -26,7 +26,8 @@ from ..configs import TARGET
 from . import state_of_the_art as sota
 from .phrases import join
 
-__all__ = ["protocol_runs", "check_graph", "run_graph", "gap_values", "gap_sentence"]
+__all__ = ["protocol_runs", "run_variant", "check_graph", "run_graph", "gap_values",
+           "gap_sentence"]
 
 
 def protocol_runs(runs: dict, candidate: str, shape=TARGET.key,
@@ -50,6 +51,22 @@ def protocol_runs(runs: dict, candidate: str, shape=TARGET.key,
                                       n_comparisons=power.registered_family(info))
         out[run_id] = (sota.machine_label(run), table, run)
     return out
+
+
+def run_variant(protocol: dict, shape=TARGET.key) -> str | None:
+    """The variant of our Gluon kernel that the runs of ``protocol`` (:func:`protocol_runs`)
+    tuned to at ``shape`` (``gluon_kernel.variant_choices``): the one most runs chose, ties
+    by name; None where no run recorded one."""
+    from collections import Counter
+    from .gluon_kernel import variant_choices
+    if not isinstance(protocol, dict):
+        raise ValueError(f"`protocol` must map run ids to (machine, table, run); got "
+                         f"{type(protocol).__name__}.")
+    chosen = Counter()
+    for _, _, run in protocol.values():
+        c = variant_choices(run)
+        chosen.update(set(c.loc[c["config"] == shape, "variant"]))
+    return min(chosen, key=lambda v: (-chosen[v], v)) if chosen else None
 
 
 def _med(xs) -> float:
@@ -156,13 +173,15 @@ def _span(values, fmt: str) -> str:
     return lo if lo == hi else f"{lo}–{hi}"
 
 
-def gap_sentence(v: dict, ref_label: str = "SDPA") -> str:
-    """What ``v`` (:func:`gap_values`) shows, said after the sentence that names the check:
-    the protocol runs' per-call speedups of the kernel, whether the check's graph-replay
-    interval overlaps each run's; where it misses one, what the two designs recorded
-    differently (GPU, per-call times, calls per replay, samples, placements, processes, SM
-    clocks) and that the records do not say which difference moves the speedup; where it
-    shares a GPU with a run, whether they agree there."""
+def gap_sentence(v: dict, ref_label: str = "SDPA", check: str = "Its",
+                 about: bool = True) -> str:
+    """What ``v`` (:func:`gap_values`) shows of the check ``check`` ('Its' after a sentence
+    that names it, else its name), in sentences under 25 words: the protocol runs'
+    per-call speedups of the kernel (``about``; leave it out where an earlier check's
+    sentence said it), whether the check's graph-replay interval overlaps each run's;
+    where it misses one, what the two designs recorded differently (GPU, per-call times,
+    calls per replay, samples, placements, processes, SM clocks) and that the records do not
+    say which difference moves the speedup; where it shares a GPU with a run, that run."""
     try:
         c, runs, cand = v["check"], list(v["runs"]), v["candidate"]
     except (KeyError, TypeError):
@@ -170,6 +189,8 @@ def gap_sentence(v: dict, ref_label: str = "SDPA") -> str:
     if not runs:
         raise ValueError("`v` must hold at least one protocol run.")
     ms = sorted({r["m"] for r in runs})
+    head = ("Its graph-replay interval" if check == "Its"
+            else f"The graph-replay interval of {check}")
 
     def clock(xs) -> str:
         """'1980 and 1965': start and end clocks of ``xs``' timings (spans where several
@@ -181,37 +202,36 @@ def gap_sentence(v: dict, ref_label: str = "SDPA") -> str:
     def both(key) -> str:
         return _span([x[s][key] for x in [c] + missed for s in ("ref", "cand")], ".0f")
 
-    about = (f"the protocol's confirmatory runs of {cand} "
-            f"({_span([r['speedup'] for r in runs], '.3f')}× per call, intervals within "
+    text = (f"The confirmatory runs of {cand} give "
+            f"{_span([r['speedup'] for r in runs], '.3f')}× per call (intervals within "
             f"{min(r['low'] for r in runs):.3f}–{max(r['high'] for r in runs):.3f}, "
-            f"m = {join(map(str, ms))})")
+            f"m = {join(map(str, ms))}). " if about else "")
     missed = [r for r in runs if not r["overlap"]]
     same = [r for r in runs if r["same_gpu"]]
-    home = [f"run {r['run']} on its own GPU, the {r['machine']}" for r in same if r["overlap"]]
+    home = [r for r in same if r["overlap"]]
+    home_text = "".join(f" Run {r['run']} ran on the check's own GPU, the {r['machine']}, "
+                        f"and overlaps it." for r in home)
     if not missed:
-        return (f"Its graph-replay interval overlaps those of {about}"
-                + (f", among them {join(home)}" if home else "") + ".")
+        return text + f"{head} overlaps each run's." + home_text
     one = len(missed) == 1
     names = join([f"run {r['run']} ({r['machine']})" for r in missed])
-    where = (f"those of all {about}" if len(missed) == len(runs) > 1
-             else f"{'that' if one else 'those'} of {names} among {about}")
+    where = (f"those of all {len(runs)} runs" if len(missed) == len(runs) > 1
+             else f"{'that' if one else 'those'} of {names}")
     gpu = (f"the {join([r['machine'] for r in same])}" if same
            else "a GPU without a protocol run")
     runs_word, owner = ("the run", "the run's") if one else ("the runs", "the runs'")
-    text = (f"Its graph-replay interval misses {where}. The check ran on {gpu}. "
-            f"Per replayed call, {ref_label} took {c['ref']['per_call_us']:.1f} µs there "
-            f"and {_span([r['ref']['per_call_us'] for r in missed], '.1f')} µs in "
-            f"{runs_word}; {cand} {c['cand']['per_call_us']:.1f} and "
-            f"{_span([r['cand']['per_call_us'] for r in missed], '.1f')} µs. Both replay "
-            f"{both('calls_per_replay')} calls per graph, {both('samples')} samples per "
-            f"placement. The check timed {c['cand']['placements']:.0f} placement"
-            f"{'' if c['cand']['placements'] == 1 else 's'} per process in "
-            f"{c['n_processes']} processes, {runs_word} "
-            f"{_span([r['cand']['placements'] for r in missed], '.0f')} in "
-            f"{_span([r['cand']['n_processes'] for r in missed], '.0f')}. The SM clock "
-            f"read {clock([c])} MHz at the start and end of the check's graph timer, "
-            f"{clock(missed)} MHz at those of {owner} units. The records do not "
-            f"show which difference moves the speedup.")
-    if home:
-        text += f" It overlaps that of {join(home)}."
-    return text
+    text += (f"{head} misses {where}. The check ran on {gpu}. "
+             f"Per replayed call, {ref_label} took {c['ref']['per_call_us']:.1f} µs there "
+             f"and {_span([r['ref']['per_call_us'] for r in missed], '.1f')} µs in "
+             f"{runs_word}; {cand} {c['cand']['per_call_us']:.1f} and "
+             f"{_span([r['cand']['per_call_us'] for r in missed], '.1f')} µs. Both replay "
+             f"{both('calls_per_replay')} calls per graph, {both('samples')} samples per "
+             f"placement. The check timed {c['cand']['placements']:.0f} placement"
+             f"{'' if c['cand']['placements'] == 1 else 's'} per process in "
+             f"{c['n_processes']} processes, {runs_word} "
+             f"{_span([r['cand']['placements'] for r in missed], '.0f')} in "
+             f"{_span([r['cand']['n_processes'] for r in missed], '.0f')}. The SM clock "
+             f"read {clock([c])} MHz at the start and end of the check's graph timer; "
+             f"{owner} units read {clock(missed)} MHz. The records do not "
+             f"show which difference moves the speedup.")
+    return text + home_text
