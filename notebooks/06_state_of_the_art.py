@@ -172,11 +172,11 @@ tables.show(target_table.confirmatory_table(conf_rows),
 # Exploratory runs covered the reports' shapes and a long grid at FlashAttention-3's
 # geometry (S = {glue:text}`sa_long_s:s`). Every shape where they showed a lead went into a
 # confirmatory matrix (`configs.MATRICES["confirm-v1"]`). It ran with
-# {glue:text}`sa_confirm_n_proc:d` processes on a second GPU of each model, one family of
-# {glue:text}`sa_confirm_m:d` comparisons per run, {glue:text}`sa_confirm_per_level:s`
-# custom-kernel comparisons per level ({glue:text}`sa_confirm_runs:s`). A powered,
-# pre-registered run of the long grid's S = 2048 and 8192 rows, over several GPUs, decides
-# them at its own family ({ref}`powered-long`).
+# {glue:text}`sa_confirm_n_proc:d` processes on a second GPU of each model
+# ({glue:text}`sa_confirm_runs:s`). Each run is one family of {glue:text}`sa_confirm_m:d`
+# comparisons, {glue:text}`sa_confirm_per_level:s` custom-kernel comparisons per level. A
+# powered, pre-registered run over several GPUs decides the long grid's S = 2048 and 8192
+# rows at its own family ({ref}`powered-long`).
 
 # %% tags=["remove-input"]
 explore = [t for c in ("reports", "long") for t in tabs[c].values()]
@@ -269,8 +269,7 @@ for _, row in wins_att.iterrows():  # per attention kernel, for the abstract (P1
 # ```
 #
 # :::{div} glued-sentences
-# Per call, custom kernels are faster than SDPA beyond the margin
-# {glue:text}`sa_wins_counts:s` (tables below).
+# Per call, custom kernels beat SDPA beyond the margin {glue:text}`sa_wins_counts:s`.
 # {glue:text}`sa_h200_kernel_sentence:s`
 # {glue:text}`sa_from_s_sentence:s`
 # :::

@@ -222,7 +222,7 @@ def test_the_sequence_figure_has_a_row_per_machine(table):
 def test_controls_sentence_names_each_machines_verdicts(table):
     text = sota.controls_sentence({"H200 a": table})
     assert text.startswith("Per call, the A/A twin is equivalent on the H200 a")
-    assert "cuDNN called directly (SDPA's own kernel) is faster on the H200 a" in text
+    assert ". Per call, cuDNN called directly (SDPA's own kernel) is faster on the H200 a." in text
     no_twin = table[table["candidate"] != "sdpa_twin"]
     assert "not measured on the H200 a" in sota.controls_sentence({"H200 a": no_twin})
 

@@ -397,7 +397,7 @@ CONTROLS = {"sdpa_twin": "the A/A twin",
 def controls_sentence(target_tables: dict, level: str = "call") -> str:
     """What the controls of known truth gave at the target per machine (``target_tables``:
     machine -> :func:`comparison_table`): the A/A twin's and cuDNN-called-directly's
-    verdicts at ``level``."""
+    verdicts at ``level``, one sentence each."""
     parts = []
     for cand, what in CONTROLS.items():
         by_verdict = {}
@@ -406,9 +406,8 @@ def controls_sentence(target_tables: dict, level: str = "call") -> str:
                   & (t["config"] == TARGET.key)]
             by_verdict.setdefault(r["verdict"].iloc[0] if len(r) else "not measured",
                                   []).append(machine)
-        parts.append(f"{what} is " + verdicts_phrase(by_verdict))
-    text = "Per " + level + ", " + "; ".join(parts) + "."
-    return text[:1].upper() + text[1:]
+        parts.append(f"Per {level}, {what} is " + verdicts_phrase(by_verdict) + ".")
+    return " ".join(parts)
 
 
 def verdicts_phrase(by_verdict: dict) -> str:

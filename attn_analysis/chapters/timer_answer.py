@@ -231,8 +231,8 @@ def eager_clause(answers: dict, models, margin: float, ours: dict | None = None)
     where ``ours`` (model -> :func:`kernel_values` of the checks of our Gluon kernel's
     current variant) has them, that kernel's speedups, 'host-bound' where the host takes
     more than :data:`HOST_BOUND` of its call in every check; then the models without an
-    answer: 'per eager call on the H200: the fastest custom kernel inconclusive, our Gluon
-    kernel 0.33–0.42× (host-bound); H100 unrecorded'. ``answers`` maps a model to its
+    answer: 'per eager call, H200: the fastest custom kernel inconclusive, our Gluon kernel
+    0.33–0.42× (host-bound); H100 unrecorded'. ``answers`` maps a model to its
     :func:`answer_values`."""
     margin = margin_iv(margin)
     ours = ours or {}
@@ -243,7 +243,7 @@ def eager_clause(answers: dict, models, margin: float, ours: dict | None = None)
             missing.append(model)
             continue
         verdict = interval_verdict(v["eager_low"], v["eager_high"], 1 - margin, 1 + margin)
-        text = f"on the {model}: the fastest custom kernel {robustness.category(verdict.value)}"
+        text = f"{model}: the fastest custom kernel {robustness.category(verdict.value)}"
         mine = [x for x in ours.get(model) or [] if math.isfinite(x["eager_speedup"])]
         if mine:
             bound = all(x["host_share"] > HOST_BOUND for x in mine)
@@ -252,7 +252,7 @@ def eager_clause(answers: dict, models, margin: float, ours: dict | None = None)
         said.append(text)
     if not said and not missing:
         raise ValueError("`models` must name at least one GPU model.")
-    text = "per eager call " + "; ".join(said) if said else "per eager call, no answer"
+    text = "per eager call, " + "; ".join(said) if said else "per eager call, no answer"
     return text + (f"; {join(missing)} unrecorded" if missing else "")
 
 
