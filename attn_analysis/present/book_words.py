@@ -36,8 +36,10 @@ MAIN_PROSE_BUDGET = 7000
 # 12000, then 12500 for 3.7's long-grid run; 13000 for the Gluon ablation table and the
 # confirmatory Gluon runs in 3.5 (2026-11-29), while main prose fell to 6,321 words;
 # 13500 for 3.5's figure of every confirmatory run at the target (its caption names each
-# run) and the ablation's rounds 4 and 5 (0.5.0: 13,322 visible, main prose 6,503)
-BOOK_BUDGET = 13500
+# run) and the ablation's rounds 4 and 5 (0.5.0: 13,322 visible, main prose 6,503);
+# 13785 for 3.5's table of every confirmatory run at the target (285 visible words: the
+# numbers behind 3.5's answer, which its figure alone does not show)
+BOOK_BUDGET = 13785
 ABSTRACT_BUDGET = 250  # the landing page's abstract (its glued sentences), issue 41
 _WORD = re.compile(r"\S*[^\W_]\S*")  # a token with a letter or digit
 # what a reader never sees as text of the article
