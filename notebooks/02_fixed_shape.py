@@ -69,9 +69,9 @@ nbs.glue_text("fx_mode", main_mode)
 # (fixed-two-levels)=
 # ## The answer per call and per kernel
 #
-# Each candidate gets two speedups over the default dispatch: per call (graph replay) and
-# per kernel (the profiler's kernel time). Each interval is adjusted for its run's family
-# ({ref}`methods-interval`).
+# Each candidate gets two speedups over the default dispatch, per call (graph replay) and
+# per kernel (the profiler's kernel time), each with a family-wise
+# {ref}`interval <methods-interval>`.
 
 # %% tags=["remove-cell"]
 from attn_analysis.analyse import comparisons
@@ -215,11 +215,9 @@ nbs.glue_figure("fx_spread", plots.trial_spread(sample_groups.trial_medians(R.sa
 # ±{glue:text}`fx_margin:.0%` margin band. {glue:text}`fx2_gpu1:s`, run {glue:text}`fx_run:s`.
 # ```
 #
-# In graph mode the default dispatch took {glue:text}`fx_sdpa_ms:.4f` ms
-# ({glue:text}`fx_sdpa_lo:.4f`–{glue:text}`fx_sdpa_hi:.4f` ms over
-# {glue:text}`fx_n_trials:d` processes). The run resolves
-# ±{glue:text}`fx_self_resolvable:.1%`, and {glue:text}`fx_twin:s`. The per-call and
-# cold-cache panels include the host's launch cost.
+# In graph mode the run resolves ±{glue:text}`fx_self_resolvable:.1%`, and
+# {glue:text}`fx_twin:s`. The per-call and cold-cache panels include the host's launch
+# cost.
 
 # %% tags=["remove-cell"]
 cols = ["speedup", "ci_low", "ci_high", "tost_low", "tost_high", "verdict",
@@ -239,7 +237,7 @@ tables.show(main.reset_index().sort_values("speedup", ascending=False)[
 # ## The reports' statistics beside ours
 #
 # We applied the reports' statistics (bootstrap CI of the median, Hedges' g, Cliff's
-# delta, Mann-Whitney) to our pooled samples (`fixed_shape.reports_side_by_side`).
+# delta, Mann-Whitney) to our pooled samples.
 
 # %% tags=["remove-cell"]
 side_by_side, protocol = fx.reports_side_by_side(R.samples, config, main_mode, others)
@@ -382,5 +380,5 @@ tables.show(l4_here[["source_file", "value_ms", "n_mentions", "status"]],
             name="tbl-fixed-l4")
 
 # %% [markdown]
-# The reports' L4 latencies for this shape, as reported, are in {doc}`05_cross_device`.
+# The reports' L4 latencies for this shape, as reported, are in {doc}`3.4 <05_cross_device>`.
 

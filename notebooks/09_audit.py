@@ -20,10 +20,9 @@
 # cannot be tested here ({numref}`tbl-audit-claims`). These verdicts judge the reports'
 # argument, not their conclusion; {ref}`sota-target` decides that per GPU model.
 #
-# A claim *fails* when our measurement contradicts it or its own arithmetic refutes it
-# (marked "arithmetic": no L4 is needed for that). It *holds* when our evidence supports
-# it. It *cannot be tested here* when deciding it needs a measurement we do not have: on an
-# L4, or the cited A100 figure. L4 figures are the reports' own, as reported.
+# A claim *fails* when our measurement or its own arithmetic (marked "arithmetic": no L4
+# needed) refutes it, and *holds* when our evidence supports it. It *cannot be tested here*
+# when deciding it needs a measurement we lack: on an L4, or the cited A100 figure.
 #
 # ```{list-table} The reports' claims, our verdicts and the section that decides each.
 # :header-rows: 1
@@ -251,9 +250,8 @@ nbs.glue_figure("au_fig_replay", audit_plots.replay_curves(AT, audit.check_label
 # {glue:text}`au_rp_s128_k1_hi:.0%` above the time at k = {glue:text}`au_rp_kmax:d`; eight
 # calls, {glue:text}`au_rp_s128_k8_lo:.1%` to {glue:text}`au_rp_s128_k8_hi:.1%`. So at the
 # smallest shapes a candidate with fewer calls per replay can lose up to the margin. The
-# timer sizes a replay to about
-# {glue:text}`au_rp_target_ms:.1f` ms, up to a cap on calls. At S = 128 the cap binds:
-# k = {glue:text}`au_rp_auto_k128:s` gives {glue:text}`au_rp_auto128_ms:.2f` ms.
+# timer aims at {glue:text}`au_rp_target_ms:.1f` ms per replay; at S = 128 its cap on calls
+# binds: k = {glue:text}`au_rp_auto_k128:s` gives {glue:text}`au_rp_auto128_ms:.2f` ms.
 
 # %% [markdown]
 # (audit-cache)=
@@ -455,10 +453,11 @@ every_sota = [t for ts in sota_tables.values() for t in ts]
 # (audit-triton)=
 # ### Custom kernels against SDPA
 #
-# Per call, {glue:text}`au_ck_n_reached:d` of the {glue:text}`au_ck_n:d` comparisons of
-# {glue:text}`au_ck_kernels:s` in confirmatory runs {glue:text}`au_ck_runs:s` reach 1.1×
-# (family-wise lower bound; leads in {numref}`fig-sota-seq`). The answer at the reports'
-# shape, per GPU model, is in {ref}`sota-target`. The claim concerns the L4.
+# Per call, {glue:text}`au_ck_n_reached:d` of the {glue:text}`au_ck_n:d` custom-kernel
+# comparisons in confirmatory runs reach 1.1× (family-wise lower bound; leads in
+# {numref}`fig-sota-seq`). They cover {glue:text}`au_ck_kernels:s`. Runs:
+# {glue:text}`au_ck_runs:s`. The answer at the reports' shape, per GPU model, is in
+# {ref}`sota-target`. The claim concerns the L4.
 
 # %% tags=["remove-cell"]
 # every confirmatory run decides, each at its registered family (the state-of-the-art,
