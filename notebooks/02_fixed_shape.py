@@ -75,7 +75,7 @@ nbs.glue_text("fx_mode", main_mode)
 
 # %% tags=["remove-cell"]
 from attn_analysis.analyse import comparisons
-from attn_analysis.chapters import fixed_shape as fx
+from attn_analysis.chapters import fixed_shape as fx, state_of_the_art as sota
 
 spin_controls = [c for c in CONTROL_NAMES if c != "sdpa_twin"]
 v2_runs = [r for r in (lead, replication) if r and runs[r].protocol == 2
@@ -113,11 +113,9 @@ if two_level:
     nbs.glue_text("fx2_answer", fx.answer_sentence(
         {_gpu(runs[r]): two_level[r][~two_level[r]["candidate"].isin(CONTROL_NAMES)]
          for r in v2_runs}, float(margin)))
-    if len(v2_runs) == 2:
-        a, b = (two_level[r]["baseline_ms"].iloc[0] for r in v2_runs)
-        nbs.glue_text("fx2_machine_pct", (b / a - 1) * 100)
-    else:
-        nbs.glue_text("fx2_machine_pct", float("nan"))
+    a, b = ((two_level[r]["baseline_ms"].iloc[0] for r in v2_runs) if len(v2_runs) == 2
+            else (1.0, float("nan")))  # the second GPU's SDPA against the first's, in %
+    nbs.glue_text("fx2_machine_pct", (b / a - 1) * 100)
     fig = plots.speedup_summary(
         {_gpu(runs[r]): two_level[r][~two_level[r]["candidate"].isin(spin_controls)]
          for r in v2_runs}, float(margin),
@@ -335,8 +333,7 @@ if rep_ok:
     nbs.glue_text("fx_r2_finding", findings.verdict_sentence(others2.reset_index(),
                                                              margin=float(margin)))
     nbs.glue_text("fx_r2_claim", findings.negative_result_verdict(others2.reset_index(), same2))
-    from attn_analysis.chapters.state_of_the_art import recorded_meta
-    nbs.glue_text("fx_r2_scope", fx.verdict_scope(others2.index, recorded_meta(R2.units)))
+    nbs.glue_text("fx_r2_scope", fx.verdict_scope(others2.index, sota.recorded_meta(R2.units)))
     nbs.glue_text("fx_r2_twin", fx.twin_sentence(main2, explain=False))
     both = fx.replication_join(main, main2, k1, k2)
 else:
