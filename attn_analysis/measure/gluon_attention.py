@@ -277,8 +277,8 @@ def emulate(q, k, v, *, causal=False, config=None) -> torch.Tensor:
     (``n_kv`` key tiles of BLOCK_N, zero rows past S), the same mask rule (only key tiles
     reaching ``mask_from``; keys past S and, causal, after the query set to -inf), the
     online softmax in fp32 base 2 (the EXP_SPLIT columns through the kernel's polynomial)
-    with P rounded to the input dtype before PV, and one division by the row sum. With PINGPONG each consumer's BLOCK_M rows walk the whole
-    tile's key range, as on the GPU.
+    with P rounded to the input dtype before PV, and one division by the row sum. With
+    PINGPONG each consumer's BLOCK_M rows walk the whole tile's key range, as on the GPU.
 
     It checks the schedule's arithmetic and masking against the float64 reference at any
     S; it cannot check the Gluon code (barriers, layouts, TMA), which only the GPU runs."""

@@ -34,8 +34,8 @@ CONSUMER_REGS = 240
 # Everything below is defined only where Gluon imports.
 
 if GLUON_IMPORT_ERROR is None:
-    from .gluon_tile import (_consume_tile, _epilogue, _issue_kv, _n_kv, _tile_start, gl,
-                             gluon, mbarrier, tma)
+    from .gluon_tile import (_consume_tile, _epilogue, _issue_kv, _n_kv, _tile_range,
+                             _tile_start, _wait_q, gl, gluon, mbarrier, tma)
     from .gluon_xtile import _consumer_xtile
 
     _PRODUCER_REGS = gl.constexpr(PRODUCER_REGS)
@@ -52,12 +52,7 @@ if GLUON_IMPORT_ERROR is None:
                           EXP_SPLIT: gl.constexpr):
         """Every warp loads and computes. Persistent: the next tile's Q and first K/V
         loads go out before this tile's epilogue, and its O store is left in flight."""
-        if PERSIST:
-            first = gl.program_id(0)
-            step = gl.num_programs(0)
-        else:
-            first = gl.program_id(1) * n_m + gl.program_id(0)
-            step = n_tiles
+        first, step = _tile_range(n_m, n_tiles, PERSIST)
         q2 = q_smem.reshape([BLOCK_M, HEAD_DIM])
         bh, start_m = _tile_start(first, n_m, BLOCK_M, CAUSAL)
         n_kv = _n_kv(start_m, S, BLOCK_M, BLOCK_N, CAUSAL)
@@ -110,12 +105,7 @@ if GLUON_IMPORT_ERROR is None:
         """One warp: for each tile of this program, Q (one box per consumer) once its
         buffer is released, then every key tile into the ring as slots are released."""
         ROWS: gl.constexpr = BLOCK_M * CONSUMERS
-        if PERSIST:
-            first = gl.program_id(0)
-            step = gl.num_programs(0)
-        else:
-            first = gl.program_id(1) * n_m + gl.program_id(0)
-            step = n_tiles
+        first, step = _tile_range(n_m, n_tiles, PERSIST)
         ld = 0
         t_local = 0
         for tile in range(first, n_tiles, step):
@@ -143,74 +133,36 @@ if GLUON_IMPORT_ERROR is None:
                   STAGES: gl.constexpr, CAUSAL: gl.constexpr, PERSIST: gl.constexpr,
                   OVERLAP: gl.constexpr, CONSUMERS: gl.constexpr, QBUF: gl.constexpr,
                   PP_TURN: gl.constexpr, EXP_SPLIT: gl.constexpr, KV_SPLIT: gl.constexpr,
-                  WG: gl.constexpr, RESCALE: gl.constexpr = 0):
-        """Consumer warpgroup(s) WG: rows ``[start_m + WG * BLOCK_M, +BLOCK_M)`` of each tile;
-        every consumer walks every key tile of the tile (the producer loads each once)."""
-        ROWS: gl.constexpr = BLOCK_M * CONSUMERS
-        if PERSIST:
-            first = gl.program_id(0)
-            step = gl.num_programs(0)
-        else:
-            first = gl.program_id(1) * n_m + gl.program_id(0)
-            step = n_tiles
-        cs = 0
-        t_local = 0
-        for tile in range(first, n_tiles, step):
-            bh, start_m = _tile_start(tile, n_m, ROWS, CAUSAL)
-            n_kv = _n_kv(start_m, S, ROWS, BLOCK_N, CAUSAL)
-            qi = (t_local % QBUF) * CONSUMERS + WG
-            q2 = q_bufs.index(qi).reshape([BLOCK_M, HEAD_DIM])
-            mbarrier.wait(q_ready.index(qi), (t_local // QBUF) & 1)
-            acc, l_i, cs, _ = _consume_tile(
-                q2, k_desc, v_desc, k_bufs, v_bufs, ready_bars, empty_bars, pp_bars, bh,
-                start_m + WG * BLOCK_M, n_kv, S, qk_scale, cs, 0, HEAD_DIM, BLOCK_M,
-                BLOCK_N, STAGES, CAUSAL, OVERLAP, True, CONSUMERS == 2, WG, PP_TURN,
-                EXP_SPLIT, KV_SPLIT, RESCALE)
-            mbarrier.arrive(q_empty.index(qi), count=1)  # all products have retired
-            _epilogue(acc, l_i, o_bufs.index(WG), o_desc, bh, start_m + WG * BLOCK_M, BLOCK_M,
-                      HEAD_DIM, PERSIST)
-            t_local += 1
-        tma.store_wait(0)
-
-    @gluon.jit
-    def _consumer0(q_desc, k_desc, v_desc, o_desc, q_bufs, o_bufs, k_bufs, v_bufs, q_ready,
-                   q_empty, ready_bars, empty_bars, pp_bars, S, qk_scale, n_m, n_tiles,
-                   HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                   STAGES: gl.constexpr, CAUSAL: gl.constexpr, PERSIST: gl.constexpr,
-                   OVERLAP: gl.constexpr, CONSUMERS: gl.constexpr, QBUF: gl.constexpr,
-                   PP_TURN: gl.constexpr, EXP_SPLIT: gl.constexpr,
-                   KV_SPLIT: gl.constexpr, XTILE: gl.constexpr,
-                   RESCALE: gl.constexpr):
+                  XTILE: gl.constexpr, RESCALE: gl.constexpr, WG: gl.constexpr):
+        """Consumer warpgroup WG: rows ``[start_m + WG * BLOCK_M, +BLOCK_M)`` of each tile;
+        every consumer walks every key tile of the tile (the producer loads each once).
+        XTILE: the walk carried over tile boundaries (:mod:`.gluon_xtile`); else one tile
+        at a time (``_consume_tile``)."""
         if XTILE:
             _consumer_xtile(q_desc, k_desc, v_desc, o_desc, q_bufs, o_bufs, k_bufs, v_bufs,
                             q_ready, q_empty, ready_bars, empty_bars, pp_bars, S, qk_scale,
                             n_m, n_tiles, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES, CAUSAL,
-                            CONSUMERS, QBUF, EXP_SPLIT, KV_SPLIT, 0)
+                            CONSUMERS, QBUF, EXP_SPLIT, KV_SPLIT, WG)
         else:
-            _consumer(q_desc, k_desc, v_desc, o_desc, q_bufs, o_bufs, k_bufs, v_bufs,
-                      q_ready, q_empty, ready_bars, empty_bars, pp_bars, S, qk_scale, n_m,
-                      n_tiles, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES, CAUSAL, PERSIST, OVERLAP,
-                      CONSUMERS, QBUF, PP_TURN, EXP_SPLIT, KV_SPLIT, 0, RESCALE)
-
-    @gluon.jit
-    def _consumer1(q_desc, k_desc, v_desc, o_desc, q_bufs, o_bufs, k_bufs, v_bufs, q_ready,
-                   q_empty, ready_bars, empty_bars, pp_bars, S, qk_scale, n_m, n_tiles,
-                   HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                   STAGES: gl.constexpr, CAUSAL: gl.constexpr, PERSIST: gl.constexpr,
-                   OVERLAP: gl.constexpr, CONSUMERS: gl.constexpr, QBUF: gl.constexpr,
-                   PP_TURN: gl.constexpr, EXP_SPLIT: gl.constexpr,
-                   KV_SPLIT: gl.constexpr, XTILE: gl.constexpr,
-                   RESCALE: gl.constexpr):
-        if XTILE:
-            _consumer_xtile(q_desc, k_desc, v_desc, o_desc, q_bufs, o_bufs, k_bufs, v_bufs,
-                            q_ready, q_empty, ready_bars, empty_bars, pp_bars, S, qk_scale,
-                            n_m, n_tiles, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES, CAUSAL,
-                            CONSUMERS, QBUF, EXP_SPLIT, KV_SPLIT, 1)
-        else:
-            _consumer(q_desc, k_desc, v_desc, o_desc, q_bufs, o_bufs, k_bufs, v_bufs,
-                      q_ready, q_empty, ready_bars, empty_bars, pp_bars, S, qk_scale, n_m,
-                      n_tiles, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES, CAUSAL, PERSIST, OVERLAP,
-                      CONSUMERS, QBUF, PP_TURN, EXP_SPLIT, KV_SPLIT, 1, RESCALE)
+            ROWS: gl.constexpr = BLOCK_M * CONSUMERS
+            first, step = _tile_range(n_m, n_tiles, PERSIST)
+            cs = 0
+            t_local = 0
+            for tile in range(first, n_tiles, step):
+                bh, start_m = _tile_start(tile, n_m, ROWS, CAUSAL)
+                n_kv = _n_kv(start_m, S, ROWS, BLOCK_N, CAUSAL)
+                qi, q2 = _wait_q(q_bufs, q_ready, t_local, BLOCK_M, HEAD_DIM, QBUF,
+                                 CONSUMERS, WG)
+                acc, l_i, cs, _ = _consume_tile(
+                    q2, k_desc, v_desc, k_bufs, v_bufs, ready_bars, empty_bars, pp_bars, bh,
+                    start_m + WG * BLOCK_M, n_kv, S, qk_scale, cs, 0, HEAD_DIM, BLOCK_M,
+                    BLOCK_N, STAGES, CAUSAL, OVERLAP, True, CONSUMERS == 2, WG, PP_TURN,
+                    EXP_SPLIT, KV_SPLIT, RESCALE)
+                mbarrier.arrive(q_empty.index(qi), count=1)  # all products have retired
+                _epilogue(acc, l_i, o_bufs.index(WG), o_desc, bh, start_m + WG * BLOCK_M,
+                          BLOCK_M, HEAD_DIM, PERSIST)
+                t_local += 1
+            tma.store_wait(0)
 
     # ------------------------------------------------------------------------ the entry
 
@@ -267,16 +219,16 @@ if GLUON_IMPORT_ERROR is None:
             # need them constant.
             if PINGPONG:
                 gl.warp_specialize([
-                    (_consumer0, (q_desc, k_desc, v_desc, o_desc, q_bufs, o_bufs, k_bufs,
-                                  v_bufs, q_ready, q_empty, ready_bars, empty_bars, pp_bars, S,
-                                  qk_scale, n_m, n_tiles, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES,
-                                  CAUSAL, PERSIST, OVERLAP, CONSUMERS, QBUF, PP_TURN, EXP_SPLIT,
-                                  KV_SPLIT, XTILE, RESCALE)),
-                    (_consumer1, (q_desc, k_desc, v_desc, o_desc, q_bufs, o_bufs, k_bufs,
-                                  v_bufs, q_ready, q_empty, ready_bars, empty_bars, pp_bars, S,
-                                  qk_scale, n_m, n_tiles, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES,
-                                  CAUSAL, PERSIST, OVERLAP, CONSUMERS, QBUF, PP_TURN, EXP_SPLIT,
-                                  KV_SPLIT, XTILE, RESCALE)),
+                    (_consumer, (q_desc, k_desc, v_desc, o_desc, q_bufs, o_bufs, k_bufs,
+                                 v_bufs, q_ready, q_empty, ready_bars, empty_bars, pp_bars, S,
+                                 qk_scale, n_m, n_tiles, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES,
+                                 CAUSAL, PERSIST, OVERLAP, CONSUMERS, QBUF, PP_TURN, EXP_SPLIT,
+                                 KV_SPLIT, XTILE, RESCALE, 0)),
+                    (_consumer, (q_desc, k_desc, v_desc, o_desc, q_bufs, o_bufs, k_bufs,
+                                 v_bufs, q_ready, q_empty, ready_bars, empty_bars, pp_bars, S,
+                                 qk_scale, n_m, n_tiles, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES,
+                                 CAUSAL, PERSIST, OVERLAP, CONSUMERS, QBUF, PP_TURN, EXP_SPLIT,
+                                 KV_SPLIT, XTILE, RESCALE, 1)),
                     (_producer, (q_desc, k_desc, v_desc, o_desc, q_bufs, o_bufs, k_bufs,
                                  v_bufs, q_ready, q_empty, ready_bars, empty_bars, pp_bars, S,
                                  qk_scale, n_m, n_tiles, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES,
@@ -285,11 +237,11 @@ if GLUON_IMPORT_ERROR is None:
                 ], [4, 1], [_CONSUMER_REGS, _PRODUCER_REGS])
             else:
                 gl.warp_specialize([
-                    (_consumer0, (q_desc, k_desc, v_desc, o_desc, q_bufs, o_bufs, k_bufs,
-                                  v_bufs, q_ready, q_empty, ready_bars, empty_bars, pp_bars, S,
-                                  qk_scale, n_m, n_tiles, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES,
-                                  CAUSAL, PERSIST, OVERLAP, CONSUMERS, QBUF, PP_TURN, EXP_SPLIT,
-                                  KV_SPLIT, XTILE, RESCALE)),
+                    (_consumer, (q_desc, k_desc, v_desc, o_desc, q_bufs, o_bufs, k_bufs,
+                                 v_bufs, q_ready, q_empty, ready_bars, empty_bars, pp_bars, S,
+                                 qk_scale, n_m, n_tiles, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES,
+                                 CAUSAL, PERSIST, OVERLAP, CONSUMERS, QBUF, PP_TURN, EXP_SPLIT,
+                                 KV_SPLIT, XTILE, RESCALE, 0)),
                     (_producer, (q_desc, k_desc, v_desc, o_desc, q_bufs, o_bufs, k_bufs,
                                  v_bufs, q_ready, q_empty, ready_bars, empty_bars, pp_bars, S,
                                  qk_scale, n_m, n_tiles, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES,

@@ -1,16 +1,18 @@
-"""The Gluon pieces of one tile of our FA3-style Hopper attention forward: which tile a
-program works on, TMA loads of a key tile into the K/V ring, the mask, the online-softmax
-step, the walk over a tile's key tiles (``_consume_tile``, with or without a producer warp,
-ping-pong turns and the intra-warpgroup overlap) and the epilogue's TMA store.
+"""The Gluon pieces of one tile of our FA3-style Hopper attention forward: which tiles a
+program works on, its layouts, rows and Q buffer, TMA loads of a key tile into the K/V ring,
+the mask, the online-softmax step, the steps of the intra-warpgroup overlap, the walk over a
+tile's key tiles (``_consume_tile``, with or without a producer warp, ping-pong turns and
+the overlap) and the epilogue's TMA store.
 
 Why a module of its own: these are the building blocks every schedule of
-:mod:`.gluon_kernels` (the partitions and the entry point) calls; keeping them apart keeps
-each file about one thing and under the size limit. The Gluon import lives here, guarded:
-importing this module needs neither triton nor a GPU (:data:`GLUON_IMPORT_ERROR` says what
-is missing, and the ``@gluon.jit`` functions are then not defined). The code is written
-against Triton 3.6's Gluon API; every piece has run on a GPU and passed a float64 grid
-(``notes/gluon-plan.md``), KV_SPLIT's V barriers (issue 43's second round) included; those
-have not yet run under the concurrency sanitizer.
+:mod:`.gluon_kernels` (the partitions and the entry point) and the cross-tile consumer of
+:mod:`.gluon_xtile` call, one copy each; keeping them apart keeps each file about one
+thing and under the size limit. The Gluon import lives here, guarded: importing this module
+needs neither triton nor a GPU (:data:`GLUON_IMPORT_ERROR` says what is missing, and the
+``@gluon.jit`` functions are then not defined). The code is written against Triton 3.6's
+Gluon API; every piece has run on a GPU and passed a float64 grid (``notes/gluon-plan.md``),
+KV_SPLIT's V barriers (issue 43's second round) included; those have not yet run under the
+concurrency sanitizer.
 """
 
 from __future__ import annotations
@@ -70,6 +72,18 @@ if GLUON_IMPORT_ERROR is None:
         return bh, pid_m * ROWS
 
     @gluon.jit
+    def _tile_range(n_m, n_tiles, PERSIST: gl.constexpr):
+        """(first tile, step) of this program's tiles: persistent, every ``num_programs``-th
+        tile from its id; else the one tile of its (query tile, batch*head) grid cell."""
+        if PERSIST:
+            first = gl.program_id(0)
+            step = gl.num_programs(0)
+        else:
+            first = gl.program_id(1) * n_m + gl.program_id(0)
+            step = n_tiles
+        return first, step
+
+    @gluon.jit
     def _n_kv(start_m, S, ROWS: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
         """Key tiles a tile of ROWS query rows starting at ``start_m`` walks."""
         if CAUSAL:
@@ -77,6 +91,40 @@ if GLUON_IMPORT_ERROR is None:
         else:
             end = S
         return gl.cdiv(end, BLOCK_N)
+
+    @gluon.constexpr_function
+    def _acc_layout(num_warps, cols):
+        """wgmma's fp32 accumulator layout of a [rows, cols] tile over ``num_warps`` warps:
+        the scores' at cols = BLOCK_N, the output's at cols = HEAD_DIM."""
+        return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
+                                         instr_shape=[16, cols, 16])
+
+    @gluon.constexpr_function
+    def _p_layout(o_layout):
+        """P's layout as the register operand of the PV product into ``o_layout``."""
+        return gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+
+    @gluon.jit
+    def _tile_rows(row0, S, BLOCK_M: gl.constexpr, CAUSAL: gl.constexpr,
+                   qk_layout: gl.constexpr):
+        """(query row of each score row, first key that needs the mask) of the BLOCK_M
+        query rows from ``row0``: causal, keys from the first row on; else keys past S."""
+        offs_m = row0 + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, qk_layout))
+        if CAUSAL:
+            mask_from = gl.minimum(row0, S)
+        else:
+            mask_from = S
+        return offs_m, mask_from
+
+    @gluon.jit
+    def _wait_q(q_bufs, q_ready, t_local, BLOCK_M: gl.constexpr, HEAD_DIM: gl.constexpr,
+                QBUF: gl.constexpr, CONSUMERS: gl.constexpr, WG: gl.constexpr):
+        """(index, 2-D view) of warpgroup WG's Q buffer for the program's tile number
+        ``t_local``, once the producer's load has landed (its use count gives the phase)."""
+        qi = (t_local % QBUF) * CONSUMERS + WG
+        q2 = q_bufs.index(qi).reshape([BLOCK_M, HEAD_DIM])
+        mbarrier.wait(q_ready.index(qi), (t_local // QBUF) & 1)
+        return qi, q2
 
     @gluon.jit
     def _issue_kv(k_desc, v_desc, k_bufs, v_bufs, ready_bars, bh, n, ld,
@@ -176,6 +224,76 @@ if GLUON_IMPORT_ERROR is None:
         mbarrier.wait(pp_bars.index(WG), (t & 1) ^ (1 - WG), pred=t > 0 - WG)
 
     @gluon.jit
+    def _lone_scores(q_smem, k_bufs, ready_bars, pp_bars, cs, qk0, start_n, offs_m,
+                     mask_from, S, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr,
+                     STAGES: gl.constexpr, CAUSAL: gl.constexpr, PINGPONG: gl.constexpr,
+                     WG: gl.constexpr):
+        """The masked fp32 scores of ring slot ``cs % STAGES`` (keys from ``start_n``), their
+        product issued alone in one ping-pong turn: a tile's first key tile with OVERLAP."""
+        qk_layout: gl.constexpr = qk0.type.layout
+        KV: gl.constexpr = [BLOCK_N, HEAD_DIM]  # a ring slot's 2-D view for wgmma
+        slot = cs % STAGES
+        mbarrier.wait(ready_bars.index(slot), (cs // STAGES) & 1)
+        if PINGPONG:  # every consumed slot takes one turn, so the phases stay paired
+            _pp_take(pp_bars, cs, WG)
+        qk = warpgroup_mma(q_smem, k_bufs.index(slot).reshape(KV).permute((1, 0)), qk0,
+                           use_acc=False, is_async=True)
+        if PINGPONG:
+            mbarrier.arrive(pp_bars.index(1 - WG), count=1)
+        qk = warpgroup_mma_wait(0, deps=[qk])
+        return _scores(qk, start_n, offs_m, mask_from, S, CAUSAL, BLOCK_N, qk_layout)
+
+    @gluon.jit
+    def _overlap_step(q_smem, k_bufs, v_bufs, ready_bars, empty_bars, pp_bars, cs, prev,
+                      acc, p16, m_i, l_i, qk0, start_n, offs_m, mask_from, S, qk_scale,
+                      HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+                      CAUSAL: gl.constexpr, PRODUCER: gl.constexpr, PINGPONG: gl.constexpr,
+                      WG: gl.constexpr, EXP_SPLIT: gl.constexpr, KV_SPLIT: gl.constexpr,
+                      alpha_o=0, RESCALE: gl.constexpr = 0):
+        """One consumed K/V slot with OVERLAP: in one ping-pong turn, the scores of slot
+        ``cs % STAGES`` (keys from ``start_n``) and PV of slot ``prev`` (P in ``p16``, into
+        ``acc``, first rescaled by ``alpha_o`` with RESCALE); the new scores' exponentials
+        while PV runs; then PV's wait and, PRODUCER, the slot's release. ``m_i``/``l_i``:
+        the rows' running max and sum (-inf and 0 before a tile's first key tile).
+        Returns (acc, p, alpha, m_new, l_new): the caller rescales acc by alpha."""
+        qk_layout: gl.constexpr = qk0.type.layout
+        KV: gl.constexpr = [BLOCK_N, HEAD_DIM]
+        slot = cs % STAGES
+        mbarrier.wait(ready_bars.index(slot), (cs // STAGES) & 1)
+        if PINGPONG:
+            _pp_take(pp_bars, cs, WG)
+        qk_tok = warpgroup_mma(q_smem, k_bufs.index(slot).reshape(KV).permute((1, 0)), qk0,
+                               use_acc=False, is_async=True)
+        if RESCALE:
+            acc = acc * gl.expand_dims(alpha_o, 1)
+        _wait_v(ready_bars, prev, cs - 1, STAGES, KV_SPLIT)
+        acc_tok = warpgroup_mma(p16, v_bufs.index(prev).reshape(KV), acc, is_async=True)
+        if PINGPONG:
+            mbarrier.arrive(pp_bars.index(1 - WG), count=1)
+        # wgmma groups retire in order: waiting down to one leaves PV running.
+        qk = warpgroup_mma_wait(1, deps=[qk_tok])
+        qk = _scores(qk, start_n, offs_m, mask_from, S, CAUSAL, BLOCK_N, qk_layout)
+        p, alpha, m_new, l_new = _softmax(qk, m_i, l_i, qk_scale, EXP_SPLIT)
+        acc = warpgroup_mma_wait(0, deps=[acc_tok])
+        if PRODUCER:
+            mbarrier.arrive(empty_bars.index(prev), count=1)
+        return acc, p, alpha, m_new, l_new
+
+    @gluon.jit
+    def _last_pv(acc, p16, v_bufs, ready_bars, empty_bars, prev, cs, HEAD_DIM: gl.constexpr,
+                 BLOCK_N: gl.constexpr, STAGES: gl.constexpr, KV_SPLIT: gl.constexpr,
+                 PRODUCER: gl.constexpr):
+        """A tile's last PV product with OVERLAP, alone: P in ``p16``, V in slot ``prev``
+        (consumed as count ``cs - 1``); PRODUCER: then the slot's release."""
+        KV: gl.constexpr = [BLOCK_N, HEAD_DIM]
+        _wait_v(ready_bars, prev, cs - 1, STAGES, KV_SPLIT)
+        acc = warpgroup_mma(p16, v_bufs.index(prev).reshape(KV), acc, is_async=True)
+        acc = warpgroup_mma_wait(0, deps=[acc])
+        if PRODUCER:
+            mbarrier.arrive(empty_bars.index(prev), count=1)
+        return acc
+
+    @gluon.jit
     def _consume_tile(q_smem, k_desc, v_desc, k_bufs, v_bufs, ready_bars, empty_bars,
                       pp_bars, bh, start_m, n_kv, S, qk_scale, cs, ld,
                       HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
@@ -198,18 +316,11 @@ if GLUON_IMPORT_ERROR is None:
         are on the tensor cores (FlashAttention-3's order), not after PV retires."""
         NW: gl.constexpr = gl.num_warps()
         dtype: gl.constexpr = k_desc.dtype
-        qk_layout: gl.constexpr = gl.NVMMADistributedLayout(
-            version=[3, 0], warps_per_cta=[NW, 1], instr_shape=[16, BLOCK_N, 16])
-        o_layout: gl.constexpr = gl.NVMMADistributedLayout(
-            version=[3, 0], warps_per_cta=[NW, 1], instr_shape=[16, HEAD_DIM, 16])
-        p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout,
-                                                     k_width=2)
+        qk_layout: gl.constexpr = _acc_layout(NW, BLOCK_N)
+        o_layout: gl.constexpr = _acc_layout(NW, HEAD_DIM)
+        p_layout: gl.constexpr = _p_layout(o_layout)
         row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
-        offs_m = start_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, qk_layout))
-        if CAUSAL:
-            mask_from = gl.minimum(start_m, S)
-        else:
-            mask_from = S
+        offs_m, mask_from = _tile_rows(start_m, S, BLOCK_M, CAUSAL, qk_layout)
         m_i = gl.full([BLOCK_M], float("-inf"), gl.float32, gl.SliceLayout(1, qk_layout))
         l_i = gl.zeros([BLOCK_M], gl.float32, gl.SliceLayout(1, qk_layout))
         acc = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, o_layout)
@@ -265,15 +376,8 @@ if GLUON_IMPORT_ERROR is None:
             # Scores of tile j are issued together with PV of tile j - 1; the exponentials
             # of tile j then run while PV of tile j - 1 is on the tensor cores.
             slot = cs % STAGES
-            mbarrier.wait(ready_bars.index(slot), (cs // STAGES) & 1)
-            if PINGPONG:  # every consumed slot takes one turn, so the phases stay paired
-                mbarrier.wait(pp_bars.index(WG), (cs & 1) ^ (1 - WG), pred=cs > 0 - WG)
-            qk = warpgroup_mma(q_smem, k_bufs.index(slot).reshape(KV).permute((1, 0)), qk0,
-                               use_acc=False, is_async=True)
-            if PINGPONG:
-                mbarrier.arrive(pp_bars.index(1 - WG), count=1)
-            qk = warpgroup_mma_wait(0, deps=[qk])
-            qk = _scores(qk, 0, offs_m, mask_from, S, CAUSAL, BLOCK_N, qk_layout)
+            qk = _lone_scores(q_smem, k_bufs, ready_bars, pp_bars, cs, qk0, 0, offs_m,
+                              mask_from, S, HEAD_DIM, BLOCK_N, STAGES, CAUSAL, PINGPONG, WG)
             p, alpha, m_i, l_i = _softmax(qk, m_i, l_i, qk_scale, EXP_SPLIT)
             p16 = gl.convert_layout(p.to(dtype), p_layout)
             alpha_o = gl.convert_layout(alpha, row_o)  # RESCALE: applied before the next PV
@@ -289,29 +393,11 @@ if GLUON_IMPORT_ERROR is None:
                     _issue_kv(k_desc, v_desc, k_bufs, v_bufs, ready_bars, bh,
                               j + STAGES - 2, ld, BLOCK_N, STAGES, pred=j + STAGES - 2 < n_kv)
                     ld += (j + STAGES - 2 < n_kv).to(gl.int32)
-                mbarrier.wait(ready_bars.index(slot), (cs // STAGES) & 1)
-                if PINGPONG:
-                    mbarrier.wait(pp_bars.index(WG), (cs & 1) ^ (1 - WG), pred=cs > 0 - WG)
-                qk_tok = warpgroup_mma(q_smem, k_bufs.index(slot).reshape(KV).permute((1, 0)), qk0,
-                                       use_acc=False, is_async=True)
-                if RESCALE:
-                    acc = acc * gl.expand_dims(alpha_o, 1)
-                _wait_v(ready_bars, prev, cs - 1, STAGES, KV_SPLIT)
-                acc_tok = warpgroup_mma(p16, v_bufs.index(prev).reshape(KV), acc, is_async=True)
-                if PINGPONG:
-                    mbarrier.arrive(pp_bars.index(1 - WG), count=1)
-                # wgmma groups retire in order: waiting down to one leaves PV running.
-                qk = warpgroup_mma_wait(1, deps=[qk_tok])
-                qk = _scores(qk, j * BLOCK_N, offs_m, mask_from, S, CAUSAL, BLOCK_N,
-                             qk_layout)
-                m_new = gl.maximum(m_i, gl.max(qk, 1) * qk_scale)
-                p = _exp2_mixed(qk * qk_scale - gl.expand_dims(m_new, 1), EXP_SPLIT)
-                alpha = gl.exp2(m_i - m_new)
-                l_i = l_i * alpha + gl.sum(p, 1)
-                m_i = m_new
-                acc = warpgroup_mma_wait(0, deps=[acc_tok])
-                if PRODUCER:
-                    mbarrier.arrive(empty_bars.index(prev), count=1)
+                acc, p, alpha, m_i, l_i = _overlap_step(
+                    q_smem, k_bufs, v_bufs, ready_bars, empty_bars, pp_bars, cs, prev, acc,
+                    p16, m_i, l_i, qk0, j * BLOCK_N, offs_m, mask_from, S, qk_scale, HEAD_DIM,
+                    BLOCK_N, STAGES, CAUSAL, PRODUCER, PINGPONG, WG, EXP_SPLIT, KV_SPLIT,
+                    alpha_o, RESCALE)
                 if RESCALE:
                     alpha_o = gl.convert_layout(alpha, row_o)
                 else:
@@ -321,11 +407,8 @@ if GLUON_IMPORT_ERROR is None:
                 cs += 1
             if RESCALE:
                 acc = acc * gl.expand_dims(alpha_o, 1)
-            _wait_v(ready_bars, prev, cs - 1, STAGES, KV_SPLIT)
-            acc = warpgroup_mma(p16, v_bufs.index(prev).reshape(KV), acc, is_async=True)
-            acc = warpgroup_mma_wait(0, deps=[acc])
-            if PRODUCER:
-                mbarrier.arrive(empty_bars.index(prev), count=1)
+            acc = _last_pv(acc, p16, v_bufs, ready_bars, empty_bars, prev, cs, HEAD_DIM,
+                           BLOCK_N, STAGES, KV_SPLIT, PRODUCER)
         return acc, l_i, cs, ld
 
     @gluon.jit
