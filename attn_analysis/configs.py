@@ -363,11 +363,11 @@ GLUON_DEFAULT_CONFIGS = {
     64: {"BLOCK_M": 128, "BLOCK_N": 64, "STAGES": 3, "num_warps": 8, "PERSIST": 0,
          "WARP_SPEC": False, "PINGPONG": False, "OVERLAP": False, "MAXNREG": 0,
          "QBUF": 1, "PP_TURN": 0, "EXP_SPLIT": 0, "KV_SPLIT": 0, "XTILE": 0,
-         "RESCALE": 0},
+         "RESCALE": 0, "LSUM": 0},
     128: {"BLOCK_M": 128, "BLOCK_N": 64, "STAGES": 2, "num_warps": 8, "PERSIST": 0,
           "WARP_SPEC": False, "PINGPONG": False, "OVERLAP": False, "MAXNREG": 0,
           "QBUF": 1, "PP_TURN": 0, "EXP_SPLIT": 0, "KV_SPLIT": 0, "XTILE": 0,
-          "RESCALE": 0},
+          "RESCALE": 0, "LSUM": 0},
 }
 
 def sweep_arguments(campaign: str) -> list[str]:

@@ -252,7 +252,8 @@ def main(argv=None) -> int:
     from attn_analysis.measure import gluon_attention as ga, gluon_config as gc, machine
     from attn_analysis.record import checks
     ROUNDS = {"round2": gc.ROUND2_VARIANTS, "round3": gc.ROUND3_VARIANTS,
-              "round4": gc.ROUND4_VARIANTS, "round5": gc.ROUND5_VARIANTS}
+              "round4": gc.ROUND4_VARIANTS, "round5": gc.ROUND5_VARIANTS,
+              "round6": gc.ROUND6_VARIANTS}
     if args.time_child is not None:
         time_child([v for v in args.time_child.split(",") if v], args.rounds, args.calls,
                    args.replays)

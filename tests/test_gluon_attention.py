@@ -388,7 +388,7 @@ def _ws_ptx(variant: str, head_dim: int = 64) -> list[str]:
 @pytest.mark.parametrize("variant", ["warp_spec", "pingpong", "fa3", "ws_q2", "pp_gemms",
                                      "pp_exp", "cudnn_tile", "cudnn_s3", "fa3_n128_s3",
                                      "ws_n128_s3", "ws_ovl_n128", "cudnn_kv", "ws_ovl_kv",
-                                     "fa3_kv_s3", "fa3_kv_s4", "fa3_xt", "fa3_rs"])
+                                     "fa3_kv_s3", "fa3_kv_s4", "fa3_xt", "fa3_rs", "fa3_ls"])
 def test_warp_specialised_releases_are_partition_synchronised(variant):
     """Risks 1 and 4 of notes/gluon-plan.md as Triton 3.6 lowers them: every plain
     mbarrier.arrive (a K/V slot, the Q buffer or a ping-pong turn released) comes right after
@@ -499,7 +499,7 @@ def test_ping_pong_consumers_get_equal_register_budgets():
 # --------------------------------------------- the schedule in torch (no Gluon code)
 
 @pytest.mark.parametrize("variant", ["plain", "pingpong", "overlap_exp", "fa3_exp",
-                                     "cudnn_exp", "fa3_xt", "fa3_rs"])
+                                     "cudnn_exp", "fa3_xt", "fa3_rs", "fa3_ls"])
 @pytest.mark.parametrize("S, D, causal, dtype", [
     (1, 64, False, torch.float16), (1, 128, True, torch.bfloat16),
     (17, 64, True, torch.float16), (127, 128, False, torch.float16),
@@ -532,7 +532,7 @@ def test_issue43_variants_are_in_the_ablation_and_not_yet_tuned():
     new = set(gc.VARIANTS) - set(gc.CHECKED_VARIANTS)
     assert new and new <= (set(gc.ABLATION_VARIANTS) | set(gc.ROUND2_VARIANTS)
                            | set(gc.ROUND3_VARIANTS) | set(gc.ROUND4_VARIANTS)
-                           | set(gc.ROUND5_VARIANTS))
+                           | set(gc.ROUND5_VARIANTS) | set(gc.ROUND6_VARIANTS))
     for d in gc.HEAD_DIMS:
         assert not new & set(gc.tuning_space(d))
 
@@ -580,7 +580,7 @@ def test_round2_runs_the_best_two_beside_every_new_combination():
     assert r2[:2] == ("overlap_only", "cudnn_tile") and len(set(r2)) == len(r2)
     new = (set(gc.VARIANTS) - set(gc.CHECKED_VARIANTS) - set(gc.ABLATION_VARIANTS)
            - set(gc.ROUND3_VARIANTS[2:]) - set(gc.ROUND4_VARIANTS[1:])
-           - set(gc.ROUND5_VARIANTS[1:]))
+           - set(gc.ROUND5_VARIANTS[1:]) - set(gc.ROUND6_VARIANTS[1:]))
     assert set(r2[2:]) - set(gc.CHECKED_VARIANTS) == new
     for name in r2:
         for d in gc.HEAD_DIMS:
@@ -647,6 +647,52 @@ def test_round5_moves_the_rescale_in_one_step():
                                                      "QBUF": 1}):
         with pytest.raises(ValueError, match=r"`config\['RESCALE'\]` 1 needs"):
             gc.full_config({**base, **change}, 64)
+
+
+def test_round6_moves_the_row_sum_in_one_step():
+    """Round 6 times fa3_n128_s3 and fa3_ls, which changes only LSUM and adds its ones block
+    (8 x BLOCK_N fp16) to the shared memory at both head dims; LSUM is refused without the
+    producer warp or the overlap, and with XTILE, naming the key."""
+    assert gc.ROUND6_VARIANTS == ("fa3_n128_s3", "fa3_ls")
+    for d in gc.HEAD_DIMS:
+        cfg, ref = gc.config_for(d, "fa3_ls"), gc.config_for(d, "fa3_n128_s3")
+        assert {k for k in cfg if cfg[k] != ref[k]} == {"LSUM"}
+        assert gc.shared_bytes(cfg, d) - gc.shared_bytes(ref, d) == 8 * cfg["BLOCK_N"] * 2
+        assert gc.shared_bytes(cfg, d) <= gc.SMEM_BYTES
+    base = gc.config_for(64, "fa3_ls")
+    for change in ({"OVERLAP": False}, {"XTILE": 1}, {"WARP_SPEC": False, "PINGPONG": False,
+                                                     "QBUF": 1}):
+        with pytest.raises(ValueError, match=r"`config\['LSUM'\]` 1 needs"):
+            gc.full_config({**base, **change}, 64)
+
+
+def test_lsum_emulation_sums_the_rounded_p():
+    """With LSUM the emulated row sum is that of P rounded to the input dtype (the P the PV
+    product multiplies): it still meets the float64 reference, and it differs from the
+    fp32 sum's result only by rounding."""
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 300, 64, dtype=torch.float16) for _ in range(3))
+    cfg = gc.config_for(64, "fa3_ls")
+    ref = torch.softmax((q.double() @ k.double().transpose(-1, -2)) / 8.0, -1) @ v.double()
+    got = ga.emulate(q, k, v, config=cfg).double()
+    base = ga.emulate(q, k, v, config=gc.config_for(64, "fa3_n128_s3")).double()
+    assert (got - ref).abs().max() < 2e-3
+    assert 0 < (got - base).abs().max() < 2e-3
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("sm90a_compiler")
+def test_round6_register_pressure_and_the_row_sum_products():
+    """fa3_ls holds its 4-register row-sum accumulator beside fa3_n128_s3's values: no
+    spills, within MAXNREG 168; its PTX has no fp32 adds left (the row sum is all on the
+    tensor cores) and one m64n8k16 wgmma per 16 keys of each PV."""
+    regs, spills = _ptxas_usage("fa3_ls")
+    assert spills == 0 and regs <= gc.config_for(64, "fa3_ls")["MAXNREG"]
+    ptx, ref = (ga.compile_only(64, torch.float16, False, gc.config_for(64, n)).asm["ptx"]
+                for n in ("fa3_ls", "fa3_n128_s3"))
+    assert "add.f32" in ref and "add.f32" not in ptx and "add.rn.f32" not in ptx
+    n8 = ptx.count("wgmma.mma_async.sync.aligned.m64n8k16")
+    assert n8 and n8 == ptx.count("wgmma.mma_async") - ref.count("wgmma.mma_async")
 
 
 @pytest.mark.slow
@@ -745,6 +791,9 @@ VARIANTS_SNAPSHOT = (
     ("fa3_rs", {"BLOCK_M": 64, "BLOCK_N": 128, "MAXNREG": 168, "OVERLAP": True, "PERSIST": 1,
                 "PINGPONG": True, "QBUF": 2, "RESCALE": 1, "STAGES": 3, "WARP_SPEC": True,
                 "num_warps": 4}),
+    ("fa3_ls", {"BLOCK_M": 64, "BLOCK_N": 128, "LSUM": 1, "MAXNREG": 168, "OVERLAP": True,
+                "PERSIST": 1, "PINGPONG": True, "QBUF": 2, "STAGES": 3, "WARP_SPEC": True,
+                "num_warps": 4}),
 )
 def test_variants_are_as_before_they_were_written_as_steps():
     assert [(n, v) for n, v in gc.VARIANTS.items()] == list(VARIANTS_SNAPSHOT)
@@ -811,12 +860,12 @@ def test_polynomial_exp2_is_accurate_and_safe():
     never NaN; a wrong coefficient would fail the bound."""
     x = torch.linspace(-126, 0, 400_001)
     ref = torch.exp2(x.double())
-    y = gluon_tile.exp2_poly_reference(x)
+    y = ga.exp2_poly_reference(x)
     assert float(((y.double() - ref) / ref).abs().max()) < 1e-4
-    low = gluon_tile.exp2_poly_reference(torch.tensor([-127.0, -300.0, float("-inf")]))
+    low = ga.exp2_poly_reference(torch.tensor([-127.0, -300.0, float("-inf")]))
     assert low.tolist() == [0.0, 0.0, 0.0]
-    assert gluon_tile.exp2_poly_reference(torch.zeros(1)).item() == 1.0
-    assert bool(torch.isfinite(gluon_tile.exp2_poly_reference(torch.linspace(-1e4, 0, 999))).all())
+    assert ga.exp2_poly_reference(torch.zeros(1)).item() == 1.0
+    assert bool(torch.isfinite(ga.exp2_poly_reference(torch.linspace(-1e4, 0, 999))).all())
     bad = gluon_tile.EXP2_POLY[:3] + (gluon_tile.EXP2_POLY[3] * 1.05,)
     f = torch.linspace(0, 0.999, 1000)
     p = ((bad[3] * f + bad[2]) * f + bad[1]) * f + bad[0]
@@ -877,7 +926,7 @@ def test_ablation_reads_ncu_csv():
     (["--variants", "nope"], "`--variants` must be among"),
     (["--variants", "ws_q2,"], "`--variants` must be comma-separated"),
     (["--variants", "ws_q2,ws_q2"], "`--variants` names a variant twice"),
-    (["--variants", "round6"], "`--variants` must be among"),
+    (["--variants", "round7"], "`--variants` must be among"),
     (["--out-name", "sub/x.json"], "`--out-name` must be a file name"),
     (["--out-name", "x.txt"], "`--out-name` must be a file name"),
     (["--out-name", ".json"], "`--out-name` must be a file name"),

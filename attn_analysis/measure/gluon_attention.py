@@ -55,7 +55,8 @@ from .gluon_config import DTYPES, HEAD_DIMS, cdiv, full_config, plan, tuning_spa
 from .gluon_tile import GLUON_IMPORT_ERROR, TRITON_VERSION
 
 __all__ = ["LOG2E", "SUPPORTED_TRITON", "TUNE_SAMPLES", "GluonUnavailable",
-           "unavailable_reason", "attention", "tune", "build", "emulate", "compile_only"]
+           "unavailable_reason", "attention", "tune", "build", "emulate", "compile_only",
+           "exp2_poly_reference"]
 
 LOG2E = 1.4426950408889634
 # The kernel is written against Triton 3.6's Gluon API (the device's version). Triton 3.9
@@ -141,7 +142,7 @@ def _constexprs(head_dim: int, causal: bool, cfg: dict) -> dict:
                 WARP_SPEC=cfg["WARP_SPEC"], PINGPONG=cfg["PINGPONG"],
                 OVERLAP=cfg["OVERLAP"], QBUF=cfg["QBUF"], PP_TURN=cfg["PP_TURN"],
                 EXP_SPLIT=cfg["EXP_SPLIT"], KV_SPLIT=cfg["KV_SPLIT"], XTILE=cfg["XTILE"],
-                RESCALE=cfg["RESCALE"])
+                RESCALE=cfg["RESCALE"], LSUM=cfg["LSUM"])
 
 
 def _kernel_args(q, k, v, out, causal, cfg, num_sms):
@@ -277,7 +278,8 @@ def emulate(q, k, v, *, causal=False, config=None) -> torch.Tensor:
     (``n_kv`` key tiles of BLOCK_N, zero rows past S), the same mask rule (only key tiles
     reaching ``mask_from``; keys past S and, causal, after the query set to -inf), the
     online softmax in fp32 base 2 (the EXP_SPLIT columns through the kernel's polynomial)
-    with P rounded to the input dtype before PV, and one division by the row sum. With
+    with P rounded to the input dtype before PV (LSUM: the row sum of that rounded P), and
+    one division by the row sum. With
     PINGPONG each consumer's BLOCK_M rows walk the whole tile's key range, as on the GPU.
 
     It checks the schedule's arithmetic and masking against the float64 reference at any
@@ -316,11 +318,26 @@ def emulate(q, k, v, *, causal=False, config=None) -> torch.Tensor:
                 m_new = torch.maximum(m, s.max(1).values * qk_scale)
                 pr = _exp2_split(s * qk_scale - m_new[:, None], cfg["EXP_SPLIT"])
                 alpha = torch.exp2(m - m_new)
-                l = l * alpha + pr.sum(1)
-                acc = acc * alpha[:, None] + pr.to(q.dtype).float() @ vt.to(q.dtype).float()
+                p16 = pr.to(q.dtype).float()  # the P that PV multiplies
+                l = l * alpha + (p16 if cfg["LSUM"] else pr).sum(1)
+                acc = acc * alpha[:, None] + p16 @ vt.to(q.dtype).float()
                 m = m_new
             out[bh, r0:r0 + BM] = acc / l[:, None]
     return out[:, :S].to(q.dtype).reshape(B, H, S, D)
+
+
+def exp2_poly_reference(x):
+    """The kernel's polynomial ``2**x`` (``gluon_tile._exp2_poly``) in torch float32, for the
+    CPU tests: x clamped to >= -127, split into floor j and fraction f, 2**f from
+    ``gluon_tile.EXP2_POLY`` by Horner, and j added to the float's exponent bits (so
+    x <= -127 gives 0)."""
+    x = torch.clamp(x.float(), min=-127.0)
+    j = torch.floor(x)
+    f = x - j
+    c0, c1, c2, c3 = (torch.tensor(c, dtype=torch.float32) for c in gluon_tile.EXP2_POLY)
+    p = ((c3 * f + c2) * f + c1) * f + c0
+    bits = p.view(torch.int32) + (j.to(torch.int32) << 23)
+    return bits.view(torch.float32)
 
 
 def _exp2_split(x, split: int) -> torch.Tensor:
@@ -331,7 +348,7 @@ def _exp2_split(x, split: int) -> torch.Tensor:
     if split:
         cols = torch.arange(x.shape[1])
         poly = (cols % 2 == 1) & ((cols >> 3) % 2 == 1 if split == 2 else True)
-        y[:, poly] = gluon_tile.exp2_poly_reference(x[:, poly])
+        y[:, poly] = exp2_poly_reference(x[:, poly])
     return y
 
 

@@ -35,6 +35,9 @@ launcher (:mod:`.gluon_attention`) a GPU. The keys are the kernel's constexpr sw
   mbarriers of their own, so a consumer starts the scores' product when K has landed
   and waits for V only before the PV product (cuDNN's engine and FlashAttention-3 keep K
   and V apart); 0 waits for both at once.
+* ``LSUM`` (issue 43, sixth round; needs WARP_SPEC and OVERLAP): 1 takes the row sum of P
+  on the tensor cores, as P times a ones block in shared memory issued after each PV, in
+  place of a sum on the FMA pipe.
 
 All of these are off in the default, "plain", variant; ``BLOCK_M``, ``BLOCK_N``, ``STAGES``
 (slots of the K/V ring), ``num_warps`` and ``MAXNREG`` (0: the compiler's register count)
@@ -50,7 +53,7 @@ from ..configs import GLUON_DEFAULT_CONFIGS
 __all__ = ["HEAD_DIMS", "DTYPES", "CONFIG_KEYS", "SMEM_BYTES", "DEFAULT_CONFIGS", "VARIANTS",
            "CHECKED_VARIANTS", "NEXT_CHECKED", "ABLATION_VARIANTS", "ROUND2_VARIANTS",
            "ROUND3_VARIANTS", "ROUND4_VARIANTS",
-           "ROUND5_VARIANTS", "HEAD_DIM_OVERRIDES",
+           "ROUND5_VARIANTS", "ROUND6_VARIANTS", "HEAD_DIM_OVERRIDES",
            "variant_changes", "config_for", "tuning_space", "variant_of", "shared_bytes",
            "full_config", "cdiv", "plan"]
 
@@ -58,14 +61,15 @@ HEAD_DIMS = (64, 128)
 DTYPES = (torch.float16, torch.bfloat16)
 CONFIG_KEYS = ("BLOCK_M", "BLOCK_N", "STAGES", "num_warps", "PERSIST", "WARP_SPEC",
                "PINGPONG", "OVERLAP", "MAXNREG", "QBUF", "PP_TURN", "EXP_SPLIT", "KV_SPLIT",
-               "XTILE", "RESCALE")
+               "XTILE", "RESCALE", "LSUM")
 _FLAGS = ("WARP_SPEC", "PINGPONG", "OVERLAP")
 _ALLOWED = {"BLOCK_M": (64, 128), "BLOCK_N": (64, 128), "STAGES": (1, 2, 3, 4),
             "num_warps": (4, 8), "PERSIST": (0, 1, 2), "WARP_SPEC": (False, True),
             "PINGPONG": (False, True), "OVERLAP": (False, True),
             "MAXNREG": (0, 128, 152, 168, 200, 232, 240),
             "QBUF": (1, 2), "PP_TURN": (0, 1, 2), "EXP_SPLIT": (0, 1, 2),
-            "KV_SPLIT": (0, 1), "XTILE": (0, 1), "RESCALE": (0, 1)}
+            "KV_SPLIT": (0, 1), "XTILE": (0, 1), "RESCALE": (0, 1),
+            "LSUM": (0, 1)}
 SMEM_BYTES = 227 * 1024  # usable shared memory per block on sm90 (H100, H200)
 
 # Default configuration per head dim: the plain variant, the one to test first
@@ -160,6 +164,9 @@ VARIANTS.update(_steps(VARIANTS, (
     # Issue 43's fifth round (notes/kernel-schedules.md, "Round 5"): fa3_n128_s3 with the
     # output's rescale moved before PV's issue (same shared memory).
     ("fa3_rs", "fa3_n128_s3", {"RESCALE": 1}),
+    # Issue 43's sixth round (notes/kernel-schedules.md, "Round 6"): fa3_n128_s3 with the
+    # row sum as a product of P and a ones block on the tensor cores (2 KiB more).
+    ("fa3_ls", "fa3_n128_s3", {"LSUM": 1}),
 )))
 
 # Where a variant's setting does not fit an sm90 block at a head dim (the second round is
@@ -172,7 +179,7 @@ HEAD_DIM_OVERRIDES = {128: {"overlap_n128": {"BLOCK_N": 64},
                             "ws_n128_s3": {"STAGES": 2}, "ws_ovl_n128": {"STAGES": 2},
                             "ws_ovl_kv": {"STAGES": 2}, "fa3_kv_s3": {"STAGES": 2},
                             "fa3_kv_s4": {"STAGES": 2}, "fa3_xt": {"STAGES": 2},
-                            "fa3_rs": {"STAGES": 2}}}
+                            "fa3_rs": {"STAGES": 2}, "fa3_ls": {"STAGES": 2}}}
 # Variants that have passed the full float64 grid on a GPU but not yet every case of the
 # concurrency sanitizer (``scripts/gluon_check.py --sections consan``): fa3_n128_s3's grid is
 # data/checks/gluon_check_h200d_grid_round2.json. Not tuned yet. Once a sanitizer file
@@ -183,7 +190,8 @@ HEAD_DIM_OVERRIDES = {128: {"overlap_n128": {"BLOCK_N": 64},
 NEXT_CHECKED = ("fa3_n128_s3",)
 # The variants that have passed the float64 grid on a GPU: the tuning space of the
 # ``gluon`` candidate (issue 43's variants join once their grid has passed).
-CHECKED_VARIANTS = ("plain", "persist", "warp_spec", "pingpong", "fa3", "overlap_only") + NEXT_CHECKED
+CHECKED_VARIANTS = ("plain", "persist", "warp_spec", "pingpong", "fa3",
+                    "overlap_only") + NEXT_CHECKED
 # Issue 43's ablation: each new variant beside the one it changes (for the ablation table).
 ABLATION_VARIANTS = ("warp_spec", "ws_q2", "ws_n128", "pingpong", "pp_gemms", "pp_exp",
                      "cudnn_tile", "cudnn_exp", "fa3", "fa3_n128", "fa3_exp",
@@ -201,6 +209,8 @@ ROUND3_VARIANTS = ("fa3_n128_s3", "overlap_p2", "fa3_kv_s3", "fa3_kv_s4", "overl
 ROUND4_VARIANTS = ("fa3_n128_s3", "fa3_xt")
 # The fifth round (``--variants round5``): fa3_n128_s3 and its early rescale.
 ROUND5_VARIANTS = ("fa3_n128_s3", "fa3_rs")
+# The sixth round (``--variants round6``): fa3_n128_s3 and its row sum on the tensor cores.
+ROUND6_VARIANTS = ("fa3_n128_s3", "fa3_ls")
 
 
 # --------------------------------------------------------------------------- configuration
@@ -261,7 +271,8 @@ def shared_bytes(cfg: dict, head_dim: int) -> int:
     consumers = 2 if cfg["PINGPONG"] else 1
     q_and_o = consumers * (cfg["QBUF"] + 1) * cfg["BLOCK_M"] * head_dim * 2
     ring = cfg["STAGES"] * 2 * cfg["BLOCK_N"] * head_dim * 2
-    return q_and_o + ring
+    ones = cfg["LSUM"] * 8 * cfg["BLOCK_N"] * 2  # LSUM's ones block, B of the row sum
+    return q_and_o + ring + ones
 
 
 def full_config(config, head_dim: int) -> dict:
@@ -307,6 +318,10 @@ def full_config(config, head_dim: int) -> dict:
             full["RESCALE"] and full["XTILE"]:
         raise ValueError("`config['RESCALE']` 1 needs WARP_SPEC and OVERLAP, without XTILE "
                          "(it moves a step of the consumer's overlapped key walk).")
+    if full["LSUM"] and not (full["WARP_SPEC"] and full["OVERLAP"]) or \
+            full["LSUM"] and full["XTILE"]:
+        raise ValueError("`config['LSUM']` 1 needs WARP_SPEC and OVERLAP, without XTILE "
+                         "(the row-sum product rides with PV in the overlapped key walk).")
     if full["STAGES"] < 2 and full["WARP_SPEC"]:
         raise ValueError("`config['STAGES']` must be >= 2 with WARP_SPEC.")
     if full["STAGES"] < 3 and full["OVERLAP"] and not full["WARP_SPEC"]:

@@ -35,7 +35,8 @@ CONSUMER_REGS = 240
 
 if GLUON_IMPORT_ERROR is None:
     from .gluon_tile import (_consume_tile, _epilogue, _issue_kv, _n_kv, _tile_range,
-                             _tile_start, _wait_q, gl, gluon, mbarrier, tma)
+                             _tile_start, _wait_q, fence_async_shared, gl, gluon, mbarrier,
+                             tma)
     from .gluon_xtile import _consumer_xtile
 
     _PRODUCER_REGS = gl.constexpr(PRODUCER_REGS)
@@ -101,7 +102,7 @@ if GLUON_IMPORT_ERROR is None:
                   OVERLAP: gl.constexpr, CONSUMERS: gl.constexpr, QBUF: gl.constexpr,
                   PP_TURN: gl.constexpr, EXP_SPLIT: gl.constexpr,
                   KV_SPLIT: gl.constexpr, XTILE: gl.constexpr,
-                  RESCALE: gl.constexpr):
+                  RESCALE: gl.constexpr, ones_smem, LSUM: gl.constexpr):
         """One warp: for each tile of this program, Q (one box per consumer) once its
         buffer is released, then every key tile into the ring as slots are released."""
         ROWS: gl.constexpr = BLOCK_M * CONSUMERS
@@ -133,11 +134,12 @@ if GLUON_IMPORT_ERROR is None:
                   STAGES: gl.constexpr, CAUSAL: gl.constexpr, PERSIST: gl.constexpr,
                   OVERLAP: gl.constexpr, CONSUMERS: gl.constexpr, QBUF: gl.constexpr,
                   PP_TURN: gl.constexpr, EXP_SPLIT: gl.constexpr, KV_SPLIT: gl.constexpr,
-                  XTILE: gl.constexpr, RESCALE: gl.constexpr, WG: gl.constexpr):
+                  XTILE: gl.constexpr, RESCALE: gl.constexpr, ones_smem, LSUM: gl.constexpr,
+                  WG: gl.constexpr):
         """Consumer warpgroup WG: rows ``[start_m + WG * BLOCK_M, +BLOCK_M)`` of each tile;
         every consumer walks every key tile of the tile (the producer loads each once).
         XTILE: the walk carried over tile boundaries (:mod:`.gluon_xtile`); else one tile
-        at a time (``_consume_tile``)."""
+        at a time (``_consume_tile``; LSUM: row sums with ``ones_smem``)."""
         if XTILE:
             _consumer_xtile(q_desc, k_desc, v_desc, o_desc, q_bufs, o_bufs, k_bufs, v_bufs,
                             q_ready, q_empty, ready_bars, empty_bars, pp_bars, S, qk_scale,
@@ -157,7 +159,7 @@ if GLUON_IMPORT_ERROR is None:
                     q2, k_desc, v_desc, k_bufs, v_bufs, ready_bars, empty_bars, pp_bars, bh,
                     start_m + WG * BLOCK_M, n_kv, S, qk_scale, cs, 0, HEAD_DIM, BLOCK_M,
                     BLOCK_N, STAGES, CAUSAL, OVERLAP, True, CONSUMERS == 2, WG, PP_TURN,
-                    EXP_SPLIT, KV_SPLIT, RESCALE)
+                    EXP_SPLIT, KV_SPLIT, RESCALE, ones_smem, LSUM)
                 mbarrier.arrive(q_empty.index(qi), count=1)  # all products have retired
                 _epilogue(acc, l_i, o_bufs.index(WG), o_desc, bh, start_m + WG * BLOCK_M,
                           BLOCK_M, HEAD_DIM, PERSIST)
@@ -174,7 +176,7 @@ if GLUON_IMPORT_ERROR is None:
                         OVERLAP: gl.constexpr, QBUF: gl.constexpr = 1,
                         PP_TURN: gl.constexpr = 0, EXP_SPLIT: gl.constexpr = 0,
                         KV_SPLIT: gl.constexpr = 0, XTILE: gl.constexpr = 0,
-                        RESCALE: gl.constexpr = 0):
+                        RESCALE: gl.constexpr = 0, LSUM: gl.constexpr = 0):
         """Grid (n_m, B*H) or, PERSIST, (programs,); descriptors over (B*H, S, D)."""
         dtype: gl.constexpr = q_desc.dtype
         k_bufs = gl.allocate_shared_memory(dtype, [STAGES] + k_desc.block_type.shape,
@@ -214,6 +216,16 @@ if GLUON_IMPORT_ERROR is None:
                 mbarrier.init(q_empty.index(c), count=1)
             for c in gl.static_range(2):
                 mbarrier.init(pp_bars.index(c), count=1)
+            if LSUM:  # the ones block [8, keys] both consumers read for their row sums
+                ones_smem = gl.allocate_shared_memory(
+                    dtype, [8, BLOCK_N], gl.NVMMASharedLayout.get_default_for([8, BLOCK_N], dtype))
+                ones_smem.store(gl.full([8, BLOCK_N], 1.0, dtype,
+                                        gl.BlockedLayout([1, 8], [4, 8], [gl.num_warps(), 1],
+                                                         [1, 0])))
+                fence_async_shared()
+                gl.thread_barrier()
+            else:  # unused without LSUM; a partition's argument cannot be None
+                ones_smem = pp_bars
             # The argument tuples are written out at each call: a tuple held in a variable
             # turns its constexpr entries into tensors (Triton 3.6), and the partitions
             # need them constant.
@@ -223,17 +235,17 @@ if GLUON_IMPORT_ERROR is None:
                                  v_bufs, q_ready, q_empty, ready_bars, empty_bars, pp_bars, S,
                                  qk_scale, n_m, n_tiles, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES,
                                  CAUSAL, PERSIST, OVERLAP, CONSUMERS, QBUF, PP_TURN, EXP_SPLIT,
-                                 KV_SPLIT, XTILE, RESCALE, 0)),
+                                 KV_SPLIT, XTILE, RESCALE, ones_smem, LSUM, 0)),
                     (_consumer, (q_desc, k_desc, v_desc, o_desc, q_bufs, o_bufs, k_bufs,
                                  v_bufs, q_ready, q_empty, ready_bars, empty_bars, pp_bars, S,
                                  qk_scale, n_m, n_tiles, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES,
                                  CAUSAL, PERSIST, OVERLAP, CONSUMERS, QBUF, PP_TURN, EXP_SPLIT,
-                                 KV_SPLIT, XTILE, RESCALE, 1)),
+                                 KV_SPLIT, XTILE, RESCALE, ones_smem, LSUM, 1)),
                     (_producer, (q_desc, k_desc, v_desc, o_desc, q_bufs, o_bufs, k_bufs,
                                  v_bufs, q_ready, q_empty, ready_bars, empty_bars, pp_bars, S,
                                  qk_scale, n_m, n_tiles, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES,
                                  CAUSAL, PERSIST, OVERLAP, CONSUMERS, QBUF, PP_TURN, EXP_SPLIT,
-                                 KV_SPLIT, XTILE, RESCALE)),
+                                 KV_SPLIT, XTILE, RESCALE, ones_smem, LSUM)),
                 ], [4, 1], [_CONSUMER_REGS, _PRODUCER_REGS])
             else:
                 gl.warp_specialize([
@@ -241,10 +253,10 @@ if GLUON_IMPORT_ERROR is None:
                                  v_bufs, q_ready, q_empty, ready_bars, empty_bars, pp_bars, S,
                                  qk_scale, n_m, n_tiles, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES,
                                  CAUSAL, PERSIST, OVERLAP, CONSUMERS, QBUF, PP_TURN, EXP_SPLIT,
-                                 KV_SPLIT, XTILE, RESCALE, 0)),
+                                 KV_SPLIT, XTILE, RESCALE, ones_smem, LSUM, 0)),
                     (_producer, (q_desc, k_desc, v_desc, o_desc, q_bufs, o_bufs, k_bufs,
                                  v_bufs, q_ready, q_empty, ready_bars, empty_bars, pp_bars, S,
                                  qk_scale, n_m, n_tiles, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES,
                                  CAUSAL, PERSIST, OVERLAP, CONSUMERS, QBUF, PP_TURN, EXP_SPLIT,
-                                 KV_SPLIT, XTILE, RESCALE)),
+                                 KV_SPLIT, XTILE, RESCALE, ones_smem, LSUM)),
                 ], [1], [_PRODUCER_REGS])

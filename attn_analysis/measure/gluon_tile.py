@@ -17,28 +17,16 @@ concurrency sanitizer.
 
 from __future__ import annotations
 
-__all__ = ["GLUON_IMPORT_ERROR", "TRITON_VERSION", "EXP2_POLY", "exp2_poly_reference"]
+__all__ = ["GLUON_IMPORT_ERROR", "TRITON_VERSION", "EXP2_POLY"]
 
 # 2**f on [0, 1) as 1 + c1 f + c2 f^2 + c3 f^3: a degree-3 fit of the relative error with
 # the constant held at 1 (Lawson's iteration on Chebyshev points, float32 coefficients).
 # Its largest relative error is 8.6e-5, under fp16's rounding of P (4.9e-4); holding c0 at 1
 # keeps p >= 1, so x = -127 gives exactly 0 and no exponent underflows into the sign bit.
-# tests/test_gluon_attention.py checks both.
+# gluon_attention.exp2_poly_reference is its torch twin; tests/test_gluon_attention.py
+# checks both.
 EXP2_POLY = (1.0, 0.6951168179512024, 0.22764495015144348, 0.077067069709301)
 
-
-def exp2_poly_reference(x):
-    """The kernel's polynomial ``2**x`` in torch float32 (for the CPU tests): x clamped to
-    >= -127, split into floor j and fraction f, 2**f from :data:`EXP2_POLY` by Horner,
-    and j added to the float's exponent bits (so x <= -127 gives 0)."""
-    import torch
-    x = torch.clamp(x.float(), min=-127.0)
-    j = torch.floor(x)
-    f = x - j
-    c0, c1, c2, c3 = (torch.tensor(c, dtype=torch.float32) for c in EXP2_POLY)
-    p = ((c3 * f + c2) * f + c1) * f + c0
-    bits = p.view(torch.int32) + (j.to(torch.int32) << 23)
-    return bits.view(torch.float32)
 
 GLUON_IMPORT_ERROR: str | None  # why Gluon's Hopper API is not importable, or None
 TRITON_VERSION: str | None  # triton.__version__ where Gluon imports, else None
@@ -175,7 +163,7 @@ if GLUON_IMPORT_ERROR is None:
 
     @gluon.jit
     def _exp2_poly(x):
-        """2**x on the FMA and integer pipes (no SFU): :func:`exp2_poly_reference`."""
+        """2**x on the FMA and integer pipes (no SFU): ``gluon_attention.exp2_poly_reference``."""
         x = gl.maximum(x, -127.0)
         j = gl.floor(x)
         f = x - j
@@ -208,13 +196,23 @@ if GLUON_IMPORT_ERROR is None:
         return y
 
     @gluon.jit
-    def _softmax(qk, m_i, l_i, qk_scale, EXP_SPLIT: gl.constexpr = 0):
-        """Online-softmax update from fp32 scores: (p, alpha, m_new, l_new)."""
+    def _softmax(qk, m_i, l_i, qk_scale, EXP_SPLIT: gl.constexpr = 0, LSUM: gl.constexpr = 0):
+        """Online-softmax update from fp32 scores: (p, alpha, m_new, l_new); LSUM: l_i is
+        the row-sum accumulator of the tensor cores, passed through untouched."""
         m_new = gl.maximum(m_i, gl.max(qk, 1) * qk_scale)
         p = _exp2_mixed(qk * qk_scale - gl.expand_dims(m_new, 1), EXP_SPLIT)
         alpha = gl.exp2(m_i - m_new)
-        l_new = l_i * alpha + gl.sum(p, 1)
+        l_new = l_i
+        if not LSUM:
+            l_new = l_i * alpha + gl.sum(p, 1)
         return p, alpha, m_new, l_new
+
+    @gluon.jit
+    def _row_sum(p16, ones_smem, l_acc):
+        """LSUM: issue ``l_acc += P ones`` (async), the row sums of P (the fp16 P that PV
+        multiplies) on the tensor cores; ``ones_smem`` is the [8, keys] ones block."""
+        pl = gl.convert_layout(p16, _p_layout(l_acc.type.layout))
+        return warpgroup_mma(pl, ones_smem.permute((1, 0)), l_acc, is_async=True)
 
     @gluon.jit
     def _pp_take(pp_bars, t, WG: gl.constexpr):
@@ -249,13 +247,15 @@ if GLUON_IMPORT_ERROR is None:
                       HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
                       CAUSAL: gl.constexpr, PRODUCER: gl.constexpr, PINGPONG: gl.constexpr,
                       WG: gl.constexpr, EXP_SPLIT: gl.constexpr, KV_SPLIT: gl.constexpr,
-                      alpha_o=0, RESCALE: gl.constexpr = 0):
+                      alpha_o=0, RESCALE: gl.constexpr = 0, ones_smem=0,
+                      LSUM: gl.constexpr = 0):
         """One consumed K/V slot with OVERLAP: in one ping-pong turn, the scores of slot
         ``cs % STAGES`` (keys from ``start_n``) and PV of slot ``prev`` (P in ``p16``, into
         ``acc``, first rescaled by ``alpha_o`` with RESCALE); the new scores' exponentials
         while PV runs; then PV's wait and, PRODUCER, the slot's release. ``m_i``/``l_i``:
-        the rows' running max and sum (-inf and 0 before a tile's first key tile).
-        Returns (acc, p, alpha, m_new, l_new): the caller rescales acc by alpha."""
+        the rows' running max and sum (-inf and 0 before a tile's first key tile); LSUM:
+        ``l_i`` is the row-sum accumulator, P's sums issued after PV (:func:`_row_sum`).
+        Returns (acc, p, alpha, m_new, l_new): the caller rescales acc (LSUM: l) by alpha."""
         qk_layout: gl.constexpr = qk0.type.layout
         KV: gl.constexpr = [BLOCK_N, HEAD_DIM]
         slot = cs % STAGES
@@ -268,13 +268,18 @@ if GLUON_IMPORT_ERROR is None:
             acc = acc * gl.expand_dims(alpha_o, 1)
         _wait_v(ready_bars, prev, cs - 1, STAGES, KV_SPLIT)
         acc_tok = warpgroup_mma(p16, v_bufs.index(prev).reshape(KV), acc, is_async=True)
+        if LSUM:
+            l_tok = _row_sum(p16, ones_smem, l_i)
         if PINGPONG:
             mbarrier.arrive(pp_bars.index(1 - WG), count=1)
-        # wgmma groups retire in order: waiting down to one leaves PV running.
-        qk = warpgroup_mma_wait(1, deps=[qk_tok])
+        # wgmma groups retire in order: waiting down to one (LSUM: two) leaves PV running.
+        qk = warpgroup_mma_wait(1 + LSUM, deps=[qk_tok])
         qk = _scores(qk, start_n, offs_m, mask_from, S, CAUSAL, BLOCK_N, qk_layout)
-        p, alpha, m_new, l_new = _softmax(qk, m_i, l_i, qk_scale, EXP_SPLIT)
-        acc = warpgroup_mma_wait(0, deps=[acc_tok])
+        p, alpha, m_new, l_new = _softmax(qk, m_i, l_i, qk_scale, EXP_SPLIT, LSUM)
+        if LSUM:
+            acc, l_new = warpgroup_mma_wait(0, deps=[acc_tok, l_tok])
+        else:
+            acc = warpgroup_mma_wait(0, deps=[acc_tok])
         if PRODUCER:
             mbarrier.arrive(empty_bars.index(prev), count=1)
         return acc, p, alpha, m_new, l_new
@@ -300,7 +305,8 @@ if GLUON_IMPORT_ERROR is None:
                       STAGES: gl.constexpr, CAUSAL: gl.constexpr, OVERLAP: gl.constexpr,
                       PRODUCER: gl.constexpr, PINGPONG: gl.constexpr, WG: gl.constexpr,
                       PP_TURN: gl.constexpr = 0, EXP_SPLIT: gl.constexpr = 0,
-                      KV_SPLIT: gl.constexpr = 0, RESCALE: gl.constexpr = 0):
+                      KV_SPLIT: gl.constexpr = 0, RESCALE: gl.constexpr = 0, ones_smem=0,
+                      LSUM: gl.constexpr = 0):
         """Walk key tiles 0..n_kv-1 for the BLOCK_M query rows at ``start_m`` (Q in
         ``q_smem``); return (acc, l, cs, ld) with acc unnormalised in the output layout.
 
@@ -313,7 +319,9 @@ if GLUON_IMPORT_ERROR is None:
         whether K and V of a slot arrive on barriers of their own (PRODUCER only).
         RESCALE (OVERLAP only): the output is rescaled for tile j - 1's new row maximum
         after tile j's scores are issued and before PV of tile j - 1, while the scores
-        are on the tensor cores (FlashAttention-3's order), not after PV retires."""
+        are on the tensor cores (FlashAttention-3's order), not after PV retires. LSUM
+        (OVERLAP only): the row sum is P times the ones block ``ones_smem``, a product
+        issued beside each PV (:func:`_row_sum`), not a sum on the FMA pipe."""
         NW: gl.constexpr = gl.num_warps()
         dtype: gl.constexpr = k_desc.dtype
         qk_layout: gl.constexpr = _acc_layout(NW, BLOCK_N)
@@ -379,6 +387,8 @@ if GLUON_IMPORT_ERROR is None:
             qk = _lone_scores(q_smem, k_bufs, ready_bars, pp_bars, cs, qk0, 0, offs_m,
                               mask_from, S, HEAD_DIM, BLOCK_N, STAGES, CAUSAL, PINGPONG, WG)
             p, alpha, m_i, l_i = _softmax(qk, m_i, l_i, qk_scale, EXP_SPLIT)
+            if LSUM:  # from here l is an accumulator of P ones, 8 equal columns a row
+                l_i = gl.zeros([BLOCK_M, 8], gl.float32, _acc_layout(NW, 8))
             p16 = gl.convert_layout(p.to(dtype), p_layout)
             alpha_o = gl.convert_layout(alpha, row_o)  # RESCALE: applied before the next PV
             prev = slot
@@ -397,7 +407,10 @@ if GLUON_IMPORT_ERROR is None:
                     q_smem, k_bufs, v_bufs, ready_bars, empty_bars, pp_bars, cs, prev, acc,
                     p16, m_i, l_i, qk0, j * BLOCK_N, offs_m, mask_from, S, qk_scale, HEAD_DIM,
                     BLOCK_N, STAGES, CAUSAL, PRODUCER, PINGPONG, WG, EXP_SPLIT, KV_SPLIT,
-                    alpha_o, RESCALE)
+                    alpha_o, RESCALE, ones_smem, LSUM)
+                if LSUM:
+                    l_i = l_i * gl.expand_dims(
+                        gl.convert_layout(alpha, gl.SliceLayout(1, l_i.type.layout)), 1)
                 if RESCALE:
                     alpha_o = gl.convert_layout(alpha, row_o)
                 else:
@@ -407,8 +420,13 @@ if GLUON_IMPORT_ERROR is None:
                 cs += 1
             if RESCALE:
                 acc = acc * gl.expand_dims(alpha_o, 1)
+            if LSUM:
+                l_i = _row_sum(p16, ones_smem, l_i)
             acc = _last_pv(acc, p16, v_bufs, ready_bars, empty_bars, prev, cs, HEAD_DIM,
                            BLOCK_N, STAGES, KV_SPLIT, PRODUCER)
+            if LSUM:  # retired with PV; every column of a row holds its sum
+                l_i = warpgroup_mma_wait(0, deps=[l_i])
+                l_i = gl.convert_layout(gl.max(l_i, 1), gl.SliceLayout(1, qk_layout))
         return acc, l_i, cs, ld
 
     @gluon.jit
