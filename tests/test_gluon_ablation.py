@@ -148,7 +148,7 @@ def test_recorded_rounds_load_with_their_variants():
     assert len(df)
     rounds = {1: gluon_config.ABLATION_VARIANTS, 2: gluon_config.ROUND2_VARIANTS,
               3: gluon_config.ROUND3_VARIANTS, 4: gluon_config.ROUND4_VARIANTS,
-              5: gluon_config.ROUND5_VARIANTS}
+              5: gluon_config.ROUND5_VARIANTS, 6: gluon_config.ROUND6_VARIANTS}
     for r, variants in rounds.items():
         got = set(df.loc[df["round"] == r, "variant"])
         assert got == set(variants) | {ga.REFERENCE}

@@ -34,7 +34,8 @@ DEFAULT_FILES = {1: "data/checks/gluon_ablation_h100.json",
                  2: "data/checks/gluon_ablation2_h200.json",
                  3: "data/checks/gluon_ablation3_h200.json",
                  4: "data/checks/gluon_ablation4_h200.json",
-                 5: "data/checks/gluon_ablation5_h200.json"}
+                 5: "data/checks/gluon_ablation5_h200.json",
+                 6: "data/checks/gluon_ablation6_h200.json"}
 REFERENCE = "sdpa"  # the script's base candidate: SDPA's default backend (cuDNN's kernel)
 TENSOR = "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active"
 SFU = "sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active"
