@@ -169,12 +169,12 @@ def goal_sentence(target_tables: list, goal: float = GOAL) -> str:
         return "No recorded run measured our Gluon kernel at the reports' shape."
     reached = [m for m, low in rows if low > goal]
     lows = ", ".join(f"{low:.3f} on the {m}" for m, low in rows)
+    goal_text = (f"The kernel's goal was a kernel-level interval above {goal:.2f} over "
+                 f"SDPA.")
     if len(reached) == len(rows):
-        return (f"The goal set for the kernel, a kernel-level interval above {goal:.2f} "
-                f"over SDPA, is reached on every GPU measured (lower ends {lows}).")
+        return f"{goal_text} It is reached on every GPU measured. Lower ends: {lows}."
     missed = [m for m, _ in rows if m not in reached]
-    return (f"The goal set for the kernel, a kernel-level interval above {goal:.2f} over "
-            f"SDPA, is not reached on the {join(missed)} (lower ends {lows}).")
+    return f"{goal_text} It is not reached on the {join(missed)}. Lower ends: {lows}."
 
 
 def peer_goal_sentence(counts_by_machine: dict, peer_label: str, where: str = "") -> str:
