@@ -225,8 +225,10 @@ class _FakeGraph:
         self.o = _FakeTensor(None)
         return self.o, None
 
-    def build(self):
-        self.built = True
+    def build(self, heuristics=None):
+        if heuristics is not None and heuristics != ["OPENSOURCE"]:
+            raise RuntimeError(f"unexpected heuristics {heuristics}")
+        self.built, self.heuristics = True, heuristics
 
     def get_workspace_size(self):
         return 0
@@ -246,6 +248,7 @@ def _fake_cudnn(monkeypatch):
     module.create_handle = lambda: "handle"
     module.set_stream = lambda handle, stream: None
     module.backend_version = lambda: 91400
+    module.heur_mode = types.SimpleNamespace(A="A", FALLBACK="FALLBACK", OPENSOURCE="OPENSOURCE")
     module.pygraph = _FakeGraph
     _install(monkeypatch, "cudnn", module)
 
@@ -256,6 +259,35 @@ def test_cudnn_frontend_executes_its_graph_and_passes_the_gate(monkeypatch, conf
     built = peers._build_cudnn_frontend(config, "cpu")
     assert built.info["cudnn_backend"] == "91400"
     assert cands.check(built, config, "cpu", seed=13, name="cudnn_frontend").passed
+
+
+@pytest.mark.parametrize("config", [TINY, TINY_CAUSAL])
+def test_cudnn_oss_plans_with_the_open_source_heuristic_only(monkeypatch, config):
+    """cudnn_oss builds the same graph as cudnn_frontend but plans it with heur_mode
+    OPENSOURCE alone (the fake graph refuses any other list), says so in its info, and
+    passes the gate; its kernel pattern matches the open engine's kernel, not SDPA's
+    closed one."""
+    import re
+    _fake_cudnn(monkeypatch)
+    built = peers._build_cudnn_oss(config, "cpu")
+    assert "OPENSOURCE" in built.info["implementation"]
+    assert cands.check(built, config, "cpu", seed=17, name="cudnn_oss").passed
+    pattern = cands.get("cudnn_oss").meta.kernel_pattern
+    oss = "cudnn_generated_oss_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x64_4x1x1_cga1x1x1"
+    assert re.search(pattern, oss) and not re.search(pattern, oss.replace("oss", "fort_native"))
+
+
+def test_cudnn_oss_refusal_is_unsupported_with_the_frontends_reason(monkeypatch):
+    _fake_cudnn(monkeypatch)
+
+    cudnn = sys.modules["cudnn"]
+    cudnn.cudnnGraphNotSupportedError = type("cudnnGraphNotSupportedError", (Exception,), {})
+
+    def refuse(self, heuristics=None):
+        raise cudnn.cudnnGraphNotSupportedError("No valid engine configs for OPENSOURCE")
+    monkeypatch.setattr(_FakeGraph, "build", refuse)
+    with pytest.raises(cands.Unsupported, match="No valid engine configs for OPENSOURCE"):
+        peers._build_cudnn_oss(TINY, "cpu")
 
 
 # -------------------------------------------------------------------------- xformers
@@ -297,13 +329,14 @@ def test_xformers_built_for_another_pytorch_is_unsupported_with_why(monkeypatch)
 
 # ---------------------------------------------------- the peers of issue 42 (fa3 and co.)
 
-NEW = ("fa3", "flex_flash", "sdpa_fa4", "fa4_bshd")
+NEW = ("fa3", "flex_flash", "sdpa_fa4", "fa4_bshd", "cudnn_oss")
 
 
 def test_new_candidates_are_registered_with_family_pattern_and_origin():
     fa4_family = cands.get("fa4").meta.family
     expected = {"fa3": ("peer", "FlashAttention-3 (C++)"), "flex_flash": ("peer", fa4_family),
-                "sdpa_fa4": ("peer", fa4_family), "fa4_bshd": ("control", fa4_family)}
+                "sdpa_fa4": ("peer", fa4_family), "fa4_bshd": ("control", fa4_family),
+                "cudnn_oss": ("control", cands.get("cudnn_frontend").meta.family)}
     for name, (origin, family) in expected.items():
         meta = cands.get(name).meta
         assert (meta.origin, meta.family) == (origin, family), name

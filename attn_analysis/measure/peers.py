@@ -30,6 +30,10 @@ Load with ``python -m attn_analysis sweep --plugin attn_analysis.measure.peers .
 - ``fa4_bshd`` (a control): ``fa4`` on contiguous (B, S, H, D) memory (``Built.layout``), the
   layout FlashAttention-4's API is written for, beside ``fa4`` fed transposed views.
 - ``sdpa_bshd`` (a control): SDPA's default dispatch on inputs in (B, S, H, D) memory.
+- ``cudnn_oss`` (a control): the same cuDNN graph as ``cudnn_frontend``, planned with the
+  frontend's ``heur_mode.OPENSOURCE`` only, so it runs the open-source sm90 prefill engine
+  of cudnn-frontend (compiled through NVRTC at build time) and never a closed kernel: beside
+  SDPA it tells whether SDPA's closed cuDNN kernel runs the open engine's schedule.
 
 ``flex_flash`` and ``sdpa_fa4`` are switches a PyTorch user turns on; any failure of their
 first call (a compile error, a wrapper at odds with the installed FA4) makes them
@@ -291,7 +295,9 @@ def _build_flashinfer(config: Config, device: str) -> cands.Built:
 
 # -------------------------------------------------------------------- cudnn_frontend
 
-def _build_cudnn_frontend(config: Config, device: str) -> cands.Built:
+def _cudnn_graph(config: Config, device: str, heuristics, implementation: str) -> cands.Built:
+    """cuDNN's SDPA graph for ``config`` through the Python frontend, planned with
+    ``heuristics`` (None: the frontend's default), built once, then executed per call."""
     cudnn, pkg = package("cudnn_frontend")
     io_type = {"float16": cudnn.data_type.HALF, "bfloat16": cudnn.data_type.BFLOAT16}[config.dtype]
     template = cands.make_inputs(config, device, seed=0)[0]
@@ -304,7 +310,7 @@ def _build_cudnn_frontend(config: Config, device: str) -> cands.Built:
                             attn_scale=1.0 / math.sqrt(config.head_dim),
                             use_causal_mask=config.causal)
         o_t.set_output(True).set_dim(list(template.shape)).set_stride(list(template.stride()))
-        graph.build()
+        graph.build(heuristics(cudnn)) if heuristics else graph.build()
     except _REFUSALS + (getattr(cudnn, "cudnnGraphNotSupportedError", AssertionError),) as exc:
         raise cands.Unsupported(_first_line(exc)) from None
     workspace = torch.empty(max(int(graph.get_workspace_size()), 1), dtype=torch.uint8,
@@ -319,10 +325,19 @@ def _build_cudnn_frontend(config: Config, device: str) -> cands.Built:
     _first_call(fn, config, device)
     _first_call(fn, config, device)
     engine = getattr(graph, "selected_engine", None)
-    return cands.Built(fn, {"implementation": "cudnn.pygraph sdpa (default heuristics)", **pkg,
+    return cands.Built(fn, {"implementation": implementation, **pkg,
                             "cudnn_backend": str(cudnn.backend_version()),
                             "engine": "cuDNN backend" if engine is None else str(engine),
                             "workspace_bytes": int(workspace.numel())})
+
+
+def _build_cudnn_frontend(config: Config, device: str) -> cands.Built:
+    return _cudnn_graph(config, device, None, "cudnn.pygraph sdpa (default heuristics)")
+
+
+def _build_cudnn_oss(config: Config, device: str) -> cands.Built:
+    return _cudnn_graph(config, device, lambda cudnn: [cudnn.heur_mode.OPENSOURCE],
+                        "cudnn.pygraph sdpa, heur_mode OPENSOURCE (the open sm90 engine)")
 
 
 # -------------------------------------------------------------------------- xformers
@@ -365,11 +380,11 @@ def _build_sdpa_bshd(config: Config, device: str) -> cands.Built:
 
 PEER_NAMES = ("fa4", "flashinfer", "cudnn_frontend", "xformers", "fa3", "flex_flash",
               "sdpa_fa4")
-CONTROL_NAMES = ("fa4_bshd", "sdpa_bshd")
+CONTROL_NAMES = ("fa4_bshd", "sdpa_bshd", "cudnn_oss")
 _BUILDERS = {"fa4": _build_fa4, "flashinfer": _build_flashinfer,
              "cudnn_frontend": _build_cudnn_frontend, "xformers": _build_xformers,
              "fa3": _build_fa3, "flex_flash": _build_flex_flash, "sdpa_fa4": _build_sdpa_fa4,
-             "fa4_bshd": _build_fa4_bshd}
+             "fa4_bshd": _build_fa4_bshd, "cudnn_oss": _build_cudnn_oss}
 _DESCRIPTIONS = {
     "fa4": "FlashAttention-4 (CuTe DSL; the FA3 design on Hopper), as shipped",
     "flashinfer": "FlashInfer batch prefill, ragged KV, backend auto, as shipped",
@@ -379,6 +394,7 @@ _DESCRIPTIONS = {
     "flex_flash": "FlexAttention with kernel_options BACKEND=FLASH (FA4's kernel), as shipped",
     "sdpa_fa4": "SDPA flash backend after activate_flash_attention_impl('FA4'), as shipped",
     "fa4_bshd": "control: FlashAttention-4 on contiguous (B, S, H, D) memory",
+    "cudnn_oss": "control: cuDNN's SDPA graph on cudnn-frontend's open sm90 engine",
 }
 # Candidates the catalog (analyse.catalog.CATALOG) does not know carry their own metadata.
 _FA3_KERNEL = r"FlashAttnFwdSm90"
@@ -391,12 +407,14 @@ META = {
                              catalog.CATALOG["fa4"].kernel_pattern),
     "fa4_bshd": catalog.Meta("FlashAttention-4 on (B, S, H, D) memory", "control",
                              "FlashAttention-4 (CuTe DSL)", catalog.CATALOG["fa4"].kernel_pattern),
+    "cudnn_oss": catalog.Meta("cuDNN open-source engine (direct)", "control",
+                              "cuDNN attention", r"cudnn_generated_oss_sdpa"),
 }
 # FA3's Hopper kernels and PyTorch's FA4 route need sm90 or later; the others sm80.
 _MIN_CAPABILITY = {"fa3": (9, 0), "sdpa_fa4": (9, 0), "flex_flash": (9, 0),
-                   "fa4_bshd": (8, 0)}
+                   "fa4_bshd": (8, 0), "cudnn_oss": (9, 0)}
 
-for _name in PEER_NAMES + ("fa4_bshd",):
+for _name in PEER_NAMES + ("fa4_bshd", "cudnn_oss"):
     if _name not in cands.CANDIDATES:
         cands.register(cands.Candidate(_name, _DESCRIPTIONS[_name], _BUILDERS[_name],
                                        devices=("cuda",),
