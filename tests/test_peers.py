@@ -225,10 +225,27 @@ class _FakeGraph:
         self.o = _FakeTensor(None)
         return self.o, None
 
-    def build(self, heuristics=None):
-        if heuristics is not None and heuristics != ["OPENSOURCE"]:
-            raise RuntimeError(f"unexpected heuristics {heuristics}")
-        self.built, self.heuristics = True, heuristics
+    def build(self):
+        self.built = True
+
+    # the steps of build, as the OSS path calls them, in this order only
+    def validate(self):
+        self.steps = ["validate"]
+
+    def build_operation_graph(self):
+        self.steps.append("op_graph")
+
+    def create_execution_plans(self, modes):
+        assert modes == ["OPENSOURCE"], modes
+        self.steps.append("plans")
+
+    def check_support(self):
+        self.steps.append("support")
+
+    def build_plans(self, policy):
+        assert self.steps == ["validate", "op_graph", "plans", "support"]
+        assert policy == "HEURISTICS_CHOICE"
+        self.built = True
 
     def get_workspace_size(self):
         return 0
@@ -249,6 +266,7 @@ def _fake_cudnn(monkeypatch):
     module.set_stream = lambda handle, stream: None
     module.backend_version = lambda: 91400
     module.heur_mode = types.SimpleNamespace(A="A", FALLBACK="FALLBACK", OPENSOURCE="OPENSOURCE")
+    module.build_plan_policy = types.SimpleNamespace(HEURISTICS_CHOICE="HEURISTICS_CHOICE")
     module.pygraph = _FakeGraph
     _install(monkeypatch, "cudnn", module)
 
@@ -283,10 +301,10 @@ def test_cudnn_oss_refusal_is_unsupported_with_the_frontends_reason(monkeypatch)
     cudnn = sys.modules["cudnn"]
     cudnn.cudnnGraphNotSupportedError = type("cudnnGraphNotSupportedError", (Exception,), {})
 
-    def refuse(self, heuristics=None):
-        raise cudnn.cudnnGraphNotSupportedError("No valid engine configs for OPENSOURCE")
-    monkeypatch.setattr(_FakeGraph, "build", refuse)
-    with pytest.raises(cands.Unsupported, match="No valid engine configs for OPENSOURCE"):
+    def refuse(self):
+        raise cudnn.cudnnGraphNotSupportedError("No execution plans support the graph.")
+    monkeypatch.setattr(_FakeGraph, "check_support", refuse)
+    with pytest.raises(cands.Unsupported, match="No execution plans support the graph"):
         peers._build_cudnn_oss(TINY, "cpu")
 
 

@@ -33,7 +33,9 @@ Load with ``python -m attn_analysis sweep --plugin attn_analysis.measure.peers .
 - ``cudnn_oss`` (a control): the same cuDNN graph as ``cudnn_frontend``, planned with the
   frontend's ``heur_mode.OPENSOURCE`` only, so it runs the open-source sm90 prefill engine
   of cudnn-frontend (compiled through NVRTC at build time) and never a closed kernel: beside
-  SDPA it tells whether SDPA's closed cuDNN kernel runs the open engine's schedule.
+  SDPA it tells whether SDPA's closed cuDNN kernel runs the open engine's schedule. The
+  engine ships in some frontend releases only (1.23.0 has it, 1.32.0 not: "No execution
+  plans support the graph"), so this control runs in an environment of its own.
 
 ``flex_flash`` and ``sdpa_fa4`` are switches a PyTorch user turns on; any failure of their
 first call (a compile error, a wrapper at odds with the installed FA4) makes them
@@ -310,7 +312,14 @@ def _cudnn_graph(config: Config, device: str, heuristics, implementation: str) -
                             attn_scale=1.0 / math.sqrt(config.head_dim),
                             use_causal_mask=config.causal)
         o_t.set_output(True).set_dim(list(template.shape)).set_stride(list(template.stride()))
-        graph.build(heuristics(cudnn)) if heuristics else graph.build()
+        if heuristics is None:
+            graph.build()
+        else:  # the steps of graph.build, spelled out as the frontend's own OSS test does
+            graph.validate()
+            graph.build_operation_graph()
+            graph.create_execution_plans(heuristics(cudnn))
+            graph.check_support()
+            graph.build_plans(cudnn.build_plan_policy.HEURISTICS_CHOICE)
     except _REFUSALS + (getattr(cudnn, "cudnnGraphNotSupportedError", AssertionError),) as exc:
         raise cands.Unsupported(_first_line(exc)) from None
     workspace = torch.empty(max(int(graph.get_workspace_size()), 1), dtype=torch.uint8,
