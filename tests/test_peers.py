@@ -220,9 +220,13 @@ class _FakeGraph:
     def tensor_like(self, template):
         return _FakeTensor(template)
 
-    def sdpa(self, name, q, k, v, generate_stats, attn_scale, use_causal_mask):
+    def tensor(self, name, dim, stride, data_type):
+        return _FakeTensor(name)
+
+    def sdpa(self, name, q, k, v, generate_stats, attn_scale, use_causal_mask, **stats):
+        assert set(stats) <= {"score_max", "score_sum_exp"}
         self.ports, self.scale, self.causal = (q, k, v), attn_scale, use_causal_mask
-        self.o = _FakeTensor(None)
+        self.o, self.stats = _FakeTensor(None), list(stats.values())
         return self.o, None
 
     def build(self):
@@ -252,6 +256,7 @@ class _FakeGraph:
 
     def execute(self, pack, workspace, handle):
         assert self.built and handle == "handle" and self.o in pack
+        assert all(t in pack for t in self.stats)
         q, k, v = (pack[p] for p in self.ports)
         assert list(pack[self.o].stride()) == self.o.stride
         pack[self.o].copy_(F.scaled_dot_product_attention(q.float(), k.float(), v.float(),
@@ -289,6 +294,7 @@ def test_cudnn_oss_plans_with_the_open_source_heuristic_only(monkeypatch, config
     _fake_cudnn(monkeypatch)
     built = peers._build_cudnn_oss(config, "cpu")
     assert "OPENSOURCE" in built.info["implementation"]
+    assert built.info["outputs"] == ["O", "score_max", "score_sum_exp"]
     assert cands.check(built, config, "cpu", seed=17, name="cudnn_oss").passed
     pattern = cands.get("cudnn_oss").meta.kernel_pattern
     oss = "cudnn_generated_oss_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x64_4x1x1_cga1x1x1"

@@ -35,7 +35,8 @@ Load with ``python -m attn_analysis sweep --plugin attn_analysis.measure.peers .
   of cudnn-frontend (compiled through NVRTC at build time) and never a closed kernel: beside
   SDPA it tells whether SDPA's closed cuDNN kernel runs the open engine's schedule. The
   engine ships in some frontend releases only (1.23.0 has it, 1.32.0 not: "No execution
-  plans support the graph"), so this control runs in an environment of its own.
+  plans support the graph"), so this control runs in an environment of its own; its execute
+  needs the rows' score max and sum of exponentials bound, so the graph writes them too.
 
 ``flex_flash`` and ``sdpa_fa4`` are switches a PyTorch user turns on; any failure of their
 first call (a compile error, a wrapper at odds with the installed FA4) makes them
@@ -299,7 +300,9 @@ def _build_flashinfer(config: Config, device: str) -> cands.Built:
 
 def _cudnn_graph(config: Config, device: str, heuristics, implementation: str) -> cands.Built:
     """cuDNN's SDPA graph for ``config`` through the Python frontend, planned with
-    ``heuristics`` (None: the frontend's default), built once, then executed per call."""
+    ``heuristics`` (None: the frontend's default), built once, then executed per call. With
+    ``heuristics`` the graph also outputs each row's score max and sum of exponentials into
+    buffers made once (fp32, B x H x S each): the open engine's execute needs both bound."""
     cudnn, pkg = package("cudnn_frontend")
     io_type = {"float16": cudnn.data_type.HALF, "bfloat16": cudnn.data_type.BFLOAT16}[config.dtype]
     template = cands.make_inputs(config, device, seed=0)[0]
@@ -308,9 +311,15 @@ def _cudnn_graph(config: Config, device: str, heuristics, implementation: str) -
         graph = cudnn.pygraph(io_data_type=io_type, intermediate_data_type=cudnn.data_type.FLOAT,
                               compute_data_type=cudnn.data_type.FLOAT, handle=handle)
         q_t, k_t, v_t = (graph.tensor_like(template) for _ in range(3))
+        stats = {}
+        if heuristics is not None:
+            B, H, S, _ = template.shape
+            stats = {name: graph.tensor(name=name, dim=[B, H, S, 1], stride=[H * S, S, 1, 1],
+                                        data_type=cudnn.data_type.FLOAT)
+                     for name in ("score_max", "score_sum_exp")}
         o_t, _ = graph.sdpa(name="sdpa", q=q_t, k=k_t, v=v_t, generate_stats=False,
                             attn_scale=1.0 / math.sqrt(config.head_dim),
-                            use_causal_mask=config.causal)
+                            use_causal_mask=config.causal, **stats)
         o_t.set_output(True).set_dim(list(template.shape)).set_stride(list(template.stride()))
         if heuristics is None:
             graph.build()
@@ -324,12 +333,14 @@ def _cudnn_graph(config: Config, device: str, heuristics, implementation: str) -
         raise cands.Unsupported(_first_line(exc)) from None
     workspace = torch.empty(max(int(graph.get_workspace_size()), 1), dtype=torch.uint8,
                             device=device)
+    bound = {t: torch.empty(template.shape[:3] + (1,), dtype=torch.float32, device=device)
+             for t in stats.values()}
 
     def fn(q, k, v):
         out = torch.empty_like(q)
         # kernels launch on the handle's stream: torch's current one (a graph capture's too)
         cudnn.set_stream(handle=handle, stream=_current_stream(device))
-        graph.execute({q_t: q, k_t: k, v_t: v, o_t: out}, workspace, handle=handle)
+        graph.execute({q_t: q, k_t: k, v_t: v, o_t: out, **bound}, workspace, handle=handle)
         return out
     _first_call(fn, config, device)
     _first_call(fn, config, device)
@@ -337,7 +348,8 @@ def _cudnn_graph(config: Config, device: str, heuristics, implementation: str) -
     return cands.Built(fn, {"implementation": implementation, **pkg,
                             "cudnn_backend": str(cudnn.backend_version()),
                             "engine": "cuDNN backend" if engine is None else str(engine),
-                            "workspace_bytes": int(workspace.numel())})
+                            "workspace_bytes": int(workspace.numel()),
+                            "outputs": ["O"] + sorted(stats)})
 
 
 def _build_cudnn_frontend(config: Config, device: str) -> cands.Built:
