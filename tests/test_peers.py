@@ -295,6 +295,7 @@ def test_cudnn_oss_plans_with_the_open_source_heuristic_only(monkeypatch, config
     built = peers._build_cudnn_oss(config, "cpu")
     assert "OPENSOURCE" in built.info["implementation"]
     assert built.info["outputs"] == ["O", "score_max", "score_sum_exp"]
+    assert built.layout == "BSHD" and peers._build_cudnn_frontend(config, "cpu").layout == "BHSD"
     assert cands.check(built, config, "cpu", seed=17, name="cudnn_oss").passed
     pattern = cands.get("cudnn_oss").meta.kernel_pattern
     oss = "cudnn_generated_oss_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x64_4x1x1_cga1x1x1"

@@ -33,10 +33,11 @@ Load with ``python -m attn_analysis sweep --plugin attn_analysis.measure.peers .
 - ``cudnn_oss`` (a control): the same cuDNN graph as ``cudnn_frontend``, planned with the
   frontend's ``heur_mode.OPENSOURCE`` only, so it runs the open-source sm90 prefill engine
   of cudnn-frontend (compiled through NVRTC at build time) and never a closed kernel: beside
-  SDPA it tells whether SDPA's closed cuDNN kernel runs the open engine's schedule. The
-  engine ships in some frontend releases only (1.23.0 has it, 1.32.0 not: "No execution
-  plans support the graph"), so this control runs in an environment of its own; its execute
-  needs the rows' score max and sum of exponentials bound, so the graph writes them too.
+  SDPA it tells whether SDPA's closed cuDNN kernel runs the open engine's schedule. Some
+  frontend releases ship the engine (1.23.0), others not (1.32.0: "No execution plans
+  support the graph"), so it runs in an environment of its own. Its execute needs the rows'
+  score max and sum of exponentials bound, so the graph writes them too; its inputs are
+  (B, S, H, D) memory (``Built.layout``), as in the frontend's own test of the engine.
 
 ``flex_flash`` and ``sdpa_fa4`` are switches a PyTorch user turns on; any failure of their
 first call (a compile error, a wrapper at odds with the installed FA4) makes them
@@ -298,14 +299,16 @@ def _build_flashinfer(config: Config, device: str) -> cands.Built:
 
 # -------------------------------------------------------------------- cudnn_frontend
 
-def _cudnn_graph(config: Config, device: str, heuristics, implementation: str) -> cands.Built:
+def _cudnn_graph(config: Config, device: str, heuristics, implementation: str,
+                 layout: str = "BHSD") -> cands.Built:
     """cuDNN's SDPA graph for ``config`` through the Python frontend, planned with
     ``heuristics`` (None: the frontend's default), built once, then executed per call. With
     ``heuristics`` the graph also outputs each row's score max and sum of exponentials into
-    buffers made once (fp32, B x H x S each): the open engine's execute needs both bound."""
+    buffers made once (fp32, B x H x S each): the open engine's execute needs both bound.
+    ``layout``: the inputs' memory order (the graph takes their strides)."""
     cudnn, pkg = package("cudnn_frontend")
     io_type = {"float16": cudnn.data_type.HALF, "bfloat16": cudnn.data_type.BFLOAT16}[config.dtype]
-    template = cands.make_inputs(config, device, seed=0)[0]
+    template = cands.make_inputs(config, device, seed=0, layout=layout)[0]
     handle = cudnn.create_handle()
     try:
         graph = cudnn.pygraph(io_data_type=io_type, intermediate_data_type=cudnn.data_type.FLOAT,
@@ -342,14 +345,14 @@ def _cudnn_graph(config: Config, device: str, heuristics, implementation: str) -
         cudnn.set_stream(handle=handle, stream=_current_stream(device))
         graph.execute({q_t: q, k_t: k, v_t: v, o_t: out, **bound}, workspace, handle=handle)
         return out
-    _first_call(fn, config, device)
-    _first_call(fn, config, device)
+    _first_call(fn, config, device, layout=layout)
+    _first_call(fn, config, device, layout=layout)
     engine = getattr(graph, "selected_engine", None)
     return cands.Built(fn, {"implementation": implementation, **pkg,
                             "cudnn_backend": str(cudnn.backend_version()),
                             "engine": "cuDNN backend" if engine is None else str(engine),
                             "workspace_bytes": int(workspace.numel()),
-                            "outputs": ["O"] + sorted(stats)})
+                            "outputs": ["O"] + sorted(stats)}, layout=layout)
 
 
 def _build_cudnn_frontend(config: Config, device: str) -> cands.Built:
@@ -358,7 +361,8 @@ def _build_cudnn_frontend(config: Config, device: str) -> cands.Built:
 
 def _build_cudnn_oss(config: Config, device: str) -> cands.Built:
     return _cudnn_graph(config, device, lambda cudnn: [cudnn.heur_mode.OPENSOURCE],
-                        "cudnn.pygraph sdpa, heur_mode OPENSOURCE (the open sm90 engine)")
+                        "cudnn.pygraph sdpa, heur_mode OPENSOURCE (the open sm90 engine)",
+                        layout="BSHD")
 
 
 # -------------------------------------------------------------------------- xformers
