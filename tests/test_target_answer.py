@@ -120,8 +120,8 @@ def test_one_winning_run_fails_the_claim_for_its_model_and_says_what_the_others_
             "h100": _confirm("h100", "GPU-11111111-1", gpu="NVIDIA H100 80GB HBM3")}
     tables = ta.by_machine(ta.target_tables(runs, n_resamples=300))
     text = ta.claim_target(tables)
-    assert text.startswith("At the reports' own shape the claim fails on the H200. On the "
-                           "H200, our Triton kernel is faster per call.")
+    assert text.startswith("At the reports' own shape the claim fails per call on the H200. "
+                           "On the H200, our Triton kernel is faster per call.")
     assert text.endswith("On the H100 11111111, SDPA beats every custom kernel timed beyond "
                          "the margin, per call and per kernel.")
     runs["h100"] = _confirm("h100", "GPU-11111111-1", gpu="NVIDIA H100 80GB HBM3",
@@ -179,19 +179,20 @@ def test_where_sdpa_wins_the_answer_says_so_and_names_the_winning_variant_never_
     held = ("On the H100 11111111, SDPA beats every custom kernel timed beyond the margin, "
             "per call and per kernel. No H100 run timed fa3_x, our Gluon kernel's variant "
             "that leads per call on the H200.")
-    assert text.startswith("At the reports' own shape the claim fails on the H200. On the "
-                           "H200, our Gluon kernel (FA3-style) is faster per call.")
+    assert text.startswith("At the reports' own shape the claim fails per call on the H200. "
+                           "On the H200, our Gluon kernel (FA3-style) is faster per call.")
     assert text.endswith(" " + held)
     assert ta.claim_target(ta.by_machine(tables), detail=False) == (
-        "At the reports' own shape the claim fails on the H200. "
+        "At the reports' own shape the claim fails per call on the H200. "
         + held.replace(", per call and per kernel.", "."))
     # the conclusions: per level and model where the reports' conclusion fails and holds
     # (the Gluon kernel is 10 % faster per call and per kernel here), then the evidence
     assert ta.conclusion_sentences(ta.by_machine(tables)) == (
         "Per call, our Gluon kernel (FA3-style) beats SDPA beyond the margin on the H200: "
-        "the reports' conclusion fails there; it holds on the H100. Per kernel, our Gluon "
-        "kernel (FA3-style) beats SDPA beyond the margin on the H200: the reports' "
-        "conclusion fails there; it holds on the H100. " + held)
+        "the reports' conclusion fails there; it holds on the H100 for the kernels timed "
+        "there. Per kernel, our Gluon kernel (FA3-style) beats SDPA beyond the margin on the "
+        "H200: the reports' conclusion fails there; it holds on the H100 for the kernels "
+        "timed there. " + held)
     assert ta.section_values(ta.by_machine(tables))["sa_conclusion_sentences"] == \
         ta.conclusion_sentences(ta.by_machine(tables))
     assert ta.conclusion_sentences({}) == ta.claim_target({})

@@ -223,7 +223,7 @@ def _model_answer(model: str, rows: list, winners: dict,
         if present:
             detail += (f" Run{'s' if len(present) > 1 else ''} {join(present)} found no "
                        f"faster kernel.")
-    return f"fails on the {model}", detail
+    return f"fails per call on the {model}", detail
 
 
 def _winners(rows: dict) -> dict:
@@ -248,7 +248,7 @@ def _winners(rows: dict) -> dict:
 
 def claim_target(tables: dict, detail: bool = True) -> str:
     """The answer to claim A per GPU model, from ``tables`` (machine -> table of
-    :func:`target_tables`): 'At the reports' own shape the claim fails on the H200.'
+    :func:`target_tables`): 'At the reports' own shape the claim fails per call on the H200.'
     then, per model where no custom kernel wins, what the evidence is and which winner
     was never timed there ('On the H100-b, SDPA beats every custom kernel timed beyond the
     margin. No H100 run timed fa3_n128_s3, our Gluon kernel's variant that leads per call
@@ -301,7 +301,8 @@ def conclusion_sentences(tables: dict) -> str:
         labels = sorted(set().union(*(won[(level, m)] for m in beaten)))
         out.append(f"Per {level}, {join(labels)} beat{'s' if len(labels) == 1 else ''} SDPA "
                    f"beyond the margin on {on(beaten)}: the reports' conclusion fails there"
-                   + (f"; it holds on {on(held)}." if held else "."))
+                   + (f"; it holds on {on(held)} for the kernels timed there." if held
+                      else "."))
     winners = _winners(rows)
     for model in models:
         if not any((level, model) in won for level in _LEVELS):
