@@ -240,9 +240,9 @@ nbs.glue_figure("mx_tr_figure", fig_tr)
 # ```{glue:figure} mx_tr_figure
 # :name: fig-triton-vs-library
 #
-# Speedup of our Triton kernel over the fastest SDPA backend at each configuration (the
-# backend is named beside the shape), with its interval ({glue:text}`mx_tr_family:s`).
-# Measured on {glue:text}`mx_tr_label:s` (run {glue:text}`mx_tr_run:s`).
+# Speedup of our Triton kernel over the fastest SDPA backend at each configuration; the
+# backend is named beside the shape. Intervals: {glue:text}`mx_tr_family:s`.
+# Measured on {glue:text}`mx_tr_label:s`, run {glue:text}`mx_tr_run:s`.
 # ```
 
 # %% tags=["remove-cell"]
