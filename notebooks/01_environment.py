@@ -178,6 +178,12 @@ nbs.glue_text("env_tm_variant", main_variant or "not recorded")
 nbs.glue_text("env_tm_variant_sentence", timer_answer.variant_sentence(main_variant, variant,
                                                                        v_checks))
 nbs.glue_values("env_tv_", timer_answer.variant_clauses(list(v_checks.values())))
+# why those checks' kernel time favours our kernel: SDPA profiled after sustained replay
+from attn_analysis.chapters import kernel_after_replay as kar
+v_docs = [checks[k] for k in v_checks]
+nbs.glue_text("env_tm_kernel_gap", kar.kernel_gap_sentence(
+    kar.split_by_last_timer(v_docs, "gluon"), kar.runs_kernel(gap_runs["gluon"], "gluon"))
+    if v_docs else "No further check of our Gluon kernel's variant is recorded.")
 nbs.glue_text("env_tm_model", tm_model)
 nbs.glue_text("env_tm_file", next(f"data/checks/{k}.json" for k in sorted(checks)
                                   if timers.gpu_model(checks[k]) == tm_model))
